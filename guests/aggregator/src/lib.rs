@@ -1,0 +1,2 @@
+//! The `aggregator` transformer (Ceilometer semantics; logic in `wasmon-ceilometer`).
+wasmon_guest::export_transformer!(wasmon_ceilometer::Aggregator);

@@ -1,0 +1,56 @@
+//! wasmon guest SDK.
+//!
+//! A transformer author implements [`Transformer`] and exports it with
+//! [`export_transformer!`]; the SDK hides the WIT bindings, decodes the interned batches the
+//! host sends into [`Sample`]s and encodes the results back.
+//!
+//! ```ignore
+//! use wasmon_guest::{Sample, Transformer, Params};
+//! struct Scale(f64);
+//! impl Transformer for Scale {
+//!     fn configure(params: &Params) -> Result<Self, String> {
+//!         Ok(Scale(params.get("factor").and_then(|v| v.as_f64()).unwrap_or(1.0)))
+//!     }
+//!     fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+//!         out.extend(input.into_iter().map(|mut s| { s.value *= self.0; s }));
+//!     }
+//! }
+//! wasmon_guest::export_transformer!(Scale);
+//! ```
+
+pub mod log;
+mod sample;
+pub mod transformer;
+
+pub use sample::{Kind, Metadata, Sample, Str};
+
+/// A transformer's parameters: the JSON object from the pipeline config.
+pub type Params = serde_json::Map<String, serde_json::Value>;
+
+/// A transformer: Ceilometer's `handle_sample` / `flush`, a batch at a time.
+pub trait Transformer: Sized + 'static {
+    /// Builds the transformer from its parameters; an error names the bad parameter.
+    fn configure(params: &Params) -> Result<Self, String>;
+
+    /// Handles one batch; pushes what is to be passed on now onto `out`.
+    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>);
+
+    /// Pushes whatever is cached and ready onto `out`. Called on the pipeline's flush
+    /// interval, before the guest is replaced, and at shutdown.
+    fn flush(&mut self, out: &mut Vec<Sample>) {
+        let _ = out;
+    }
+}
+
+/// Exports a [`Transformer`] as this component's `transform` interface. Natively (unit tests,
+/// benchmarks) it expands to nothing, so a guest crate is also a plain Rust library.
+#[macro_export]
+macro_rules! export_transformer {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            type WasmonExport = $crate::transformer::Export<$ty>;
+            $crate::transformer::bindings::export_raw!(WasmonExport with_types_in $crate::transformer::bindings);
+        };
+    };
+}

@@ -1,0 +1,2 @@
+//! The `unit_conversion` transformer (Ceilometer semantics; logic in `wasmon-ceilometer`).
+wasmon_guest::export_transformer!(wasmon_ceilometer::UnitConversion);

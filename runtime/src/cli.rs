@@ -1,0 +1,191 @@
+//! The command line: `wasmon run`, `wasmon transform`, `wasmon config`. Each subcommand is a
+//! thin shell over the library; errors reach the user with their context chain.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Config};
+use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
+use crate::pipeline::{Line, Sample, parse_line, to_line};
+
+#[derive(Parser, Debug)]
+#[command(name = "wasmon", version, about = "A metrics collector whose plug-ins run as WebAssembly components")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the daemon (on the embedded default config unless --config is given).
+    Run {
+        /// Configuration file (TOML); `wasmon config default` prints a starting point.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// HTTP listen address (overrides daemon.listen).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// State directory (overrides daemon.data-dir).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Run one transformer guest over samples read as JSON lines from stdin; the output goes to
+    /// stdout as JSON lines. `{"flush": true}` flushes; so does the end of input.
+    Transform {
+        /// A bundled guest's name, or a path to a .wasm component.
+        #[arg(long)]
+        guest: String,
+        /// The guest's parameters: a YAML or JSON file.
+        #[arg(long)]
+        params: Option<PathBuf>,
+        /// CPU deadline per call.
+        #[arg(long, value_parser = config::parse_duration, default_value = "100ms")]
+        deadline: Duration,
+        /// Memory cap of the guest.
+        #[arg(long, value_parser = config::parse_size, default_value = "64MiB")]
+        memory: u64,
+    },
+    /// Print or check configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the embedded default configuration, documented field by field.
+    Default,
+    /// Check a configuration file and report the first problem by field name.
+    Check { file: PathBuf },
+}
+
+/// Reads a params file: JSON, or YAML (chosen by extension; unknown extensions try both).
+pub fn read_params(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let value: serde_json::Value = match ext {
+        "json" => serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?,
+        "yaml" | "yml" => serde_yaml::from_str(&text).with_context(|| format!("{} is not valid YAML", path.display()))?,
+        _ => serde_json::from_str(&text)
+            .or_else(|_| serde_yaml::from_str(&text))
+            .with_context(|| format!("{} is neither JSON nor YAML", path.display()))?,
+    };
+    if !value.is_object() && !value.is_null() {
+        bail!("{}: parameters must be a mapping, got {value}", path.display());
+    }
+    Ok(value.to_string())
+}
+
+/// A cache of compiled guests for the CLI, under the user's cache directory.
+fn cli_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wasmon").join("components"))
+}
+
+/// Lines per guest call when input arrives faster than it is processed.
+const CLI_BATCH: usize = 512;
+
+/// `wasmon transform`. Returns whether every input line was accepted.
+pub fn transform(guest: &str, params: Option<&Path>, deadline: Duration, memory: u64) -> Result<bool> {
+    let params = match params {
+        Some(p) => read_params(p)?,
+        None => "{}".to_string(),
+    };
+    let source = crate::guests::resolve(guest, None, Path::new(""))?;
+    let runtime = Runtime::new(cli_cache_dir())?;
+    let compiled = runtime.compile(&source.bytes, &source.origin.to_string())?;
+    let mut cfg = GuestConfig::new(guest, &params);
+    cfg.deadline = deadline;
+    cfg.memory = memory;
+    let mut instance = Image::<TransformerWorld>::load(&runtime, &compiled, cfg)?;
+
+    // Lines are read on a thread of their own so a batch is handed to the guest as soon as
+    // input pauses: interactive use sees output at once, bulk input goes in batches.
+    let (tx, rx) = crossbeam_channel::bounded::<(usize, std::io::Result<String>)>(4 * CLI_BATCH);
+    std::thread::spawn(move || {
+        for (i, line) in std::io::stdin().lock().lines().enumerate() {
+            if tx.send((i + 1, line)).is_err() {
+                return;
+            }
+        }
+    });
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut all_ok = true;
+    let mut batch: Vec<Sample> = Vec::new();
+    let mut first_line = 0;
+    let emit = |r: Result<Vec<Sample>, CallError>, what: &str, out: &mut dyn Write| -> Result<()> {
+        match r {
+            Ok(samples) => {
+                for s in samples {
+                    writeln!(out, "{}", to_line(&s))?;
+                }
+            }
+            Err(e) => eprintln!("{what}: the guest failed: {e}"),
+        }
+        out.flush()?;
+        Ok(())
+    };
+    loop {
+        let next = if batch.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
+        let Some((n, line)) = next else {
+            // Input paused (or ended): hand the guest what has arrived.
+            if !batch.is_empty() {
+                let r = instance.handle(&batch);
+                emit(r, &format!("lines {first_line}-"), &mut out)?;
+                batch.clear();
+                continue;
+            }
+            break;
+        };
+        let line = line.context("reading stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+        match parse_line(&line, now) {
+            Ok(Line::Sample(s)) => {
+                if batch.is_empty() {
+                    first_line = n;
+                }
+                batch.push(s);
+                if batch.len() >= CLI_BATCH {
+                    let r = instance.handle(&batch);
+                    emit(r, &format!("lines {first_line}-{n}"), &mut out)?;
+                    batch.clear();
+                }
+            }
+            Ok(Line::Flush) => {
+                if !batch.is_empty() {
+                    let r = instance.handle(&batch);
+                    emit(r, &format!("lines {first_line}-{n}"), &mut out)?;
+                    batch.clear();
+                }
+                let r = instance.flush();
+                emit(r, &format!("line {n} (flush)"), &mut out)?;
+            }
+            Err(e) => {
+                all_ok = false;
+                eprintln!("line {n}: {e}");
+            }
+        }
+    }
+    let r = instance.flush();
+    emit(r, "end of input (flush)", &mut out)?;
+    Ok(all_ok)
+}
+
+/// `wasmon config check FILE`.
+pub fn config_check(file: &Path) -> Result<()> {
+    let c = Config::load(Some(file))?;
+    println!("{}: ok ({} pipelines)", file.display(), c.pipelines.len());
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! `config` owns the daemon's configuration: its TOML shape (every struct refuses unknown
+//! fields), defaults, the embedded default file, and checks that serde cannot express. It
+//! loads nothing else: guests are resolved and compiled by the daemon.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Deserializer};
+
+use crate::host::{Grants, limits};
+
+/// The configuration `wasmon run` uses without `--config`; `wasmon config default` prints it.
+pub const DEFAULT: &str = include_str!("default-config.toml");
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub guest_defaults: GuestDefaults,
+    #[serde(default, rename = "pipeline")]
+    pub pipelines: Vec<PipelineConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonConfig {
+    /// Address of the HTTP API.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// State directory.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// Directory of guest components, watched for changes; empty for none.
+    #[serde(default)]
+    pub guests_dir: PathBuf,
+    /// How often the config file and guests-dir are checked for changes.
+    #[serde(default = "default_watch", deserialize_with = "duration")]
+    pub watch_interval: Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            listen: default_listen(),
+            data_dir: default_data_dir(),
+            guests_dir: PathBuf::new(),
+            watch_interval: default_watch(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    "127.0.0.1:8082".parse().unwrap()
+}
+fn default_data_dir() -> PathBuf {
+    "wasmon-data".into()
+}
+fn default_watch() -> Duration {
+    Duration::from_secs(1)
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GuestDefaults {
+    #[serde(default = "default_deadline", deserialize_with = "duration")]
+    pub deadline: Duration,
+    #[serde(default = "default_memory", deserialize_with = "size")]
+    pub memory: u64,
+    #[serde(default = "default_quarantine")]
+    pub quarantine_after: u32,
+}
+
+impl Default for GuestDefaults {
+    fn default() -> Self {
+        GuestDefaults { deadline: default_deadline(), memory: default_memory(), quarantine_after: default_quarantine() }
+    }
+}
+
+fn default_deadline() -> Duration {
+    limits::DEFAULT_DEADLINE
+}
+fn default_memory() -> u64 {
+    limits::DEFAULT_MEMORY
+}
+fn default_quarantine() -> u32 {
+    limits::QUARANTINE_AFTER
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PipelineConfig {
+    pub name: String,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub flush_interval: Option<Duration>,
+    #[serde(default = "default_sinks")]
+    pub sinks: Vec<String>,
+    #[serde(default, rename = "transformer")]
+    pub transformers: Vec<StageConfig>,
+}
+
+fn default_sinks() -> Vec<String> {
+    vec!["log".into()]
+}
+
+/// One transformer of a pipeline.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StageConfig {
+    /// Bundled guest name, NAME in guests-dir, or a path to a `.wasm` file.
+    pub guest: String,
+    /// Handed to the guest's `configure` as a JSON object.
+    #[serde(default = "empty_table")]
+    pub params: toml::Table,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub deadline: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_size")]
+    pub memory: Option<u64>,
+    #[serde(default)]
+    pub quarantine_after: Option<u32>,
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+fn empty_table() -> toml::Table {
+    toml::Table::new()
+}
+
+/// Sinks a pipeline may name.
+pub const SINKS: &[&str] = &["log", "stdout"];
+
+impl Config {
+    /// Parses and checks a configuration; errors name the field (and line) at fault.
+    pub fn parse(text: &str) -> Result<Config> {
+        let config: Config = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Reads `path`, or the embedded default when `None`.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        match path {
+            None => Config::parse(DEFAULT).context("the embedded default config"),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                Config::parse(&text).with_context(|| format!("in {}", p.display()))
+            }
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, p) in self.pipelines.iter().enumerate() {
+            if p.name.is_empty() || !p.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                bail!("pipeline[{i}].name: {:?} must be non-empty letters, digits, '-', '_' or '.'", p.name);
+            }
+            if !seen.insert(&p.name) {
+                bail!("pipeline[{i}].name: {:?} is used twice", p.name);
+            }
+            if p.flush_interval == Some(Duration::ZERO) {
+                bail!("pipeline {:?}: flush-interval must be positive", p.name);
+            }
+            for s in &p.sinks {
+                if !SINKS.contains(&s.as_str()) {
+                    bail!("pipeline {:?}: sinks: unknown sink {s:?} (known: {})", p.name, SINKS.join(", "));
+                }
+            }
+            for (j, t) in p.transformers.iter().enumerate() {
+                if t.guest.is_empty() {
+                    bail!("pipeline {:?}: transformer[{j}].guest must not be empty", p.name);
+                }
+                if t.deadline == Some(Duration::ZERO) {
+                    bail!("pipeline {:?}: transformer[{j}].deadline must be positive", p.name);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses "250ms", "10s", "5m", "2h", "1d" (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected a number and a unit (ms, s, m, h, d)"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1e3,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        other => return Err(format!("invalid duration {s:?}: unknown unit {other:?} (ms, s, m, h, d)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
+
+/// Parses "64MiB", "512KiB", "1GiB", "10MB", or a plain number of bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?}: expected a number and a unit (KiB, MiB, GiB)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => return Err(format!("invalid size {s:?}: unknown unit {other:?} (KiB, MiB, GiB, KB, MB, GB)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("invalid size {s:?}: too large"))
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumOrStr {
+    Num(u64),
+    Str(String),
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Num(n) => Ok(Duration::from_secs(n)),
+        NumOrStr::Str(s) => parse_duration(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Num(n) => Ok(n),
+        NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    size(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_parses() {
+        let c = Config::parse(DEFAULT).unwrap();
+        assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
+        assert_eq!(c.pipelines.len(), 2);
+        assert_eq!(c.guest_defaults.memory, 64 << 20);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_name_the_field() {
+        let e = Config::parse("[daemon]\nlisten = \"127.0.0.1:1\"\nlisten-port = 3\n").unwrap_err().to_string();
+        assert!(e.contains("listen-port"), "{e}");
+        let e = Config::parse("[guest-defaults]\ndeadline = \"10 parsecs\"\n").unwrap_err().to_string();
+        assert!(e.contains("deadline") && e.contains("parsecs"), "{e}");
+        let e = Config::parse("[[pipeline]]\nname = \"a\"\nsinks = [\"nowhere\"]\n").unwrap_err().to_string();
+        assert!(e.contains("nowhere"), "{e}");
+        let e = Config::parse("[[pipeline]]\nname = \"a\"\n[[pipeline]]\nname = \"a\"\n").unwrap_err().to_string();
+        assert!(e.contains("used twice"), "{e}");
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert!(parse_size("lots").is_err());
+    }
+}

@@ -1,0 +1,59 @@
+//! Guests bundled in the binary, and how a guest reference in config or on the command line
+//! resolves to component bytes: a path (anything ending in `.wasm` or containing `/`), else
+//! `NAME.wasm` in the guests directory, else the bundled guest `NAME`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+
+/// Where a guest's bytes came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Bundled(&'static str),
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Bundled(n) => write!(f, "bundled guest `{n}`"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Component bytes and where they came from.
+pub struct Source {
+    pub bytes: Vec<u8>,
+    pub origin: Origin,
+}
+
+/// Names of the bundled guests.
+pub fn bundled_names() -> impl Iterator<Item = &'static str> {
+    BUNDLED.iter().map(|(n, _)| *n)
+}
+
+/// Resolves `reference`; relative paths are taken from `base` (the config file's directory).
+pub fn resolve(reference: &str, guests_dir: Option<&Path>, base: &Path) -> Result<Source> {
+    if reference.ends_with(".wasm") || reference.contains('/') {
+        let path = base.join(reference);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading guest {}", path.display()))?;
+        return Ok(Source { bytes, origin: Origin::File(path) });
+    }
+    if let Some(dir) = guests_dir.filter(|d| !d.as_os_str().is_empty()) {
+        let path = base.join(dir).join(format!("{reference}.wasm"));
+        if path.exists() {
+            let bytes = std::fs::read(&path).with_context(|| format!("reading guest {}", path.display()))?;
+            return Ok(Source { bytes, origin: Origin::File(path) });
+        }
+    }
+    match BUNDLED.iter().find(|(n, _)| *n == reference) {
+        Some((name, bytes)) => Ok(Source { bytes: bytes.to_vec(), origin: Origin::Bundled(name) }),
+        None => bail!(
+            "no guest named {reference:?}: not a .wasm path, not in the guests directory, and not bundled (bundled: {})",
+            bundled_names().collect::<Vec<_>>().join(", ")
+        ),
+    }
+}

@@ -1,0 +1,19 @@
+//! `host` narrows wasmtime to wasmon's policy and owns everything about running guests: the
+//! engine and its epoch ticker, the compiled-component cache, one `Store` per guest instance,
+//! CPU deadlines, memory and output caps, capability grants, failure accounting and
+//! quarantine. It knows samples only as batches to pass through; it may not touch the
+//! pipeline's scheduling, the store or the namespace.
+
+mod bindings;
+mod engine;
+mod guest;
+pub mod limits;
+mod state;
+mod stats;
+mod transformer;
+
+pub use engine::{Compiled, Runtime};
+pub use guest::{CallError, GuestConfig, Image, Instance, World};
+pub use state::{DirGrant, Grants};
+pub use stats::GuestStats;
+pub use transformer::{TransformerInstance, TransformerWorld, encode};

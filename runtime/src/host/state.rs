@@ -1,0 +1,131 @@
+//! What a guest's `Store` holds: its WASI context (built from its grants), its resource
+//! limits, and the per-call accounting behind the `host` interface.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::transformer::wasmon::collector::host;
+use super::bindings::types::{self, Level};
+use super::limits::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL};
+use super::guest::Limiter;
+use super::stats::GuestStats;
+
+/// Capabilities a guest gets beyond computing: none unless its config grants them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Grants {
+    /// Host directories the guest may open, each at a path of the guest's choosing.
+    #[serde(default)]
+    pub dirs: Vec<DirGrant>,
+    /// Socket addresses (`ip:port`) the guest may connect or bind to over TCP/UDP.
+    #[serde(default)]
+    pub network: Vec<SocketAddr>,
+    /// Environment variables the guest sees.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// One preopened directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DirGrant {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the guest sees it (e.g. `/data`).
+    pub guest: String,
+    /// Read-only unless this is false.
+    #[serde(default = "yes")]
+    pub read_only: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Grants {
+    fn wasi(&self) -> Result<WasiCtx> {
+        let mut b = WasiCtxBuilder::new();
+        // Panics and guest diagnostics are worth seeing; stdout is kept clean because
+        // `wasmon transform` writes its samples there.
+        b.inherit_stderr();
+        for d in &self.dirs {
+            let perms = if d.read_only { FsPerms::ReadOnly } else { FsPerms::ReadWrite };
+            b.preopened_dir(&d.host, &d.guest, perms)
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("granting directory {}", d.host.display()))?;
+        }
+        for (k, v) in &self.env {
+            b.env(k, v);
+        }
+        if !self.network.is_empty() {
+            let allowed: Arc<[SocketAddr]> = self.network.clone().into();
+            b.socket_addr_check(move |addr, _use| {
+                let ok = allowed.contains(&addr);
+                Box::pin(async move { ok })
+            });
+            b.allow_tcp(true).allow_udp(true);
+        } else {
+            b.allow_tcp(false).allow_udp(false);
+        }
+        b.allow_ip_name_lookup(false);
+        Ok(b.build())
+    }
+}
+
+/// The data of one guest instance's `Store`.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    guest: Arc<str>,
+    stats: Arc<GuestStats>,
+    /// Log lines emitted during the current call.
+    pub(crate) log_lines: u32,
+}
+
+impl State {
+    pub(crate) fn new(guest: Arc<str>, grants: &Grants, limiter: Limiter, stats: Arc<GuestStats>) -> Result<State> {
+        Ok(State { wasi: grants.wasi()?, table: ResourceTable::new(), limiter, guest, stats, log_lines: 0 })
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for State {}
+
+impl host::Host for State {
+    fn log(&mut self, level: Level, message: String) {
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES_PER_CALL {
+            self.stats.log_lines_dropped.inc();
+            return;
+        }
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE_BYTES {
+            let mut cut = MAX_LOG_LINE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("...");
+        }
+        let guest = &*self.guest;
+        match level {
+            Level::Trace => tracing::trace!(target: "wasmon::guest", guest, "{message}"),
+            Level::Debug => tracing::debug!(target: "wasmon::guest", guest, "{message}"),
+            Level::Info => tracing::info!(target: "wasmon::guest", guest, "{message}"),
+            Level::Warn => tracing::warn!(target: "wasmon::guest", guest, "{message}"),
+            Level::Error => tracing::error!(target: "wasmon::guest", guest, "{message}"),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+use wasmon::cli::{Cli, Command, ConfigCommand};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let result = match cli.command {
+        Command::Run { config, listen, data_dir } => {
+            let opts = wasmon::daemon::RunOptions { config, listen, data_dir };
+            tokio::runtime::Runtime::new()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| rt.block_on(wasmon::daemon::run(opts, CancellationToken::new())))
+                .map(|()| true)
+        }
+        Command::Transform { guest, params, deadline, memory } => {
+            wasmon::cli::transform(&guest, params.as_deref(), deadline, memory)
+        }
+        Command::Config { command: ConfigCommand::Default } => {
+            print!("{}", wasmon::config::DEFAULT);
+            Ok(true)
+        }
+        Command::Config { command: ConfigCommand::Check { file } } => wasmon::cli::config_check(&file).map(|()| true),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

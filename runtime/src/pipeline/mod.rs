@@ -1,0 +1,15 @@
+//! `pipeline` owns the flow of samples between sources and sinks: named pipelines, each an
+//! ordered chain of transformer guests with a flush interval, run on a thread of its own.
+//! Batches, flushes and guest swaps travel down one channel, so a swap (hot reload) always
+//! happens *between* batches: no sample is lost and none is processed twice. It calls guests
+//! only through `host`, and knows sinks only through the [`Sink`] trait.
+
+mod json;
+mod sample;
+mod sinks;
+mod worker;
+
+pub use json::{Line, LineError, parse_line, to_line};
+pub use sample::{Kind, Metadata, Sample};
+pub use sinks::{ChannelSink, LogSink, Sink, StdoutSink};
+pub use worker::{Pipeline, PipelineStats, SwapOutcome};

@@ -1,0 +1,61 @@
+//! The runtime's sample: what sources produce, transformers rewrite and sinks consume. Strings
+//! are `Arc<str>` so a batch shares one allocation per distinct name, resource and unit.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// How a sample's value relates to earlier ones (Ceilometer's meter types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Gauge,
+    Delta,
+    Cumulative,
+}
+
+/// Metadata pairs shared between the samples that carry the same set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metadata(pub Arc<[(Arc<str>, Arc<str>)]>);
+
+impl Metadata {
+    pub fn new(pairs: Vec<(Arc<str>, Arc<str>)>) -> Metadata {
+        Metadata(pairs.into())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+/// One sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub name: Arc<str>,
+    pub resource: Arc<str>,
+    pub unit: Arc<str>,
+    pub kind: Kind,
+    pub value: f64,
+    /// Nanoseconds since the Unix epoch.
+    pub timestamp_ns: i64,
+    pub metadata: Metadata,
+}
+
+impl Sample {
+    pub fn new(name: &str, resource: &str, value: f64, timestamp_ns: i64) -> Sample {
+        Sample {
+            name: name.into(),
+            resource: resource.into(),
+            unit: "".into(),
+            kind: Kind::Gauge,
+            value,
+            timestamp_ns,
+            metadata: Metadata::default(),
+        }
+    }
+}

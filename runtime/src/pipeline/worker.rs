@@ -1,0 +1,298 @@
+//! A pipeline's thread: takes batches, flushes on its interval, swaps guests between batches.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::sample::Sample;
+use super::sinks::Sink;
+use crate::host::TransformerInstance;
+use crate::telemetry::{Counter, registry};
+
+/// Counters of one pipeline.
+pub struct PipelineStats {
+    pub samples_in: Arc<Counter>,
+    pub samples_out: Arc<Counter>,
+    /// Samples lost because a guest call failed (trap, deadline, memory, quarantine).
+    pub samples_lost: Arc<Counter>,
+    pub swaps: Arc<Counter>,
+}
+
+impl PipelineStats {
+    fn new(pipeline: &str) -> Arc<PipelineStats> {
+        let r = registry();
+        let l = [("pipeline", pipeline)];
+        Arc::new(PipelineStats {
+            samples_in: r.counter("wasmon_pipeline_samples_in_total", "Samples that entered the pipeline.", &l),
+            samples_out: r.counter("wasmon_pipeline_samples_out_total", "Samples the pipeline passed to its sinks.", &l),
+            samples_lost: r.counter(
+                "wasmon_pipeline_samples_lost_total",
+                "Samples lost to a failed guest call.",
+                &l,
+            ),
+            swaps: r.counter("wasmon_pipeline_guest_swaps_total", "Guests replaced by a reload.", &l),
+        })
+    }
+}
+
+/// What a swap did, stage by stage.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct SwapOutcome {
+    /// Stages whose guest (bytes or configuration) changed: flushed, then replaced.
+    pub replaced: Vec<String>,
+    /// Stages left running as they were.
+    pub kept: Vec<String>,
+}
+
+enum Command {
+    Batch(Vec<Sample>),
+    Flush(Sender<()>),
+    Swap(Vec<TransformerInstance>, Option<Vec<Arc<dyn Sink>>>, Sender<SwapOutcome>),
+    Stop(Sender<()>),
+}
+
+/// A running pipeline. Dropping it stops the thread after a final flush.
+pub struct Pipeline {
+    name: Arc<str>,
+    tx: Sender<Command>,
+    stats: Arc<PipelineStats>,
+    stages: Arc<Mutex<Vec<StageInfo>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What runs at one stage (for status pages).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StageInfo {
+    pub guest: String,
+    pub hash: String,
+    pub quarantined: bool,
+}
+
+/// Batches waiting for a pipeline's thread; producers block beyond it (backpressure).
+const QUEUE: usize = 1024;
+
+impl Pipeline {
+    /// Starts a pipeline's thread. `flush_interval` `None`: flush only on demand and at stop.
+    pub fn start(
+        name: &str,
+        chain: Vec<TransformerInstance>,
+        flush_interval: Option<Duration>,
+        sinks: Vec<Arc<dyn Sink>>,
+    ) -> Pipeline {
+        let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+        let stats = PipelineStats::new(name);
+        let stages = Arc::new(Mutex::new(Vec::new()));
+        let mut worker =
+            Worker { name: name.into(), chain, sinks, stats: stats.clone(), stages: stages.clone(), flush_interval };
+        worker.publish_stages();
+        let thread = std::thread::Builder::new()
+            .name(format!("pipeline-{name}"))
+            .spawn(move || worker.run(rx))
+            .expect("spawning a pipeline thread");
+        Pipeline { name: name.into(), tx, stats, stages, thread: Mutex::new(Some(thread)) }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn stats(&self) -> &Arc<PipelineStats> {
+        &self.stats
+    }
+
+    pub fn stages(&self) -> Vec<StageInfo> {
+        self.stages.lock().unwrap().clone()
+    }
+
+    /// Queues a batch; blocks while the queue is full. Fails only after `stop`.
+    pub fn send(&self, batch: Vec<Sample>) -> Result<(), Stopped> {
+        self.tx.send(Command::Batch(batch)).map_err(|_| Stopped)
+    }
+
+    /// Flushes the chain and waits until the output reached the sinks.
+    pub fn flush(&self) -> Result<(), Stopped> {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.tx.send(Command::Flush(ack)).map_err(|_| Stopped)?;
+        done.recv().map_err(|_| Stopped)
+    }
+
+    /// Replaces the chain between two batches: every stage whose guest changed is flushed (its
+    /// output continues down the chain) and replaced; the others keep running with their state.
+    /// A chain of another length replaces every stage. `sinks`, when given, replace the sinks.
+    pub fn swap(&self, chain: Vec<TransformerInstance>, sinks: Option<Vec<Arc<dyn Sink>>>) -> Result<SwapOutcome, Stopped> {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.tx.send(Command::Swap(chain, sinks, ack)).map_err(|_| Stopped)?;
+        done.recv().map_err(|_| Stopped)
+    }
+
+    /// Flushes a last time and stops the thread.
+    pub fn stop(&self) {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        if self.tx.send(Command::Stop(ack)).is_ok() {
+            let _ = done.recv();
+        }
+        if let Some(t) = self.thread.lock().unwrap().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The pipeline was stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("the pipeline is stopped")]
+pub struct Stopped;
+
+struct Worker {
+    name: Arc<str>,
+    chain: Vec<TransformerInstance>,
+    sinks: Vec<Arc<dyn Sink>>,
+    stats: Arc<PipelineStats>,
+    stages: Arc<Mutex<Vec<StageInfo>>>,
+    flush_interval: Option<Duration>,
+}
+
+impl Worker {
+    fn run(&mut self, rx: Receiver<Command>) {
+        let mut next_flush = self.flush_interval.map(|d| Instant::now() + d);
+        loop {
+            let cmd = match next_flush {
+                Some(at) => match rx.recv_deadline(at) {
+                    Ok(cmd) => Some(cmd),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return self.flush_from(0, Vec::new()),
+                },
+                None => match rx.recv() {
+                    Ok(cmd) => Some(cmd),
+                    Err(_) => return self.flush_from(0, Vec::new()),
+                },
+            };
+            match cmd {
+                None => {
+                    self.flush_from(0, Vec::new());
+                    // Keep the cadence: the next flush is one interval after the one due.
+                    next_flush = next_flush.zip(self.flush_interval).map(|(at, d)| (at + d).max(Instant::now()));
+                }
+                Some(Command::Batch(batch)) => {
+                    self.stats.samples_in.add(batch.len() as u64);
+                    let out = self.run_stages(0, batch);
+                    self.emit(out);
+                }
+                Some(Command::Flush(ack)) => {
+                    self.flush_from(0, Vec::new());
+                    let _ = ack.send(());
+                }
+                Some(Command::Swap(chain, sinks, ack)) => {
+                    let outcome = self.swap(chain);
+                    if let Some(sinks) = sinks {
+                        self.sinks = sinks;
+                    }
+                    let _ = ack.send(outcome);
+                }
+                Some(Command::Stop(ack)) => {
+                    self.flush_from(0, Vec::new());
+                    let _ = ack.send(());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Passes `batch` through stages `from..`, returning what comes out of the last one.
+    fn run_stages(&mut self, from: usize, mut batch: Vec<Sample>) -> Vec<Sample> {
+        for i in from..self.chain.len() {
+            if batch.is_empty() {
+                break;
+            }
+            batch = self.handle_at(i, batch);
+        }
+        batch
+    }
+
+    fn handle_at(&mut self, i: usize, batch: Vec<Sample>) -> Vec<Sample> {
+        match self.chain[i].handle(&batch) {
+            Ok(out) => out,
+            Err(_) => {
+                // The instance logged and counted the failure; the batch is lost at this stage.
+                self.stats.samples_lost.add(batch.len() as u64);
+                self.publish_stages();
+                Vec::new()
+            }
+        }
+    }
+
+    /// Ceilometer's flush: stage by stage, what a stage flushes goes through the stages after
+    /// it, which then flush too. `carry` enters at stage `from`.
+    fn flush_from(&mut self, from: usize, mut carry: Vec<Sample>) {
+        for i in from..self.chain.len() {
+            carry = self.flush_stage(i, carry);
+        }
+        self.emit(carry);
+    }
+
+    /// Hands `carry` to stage `i`, then flushes it; returns both outputs.
+    fn flush_stage(&mut self, i: usize, carry: Vec<Sample>) -> Vec<Sample> {
+        let mut out = if carry.is_empty() { Vec::new() } else { self.handle_at(i, carry) };
+        match self.chain[i].flush() {
+            Ok(mut flushed) => out.append(&mut flushed),
+            Err(_) => self.publish_stages(),
+        }
+        out
+    }
+
+    fn swap(&mut self, new_chain: Vec<TransformerInstance>) -> SwapOutcome {
+        let mut outcome = SwapOutcome::default();
+        if new_chain.len() != self.chain.len() {
+            self.flush_from(0, Vec::new());
+            outcome.replaced = new_chain.iter().map(|g| g.name().to_string()).collect();
+            self.stats.swaps.add(new_chain.len() as u64);
+            self.chain = new_chain;
+        } else {
+            let mut carry = Vec::new();
+            for (i, new) in new_chain.into_iter().enumerate() {
+                let old = self.chain[i].image();
+                let same = old.hash == new.image().hash && old.config == new.image().config;
+                if same {
+                    outcome.kept.push(new.name().to_string());
+                    if !carry.is_empty() {
+                        carry = self.handle_at(i, carry);
+                    }
+                } else {
+                    carry = self.flush_stage(i, carry);
+                    outcome.replaced.push(new.name().to_string());
+                    self.stats.swaps.inc();
+                    self.chain[i] = new;
+                }
+            }
+            self.emit(carry);
+        }
+        self.publish_stages();
+        tracing::info!(pipeline = %self.name, replaced = ?outcome.replaced, "pipeline guests swapped");
+        outcome
+    }
+
+    fn emit(&self, out: Vec<Sample>) {
+        if out.is_empty() {
+            return;
+        }
+        self.stats.samples_out.add(out.len() as u64);
+        for sink in &self.sinks {
+            sink.accept(&self.name, &out);
+        }
+    }
+
+    fn publish_stages(&mut self) {
+        *self.stages.lock().unwrap() = self
+            .chain
+            .iter()
+            .map(|g| StageInfo { guest: g.name().to_string(), hash: g.image().hash.clone(), quarantined: g.quarantined() })
+            .collect();
+    }
+}

@@ -1,0 +1,86 @@
+//! The CLI as a guest author uses it.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .arg("transform")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lines = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.code(), lines, String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn transform_runs_a_bundled_guest_over_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("p.yaml");
+    std::fs::write(&params, "target:\n  name: memory_util\n  unit: '%'\n  type: gauge\n  expr: 100 * $(memory.usage) / $(memory)\n").unwrap();
+    let input = [
+        r#"{"name":"memory","resource":"h1","value":1024,"unit":"MB","type":"gauge","timestamp":"2024-05-01T10:00:00Z"}"#,
+        r#"{"name":"memory.usage","resource":"h1","value":256,"type":"gauge","timestamp":1714557600,"metadata":{"host":"h1"}}"#,
+        r#"{"name":"memory","resource":"h2","value":"lots"}"#,
+        r#"{"flush": true}"#,
+        r#"{"name":"memory","resource":"h2","value":100,"timestamp":1714557700}"#,
+        "{not json",
+        r#"{"name":"memory.usage","resource":"h2","value":50,"timestamp":1714557700}"#,
+    ]
+    .join("\n");
+    let (code, out, err) = transform(&["--guest", "arithmetic", "--params", params.to_str().unwrap()], &input);
+    assert_eq!(out.len(), 2, "{out:?} / {err}");
+    assert_eq!((out[0]["name"].as_str(), out[0]["value"].as_f64(), out[0]["unit"].as_str()), (Some("memory_util"), Some(25.0), Some("%")));
+    assert_eq!(out[0]["resource"], "h1");
+    assert_eq!(out[0]["timestamp"], "2024-05-01T10:00:00Z");
+    assert_eq!((out[1]["resource"].as_str(), out[1]["value"].as_f64()), (Some("h2"), Some(50.0)), "end of input flushes");
+    assert!(err.contains("line 3:") && err.contains("`value`"), "{err}");
+    assert!(err.contains("line 6:"), "{err}");
+    assert_eq!(code, Some(1), "malformed lines make the exit status non-zero");
+}
+
+#[test]
+fn transform_reports_bad_params_and_unknown_guests() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("p.json");
+    std::fs::write(&params, r#"{"target": {"expr": "512 * 3"}}"#).unwrap();
+    let (code, out, err) = transform(&["--guest", "arithmetic", "--params", params.to_str().unwrap()], "");
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert!(err.contains("configure refused"), "{err}");
+
+    let (code, _, err) = transform(&["--guest", "no_such"], "");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no guest named") && err.contains("arithmetic"), "{err}");
+
+    let wasm = crate::common::guest_path("template");
+    let (code, out, _) = transform(&["--guest", wasm.to_str().unwrap()], r#"{"name":"x","value":7}"#);
+    assert_eq!((code, out[0]["value"].as_f64()), (Some(0), Some(7.0)), "a guest by path");
+}
+
+#[test]
+fn config_default_is_the_documented_embedded_config() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["config", "default"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text, wasmon::config::DEFAULT);
+    wasmon::config::Config::parse(&text).unwrap();
+    // Every field is documented: the line before each `key = value` line (outside the
+    // transformer's params) is a comment.
+    let lines: Vec<&str> = text.lines().collect();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in lines.iter().enumerate() {
+        let key = line.split('=').next().unwrap().trim();
+        let documented_key = ["listen", "data-dir", "guests-dir", "watch-interval", "deadline", "memory", "quarantine-after", "flush-interval", "sinks"];
+        if line.contains('=') && !line.starts_with('#') && documented_key.contains(&key) && seen.insert(key) {
+            assert!(lines[i - 1].starts_with('#'), "{key} is not documented");
+        }
+    }
+}

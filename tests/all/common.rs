@@ -1,0 +1,154 @@
+//! Helpers shared by the tests.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use wasmon::host::{GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
+use wasmon::pipeline::{Kind, Metadata, Sample};
+
+/// One runtime (engine, epoch ticker) for the whole test binary, with no disk cache.
+pub fn runtime() -> Arc<Runtime> {
+    static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RT.get_or_init(|| Runtime::new(None).unwrap()).clone()
+}
+
+/// The path of a guest compiled by the build (`testing`, `arithmetic`, ...).
+pub fn guest_path(name: &str) -> PathBuf {
+    PathBuf::from(wasmon::BUILT_GUESTS_DIR).join(format!("{name}.wasm"))
+}
+
+pub fn guest_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(guest_path(name)).unwrap_or_else(|e| panic!("guest {name}: {e}"))
+}
+
+/// Loads a built guest with `cfg` (whose params are JSON).
+pub fn load_with(name: &str, cfg: GuestConfig) -> anyhow::Result<TransformerInstance> {
+    let rt = runtime();
+    let compiled = rt.compile(&guest_bytes(name), name)?;
+    Image::<TransformerWorld>::load(&rt, &compiled, cfg)
+}
+
+pub fn load(name: &str, params: serde_json::Value) -> anyhow::Result<TransformerInstance> {
+    load_with(name, GuestConfig::new(name, &params.to_string()))
+}
+
+/// A sample; `ts` in seconds.
+pub fn sample(name: &str, resource: &str, value: f64, ts: f64) -> Sample {
+    let mut s = Sample::new(name, resource, value, (ts * 1e9) as i64);
+    s.unit = "".into();
+    s
+}
+
+pub fn with_kind(mut s: Sample, kind: Kind) -> Sample {
+    s.kind = kind;
+    s
+}
+
+pub fn with_meta(mut s: Sample, pairs: &[(&str, &str)]) -> Sample {
+    s.metadata = Metadata::new(pairs.iter().map(|(k, v)| (Arc::from(*k), Arc::from(*v))).collect());
+    s
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A `wasmon run` child process with its stdout lines collected.
+pub struct DaemonProcess {
+    pub child: std::process::Child,
+    pub port: u16,
+    pub stdout: crossbeam_channel::Receiver<String>,
+    pub stderr: Arc<std::sync::Mutex<String>>,
+}
+
+impl DaemonProcess {
+    /// Starts `wasmon run --config CONFIG --listen 127.0.0.1:PORT` and waits until it serves.
+    pub fn start(config: &std::path::Path) -> DaemonProcess {
+        use std::io::BufRead;
+        let port = free_port();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+            .args(["run", "--config"])
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+        let err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        let mut d = DaemonProcess { child, port, stdout: rx, stderr };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while d.get("/api/healthcheck").is_err() {
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("wasmon exited with {status} before serving:\n{}", d.stderr.lock().unwrap());
+            }
+            assert!(std::time::Instant::now() < deadline, "wasmon did not serve in time:\n{}", d.stderr.lock().unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        d
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::Result<reqwest::blocking::Response> {
+        reqwest::blocking::get(self.url(path))
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> reqwest::blocking::Response {
+        reqwest::blocking::Client::new().post(self.url(path)).body(body.to_string()).send().unwrap()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill {sig} failed");
+    }
+
+    /// The next stdout line, parsed as JSON.
+    pub fn next_sample(&self) -> serde_json::Value {
+        let line = self
+            .stdout
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no output from wasmon; stderr:\n{}", self.stderr.lock().unwrap()));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    /// Polls `check` for up to 30 s.
+    pub fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}; stderr:\n{}", self.stderr.lock().unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Replaces a file atomically (as a careful deploy would: write, then rename).
+pub fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}

@@ -1,0 +1,167 @@
+//! `wasmon run` as a user runs it: the real binary, a config file, a guests directory.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn write_config(dir: &Path, watch: &str, tag: &str, mode: &str) -> std::path::PathBuf {
+    let config = dir.join("wasmon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[daemon]
+data-dir = "data"
+guests-dir = "guests"
+watch-interval = "{watch}"
+
+[[pipeline]]
+name = "p"
+sinks = ["stdout"]
+
+[[pipeline.transformer]]
+guest = "probe"
+params = {{ tag = "{tag}", mode = "{mode}" }}
+"#
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn stage_hash(d: &DaemonProcess) -> String {
+    let v: Value = d.get("/api/pipelines").unwrap().json().unwrap();
+    v[0]["stages"][0]["hash"].as_str().unwrap().to_string()
+}
+
+fn post_one(d: &DaemonProcess, value: f64) -> Value {
+    let r = d.post("/api/pipelines/p/samples", &format!(r#"{{"name":"m","resource":"r","value":{value}}}"#));
+    assert_eq!(r.status(), 200);
+    d.next_sample()
+}
+
+#[test]
+fn a_changed_guest_file_is_swapped_in_and_a_broken_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    let probe = dir.path().join("guests/probe.wasm");
+    std::fs::write(&probe, guest_bytes("testing")).unwrap();
+    let config = write_config(dir.path(), "100ms", "v1", "passthrough");
+    let d = DaemonProcess::start(&config);
+
+    assert_eq!(post_one(&d, 1.0)["metadata"]["version"], "v1");
+    let first = stage_hash(&d);
+
+    // Swap in another component (the template passes samples through untagged).
+    replace_file(&probe, &guest_bytes("template"));
+    d.wait_for("the new component", || stage_hash(&d) != first);
+    let out = post_one(&d, 2.0);
+    assert_eq!(out["value"], 2.0);
+    assert!(out["metadata"].get("version").is_none(), "{out}");
+    let second = stage_hash(&d);
+
+    // A broken file: refused with a clear reason, the running version keeps serving.
+    replace_file(&probe, b"this is not a component");
+    let r = d.post("/api/admin/reload", "");
+    assert_eq!(r.status(), 422);
+    let outcome: Value = r.json().unwrap();
+    let error = outcome["pipelines"]["p"]["error"].as_str().unwrap().to_string();
+    assert!(error.contains("not a valid WebAssembly component") && error.contains("probe.wasm"), "{error}");
+    assert_eq!(stage_hash(&d), second);
+    assert_eq!(post_one(&d, 3.0)["value"], 3.0);
+
+    let metrics = d.get("/metrics").unwrap().text().unwrap();
+    assert!(metrics.contains("wasmon_pipeline_guest_swaps_total{pipeline=\"p\"} 1"), "{metrics}");
+}
+
+#[test]
+fn sighup_reloads_the_config_and_sigterm_flushes_before_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    std::fs::write(dir.path().join("guests/probe.wasm"), guest_bytes("testing")).unwrap();
+    // The watcher is too slow to matter: only SIGHUP reloads.
+    let config = write_config(dir.path(), "1h", "v1", "hold");
+    let mut d = DaemonProcess::start(&config);
+
+    let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":1}\n{\"name\":\"m\",\"value\":2}\n");
+    assert_eq!(r.status(), 200);
+    write_config(dir.path(), "1h", "v2", "hold");
+    d.signal("-HUP");
+    // The swap flushes the held samples of v1; then v2 is in place.
+    let a = d.next_sample();
+    let b = d.next_sample();
+    assert_eq!((a["value"].as_f64(), b["value"].as_f64()), (Some(1.0), Some(2.0)));
+    assert_eq!(a["metadata"]["version"], "v1");
+
+    let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":3}");
+    assert_eq!(r.status(), 200);
+    d.signal("-TERM");
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let last = d.next_sample();
+    assert_eq!((last["value"].as_f64(), &last["metadata"]["version"]), (Some(3.0), &Value::from("v2")), "held sample flushed at exit");
+}
+
+#[test]
+fn bad_samples_are_named_by_line_and_good_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    std::fs::write(dir.path().join("guests/probe.wasm"), guest_bytes("testing")).unwrap();
+    let config = write_config(dir.path(), "1h", "v1", "passthrough");
+    let d = DaemonProcess::start(&config);
+    let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":1}\n{\"name\":\"m\",\"value\":\"x\"}\nnot json\n{\"name\":\"m\",\"value\":4}\n");
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().unwrap();
+    assert_eq!(body["accepted"], 2);
+    let errors = body["errors"].as_array().unwrap();
+    assert!(errors[0].as_str().unwrap().starts_with("line 2:") && errors[1].as_str().unwrap().starts_with("line 3:"), "{body}");
+    assert_eq!(d.next_sample()["value"], 1.0);
+    assert_eq!(d.next_sample()["value"], 4.0);
+    assert_eq!(d.post("/api/pipelines/nope/samples", "{}").status(), 404);
+}
+
+#[test]
+fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["run", "--config"]).arg(&config).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("watch-intervall") && err.contains("bad.toml"), "{err}");
+
+    std::fs::write(&config, "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["run", "--config"]).arg(&config).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no guest named \\\"no-such-guest\\\"") || err.contains("no guest named \"no-such-guest\""), "{err}");
+}
+
+#[test]
+fn the_embedded_default_config_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // No --config: the embedded default, with its data-dir relative to the working directory.
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["run", "--listen", &format!("127.0.0.1:{port}")])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/api/pipelines");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pipelines: Value = loop {
+        if let Ok(r) = reqwest::blocking::get(&url) {
+            break r.json().unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "default config did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let names: Vec<&str> = pipelines.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["cpu", "memory"]);
+    assert!(dir.path().join("wasmon-data/components").is_dir(), "compiled guests cached under the data dir");
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+}

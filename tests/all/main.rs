@@ -1,0 +1,9 @@
+//! wasmon's integration tests: one binary (link time), real wasmtime, real guests compiled
+//! from `guests/` by the build, the real `wasmon` binary for the daemon and the CLI.
+
+mod ceilometer;
+mod cli;
+mod common;
+mod daemon;
+mod reload;
+mod sandbox;

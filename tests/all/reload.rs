@@ -1,0 +1,106 @@
+//! Hot reload while samples flow: guests swapped between batches lose and duplicate nothing,
+//! and a broken replacement leaves the running version alone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wasmon::host::{GuestConfig, Image, TransformerWorld};
+use wasmon::pipeline::{ChannelSink, Pipeline, Sample, Sink};
+
+use crate::common::*;
+
+#[test]
+fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_once() {
+    // Stage 0 holds samples until flush (so a swap must flush it or lose them); stage 1 alternates
+    // between two components (testing, template) and versions of its configuration.
+    let hold = |tag: &str| load("testing", json!({"mode": "hold", "tag": tag})).unwrap();
+    let (sink, rx) = ChannelSink::new("test");
+    let sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(sink)];
+    let pipeline = Arc::new(Pipeline::start(
+        "reload",
+        vec![hold("v0"), load("template", json!({})).unwrap()],
+        Some(Duration::from_millis(50)),
+        sinks,
+    ));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let producer = {
+        let (pipeline, stop, sent) = (pipeline.clone(), stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            // 200-sample batches every 5 ms: 40k samples/s offered.
+            let mut next = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<Sample> = (0..200)
+                    .map(|i| sample("seq", &format!("r{}", i % 7), (next + i) as f64, 1.0))
+                    .collect();
+                next += 200;
+                pipeline.send(batch).unwrap();
+                sent.store(next, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+
+    let start = Instant::now();
+    let mut replaced = 0;
+    for i in 1..=20 {
+        std::thread::sleep(Duration::from_millis(60));
+        let second = if i % 2 == 0 { load("template", json!({"factor": 1.0})) } else { load("testing", json!({"tag": format!("v{i}")})) };
+        let outcome = pipeline.swap(vec![hold(&format!("v{i}")), second.unwrap()], None).unwrap();
+        replaced += outcome.replaced.len();
+        if i == 10 {
+            // A broken replacement is refused before it reaches the pipeline.
+            let rt = runtime();
+            assert!(rt.compile(b"\0asm broken", "broken.wasm").is_err());
+            let bad = Image::<TransformerWorld>::load(
+                &rt,
+                &rt.compile(&guest_bytes("testing"), "testing").unwrap(),
+                GuestConfig::new("bad", r#"{"fail": "no"}"#),
+            );
+            assert!(bad.is_err());
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    let elapsed = start.elapsed();
+    pipeline.flush().unwrap();
+    let total = sent.load(Ordering::Relaxed);
+    assert_eq!(replaced, 40, "both stages replaced at every swap");
+    assert!(
+        total as f64 / elapsed.as_secs_f64() >= 10_000.0,
+        "the producer offered {total} samples in {elapsed:?}: under 10k/s"
+    );
+
+    let mut seen = HashSet::new();
+    let mut received = 0u64;
+    while let Ok(batch) = rx.try_recv() {
+        for s in batch {
+            received += 1;
+            assert!(seen.insert(s.value as u64), "sample {} delivered twice", s.value);
+        }
+    }
+    assert_eq!(received, total, "every sample delivered exactly once");
+    assert_eq!(pipeline.stats().samples_lost.get(), 0);
+    assert_eq!(pipeline.stats().swaps.get(), 40);
+}
+
+#[test]
+fn a_swap_that_changes_nothing_keeps_state() {
+    let (sink, rx) = ChannelSink::new("test");
+    let pipeline = Pipeline::start(
+        "keep",
+        vec![load("testing", json!({"mode": "hold"})).unwrap()],
+        None,
+        vec![Arc::new(sink) as Arc<dyn Sink>],
+    );
+    pipeline.send(vec![sample("m", "r", 1.0, 1.0)]).unwrap();
+    let outcome = pipeline.swap(vec![load("testing", json!({"mode": "hold"})).unwrap()], None).unwrap();
+    assert_eq!((outcome.replaced.len(), outcome.kept.len()), (0, 1));
+    assert!(rx.try_recv().is_err(), "an unchanged stage is not flushed");
+    pipeline.flush().unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().len(), 1);
+}
