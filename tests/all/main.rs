@@ -1,6 +1,7 @@
 //! wasmon's integration tests: one binary (link time), real wasmtime, real guests compiled
 //! from `guests/` by the build, the real `wasmon` binary for the daemon and the CLI.
 
+mod agents;
 mod ceilometer;
 mod cli;
 mod common;

@@ -18,6 +18,7 @@
 //! wasmon_guest::export_transformer!(Scale);
 //! ```
 
+pub mod agent;
 pub mod log;
 mod sample;
 pub mod transformer;
@@ -40,6 +41,30 @@ pub trait Transformer: Sized + 'static {
     fn flush(&mut self, out: &mut Vec<Sample>) {
         let _ = out;
     }
+}
+
+/// Parses the parameters the host passes to `configure`: a JSON object (or null for none).
+#[doc(hidden)]
+pub fn parse_params(params: &str) -> Result<Params, String> {
+    match serde_json::from_str::<serde_json::Value>(params) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(serde_json::Value::Null) => Ok(Params::new()),
+        Ok(other) => Err(format!("parameters must be an object, got {other}")),
+        Err(e) => Err(format!("parameters are not valid JSON: {e}")),
+    }
+}
+
+/// Exports an [`agent::Agent`] as this component's `namespace` and `source` interfaces.
+/// Natively it expands to nothing.
+#[macro_export]
+macro_rules! export_agent {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            type WasmonExport = $crate::agent::Export<$ty>;
+            $crate::agent::bindings::export_raw!(WasmonExport with_types_in $crate::agent::bindings);
+        };
+    };
 }
 
 /// Exports a [`Transformer`] as this component's `transform` interface. Natively (unit tests,

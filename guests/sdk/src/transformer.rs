@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use crate::{Kind, Metadata, Params, Sample, Str, Transformer};
+use crate::{Kind, Metadata, Sample, Str, Transformer};
 
 #[doc(hidden)]
 pub mod bindings {
@@ -14,6 +14,7 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "export_raw",
         default_bindings_module: "wasmon_guest::transformer::bindings",
+        additional_derives: [PartialEq],
     });
 }
 
@@ -120,13 +121,7 @@ fn with_state<T: Transformer, R>(f: impl FnOnce(&mut T) -> R) -> Option<R> {
 
 impl<T: Transformer> Guest for Export<T> {
     fn configure(params: String) -> Result<(), String> {
-        let params: Params = match serde_json::from_str::<serde_json::Value>(&params) {
-            Ok(serde_json::Value::Object(map)) => map,
-            Ok(serde_json::Value::Null) => Params::new(),
-            Ok(other) => return Err(format!("parameters must be an object, got {other}")),
-            Err(e) => return Err(format!("parameters are not valid JSON: {e}")),
-        };
-        let t = T::configure(&params)?;
+        let t = T::configure(&crate::parse_params(&params)?)?;
         STATE.with(|cell| *cell.borrow_mut() = Some(Box::new(t)));
         Ok(())
     }

@@ -77,7 +77,12 @@ impl Daemon {
     /// Loads the config and starts every pipeline; any error refuses the start.
     pub async fn start(opts: RunOptions) -> Result<Arc<Daemon>> {
         let config = Config::load(opts.config.as_deref())?;
-        let data_dir = opts.data_dir.clone().unwrap_or_else(|| config.daemon.data_dir.clone());
+        // A relative data-dir in a config file is relative to that file, like guests-dir; on
+        // the command line or in the embedded default, to the working directory.
+        let data_dir = match &opts.data_dir {
+            Some(d) => d.clone(),
+            None => opts.config.as_deref().and_then(Path::parent).unwrap_or(Path::new("")).join(&config.daemon.data_dir),
+        };
         std::fs::create_dir_all(&data_dir).with_context(|| format!("creating the data directory {}", data_dir.display()))?;
         let runtime = Runtime::new(Some(data_dir.join("components")))?;
         let daemon = Arc::new(Daemon {

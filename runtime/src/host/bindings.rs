@@ -6,6 +6,7 @@ pub mod transformer {
     wasmtime::component::bindgen!({
         world: "transformer",
         path: "../wit",
+        additional_derives: [PartialEq],
     });
 }
 

@@ -4,16 +4,25 @@
 //! quarantine. It knows samples only as batches to pass through; it may not touch the
 //! pipeline's scheduling, the store or the namespace.
 
+mod agent;
 mod bindings;
 mod engine;
 mod guest;
 pub mod limits;
+mod mapped;
 mod state;
 mod stats;
 mod transformer;
 
+pub use agent::{AgentInstance, AgentWorld};
 pub use engine::{Compiled, Runtime};
 pub use guest::{CallError, GuestConfig, Image, Instance, World};
+pub use mapped::MappedDir;
 pub use state::{DirGrant, Grants};
 pub use stats::GuestStats;
 pub use transformer::{TransformerInstance, TransformerWorld, encode};
+
+/// The WIT types of the agent world (PMIDs, namespace errors, descriptors, values).
+pub mod agent_types {
+    pub use super::agent::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+}

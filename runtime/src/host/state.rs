@@ -29,6 +29,9 @@ pub struct Grants {
     /// Environment variables the guest sees.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Directories whose files an agent may map read-only (the `mapped` interface).
+    #[serde(default)]
+    pub mapped: Vec<super::mapped::MappedDir>,
 }
 
 /// One preopened directory.
@@ -81,7 +84,8 @@ impl Grants {
 /// The data of one guest instance's `Store`.
 pub struct State {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
+    pub(crate) grants: Grants,
     pub(crate) limiter: Limiter,
     guest: Arc<str>,
     stats: Arc<GuestStats>,
@@ -91,7 +95,7 @@ pub struct State {
 
 impl State {
     pub(crate) fn new(guest: Arc<str>, grants: &Grants, limiter: Limiter, stats: Arc<GuestStats>) -> Result<State> {
-        Ok(State { wasi: grants.wasi()?, table: ResourceTable::new(), limiter, guest, stats, log_lines: 0 })
+        Ok(State { wasi: grants.wasi()?, table: ResourceTable::new(), grants: grants.clone(), limiter, guest, stats, log_lines: 0 })
     }
 }
 

@@ -1,0 +1,92 @@
+//! The `agent` world: WIT bindings and the adapter from the WIT exports to an [`Agent`]. An
+//! agent owns dynamic subtrees of the metric namespace (PCP's PMDA_INTERFACE_4: pmid, name and
+//! children callbacks) and fetches values; names are full dotted names (`foo.count.ops`).
+
+use std::cell::RefCell;
+
+use crate::Params;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "agent",
+        path: "../../wit",
+        pub_export_macro: true,
+        export_macro_name: "export_raw",
+        default_bindings_module: "wasmon_guest::agent::bindings",
+        with: {
+            "wasmon:collector/types@0.1.0": crate::transformer::bindings::wasmon::collector::types,
+            "wasmon:collector/host@0.1.0": crate::transformer::bindings::wasmon::collector::host,
+        },
+    });
+}
+
+pub use crate::transformer::bindings::wasmon::collector::types::{
+    Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet,
+};
+/// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
+pub use bindings::wasmon::collector::mapped;
+
+use bindings::exports::wasmon::collector::{namespace, source};
+
+/// An agent: implement this and export it with [`crate::export_agent!`].
+pub trait Agent: Sized + 'static {
+    /// Builds the agent from its parameters (a JSON object); an error names the bad parameter.
+    fn configure(params: &Params) -> Result<Self, String>;
+    /// The PMID of a leaf name under this agent's dynamic subtrees.
+    fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError>;
+    /// Every name of a PMID this agent knows.
+    fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError>;
+    /// The children of a non-leaf name, with leaf status.
+    fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError>;
+    /// Type, semantics, units and help of a metric.
+    fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError>;
+    /// Values of many metrics; one [`ValueSet`] per id, in order.
+    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet>;
+}
+
+thread_local! {
+    static STATE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
+}
+
+fn with_agent<T: Agent, R>(f: impl FnOnce(&mut T) -> R, unconfigured: R) -> R {
+    STATE.with(|cell| match cell.borrow_mut().as_mut().and_then(|b| b.downcast_mut::<T>()) {
+        Some(t) => f(t),
+        None => unconfigured,
+    })
+}
+
+fn not_configured() -> NsError {
+    NsError::Other("agent not configured".into())
+}
+
+/// Implements the WIT exports for `T`; used through [`crate::export_agent!`].
+#[doc(hidden)]
+pub struct Export<T>(std::marker::PhantomData<T>);
+
+impl<T: Agent> source::Guest for Export<T> {
+    fn configure(params: String) -> Result<(), String> {
+        let t = T::configure(&crate::parse_params(&params)?)?;
+        STATE.with(|cell| *cell.borrow_mut() = Some(Box::new(t)));
+        Ok(())
+    }
+    fn describe(id: Pmid) -> Result<MetricDesc, NsError> {
+        with_agent::<T, _>(|t| t.describe(id), Err(not_configured()))
+    }
+    fn fetch(ids: Vec<Pmid>) -> Vec<ValueSet> {
+        let fallback = ids.iter().map(|&id| ValueSet { id, values: Err(not_configured()) }).collect();
+        with_agent::<T, _>(|t| t.fetch(&ids), fallback)
+    }
+}
+
+impl<T: Agent> namespace::Guest for Export<T> {
+    fn lookup_name(name: String) -> Result<Pmid, NsError> {
+        with_agent::<T, _>(|t| t.lookup_name(&name), Err(not_configured()))
+    }
+    fn names_of(id: Pmid) -> Result<Vec<String>, NsError> {
+        with_agent::<T, _>(|t| t.names_of(id), Err(not_configured()))
+    }
+    fn children(name: String) -> Result<Vec<Child>, NsError> {
+        with_agent::<T, _>(|t| t.children(&name), Err(not_configured()))
+    }
+}

@@ -1,0 +1,83 @@
+//! The agent world on the host side: namespace callbacks and fetches through the sandbox. A
+//! failed call (trap, deadline, memory) is reported as [`CallError`]; the namespace turns it
+//! into PCP's "No agent for domain of request" for that call only.
+
+use wasmtime::Store;
+use wasmtime::component::Component;
+
+use super::bindings::agent::{Agent, AgentPre};
+use super::bindings::types as wit;
+use super::engine::Runtime;
+use super::guest::{CallError, Instance, World};
+use super::state::State;
+
+pub use wit::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+
+/// Marker for the `agent` world.
+pub struct AgentWorld;
+
+impl World for AgentWorld {
+    type Pre = AgentPre<State>;
+    type Bindings = Agent;
+    const NAME: &'static str = "agent";
+
+    fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre> {
+        AgentPre::new(rt.agent_linker().instantiate_pre(component)?)
+    }
+
+    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate(store)
+    }
+
+    fn configure(b: &Self::Bindings, store: &mut Store<State>, params: &str) -> wasmtime::Result<Result<(), String>> {
+        b.wasmon_collector_source().call_configure(store, params)
+    }
+}
+
+/// A running agent guest.
+pub type AgentInstance = Instance<AgentWorld>;
+
+/// Names and lists an agent returns per call: beyond these it is misbehaving.
+const MAX_NAMES: usize = 1 << 20;
+
+fn cap(what: &str, n: usize) -> Result<(), String> {
+    if n > MAX_NAMES { Err(format!("{n} {what} returned, the cap is {MAX_NAMES}")) } else { Ok(()) }
+}
+
+impl Instance<AgentWorld> {
+    pub fn lookup_name(&mut self, name: &str) -> Result<Result<Pmid, NsError>, CallError> {
+        self.call(|b, s| b.wasmon_collector_namespace().call_lookup_name(s, name), |_| Ok(()))
+    }
+
+    pub fn names_of(&mut self, id: Pmid) -> Result<Result<Vec<String>, NsError>, CallError> {
+        self.call(
+            |b, s| b.wasmon_collector_namespace().call_names_of(s, id),
+            |r| r.as_ref().map_or(Ok(()), |v| cap("names", v.len())),
+        )
+    }
+
+    pub fn children(&mut self, name: &str) -> Result<Result<Vec<Child>, NsError>, CallError> {
+        self.call(
+            |b, s| b.wasmon_collector_namespace().call_children(s, name),
+            |r| r.as_ref().map_or(Ok(()), |v| cap("children", v.len())),
+        )
+    }
+
+    pub fn describe(&mut self, id: Pmid) -> Result<Result<MetricDesc, NsError>, CallError> {
+        self.call(|b, s| b.wasmon_collector_source().call_describe(s, id), |_| Ok(()))
+    }
+
+    /// One value set per id, in order; an agent that answers with another count is refused.
+    pub fn fetch(&mut self, ids: &[Pmid]) -> Result<Vec<ValueSet>, CallError> {
+        self.call(
+            |b, s| b.wasmon_collector_source().call_fetch(s, ids),
+            |r| {
+                if r.len() != ids.len() {
+                    return Err(format!("{} value sets returned for {} ids", r.len(), ids.len()));
+                }
+                let values: usize = r.iter().map(|v| v.values.as_ref().map_or(0, |v| v.len())).sum();
+                cap("values", values)
+            },
+        )
+    }
+}
