@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Guests embedded in the daemon (looked up by name from config and the CLI).
-const BUNDLED: &[&str] = &["arithmetic", "rate_of_change", "unit_conversion", "delta", "aggregator", "template", "foo"];
+const BUNDLED: &[&str] = &["arithmetic", "rate_of_change", "unit_conversion", "delta", "aggregator", "template", "foo", "mmv"];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
 const TEST_ONLY: &[&str] = &["testing", "testing_agent"];
 const TARGET: &str = "wasm32-wasip2";

@@ -23,7 +23,65 @@ pub struct Config {
     pub guest_defaults: GuestDefaults,
     #[serde(default, rename = "pipeline")]
     pub pipelines: Vec<PipelineConfig>,
+    #[serde(default)]
+    pub namespace: NamespaceConfig,
+    #[serde(default, rename = "agent")]
+    pub agents: Vec<AgentConfig>,
 }
+
+/// The metric namespace beyond what agents bring.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NamespaceConfig {
+    /// PMNS files in PCP's ASCII format, relative to the config file.
+    #[serde(default)]
+    pub pmns: Vec<PathBuf>,
+}
+
+/// An agent: it owns part of the namespace and fetches values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AgentConfig {
+    /// Name for logs and counters.
+    pub name: String,
+    /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
+    #[serde(default)]
+    pub guest: Option<String>,
+    /// An agent built into the daemon instead of a guest: `linux`.
+    #[serde(default)]
+    pub native: Option<String>,
+    /// The PCP domain it serves (defaults for native agents: linux 60).
+    #[serde(default)]
+    pub domain: Option<u32>,
+    /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
+    /// `count 44:*:*`); native agents bring their own.
+    #[serde(default)]
+    pub pmns: Option<String>,
+    /// Handed to the guest's `configure` as a JSON object.
+    #[serde(default = "empty_table")]
+    pub params: toml::Table,
+    /// Fetch the agent's metrics on this interval and send them to `pipeline`.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub poll_interval: Option<Duration>,
+    /// Names (or non-leaf prefixes) to poll; default: everything under the names its PMNS
+    /// puts at the root.
+    #[serde(default)]
+    pub poll_names: Vec<String>,
+    /// The pipeline polled samples enter.
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub deadline: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_size")]
+    pub memory: Option<u64>,
+    #[serde(default)]
+    pub quarantine_after: Option<u32>,
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+/// Agents built into the daemon.
+pub const NATIVE_AGENTS: &[&str] = &["linux"];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -175,6 +233,37 @@ impl Config {
                 if t.deadline == Some(Duration::ZERO) {
                     bail!("pipeline {:?}: transformer[{j}].deadline must be positive", p.name);
                 }
+            }
+        }
+        let mut domains = std::collections::HashMap::new();
+        for (i, a) in self.agents.iter().enumerate() {
+            let what = format!("agent[{i}] ({:?})", a.name);
+            match (&a.guest, &a.native) {
+                (Some(_), Some(_)) => bail!("{what}: give either `guest` or `native`, not both"),
+                (None, None) => bail!("{what}: needs `guest` (a component) or `native` (one of {})", NATIVE_AGENTS.join(", ")),
+                (None, Some(n)) if !NATIVE_AGENTS.contains(&n.as_str()) => {
+                    bail!("{what}: native: unknown agent {n:?} (known: {})", NATIVE_AGENTS.join(", "))
+                }
+                (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => bail!("{what}: a guest agent needs `domain` and `pmns`"),
+                _ => {}
+            }
+            let domain = a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN);
+            if domain > 510 {
+                bail!("{what}: domain {domain} is out of range (0-510)");
+            }
+            if let Some(other) = domains.insert(domain, &a.name) {
+                bail!("{what}: domain {domain} is already served by agent {other:?}");
+            }
+            if a.poll_interval.is_some() != a.pipeline.is_some() {
+                bail!("{what}: `poll-interval` and `pipeline` go together");
+            }
+            if let Some(p) = &a.pipeline
+                && !self.pipelines.iter().any(|x| &x.name == p)
+            {
+                bail!("{what}: pipeline: no pipeline named {p:?}");
+            }
+            if a.poll_interval == Some(Duration::ZERO) {
+                bail!("{what}: poll-interval must be positive");
             }
         }
         Ok(())

@@ -2,6 +2,10 @@
 //!
 //! Parts (each module's `//!` says what it owns and what it may not touch):
 //! - [`host`]: the wasmtime sandbox guests run in;
+//! - [`namespace`]: the PMNS and the agents behind its dynamic subtrees;
+//! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
+//! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
+//! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
@@ -14,7 +18,11 @@ pub mod config;
 pub mod daemon;
 pub mod guests;
 pub mod host;
+pub mod namespace;
+pub mod notify;
 pub mod pipeline;
+pub mod procfs;
+pub mod store;
 pub mod telemetry;
 
 /// Where the build put the compiled guests (bundled and test-only ones).

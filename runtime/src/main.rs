@@ -6,6 +6,11 @@ use wasmon::cli::{Cli, Command, ConfigCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run { .. }) {
+        // A command-line tool piped into `head` should end quietly, as pminfo does.
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -23,6 +28,8 @@ fn main() -> ExitCode {
         Command::Transform { guest, params, deadline, memory } => {
             wasmon::cli::transform(&guest, params.as_deref(), deadline, memory)
         }
+        Command::Ns { command } => wasmon::cli::ns::ns(command),
+        Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
         Command::Config { command: ConfigCommand::Default } => {
             print!("{}", wasmon::config::DEFAULT);
             Ok(true)

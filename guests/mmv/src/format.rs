@@ -63,56 +63,115 @@ const TOC_LABELS: i32 = 6;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MmvError {
     /// Shorter than its header or table of contents.
-    Truncated { what: &'static str, need: u64, have: u64 },
+    Truncated {
+        what: &'static str,
+        need: u64,
+        have: u64,
+    },
     BadMagic([u8; 4]),
     UnknownVersion(i32),
     /// The writer has not finished (re)initialising the file (g1 == 0 or g1 != g2).
-    Updating { g1: u64, g2: u64 },
+    Updating {
+        g1: u64,
+        g2: u64,
+    },
     /// A table-of-contents entry is unusable.
-    BadToc { index: usize, reason: String },
+    BadToc {
+        index: usize,
+        reason: String,
+    },
     /// A required section is missing.
     MissingSection(&'static str),
     /// A section, entry or string lies (partly) outside the file.
-    OutOfBounds { what: String, offset: u64, len: u64, file_len: u64 },
+    OutOfBounds {
+        what: String,
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
     /// An offset that should point at an entry of some section does not.
-    BadReference { what: String, offset: u64, target: &'static str },
+    BadReference {
+        what: String,
+        offset: u64,
+        target: &'static str,
+    },
     /// A string that is not NUL-terminated within its slot, or not UTF-8.
-    BadString { what: String, offset: u64 },
-    BadMetricType { metric: String, code: i32 },
-    BadSemantics { metric: String, code: i32 },
+    BadString {
+        what: String,
+        offset: u64,
+    },
+    BadMetricType {
+        metric: String,
+        code: i32,
+    },
+    BadSemantics {
+        metric: String,
+        code: i32,
+    },
     /// A metric names an instance domain the file does not define.
-    UnknownIndom { metric: String, serial: u32 },
+    UnknownIndom {
+        metric: String,
+        serial: u32,
+    },
 }
 
 impl fmt::Display for MmvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MmvError::Truncated { what, need, have } => {
-                write!(f, "MMV file truncated: {what} needs {need} bytes, file has {have}")
+                write!(
+                    f,
+                    "MMV file truncated: {what} needs {need} bytes, file has {have}"
+                )
             }
             MmvError::BadMagic(m) => write!(f, "not an MMV file: magic {m:02x?}"),
             MmvError::UnknownVersion(v) => write!(f, "unsupported MMV version {v} (know 1 to 3)"),
             MmvError::Updating { g1, g2 } => {
-                write!(f, "MMV file being (re)initialised by its writer (generation {g1} vs {g2})")
+                write!(
+                    f,
+                    "MMV file being (re)initialised by its writer (generation {g1} vs {g2})"
+                )
             }
-            MmvError::BadToc { index, reason } => write!(f, "MMV table of contents entry {index}: {reason}"),
+            MmvError::BadToc { index, reason } => {
+                write!(f, "MMV table of contents entry {index}: {reason}")
+            }
             MmvError::MissingSection(s) => write!(f, "MMV file has no {s} section"),
-            MmvError::OutOfBounds { what, offset, len, file_len } => write!(
+            MmvError::OutOfBounds {
+                what,
+                offset,
+                len,
+                file_len,
+            } => write!(
                 f,
                 "MMV {what} at offset {offset} (+{len} bytes) lies outside the file ({file_len} bytes)"
             ),
-            MmvError::BadReference { what, offset, target } => {
-                write!(f, "MMV {what} refers to offset {offset}, which is not an entry of the {target} section")
+            MmvError::BadReference {
+                what,
+                offset,
+                target,
+            } => {
+                write!(
+                    f,
+                    "MMV {what} refers to offset {offset}, which is not an entry of the {target} section"
+                )
             }
             MmvError::BadString { what, offset } => {
-                write!(f, "MMV {what} at offset {offset} is not a NUL-terminated UTF-8 string")
+                write!(
+                    f,
+                    "MMV {what} at offset {offset} is not a NUL-terminated UTF-8 string"
+                )
             }
-            MmvError::BadMetricType { metric, code } => write!(f, "MMV metric {metric:?} has unknown type {code}"),
+            MmvError::BadMetricType { metric, code } => {
+                write!(f, "MMV metric {metric:?} has unknown type {code}")
+            }
             MmvError::BadSemantics { metric, code } => {
                 write!(f, "MMV metric {metric:?} has unknown semantics {code}")
             }
             MmvError::UnknownIndom { metric, serial } => {
-                write!(f, "MMV metric {metric:?} uses instance domain {serial}, which the file does not define")
+                write!(
+                    f,
+                    "MMV metric {metric:?} uses instance domain {serial}, which the file does not define"
+                )
             }
         }
     }
@@ -200,13 +259,35 @@ impl fmt::Display for Units {
     /// Close to PCP's `pmUnitsStr`: "Kbyte", "millisec", "byte / sec", "count x 10^3", ""
     /// for a dimensionless value.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const SPACE: [&str; 9] = ["byte", "Kbyte", "Mbyte", "Gbyte", "Tbyte", "Pbyte", "Ebyte", "Zbyte", "Ybyte"];
+        const SPACE: [&str; 9] = [
+            "byte", "Kbyte", "Mbyte", "Gbyte", "Tbyte", "Pbyte", "Ebyte", "Zbyte", "Ybyte",
+        ];
         const TIME: [&str; 6] = ["nanosec", "microsec", "millisec", "sec", "min", "hour"];
-        let space = SPACE.get(self.scale_space as usize).copied().unwrap_or("?byte");
-        let time = TIME.get(self.scale_time as usize).copied().unwrap_or("?sec");
-        let count = if self.scale_count == 0 { "count".to_string() } else { format!("count x 10^{}", self.scale_count) };
-        let parts = [(self.dim_space, space.to_string()), (self.dim_time, time.to_string()), (self.dim_count, count)];
-        let term = |(d, name): &(i8, String)| if d.abs() > 1 { format!("{name}^{}", d.abs()) } else { name.clone() };
+        let space = SPACE
+            .get(self.scale_space as usize)
+            .copied()
+            .unwrap_or("?byte");
+        let time = TIME
+            .get(self.scale_time as usize)
+            .copied()
+            .unwrap_or("?sec");
+        let count = if self.scale_count == 0 {
+            "count".to_string()
+        } else {
+            format!("count x 10^{}", self.scale_count)
+        };
+        let parts = [
+            (self.dim_space, space.to_string()),
+            (self.dim_time, time.to_string()),
+            (self.dim_count, count),
+        ];
+        let term = |(d, name): &(i8, String)| {
+            if d.abs() > 1 {
+                format!("{name}^{}", d.abs())
+            } else {
+                name.clone()
+            }
+        };
         let num: Vec<String> = parts.iter().filter(|p| p.0 > 0).map(term).collect();
         let den: Vec<String> = parts.iter().filter(|p| p.0 < 0).map(term).collect();
         match (num.is_empty(), den.is_empty()) {
@@ -257,7 +338,10 @@ pub enum MmvValue {
     String(String),
     /// `total_us` accumulated; `started_us` is the start time (µs since the epoch) of an
     /// interval still running.
-    Elapsed { total_us: i64, started_us: Option<i64> },
+    Elapsed {
+        total_us: i64,
+        started_us: Option<i64>,
+    },
     NoSupport,
 }
 
@@ -272,9 +356,10 @@ impl MmvValue {
             MmvValue::U64(v) => *v as f64,
             MmvValue::Float(v) => *v as f64,
             MmvValue::Double(v) => *v,
-            MmvValue::Elapsed { total_us, started_us } => {
-                (*total_us as f64) + started_us.map_or(0.0, |s| now_us.saturating_sub(s) as f64)
-            }
+            MmvValue::Elapsed {
+                total_us,
+                started_us,
+            } => (*total_us as f64) + started_us.map_or(0.0, |s| now_us.saturating_sub(s) as f64),
             MmvValue::String(_) | MmvValue::NoSupport => return None,
         })
     }
@@ -314,7 +399,10 @@ pub struct MmvFile {
 
 impl MmvFile {
     pub fn metric(&self, name: &str) -> Option<(usize, &Metric)> {
-        self.metrics.iter().enumerate().find(|(_, m)| m.name == name)
+        self.metrics
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.name == name)
     }
 
     /// The value of `metric` for `instance` (`None` for singular metrics).
@@ -357,3 +445,6 @@ fn rd_u64(b: &[u8], off: u64) -> Option<u64> {
 #[cfg(test)]
 #[path = "format/tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "format/tests_pcp.rs"]
+mod tests_pcp;

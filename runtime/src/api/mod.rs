@@ -10,6 +10,7 @@
 //!   rejected line is named by number (400).
 //! - `POST /api/pipelines/{name}/flush`: flush the pipeline now.
 //! - `GET  /metrics`: Prometheus text exposition of wasmon's own counters.
+//! - `/api/ns/...`, `/api/fetch`: the metric namespace and its agents ([`ns`]).
 //!
 //! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
 
@@ -23,6 +24,11 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::daemon::Daemon;
+
+pub mod ccms;
+pub mod lineproto;
+pub mod notify;
+pub mod ns;
 use crate::pipeline::{Line, parse_line};
 
 pub fn router(daemon: Arc<Daemon>) -> Router {
@@ -33,6 +39,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/api/pipelines/{name}/samples", post(post_samples))
         .route("/api/pipelines/{name}/flush", post(flush))
         .route("/metrics", get(metrics))
+        .merge(ns::routes())
         .with_state(daemon)
 }
 

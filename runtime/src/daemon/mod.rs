@@ -3,6 +3,7 @@
 //! (pipelines flush a last time). It owns no data itself and may not reach into the parts'
 //! internals: it uses their public APIs only.
 
+pub mod agents;
 mod reload;
 
 use std::net::SocketAddr;
@@ -31,6 +32,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
 
     let signals = tokio::spawn(watch_signals(daemon.clone(), shutdown.clone()));
     let watcher = tokio::spawn(reload::watch(daemon.clone(), shutdown.clone()));
+    let poller = tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone()));
     let app = crate::api::router(daemon.clone());
     let token = shutdown.clone();
     axum::serve(listener, app).with_graceful_shutdown(async move { token.cancelled().await }).await?;
@@ -38,6 +40,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
     shutdown.cancel();
     let _ = signals.await;
     let _ = watcher.await;
+    let _ = poller.await;
     let d = daemon.clone();
     tokio::task::spawn_blocking(move || d.stop_pipelines()).await?;
     tracing::info!("stopped");

@@ -14,9 +14,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::RunOptions;
-use crate::config::{Config, PipelineConfig, StageConfig};
+use super::agents::{AgentSet, GuestAgent, to_samples};
+use crate::config::{AgentConfig, Config, PipelineConfig, StageConfig};
 use crate::guests;
-use crate::host::{Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
+use crate::host::{AgentWorld, Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
+use crate::namespace::{Agent, Namespace};
 use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, SwapOutcome};
 
 /// What a reload did to one pipeline.
@@ -36,17 +38,29 @@ pub struct ReloadOutcome {
     /// The config itself was refused (nothing changed).
     pub config_error: Option<String>,
     pub pipelines: BTreeMap<String, PipelineOutcome>,
+    /// The namespace and agents were refused (the running ones are kept).
+    pub agents_error: Option<String>,
+    /// Agents (re)started by this reload; unchanged ones keep running.
+    pub agents_started: Vec<String>,
 }
 
 impl ReloadOutcome {
     /// Whether everything asked for was applied.
     pub fn ok(&self) -> bool {
-        self.config_error.is_none() && !self.pipelines.values().any(|p| matches!(p, PipelineOutcome::Rejected { .. }))
+        self.config_error.is_none()
+            && self.agents_error.is_none()
+            && !self.pipelines.values().any(|p| matches!(p, PipelineOutcome::Rejected { .. }))
     }
 
     pub fn log(&self) {
         if let Some(e) = &self.config_error {
             tracing::error!(error = %e, "reload refused: the config is invalid; the running version is kept");
+        }
+        if let Some(e) = &self.agents_error {
+            tracing::error!(error = %e, "agents refused; the running namespace and agents are kept");
+        }
+        if !self.agents_started.is_empty() {
+            tracing::info!(agents = ?self.agents_started, "agents started");
         }
         for (name, p) in &self.pipelines {
             match p {
@@ -71,6 +85,20 @@ pub struct Daemon {
     /// Serialises reloads (file watcher, SIGHUP and the admin endpoint may coincide).
     reloading: tokio::sync::Mutex<()>,
     log_sink: Arc<dyn Sink>,
+    agents: AgentSet,
+    /// Per domain: what the running agent was built from (unchanged agents keep running).
+    agent_prints: Mutex<BTreeMap<u32, String>>,
+    polls: Mutex<Vec<Poll>>,
+}
+
+/// An agent polled into a pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Poll {
+    pub agent: String,
+    pub names: Vec<String>,
+    pub pipeline: String,
+    pub interval: std::time::Duration,
+    pub due: std::time::Instant,
 }
 
 impl Daemon {
@@ -93,6 +121,9 @@ impl Daemon {
             compiled: Mutex::new(HashMap::new()),
             reloading: tokio::sync::Mutex::new(()),
             log_sink: Arc::new(LogSink),
+            agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
+            agent_prints: Mutex::new(BTreeMap::new()),
+            polls: Mutex::new(Vec::new()),
         });
         let d = daemon.clone();
         let outcome = tokio::task::spawn_blocking(move || d.apply(config)).await?;
@@ -108,6 +139,11 @@ impl Daemon {
 
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
+    }
+
+    /// The namespace and its agents.
+    pub fn agents(&self) -> &AgentSet {
+        &self.agents
     }
 
     pub fn pipeline(&self, name: &str) -> Option<Arc<Pipeline>> {
@@ -146,6 +182,16 @@ impl Daemon {
 
     fn apply(&self, config: Config) -> ReloadOutcome {
         let mut outcome = ReloadOutcome::default();
+        match self.build_agents(&config) {
+            Ok((ns, agents, prints, polls)) => {
+                outcome.agents_started =
+                    config.agents.iter().filter(|a| agents.get(&agent_domain(a)).is_some_and(Option::is_some)).map(|a| a.name.clone()).collect();
+                self.agents.replace(ns, agents);
+                *self.agent_prints.lock().unwrap() = prints;
+                *self.polls.lock().unwrap() = polls;
+            }
+            Err(e) => outcome.agents_error = Some(format!("{e:#}")),
+        }
         for p in &config.pipelines {
             let result = self.build_chain(&config, p).map(|chain| self.install(p, chain));
             let result = result.unwrap_or_else(|e| PipelineOutcome::Rejected { error: format!("{e:#}") });
@@ -200,17 +246,137 @@ impl Daemon {
     fn load_stage(&self, config: &Config, p: &PipelineConfig, i: usize, t: &StageConfig) -> Result<TransformerInstance> {
         let source = guests::resolve(&t.guest, Some(&config.daemon.guests_dir), &self.base_dir())?;
         let compiled = self.compile(&source)?;
-        let d = &config.guest_defaults;
-        let guest = GuestConfig {
-            name: format!("{}[{i}]:{}", p.name, t.guest).into(),
-            deadline: t.deadline.unwrap_or(d.deadline),
-            memory: t.memory.unwrap_or(d.memory),
-            grants: t.grants.clone(),
-            params: serde_json::to_string(&t.params)?,
-            quarantine_after: t.quarantine_after.unwrap_or(d.quarantine_after),
-            max_output_samples: crate::host::limits::MAX_OUTPUT_SAMPLES,
-        };
+        let name = format!("{}[{i}]:{}", p.name, t.guest);
+        let guest = self.guest_config(config, &name, &t.params, t.deadline, t.memory, t.quarantine_after, &t.grants)?;
         Image::<TransformerWorld>::load(&self.runtime, &compiled, guest)
+    }
+
+    /// The namespace (config PMNS files plus every agent's PMNS) and the agents; agents whose
+    /// component and configuration did not change are `None` (kept running).
+    #[allow(clippy::type_complexity)]
+    fn build_agents(
+        &self,
+        config: &Config,
+    ) -> Result<(Namespace, BTreeMap<u32, Option<Box<dyn Agent>>>, BTreeMap<u32, String>, Vec<Poll>)> {
+        let base = self.base_dir();
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for p in &config.namespace.pmns {
+            let path = base.join(p);
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading PMNS {}", path.display()))?;
+            texts.push((path.display().to_string(), text));
+        }
+        let old_prints = self.agent_prints.lock().unwrap().clone();
+        let mut agents = BTreeMap::new();
+        let mut prints = BTreeMap::new();
+        let mut polls = Vec::new();
+        let now = std::time::Instant::now();
+        for a in &config.agents {
+            let domain = agent_domain(a);
+            let what = format!("agent {:?}", a.name);
+            let pmns = match (&a.native, &a.pmns) {
+                (_, Some(text)) => text.clone(),
+                (Some(_), None) => crate::namespace::LINUX_PMNS.to_string(),
+                (None, None) => anyhow::bail!("{what}: no pmns"),
+            };
+            let names = if a.poll_names.is_empty() {
+                let own = Namespace::from_pmns(&[(&what, &pmns)]).with_context(|| format!("{what}: pmns"))?;
+                own.children("", None).with_context(|| format!("{what}: pmns"))?.into_iter().map(|c| c.name).collect()
+            } else {
+                a.poll_names.clone()
+            };
+            texts.push((format!("{what}: pmns"), pmns));
+            let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
+                (Some(native), _) => (format!("native:{native}"), Box::new(crate::namespace::LinuxAgent::new())),
+                (None, Some(guest)) => {
+                    let source = guests::resolve(guest, Some(&config.daemon.guests_dir), &base).with_context(|| what.clone())?;
+                    let compiled = self.compile(&source)?;
+                    let gc = self.guest_config(config, &a.name, &a.params, a.deadline, a.memory, a.quarantine_after, &a.grants)?;
+                    let print = format!("{}:{gc:?}", compiled.hash);
+                    if old_prints.get(&domain) == Some(&print) {
+                        prints.insert(domain, print);
+                        agents.insert(domain, None);
+                        self.push_poll(&mut polls, a, names, now);
+                        continue;
+                    }
+                    let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc).with_context(|| what.clone())?;
+                    (print, Box::new(GuestAgent(instance)))
+                }
+                (None, None) => unreachable!("checked by Config::parse"),
+            };
+            let keep = old_prints.get(&domain) == Some(&print) && print.starts_with("native:");
+            prints.insert(domain, print);
+            agents.insert(domain, if keep { None } else { Some(agent) });
+            self.push_poll(&mut polls, a, names, now);
+        }
+        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+        let ns = Namespace::from_pmns(&refs).context("building the namespace")?;
+        Ok((ns, agents, prints, polls))
+    }
+
+    fn push_poll(&self, polls: &mut Vec<Poll>, a: &AgentConfig, names: Vec<String>, now: std::time::Instant) {
+        if let (Some(interval), Some(pipeline)) = (a.poll_interval, &a.pipeline) {
+            polls.push(Poll { agent: a.name.clone(), names, pipeline: pipeline.clone(), interval, due: now });
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn guest_config(
+        &self,
+        config: &Config,
+        name: &str,
+        params: &toml::Table,
+        deadline: Option<std::time::Duration>,
+        memory: Option<u64>,
+        quarantine_after: Option<u32>,
+        grants: &crate::host::Grants,
+    ) -> Result<GuestConfig> {
+        let d = &config.guest_defaults;
+        let mut grants = grants.clone();
+        // Granted paths in a config file are relative to it, like every other path there.
+        let base = self.base_dir();
+        for dir in &mut grants.dirs {
+            dir.host = base.join(&dir.host);
+        }
+        for dir in &mut grants.mapped {
+            dir.host = base.join(&dir.host);
+        }
+        Ok(GuestConfig {
+            name: name.into(),
+            deadline: deadline.unwrap_or(d.deadline),
+            memory: memory.unwrap_or(d.memory),
+            grants,
+            params: serde_json::to_string(params)?,
+            quarantine_after: quarantine_after.unwrap_or(d.quarantine_after),
+            max_output_samples: crate::host::limits::MAX_OUTPUT_SAMPLES,
+        })
+    }
+
+    /// Polls every agent that is due; returns when the next one will be.
+    pub(crate) fn poll_due(&self) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        let due: Vec<Poll> = {
+            let mut polls = self.polls.lock().unwrap();
+            let due = polls.iter().filter(|p| p.due <= now).cloned().collect();
+            for p in polls.iter_mut().filter(|p| p.due <= now) {
+                p.due = now + p.interval;
+            }
+            due
+        };
+        for p in due {
+            let ts = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+            let fetched = self.agents.fetch(&p.names);
+            for f in fetched.iter().filter(|f| f.error.is_some()) {
+                tracing::debug!(agent = %p.agent, metric = %f.name, error = ?f.error, "poll: no value");
+            }
+            let samples = to_samples(&fetched, ts);
+            if let Some(pipeline) = self.pipeline(&p.pipeline)
+                && !samples.is_empty()
+            {
+                let _ = pipeline.send(samples);
+            }
+        }
+        let polls = self.polls.lock().unwrap();
+        polls.iter().map(|p| p.due).min().unwrap_or(now + std::time::Duration::from_secs(1))
     }
 
     fn compile(&self, source: &guests::Source) -> Result<Compiled> {
@@ -244,6 +410,23 @@ impl Daemon {
             }));
         }
         v
+    }
+}
+
+fn agent_domain(a: &AgentConfig) -> u32 {
+    a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
+}
+
+/// Polls agents into their pipelines, each on its own interval.
+pub async fn poll_agents(daemon: Arc<Daemon>, shutdown: CancellationToken) {
+    loop {
+        let d = daemon.clone();
+        let next = tokio::task::spawn_blocking(move || d.poll_due()).await.unwrap_or_else(|_| std::time::Instant::now());
+        let wait = next.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_secs(1));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(5))) => {}
+        }
     }
 }
 

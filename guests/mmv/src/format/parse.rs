@@ -47,7 +47,12 @@ impl Bytes<'_> {
     }
 
     fn oob(&self, what: String, offset: u64, len: u64) -> MmvError {
-        MmvError::OutOfBounds { what, offset, len, file_len: self.len }
+        MmvError::OutOfBounds {
+            what,
+            offset,
+            len,
+            file_len: self.len,
+        }
     }
 
     /// A NUL-terminated string in a slot of `max` bytes at `off`.
@@ -58,8 +63,17 @@ impl Bytes<'_> {
         }
         let end = self.b.len().min(start.saturating_add(max as usize));
         let slot = &self.b[start..end];
-        let nul = slot.iter().position(|&c| c == 0).ok_or_else(|| MmvError::BadString { what: what(), offset: off })?;
-        String::from_utf8(slot[..nul].to_vec()).map_err(|_| MmvError::BadString { what: what(), offset: off })
+        let nul = slot
+            .iter()
+            .position(|&c| c == 0)
+            .ok_or_else(|| MmvError::BadString {
+                what: what(),
+                offset: off,
+            })?;
+        String::from_utf8(slot[..nul].to_vec()).map_err(|_| MmvError::BadString {
+            what: what(),
+            offset: off,
+        })
     }
 }
 
@@ -72,14 +86,24 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// An optional string-section string (help texts): offset 0 means none.
     fn opt_string(&self, off: u64, what: &dyn Fn() -> String) -> Result<Option<String>, MmvError> {
-        if off == 0 { Ok(None) } else { self.string(off, what).map(Some) }
+        if off == 0 {
+            Ok(None)
+        } else {
+            self.string(off, what).map(Some)
+        }
     }
 
     /// A string that must be in the strings section.
     fn string(&self, off: u64, what: &dyn Fn() -> String) -> Result<String, MmvError> {
         match self.strings {
-            Some(s) if off >= s.offset && off < s.end() => self.b.cstr(off, STRING_SIZE.min(s.end() - off), what),
-            _ => Err(MmvError::BadReference { what: what(), offset: off, target: "strings" }),
+            Some(s) if off >= s.offset && off < s.end() => {
+                self.b.cstr(off, STRING_SIZE.min(s.end() - off), what)
+            }
+            _ => Err(MmvError::BadReference {
+                what: what(),
+                offset: off,
+                target: "strings",
+            }),
         }
     }
 }
@@ -88,7 +112,11 @@ impl Ctx<'_> {
 pub fn parse(bytes: &[u8]) -> Result<MmvFile, MmvError> {
     let len = bytes.len() as u64;
     if len < HEADER_SIZE {
-        return Err(MmvError::Truncated { what: "header", need: HEADER_SIZE, have: len });
+        return Err(MmvError::Truncated {
+            what: "header",
+            need: HEADER_SIZE,
+            have: len,
+        });
     }
     let b = Bytes { b: bytes, len };
     let hdr = || "header".to_string();
@@ -115,11 +143,18 @@ pub fn parse(bytes: &[u8]) -> Result<MmvFile, MmvError> {
     }
     let toc_end = HEADER_SIZE + tocs as u64 * TOC_SIZE;
     if toc_end > len {
-        return Err(MmvError::Truncated { what: "table of contents", need: toc_end, have: len });
+        return Err(MmvError::Truncated {
+            what: "table of contents",
+            need: toc_end,
+            have: len,
+        });
     }
 
-    let (inst_size, metric_size) =
-        if version == 1 { (INSTANCE1_SIZE, METRIC1_SIZE) } else { (INSTANCE2_SIZE, METRIC2_SIZE) };
+    let (inst_size, metric_size) = if version == 1 {
+        (INSTANCE1_SIZE, METRIC1_SIZE)
+    } else {
+        (INSTANCE2_SIZE, METRIC2_SIZE)
+    };
     let mut sections: [Option<Section>; 7] = [None; 7];
     for index in 0..tocs as usize {
         let at = HEADER_SIZE + index as u64 * TOC_SIZE;
@@ -134,40 +169,92 @@ pub fn parse(bytes: &[u8]) -> Result<MmvFile, MmvError> {
             TOC_VALUES => ("values", VALUE_SIZE),
             TOC_STRINGS => ("strings", STRING_SIZE),
             TOC_LABELS => ("labels", LABEL_SIZE),
-            _ => return Err(MmvError::BadToc { index, reason: format!("unknown section type {kind}") }),
+            _ => {
+                return Err(MmvError::BadToc {
+                    index,
+                    reason: format!("unknown section type {kind}"),
+                });
+            }
         };
         if count < 0 {
-            return Err(MmvError::BadToc { index, reason: format!("negative {name} count {count}") });
+            return Err(MmvError::BadToc {
+                index,
+                reason: format!("negative {name} count {count}"),
+            });
         }
         if sections[kind as usize].is_some() {
-            return Err(MmvError::BadToc { index, reason: format!("second {name} section") });
+            return Err(MmvError::BadToc {
+                index,
+                reason: format!("second {name} section"),
+            });
         }
         let bytes_len = count as u64 * size; // < 2^31 * 256: no overflow
-        if offset.checked_add(bytes_len).is_none_or(|end| end > len) || (count > 0 && offset < toc_end) {
-            return Err(b.oob(format!("{name} section ({count} entries)"), offset, bytes_len));
+        if offset.checked_add(bytes_len).is_none_or(|end| end > len)
+            || (count > 0 && offset < toc_end)
+        {
+            return Err(b.oob(
+                format!("{name} section ({count} entries)"),
+                offset,
+                bytes_len,
+            ));
         }
-        sections[kind as usize] = Some(Section { offset, count: count as u64, size });
+        sections[kind as usize] = Some(Section {
+            offset,
+            count: count as u64,
+            size,
+        });
     }
     let metrics_sec = sections[TOC_METRICS as usize].ok_or(MmvError::MissingSection("metrics"))?;
     let values_sec = sections[TOC_VALUES as usize].ok_or(MmvError::MissingSection("values"))?;
-    let ctx = Ctx { b, version, strings: sections[TOC_STRINGS as usize] };
+    let ctx = Ctx {
+        b,
+        version,
+        strings: sections[TOC_STRINGS as usize],
+    };
 
-    let (indoms, slots) = read_indoms(&ctx, sections[TOC_INDOMS as usize], sections[TOC_INSTANCES as usize])?;
+    let (indoms, slots) = read_indoms(
+        &ctx,
+        sections[TOC_INDOMS as usize],
+        sections[TOC_INSTANCES as usize],
+    )?;
     let metrics = read_metrics(&ctx, metrics_sec, &indoms)?;
-    let values = read_values(&ctx, values_sec, metrics_sec, sections[TOC_INSTANCES as usize], &metrics, &slots)?;
+    let values = read_values(
+        &ctx,
+        values_sec,
+        metrics_sec,
+        sections[TOC_INSTANCES as usize],
+        &metrics,
+        &slots,
+    )?;
     let labels = match sections[TOC_LABELS as usize] {
         Some(sec) => read_labels(&ctx, sec)?,
         None => Vec::new(),
     };
-    Ok(MmvFile { version, generation: g1, flags, process, cluster, indoms, metrics, values, labels })
+    Ok(MmvFile {
+        version,
+        generation: g1,
+        flags,
+        process,
+        cluster,
+        indoms,
+        metrics,
+        values,
+        labels,
+    })
 }
 
 /// Instance slots: for each entry of the instances section, (indom serial, instance) once
 /// an indom claims it.
 type Slots = Vec<Option<(u32, Instance)>>;
 
-fn read_indoms(ctx: &Ctx, sec: Option<Section>, inst: Option<Section>) -> Result<(Vec<Indom>, Slots), MmvError> {
-    let Some(sec) = sec else { return Ok((Vec::new(), Vec::new())) };
+fn read_indoms(
+    ctx: &Ctx,
+    sec: Option<Section>,
+    inst: Option<Section>,
+) -> Result<(Vec<Indom>, Slots), MmvError> {
+    let Some(sec) = sec else {
+        return Ok((Vec::new(), Vec::new()));
+    };
     let b = &ctx.b;
     let mut slots: Slots = vec![None; inst.map_or(0, |s| s.count as usize)];
     let mut indoms = Vec::with_capacity(sec.count as usize);
@@ -177,21 +264,37 @@ fn read_indoms(ctx: &Ctx, sec: Option<Section>, inst: Option<Section>) -> Result
         let serial = b.u32(at, &what)?;
         let count = b.u32(at + 4, &what)? as u64;
         let first = b.u64(at + 8, &what)?;
-        let shorttext = ctx.opt_string(b.u64(at + 16, &what)?, &|| format!("indom {serial} short help"))?;
-        let helptext = ctx.opt_string(b.u64(at + 24, &what)?, &|| format!("indom {serial} help"))?;
+        let shorttext = ctx.opt_string(b.u64(at + 16, &what)?, &|| {
+            format!("indom {serial} short help")
+        })?;
+        let helptext =
+            ctx.opt_string(b.u64(at + 24, &what)?, &|| format!("indom {serial} help"))?;
         let mut instances = Vec::new();
         if count > 0 {
             let inst = inst.ok_or(MmvError::MissingSection("instances"))?;
             let start = inst
                 .index_of(first)
                 .filter(|s| (*s as u64) + count <= inst.count)
-                .ok_or_else(|| MmvError::BadReference { what: format!("indom {serial} ({count} instances)"), offset: first, target: "instances" })?;
+                .ok_or_else(|| MmvError::BadReference {
+                    what: format!("indom {serial} ({count} instances)"),
+                    offset: first,
+                    target: "instances",
+                })?;
             instances.reserve(count as usize);
-            for k in start..start + count as usize {
-                if slots[k].is_some() {
+            for (k, slot) in slots
+                .iter_mut()
+                .enumerate()
+                .skip(start)
+                .take(count as usize)
+            {
+                if slot.is_some() {
                     // Writers give each indom its own run of instances; sharing would let a
                     // small file claim quadratic work.
-                    return Err(MmvError::BadReference { what: format!("indom {serial}"), offset: first, target: "instances (already claimed)" });
+                    return Err(MmvError::BadReference {
+                        what: format!("indom {serial}"),
+                        offset: first,
+                        target: "instances (already claimed)",
+                    });
                 }
                 let ia = inst.offset + k as u64 * inst.size;
                 let iw = || format!("instance {k}");
@@ -202,11 +305,16 @@ fn read_indoms(ctx: &Ctx, sec: Option<Section>, inst: Option<Section>) -> Result
                     ctx.string(b.u64(ia + 16, &iw)?, &|| format!("instance {k} name"))?
                 };
                 let instance = Instance { internal, external };
-                slots[k] = Some((serial, instance.clone()));
+                *slot = Some((serial, instance.clone()));
                 instances.push(instance);
             }
         }
-        indoms.push(Indom { serial, instances, shorttext, helptext });
+        indoms.push(Indom {
+            serial,
+            instances,
+            shorttext,
+            helptext,
+        });
     }
     Ok((indoms, slots))
 }
@@ -218,26 +326,44 @@ fn read_metrics(ctx: &Ctx, sec: Section, indoms: &[Indom]) -> Result<Vec<Metric>
         let at = sec.offset + i * sec.size;
         let what = || format!("metric {i}");
         let (name, fields) = if ctx.version == 1 {
-            (b.cstr(at, NAME_MAX, &|| format!("metric {i} name"))?, at + NAME_MAX)
+            (
+                b.cstr(at, NAME_MAX, &|| format!("metric {i} name"))?,
+                at + NAME_MAX,
+            )
         } else {
-            (ctx.string(b.u64(at, &what)?, &|| format!("metric {i} name"))?, at + 8)
+            (
+                ctx.string(b.u64(at, &what)?, &|| format!("metric {i} name"))?,
+                at + 8,
+            )
         };
         let item = b.u32(fields, &what)?;
         let code = b.i32(fields + 4, &what)?;
-        let mtype = MetricType::from_code(code).ok_or_else(|| MmvError::BadMetricType { metric: name.clone(), code })?;
+        let mtype = MetricType::from_code(code).ok_or_else(|| MmvError::BadMetricType {
+            metric: name.clone(),
+            code,
+        })?;
         let sem = b.i32(fields + 8, &what)?;
         let mut semantics = match sem {
             // pmdammv treats an unset (0) semantics as a counter.
             0 | 1 => Semantics::Counter,
             3 => Semantics::Instant,
             4 => Semantics::Discrete,
-            _ => return Err(MmvError::BadSemantics { metric: name.clone(), code: sem }),
+            _ => {
+                return Err(MmvError::BadSemantics {
+                    metric: name.clone(),
+                    code: sem,
+                });
+            }
         };
         let mut units = Units::from_raw(b.u32(fields + 12, &what)?);
         if mtype == MetricType::Elapsed {
             // As pmdammv exports it: a counter of microseconds.
             semantics = Semantics::Counter;
-            units = Units { dim_time: 1, scale_time: 1, ..Units::default() };
+            units = Units {
+                dim_time: 1,
+                scale_time: 1,
+                ..Units::default()
+            };
         }
         let raw_indom = b.i32(fields + 16, &what)?;
         let indom = match raw_indom {
@@ -245,14 +371,30 @@ fn read_metrics(ctx: &Ctx, sec: Section, indoms: &[Indom]) -> Result<Vec<Metric>
             s => {
                 let serial = s as u32;
                 if !indoms.iter().any(|d| d.serial == serial) {
-                    return Err(MmvError::UnknownIndom { metric: name, serial });
+                    return Err(MmvError::UnknownIndom {
+                        metric: name,
+                        serial,
+                    });
                 }
                 Some(serial)
             }
         };
-        let shorttext = ctx.opt_string(b.u64(fields + 24, &what)?, &|| format!("metric {name} short help"))?;
-        let helptext = ctx.opt_string(b.u64(fields + 32, &what)?, &|| format!("metric {name} help"))?;
-        metrics.push(Metric { name, item, mtype, semantics, units, indom, shorttext, helptext });
+        let shorttext = ctx.opt_string(b.u64(fields + 24, &what)?, &|| {
+            format!("metric {name} short help")
+        })?;
+        let helptext = ctx.opt_string(b.u64(fields + 32, &what)?, &|| {
+            format!("metric {name} help")
+        })?;
+        metrics.push(Metric {
+            name,
+            item,
+            mtype,
+            semantics,
+            units,
+            indom,
+            shorttext,
+            helptext,
+        });
     }
     Ok(metrics)
 }
@@ -274,19 +416,28 @@ fn read_values(
         let extra = b.u64(at + 8, &what)? as i64;
         let moff = b.u64(at + 16, &what)?;
         let ioff = b.u64(at + 24, &what)?;
-        let metric = metrics_sec
-            .index_of(moff)
-            .ok_or(MmvError::BadReference { what: format!("value {i}"), offset: moff, target: "metrics" })?;
+        let metric = metrics_sec.index_of(moff).ok_or(MmvError::BadReference {
+            what: format!("value {i}"),
+            offset: moff,
+            target: "metrics",
+        })?;
         let m = &metrics[metric];
         let instance = match m.indom {
             None => None,
             Some(serial) => {
-                let slot = inst.and_then(|s| s.index_of(ioff)).and_then(|k| slots.get(k)).and_then(|s| s.as_ref());
+                let slot = inst
+                    .and_then(|s| s.index_of(ioff))
+                    .and_then(|k| slots.get(k))
+                    .and_then(|s| s.as_ref());
                 match slot {
                     Some((owner, instance)) if *owner == serial => Some(instance.clone()),
                     _ => {
                         let what = format!("value {i} of {} (indom {serial})", m.name);
-                        return Err(MmvError::BadReference { what, offset: ioff, target: "instances" });
+                        return Err(MmvError::BadReference {
+                            what,
+                            offset: ioff,
+                            target: "instances",
+                        });
                     }
                 }
             }
@@ -298,15 +449,21 @@ fn read_values(
             MetricType::U64 => MmvValue::U64(atom),
             MetricType::Float => MmvValue::Float(f32::from_bits(atom as u32)),
             MetricType::Double => MmvValue::Double(f64::from_bits(atom)),
-            MetricType::String => {
-                MmvValue::String(ctx.opt_string(extra as u64, &|| format!("string value of {}", m.name))?.unwrap_or_default())
-            }
-            MetricType::Elapsed => {
-                MmvValue::Elapsed { total_us: atom as i64, started_us: if extra < 0 { extra.checked_neg() } else { None } }
-            }
+            MetricType::String => MmvValue::String(
+                ctx.opt_string(extra as u64, &|| format!("string value of {}", m.name))?
+                    .unwrap_or_default(),
+            ),
+            MetricType::Elapsed => MmvValue::Elapsed {
+                total_us: atom as i64,
+                started_us: if extra < 0 { extra.checked_neg() } else { None },
+            },
             MetricType::NoSupport => MmvValue::NoSupport,
         };
-        values.push(Value { metric, instance, value });
+        values.push(Value {
+            metric,
+            instance,
+            value,
+        });
     }
     Ok(values)
 }
@@ -321,7 +478,12 @@ fn read_labels(ctx: &Ctx, sec: Section) -> Result<Vec<Label>, MmvError> {
         let identity = b.u32(at + 4, &what)?;
         let internal = b.i32(at + 8, &what)?;
         let payload = b.cstr(at + 12, LABEL_PAYLOAD, &what)?;
-        labels.push(Label { flags, identity, internal, payload });
+        labels.push(Label {
+            flags,
+            identity,
+            internal,
+            payload,
+        });
     }
     Ok(labels)
 }

@@ -10,6 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
+
+pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
 use crate::pipeline::{Line, Sample, parse_line, to_line};
 
@@ -50,6 +52,18 @@ pub enum Command {
         #[arg(long, value_parser = config::parse_size, default_value = "64MiB")]
         memory: u64,
     },
+    /// The metric namespace: lookup, name, children, traverse (PCP's pminfo habits).
+    Ns {
+        #[command(subcommand)]
+        command: ns::NsCommand,
+    },
+    /// Fetch metrics (leaves, or everything below a non-leaf name) with their instances.
+    Fetch {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        source: ns::Source,
+    },
     /// Print or check configuration.
     Config {
         #[command(subcommand)]
@@ -83,7 +97,7 @@ pub fn read_params(path: &Path) -> Result<String> {
 }
 
 /// A cache of compiled guests for the CLI, under the user's cache directory.
-fn cli_cache_dir() -> Option<PathBuf> {
+pub(crate) fn cli_cache_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;

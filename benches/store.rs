@@ -1,0 +1,281 @@
+//! Buffer-store benchmarks (criterion): line-protocol body → store per line, write per sample
+//! (16,896 series x 1024 steps: 64 hosts x (8 node metrics + 64 hwthreads x 4 metrics)),
+//! bytes per sample at full buffers (printed, measured with a counting allocator), reading one
+//! series of 1024 points, and averaging 64 hwthreads x 1024 points.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use criterion::{Criterion, Throughput, criterion_group};
+use wasmon::api::ccms::ingest;
+use wasmon::api::lineproto::parse_lines;
+use wasmon::store::{
+    Aggregation, BUFFER_CAP, Level, MetricConfig, MetricInfo, SelectorElement, Store, StoreConfig,
+    WalBatch, selector,
+};
+
+/// Counts live heap bytes so the memory figure includes every header and map.
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+#[global_allocator]
+static A: Counting = Counting;
+
+const HOSTS: usize = 64;
+const THREADS: usize = 64;
+const NODE_METRICS: [&str; 8] = [
+    "mem_used",
+    "mem_cached",
+    "net_bw",
+    "ib_bw",
+    "nfs_read",
+    "nfs_write",
+    "disk_free",
+    "power",
+];
+const CPU_METRICS: [&str; 4] = ["cpu_load", "cpu_user", "flops_any", "clock"];
+const STEPS: i64 = 1024;
+const FREQ: i64 = 60;
+/// Start on a buffer boundary so 1024 steps fill exactly two buffers per series.
+const T0: i64 = FREQ * BUFFER_CAP as i64 * 3_000;
+
+fn config() -> StoreConfig {
+    let mut c = StoreConfig::default();
+    for m in NODE_METRICS {
+        c.metrics.insert(
+            m.into(),
+            MetricConfig {
+                frequency: FREQ as u64,
+                aggregation: Aggregation::Sum,
+            },
+        );
+    }
+    for m in CPU_METRICS {
+        c.metrics.insert(
+            m.into(),
+            MetricConfig {
+                frequency: FREQ as u64,
+                aggregation: Aggregation::Avg,
+            },
+        );
+    }
+    c
+}
+
+/// Every series as (level, metric name, metric).
+fn series(store: &Store) -> Vec<(Arc<Level>, &'static str, MetricInfo)> {
+    let mut out = Vec::new();
+    for h in 0..HOSTS {
+        let host = format!("host{h}");
+        let hl = store.level(&["bench", &host]).unwrap();
+        for m in NODE_METRICS {
+            out.push((hl.clone(), m, store.metric(m).unwrap()));
+        }
+        for t in 0..THREADS {
+            let tl = hl.child(&format!("hwthread{t}")).unwrap();
+            for m in CPU_METRICS {
+                out.push((tl.clone(), m, store.metric(m).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+fn fill(store: &Store, all: &[(Arc<Level>, &'static str, MetricInfo)]) {
+    let mut b = WalBatch::default();
+    for step in 0..STEPS {
+        for (i, (l, name, m)) in all.iter().enumerate() {
+            store
+                .write_to(
+                    &mut b,
+                    l,
+                    name,
+                    *m,
+                    T0 + step * FREQ,
+                    (i as i64 + step) as f64,
+                )
+                .unwrap();
+        }
+    }
+}
+
+fn body(ts: i64) -> Vec<u8> {
+    let mut s = String::new();
+    for h in 0..HOSTS {
+        for m in NODE_METRICS {
+            s.push_str(&format!(
+                "{m},cluster=bench,hostname=host{h},type=node value={h}.5 {ts}\n"
+            ));
+        }
+        for t in 0..THREADS {
+            for m in CPU_METRICS {
+                s.push_str(&format!("{m},cluster=bench,hostname=host{h},type=hwthread,type-id={t} value={t}.25 {ts}\n"));
+            }
+        }
+    }
+    s.into_bytes()
+}
+
+fn memory_figure() {
+    let before = LIVE.load(Ordering::Relaxed);
+    let store = Store::new(config());
+    let all = series(&store);
+    // The bench's own handle list is not store memory.
+    let handles = (all.capacity() * std::mem::size_of::<(Arc<Level>, &str, MetricInfo)>()) as isize;
+    let tree = LIVE.load(Ordering::Relaxed) - before - handles;
+    fill(&store, &all);
+    let bytes = LIVE.load(Ordering::Relaxed) - before - handles;
+    let samples = all.len() as f64 * STEPS as f64;
+    let u = store.usage();
+    println!(
+        "memory: {} series x {} steps: {:.3} bytes/sample including levels and maps ({} bytes live, {} buffers)",
+        u.series,
+        STEPS,
+        bytes as f64 / samples,
+        bytes,
+        u.buffers
+    );
+    println!(
+        "memory: level tree without data: {:.1} bytes per series",
+        tree as f64 / all.len() as f64
+    );
+    // Marginal cost of further full buffers (the steady state of a long retention window).
+    let mid = LIVE.load(Ordering::Relaxed);
+    let mut b = WalBatch::default();
+    for step in STEPS..2 * STEPS {
+        for (l, name, m) in &all {
+            store
+                .write_to(&mut b, l, name, *m, T0 + step * FREQ, 1.0)
+                .unwrap();
+        }
+    }
+    let delta = LIVE.load(Ordering::Relaxed) - mid;
+    println!(
+        "memory: next {} steps: {:.3} bytes/sample at full buffers",
+        STEPS,
+        delta as f64 / samples
+    );
+}
+
+fn benches(c: &mut Criterion) {
+    let lines = HOSTS * (NODE_METRICS.len() + THREADS * CPU_METRICS.len());
+    let mut g = c.benchmark_group("lineproto");
+    g.throughput(Throughput::Elements(lines as u64));
+    let b = body(T0);
+    g.bench_function("parse_only_per_line", |bench| {
+        bench.iter(|| parse_lines(black_box(&b)).filter(|l| l.is_ok()).count())
+    });
+    let store = Store::new(config());
+    g.bench_function("body_to_store_per_line", |bench| {
+        bench.iter(|| {
+            let out = ingest(&store, black_box(&b), None, 0);
+            assert_eq!(out.stored, lines);
+        })
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let wal_store = Store::open(config(), dir.path()).unwrap();
+    g.bench_function("body_to_store_with_wal_per_line", |bench| {
+        bench.iter(|| ingest(&wal_store, black_box(&b), None, 0).stored)
+    });
+    g.finish();
+    drop(wal_store);
+
+    let store = Store::new(config());
+    let all = series(&store);
+    let mut g = c.benchmark_group("write");
+    g.throughput(Throughput::Elements(all.len() as u64));
+    let mut step = 0i64;
+    g.bench_function("per_sample_cached_level", |bench| {
+        let mut batch = WalBatch::default();
+        bench.iter(|| {
+            // Wrap after 1024 steps so memory stays bounded (later rounds overwrite).
+            let ts = T0 + (step % STEPS) * FREQ;
+            step += 1;
+            for (l, name, m) in &all {
+                store.write_to(&mut batch, l, name, *m, ts, 1.0).unwrap();
+            }
+        })
+    });
+    let paths: Vec<(Vec<String>, &str)> = (0..HOSTS)
+        .flat_map(|h| {
+            let mut v: Vec<(Vec<String>, &str)> = NODE_METRICS
+                .iter()
+                .map(|m| (vec!["bench".into(), format!("host{h}")], *m))
+                .collect();
+            for t in 0..THREADS {
+                for m in CPU_METRICS {
+                    v.push((
+                        vec!["bench".into(), format!("host{h}"), format!("hwthread{t}")],
+                        m,
+                    ));
+                }
+            }
+            v
+        })
+        .collect();
+    g.bench_function("per_sample_by_path", |bench| {
+        bench.iter(|| {
+            let ts = T0 + (step % STEPS) * FREQ;
+            step += 1;
+            for (p, m) in &paths {
+                let p: [&str; 3] = [&p[0], &p[1], p.get(2).map_or("", |s| s)];
+                let path = if p[2].is_empty() { &p[..2] } else { &p[..] };
+                store.write(path, m, ts, 1.0).unwrap();
+            }
+        })
+    });
+    g.finish();
+
+    fill(&store, &all);
+    let mut g = c.benchmark_group("read");
+    let one = selector(&["bench", "host3", "hwthread7"]);
+    g.bench_function("one_series_1024_points", |bench| {
+        bench.iter(|| {
+            let r = store
+                .read(black_box(&one), "flops_any", T0, T0 + (STEPS - 1) * FREQ, 0)
+                .unwrap();
+            assert_eq!(r.data.len(), STEPS as usize);
+        })
+    });
+    let host: Vec<SelectorElement> = selector(&["bench", "host3"]);
+    g.bench_function("avg_64_hwthreads_1024_points", |bench| {
+        bench.iter(|| {
+            let r = store
+                .read(
+                    black_box(&host),
+                    "flops_any",
+                    T0,
+                    T0 + (STEPS - 1) * FREQ,
+                    0,
+                )
+                .unwrap();
+            assert_eq!(r.data.len(), STEPS as usize);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(store_benches, benches);
+
+fn main() {
+    memory_figure();
+    store_benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}

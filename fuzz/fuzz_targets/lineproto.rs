@@ -1,0 +1,28 @@
+//! Fuzz target: the line-protocol parser must never panic, every rejection must carry a
+//! position inside the input, and every accepted line must be fully iterable.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use wasmon::api::lineproto::parse_lines;
+
+fuzz_target!(|data: &[u8]| {
+    let lines = data.split(|b| *b == b'\n').count();
+    for res in parse_lines(data) {
+        match res {
+            Ok(line) => {
+                assert!(line.line >= 1 && line.line <= lines);
+                let _ = line.measurement.as_str();
+                for (k, v) in line.tags() {
+                    assert!(!k.raw().is_empty() && !v.raw().is_empty());
+                    let _ = (k.as_str(), v.as_str());
+                }
+                assert!(line.fields().count() >= 1);
+            }
+            Err(e) => {
+                assert!(e.line >= 1 && e.line <= lines);
+                assert!(e.column >= 1 && e.column <= data.len() + 1);
+                let _ = e.to_string();
+            }
+        }
+    }
+});

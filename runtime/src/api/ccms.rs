@@ -1,0 +1,310 @@
+//! cc-metric-store's HTTP API over the buffer store, as an axum `Router`:
+//! `POST /api/write` (line protocol), `GET|POST /api/query` (JSON), `POST /api/free`,
+//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth; plus the Prometheus rendering and the
+//! NATS ingest that share the line-protocol ingest.
+
+#[path = "ccms/auth.rs"]
+pub mod auth;
+#[path = "ccms/ingest.rs"]
+pub mod ingest;
+#[path = "ccms/nats.rs"]
+pub mod nats;
+#[path = "ccms/prom.rs"]
+pub mod prom;
+#[path = "ccms/query.rs"]
+pub mod query;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Store, config::duration_serde};
+
+pub use auth::{AuthError, Claims, Verifier};
+pub use ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
+pub use nats::{NatsConfig, NatsError, NatsSubscription, run_nats_ingest};
+pub use prom::{render_prometheus, sanitize_metric_name};
+pub use query::{ApiMetricData, ApiQuery, ApiQueryRequest, ApiQueryResponse};
+
+/// `[api]` settings of the cc-metric-store compatible API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct CcmsConfig {
+    /// Base64 Ed25519 public key; when set every request needs a valid `Bearer` JWT.
+    pub jwt_public_key: Option<String>,
+    /// Roles (JWT `roles` claim) allowed to call `/api/free` and `/api/debug`.
+    pub admin_roles: Vec<String>,
+    /// `/api/healthcheck?cluster=&node=` reports a node unhealthy when its newest sample is
+    /// older than this.
+    #[serde(with = "duration_serde")]
+    pub healthcheck_max_age: Duration,
+}
+
+impl Default for CcmsConfig {
+    fn default() -> Self {
+        CcmsConfig {
+            jwt_public_key: None,
+            admin_roles: vec!["admin".into()],
+            healthcheck_max_age: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Shared state of the API handlers.
+pub struct CcmsState {
+    pub store: Arc<Store>,
+    pub config: CcmsConfig,
+    verifier: Option<Verifier>,
+}
+
+impl CcmsState {
+    pub fn new(store: Arc<Store>, config: CcmsConfig) -> Result<CcmsState, AuthError> {
+        let verifier = config
+            .jwt_public_key
+            .as_deref()
+            .map(Verifier::new)
+            .transpose()?;
+        if verifier.is_none() {
+            tracing::warn!("no jwt-public-key configured: the metric store API is unauthenticated");
+        }
+        Ok(CcmsState {
+            store,
+            config,
+            verifier,
+        })
+    }
+}
+
+/// cc-metric-store's error body.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    pub status: String,
+    pub error: String,
+}
+
+fn error(code: StatusCode, msg: impl Into<String>) -> Response {
+    let body = ErrorResponse {
+        status: code.canonical_reason().unwrap_or("").to_string(),
+        error: msg.into(),
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+/// The API routes (mount at the server root; paths start with `/api/`). Trailing-slash
+/// variants are routed too, as cc-metric-store's clients use both.
+pub fn router(state: Arc<CcmsState>) -> Router {
+    let limit = state.store.config().max_body_size;
+    let r = Router::new()
+        .route("/api/write", post(write))
+        .route("/api/write/", post(write))
+        .route("/api/query", get(query::handle).post(query::handle))
+        .route("/api/query/", get(query::handle).post(query::handle))
+        .route("/api/free", post(free))
+        .route("/api/free/", post(free))
+        .route("/api/healthcheck", get(healthcheck))
+        .route("/api/healthcheck/", get(healthcheck))
+        .route("/api/debug", get(debug).post(debug))
+        .route("/api/debug/", get(debug).post(debug));
+    r.layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+async fn authenticate(State(st): State<Arc<CcmsState>>, mut req: Request, next: Next) -> Response {
+    let Some(v) = &st.verifier else {
+        // Unauthenticated mode: every caller is an admin (cc-metric-store without a key).
+        req.extensions_mut().insert(Claims {
+            roles: st.config.admin_roles.clone(),
+            ..Claims::default()
+        });
+        return next.run(req).await;
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok());
+    match v.check_header(header, now()) {
+        Ok(claims) => {
+            req.extensions_mut().insert(claims);
+            next.run(req).await
+        }
+        Err(e) => error(StatusCode::UNAUTHORIZED, e.to_string()),
+    }
+}
+
+/// `Some(403 response)` unless the caller has an admin role.
+fn deny_unless_admin(st: &CcmsState, claims: Option<&Claims>) -> Option<Response> {
+    let ok = claims.is_some_and(|c| c.roles.iter().any(|r| st.config.admin_roles.contains(r)));
+    (!ok).then(|| error(StatusCode::FORBIDDEN, "admin role required"))
+}
+
+/// Bodies above this size are parsed on the blocking pool so the runtime stays responsive.
+const INLINE_BODY: usize = 256 << 10;
+
+async fn write(
+    State(st): State<Arc<CcmsState>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let cluster = q.get("cluster").cloned();
+    let now = now();
+    let out = if body.len() <= INLINE_BODY {
+        ingest(&st.store, &body, cluster.as_deref(), now)
+    } else {
+        let store = st.store.clone();
+        match tokio::task::spawn_blocking(move || ingest(&store, &body, cluster.as_deref(), now))
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    };
+    // Acknowledge only what is durable: wait for the group commit covering this body.
+    if let Err(e) = st.store.wait_durable(out.wal_seq).await {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    }
+    if out.errors.is_empty() {
+        return StatusCode::OK.into_response();
+    }
+    if let Some(e) = out.errors.iter().find(|e| e.line == 0) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e.reason.clone());
+    }
+    let shown: Vec<String> = out.errors.iter().take(20).map(|e| e.to_string()).collect();
+    let more = out.errors.len().saturating_sub(shown.len());
+    let mut msg = format!(
+        "{} line(s) rejected, {} stored: {}",
+        out.errors.len(),
+        out.stored,
+        shown.join("; ")
+    );
+    if more > 0 {
+        msg.push_str(&format!("; and {more} more"));
+    }
+    tracing::debug!(%msg, "/api/write");
+    error(StatusCode::BAD_REQUEST, msg)
+}
+
+async fn free(
+    State(st): State<Arc<CcmsState>>,
+    claims: Option<axum::Extension<Claims>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = deny_unless_admin(&st, claims.as_deref()) {
+        return r;
+    }
+    let Some(to) = q.get("to") else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "'to' is a required query parameter",
+        );
+    };
+    let Ok(to) = to.parse::<i64>() else {
+        return error(StatusCode::BAD_REQUEST, "'to' must be an integer timestamp");
+    };
+    let selectors: Vec<Vec<String>> = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("body must be a list of selectors: {e}"),
+            );
+        }
+    };
+    let mut n = 0;
+    for sel in &selectors {
+        let path: Vec<&str> = sel.iter().map(String::as_str).collect();
+        n += st.store.free(&path, to);
+    }
+    (StatusCode::OK, format!("buffers freed: {n}\n")).into_response()
+}
+
+async fn healthcheck(
+    State(st): State<Arc<CcmsState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let (cluster, node) = (q.get("cluster"), q.get("node"));
+    let (Some(cluster), Some(node)) = (cluster, node) else {
+        if cluster.is_some() || node.is_some() {
+            return error(StatusCode::BAD_REQUEST, "'cluster' and 'node' go together");
+        }
+        return axum::Json(serde_json::json!({"status": "ok"})).into_response();
+    };
+    match st.store.latest_timestamp(&[cluster, node]) {
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("unknown node {cluster}/{node}"),
+        ),
+        Some(latest) => {
+            let max_age = st.config.healthcheck_max_age.as_secs() as i64;
+            let healthy = latest.is_some_and(|t| now() - t <= max_age);
+            let code = if healthy {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            let status = if healthy { "healthy" } else { "unhealthy" };
+            (
+                code,
+                axum::Json(serde_json::json!({"status": status, "latest": latest})),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn debug(
+    State(st): State<Arc<CcmsState>>,
+    claims: Option<axum::Extension<Claims>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(r) = deny_unless_admin(&st, claims.as_deref()) {
+        return r;
+    }
+    let raw = q.get("selector").map(String::as_str).unwrap_or("");
+    let path: Vec<&str> = if raw.is_empty() {
+        Vec::new()
+    } else {
+        raw.split(':').collect()
+    };
+    match st.store.debug_dump(&path) {
+        Ok(tree) => {
+            let c = st.store.counters();
+            let load =
+                |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            axum::Json(serde_json::json!({
+                "usage": st.store.usage(),
+                "counters": {
+                    "samples-written": load(&c.samples_written),
+                    "samples-rejected": load(&c.samples_rejected),
+                    "buffers-freed": load(&c.buffers_freed),
+                    "wal-records-replayed": load(&c.wal_records_replayed),
+                    "wal-damage": load(&c.wal_damage),
+                    "snapshot-damage": load(&c.snapshot_damage),
+                    "snapshots-written": load(&c.snapshots_written),
+                    "wal-fsyncs": st.store.wal_fsyncs(),
+                },
+                "tree": tree,
+            }))
+            .into_response()
+        }
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+#[path = "ccms/tests.rs"]
+mod tests;

@@ -1,0 +1,238 @@
+//! NATS ingest as cc-metric-store does it: subscribe to the configured subjects, each message
+//! a line-protocol body, the cluster for lines without a `cluster` tag taken from the
+//! subscription. Core NATS is at-most-once, so messages are not held back for WAL durability;
+//! the WAL is still appended (durable at the next group commit).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::ingest::ingest;
+use crate::store::Store;
+
+/// `[nats]` section: server and subscriptions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NatsConfig {
+    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    pub address: String,
+    /// User name (with `password`).
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    /// A NATS credentials file (JWT + nkey seed).
+    #[serde(default)]
+    pub creds_file_path: Option<PathBuf>,
+    /// Subjects to subscribe to.
+    pub subscriptions: Vec<NatsSubscription>,
+}
+
+/// One subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NatsSubscription {
+    /// Subject (wildcards allowed).
+    pub subscribe_to: String,
+    /// Cluster for lines without a `cluster` tag.
+    #[serde(default)]
+    pub cluster_tag: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NatsError {
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: String,
+        source: async_nats::ConnectError,
+    },
+    #[error("reading credentials {path}: {source}")]
+    Credentials {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("subscribing to {subject}: {source}")]
+    Subscribe {
+        subject: String,
+        source: async_nats::SubscribeError,
+    },
+}
+
+/// Connects, subscribes and stores messages until `shutdown` is cancelled.
+pub async fn run_nats_ingest(
+    store: Arc<Store>,
+    cfg: NatsConfig,
+    shutdown: CancellationToken,
+) -> Result<(), NatsError> {
+    let mut opts = async_nats::ConnectOptions::new();
+    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
+        opts = opts.user_and_password(u.clone(), p.clone());
+    }
+    if let Some(path) = &cfg.creds_file_path {
+        opts = opts
+            .credentials_file(path)
+            .await
+            .map_err(|source| NatsError::Credentials {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    let client = opts
+        .connect(cfg.address.as_str())
+        .await
+        .map_err(|source| NatsError::Connect {
+            address: cfg.address.clone(),
+            source,
+        })?;
+    let mut tasks = Vec::new();
+    for sc in cfg.subscriptions {
+        let mut sub = client
+            .subscribe(sc.subscribe_to.clone())
+            .await
+            .map_err(|source| NatsError::Subscribe {
+                subject: sc.subscribe_to.clone(),
+                source,
+            })?;
+        tracing::info!(subject = %sc.subscribe_to, address = %cfg.address, "NATS subscription established");
+        let store = store.clone();
+        let shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    m = sub.next() => match m { Some(m) => m, None => break },
+                };
+                let now = chrono::Utc::now().timestamp();
+                let out = ingest(&store, &msg.payload, sc.cluster_tag.as_deref(), now);
+                for e in out.errors.iter().take(5) {
+                    tracing::warn!(subject = %msg.subject, error = %e, "NATS line rejected");
+                }
+            }
+            let _ = sub.unsubscribe().await;
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let _ = client.flush().await;
+    tracing::info!("NATS ingest stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreConfig, selector};
+    use std::time::Duration;
+
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ingest_from_real_nats_server() {
+        let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("nats-server not installed (apt-get install -y nats-server)");
+        let port = free_port();
+        let _server = Server(
+            std::process::Command::new(bin)
+                .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let address = format!("nats://127.0.0.1:{port}");
+        let mut publisher = None;
+        for _ in 0..100 {
+            if let Ok(c) = async_nats::connect(address.as_str()).await {
+                publisher = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let publisher = publisher.expect("nats-server did not start");
+        let store = Arc::new(Store::new(StoreConfig::default()));
+        let token = CancellationToken::new();
+        let cfg = NatsConfig {
+            address,
+            username: None,
+            password: None,
+            creds_file_path: None,
+            subscriptions: vec![
+                NatsSubscription {
+                    subscribe_to: "updates.>".into(),
+                    cluster_tag: Some("fritz".into()),
+                },
+                NatsSubscription {
+                    subscribe_to: "other".into(),
+                    cluster_tag: None,
+                },
+            ],
+        };
+        let task = tokio::spawn(run_nats_ingest(store.clone(), cfg, token.clone()));
+        // Subscriptions are live once a published message arrives; retry until it does.
+        let mut got = false;
+        for i in 0..100 {
+            publisher
+                .publish(
+                    "updates.a",
+                    format!("load,hostname=f1 value={i} 600\nbad\n").into(),
+                )
+                .await
+                .unwrap();
+            publisher
+                .publish("other", "load,cluster=c2,hostname=h value=2 600".into())
+                .await
+                .unwrap();
+            publisher.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let a = store.read(&selector(&["fritz", "f1"]), "load", 600, 600, 0);
+            let b = store.read(&selector(&["c2", "h"]), "load", 600, 600, 0);
+            if let (Ok(a), Ok(b)) = (a, b) {
+                assert!(a.data[0] <= i as f64);
+                assert_eq!(b.data, vec![2.0]);
+                got = true;
+                break;
+            }
+        }
+        assert!(got, "no NATS message was stored");
+        token.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn connect_error_is_reported() {
+        let cfg = NatsConfig {
+            address: format!("nats://127.0.0.1:{}", free_port()),
+            username: None,
+            password: None,
+            creds_file_path: None,
+            subscriptions: vec![],
+        };
+        let store = Arc::new(Store::new(StoreConfig::default()));
+        let r = run_nats_ingest(store, cfg, CancellationToken::new()).await;
+        assert!(matches!(r, Err(NatsError::Connect { .. })));
+    }
+}

@@ -1,0 +1,258 @@
+//! `/api/query`: cc-metric-store's request/response JSON (field names as in its `api.go`),
+//! selector construction from host/type/type-ids/subtype/subtype-ids, aggregation, stats,
+//! scaling and front padding. NaN is serialised as `null`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{CcmsState, error};
+use crate::store::{SelectorElement, Stats, Store};
+
+fn yes() -> bool {
+    true
+}
+
+/// The query request body.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ApiQueryRequest {
+    pub cluster: String,
+    #[serde(default)]
+    pub queries: Vec<ApiQuery>,
+    /// Metrics to query for every node of the cluster (the queries are echoed back).
+    #[serde(default)]
+    pub for_all_nodes: Option<Vec<String>>,
+    pub from: i64,
+    pub to: i64,
+    #[serde(default = "yes")]
+    pub with_stats: bool,
+    #[serde(default = "yes")]
+    pub with_data: bool,
+    #[serde(default = "yes")]
+    pub with_padding: bool,
+}
+
+/// One query of a request.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct ApiQuery {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub typ: Option<String>,
+    #[serde(rename = "subtype", default, skip_serializing_if = "Option::is_none")]
+    pub subtype: Option<String>,
+    pub metric: String,
+    #[serde(rename = "host", alias = "hostname")]
+    pub host: String,
+    #[serde(default)]
+    pub resolution: i64,
+    #[serde(
+        rename = "type-ids",
+        default,
+        deserialize_with = "ids",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub type_ids: Vec<String>,
+    #[serde(
+        rename = "subtype-ids",
+        default,
+        deserialize_with = "ids",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub subtype_ids: Vec<String>,
+    #[serde(rename = "scale-by", default, skip_serializing_if = "Option::is_none")]
+    pub scale_by: Option<f64>,
+    #[serde(rename = "aggreg", default)]
+    pub aggregate: bool,
+}
+
+/// Ids as strings or numbers (cc-backend sends strings, hand-written queries often numbers).
+fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        S(String),
+        N(i64),
+    }
+    let v: Option<Vec<Id>> = Option::deserialize(d)?;
+    Ok(v.unwrap_or_default()
+        .into_iter()
+        .map(|i| match i {
+            Id::S(s) => s,
+            Id::N(n) => n.to_string(),
+        })
+        .collect())
+}
+
+/// One result: data (NaN → null), actual range, step, stats, or an error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiMetricData {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub data: Option<Vec<Option<f64>>>,
+    pub from: i64,
+    pub to: i64,
+    pub resolution: i64,
+    pub avg: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// The response: one list of results per query.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiQueryResponse {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub queries: Option<Vec<ApiQuery>>,
+    pub results: Vec<Vec<ApiMetricData>>,
+}
+
+fn num(x: f64) -> Option<f64> {
+    if x.is_finite() { Some(x) } else { None }
+}
+
+/// Selectors of one query, as cc-metric-store builds them: with `aggreg` (or no type) one
+/// selector whose last elements are groups of ids; otherwise one selector per id pair.
+fn selectors(cluster: &str, q: &ApiQuery) -> Vec<Vec<SelectorElement>> {
+    let base = vec![
+        SelectorElement::from(cluster),
+        SelectorElement::from(q.host.as_str()),
+    ];
+    let group = |t: &str, ids: &[String]| -> SelectorElement {
+        if ids.len() == 1 {
+            SelectorElement::Name(format!("{t}{}", ids[0]))
+        } else {
+            SelectorElement::Group(ids.iter().map(|id| format!("{t}{id}")).collect())
+        }
+    };
+    let Some(t) = q.typ.as_deref().filter(|t| *t != "node") else {
+        return vec![base];
+    };
+    if q.aggregate {
+        let mut s = base;
+        s.push(group(t, &q.type_ids));
+        if let Some(st) = &q.subtype {
+            s.push(group(st, &q.subtype_ids));
+        }
+        return vec![s];
+    }
+    let mut out = Vec::new();
+    for id in &q.type_ids {
+        let mut s = base.clone();
+        s.push(SelectorElement::Name(format!("{t}{id}")));
+        match &q.subtype {
+            Some(st) => {
+                for sid in &q.subtype_ids {
+                    let mut s2 = s.clone();
+                    s2.push(SelectorElement::Name(format!("{st}{sid}")));
+                    out.push(s2);
+                }
+            }
+            None => out.push(s),
+        }
+    }
+    out
+}
+
+/// Most nulls added in front of one result by `with-padding`.
+const MAX_PAD: i64 = 1 << 20;
+
+/// Runs a request against the store.
+pub fn run(store: &Store, mut req: ApiQueryRequest) -> ApiQueryResponse {
+    let mut echoed = None;
+    if let Some(metrics) = &req.for_all_nodes {
+        let mut nodes = store.list_children(&[&req.cluster]);
+        nodes.sort();
+        let mut qs = Vec::new();
+        for node in nodes {
+            for m in metrics {
+                qs.push(ApiQuery {
+                    metric: m.clone(),
+                    host: node.clone(),
+                    ..ApiQuery::default()
+                });
+            }
+        }
+        req.queries.extend(qs.iter().cloned());
+        echoed = Some(qs);
+    }
+    let mut results = Vec::with_capacity(req.queries.len());
+    for q in &req.queries {
+        let mut row = Vec::new();
+        for sel in selectors(&req.cluster, q) {
+            row.push(
+                match store.read(&sel, &q.metric, req.from, req.to, q.resolution) {
+                    Err(e) => ApiMetricData {
+                        error: Some(e.to_string()),
+                        data: None,
+                        from: 0,
+                        to: 0,
+                        resolution: 0,
+                        avg: None,
+                        min: None,
+                        max: None,
+                    },
+                    Ok(mut r) => {
+                        let scale = q.scale_by.filter(|s| *s != 0.0 && *s != 1.0);
+                        if let Some(s) = scale {
+                            r.data.iter_mut().for_each(|x| *x *= s);
+                        }
+                        let st = if req.with_stats {
+                            r.stats()
+                        } else {
+                            Stats::of(&[])
+                        };
+                        if req.with_padding && r.resolution > 0 && r.from > req.from {
+                            // Bounded: a query from 0 must not allocate billions of nulls.
+                            let pad = ((r.from - req.from) / r.resolution).min(MAX_PAD) as usize;
+                            let mut padded = vec![f64::NAN; pad];
+                            padded.extend_from_slice(&r.data);
+                            r.data = padded;
+                            r.from -= pad as i64 * r.resolution;
+                        }
+                        let data = (req.with_data && !r.data.is_empty())
+                            .then(|| r.data.iter().map(|x| num(*x)).collect());
+                        ApiMetricData {
+                            error: None,
+                            data,
+                            from: r.from,
+                            to: r.to,
+                            resolution: r.resolution,
+                            avg: num(st.avg),
+                            min: num(st.min),
+                            max: num(st.max),
+                        }
+                    }
+                },
+            );
+        }
+        results.push(row);
+    }
+    ApiQueryResponse {
+        queries: echoed,
+        results,
+    }
+}
+
+/// `GET|POST /api/query` with a JSON body (`?version=v1` ignores resolutions, as cc does).
+pub(crate) async fn handle(
+    State(st): State<Arc<CcmsState>>,
+    Query(params): Query<std::collections::HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let mut req: ApiQueryRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid query: {e}")),
+    };
+    if params.get("version").is_some_and(|v| v == "v1") {
+        req.queries.iter_mut().for_each(|q| q.resolution = 0);
+    }
+    let store = st.store.clone();
+    match tokio::task::spawn_blocking(move || run(&store, req)).await {
+        Ok(resp) => axum::Json(resp).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}

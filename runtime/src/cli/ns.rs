@@ -1,0 +1,252 @@
+//! `wasmon ns lookup|name|children|traverse` and `wasmon fetch`, in the habits of PCP's
+//! pminfo and pmval: against a running daemon (HTTP), or offline with `--pmns FILE` and
+//! `--agent DOMAIN=PATH.wasm` (`DOMAIN=linux` for the built-in linux agent). Errors go to
+//! stderr with PCP's message, and the exit status is 1 when any item failed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::api::ns::answers;
+use crate::daemon::agents::{AgentSet, GuestAgent};
+use crate::host::{AgentWorld, GuestConfig, Grants, Image, MappedDir, Runtime};
+use crate::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
+
+/// Where the answers come from.
+#[derive(Args, Debug, Clone)]
+pub struct Source {
+    /// The daemon's HTTP API.
+    #[arg(long, env = "WASMON_URL", default_value = "http://127.0.0.1:8082")]
+    pub url: String,
+    /// Offline: a PMNS file in PCP's ASCII format (repeatable).
+    #[arg(long)]
+    pub pmns: Vec<PathBuf>,
+    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm` or `DOMAIN=linux` (repeatable).
+    #[arg(long)]
+    pub agent: Vec<String>,
+    /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
+    #[arg(long)]
+    pub mapped: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NsCommand {
+    /// The PMID of each name (pmLookupName).
+    Lookup {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        source: Source,
+    },
+    /// Every name of each PMID, e.g. 44.1.0 (pmNameAll).
+    Name {
+        #[arg(required = true)]
+        pmids: Vec<String>,
+        #[command(flatten)]
+        source: Source,
+    },
+    /// The children of a name, leaf or not (pmGetChildrenStatus); no name: the root.
+    Children {
+        #[arg(default_value = "")]
+        name: String,
+        #[command(flatten)]
+        source: Source,
+    },
+    /// Every leaf name below a prefix (pmTraversePMNS); no prefix: everything.
+    Traverse {
+        #[arg(default_value = "")]
+        prefix: String,
+        #[command(flatten)]
+        source: Source,
+    },
+}
+
+enum Backend {
+    Http(String),
+    Local(AgentSet),
+}
+
+impl Backend {
+    fn new(s: &Source) -> Result<Backend> {
+        if s.pmns.is_empty() && s.agent.is_empty() {
+            return Ok(Backend::Http(s.url.trim_end_matches('/').to_string()));
+        }
+        let mut texts = Vec::new();
+        for p in &s.pmns {
+            texts.push((p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?));
+        }
+        let mapped = s
+            .mapped
+            .iter()
+            .map(|m| {
+                let (name, dir) = m.split_once('=').with_context(|| format!("--mapped {m:?}: expected NAME=DIR"))?;
+                Ok(MappedDir { name: name.into(), host: dir.into() })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut agents: BTreeMap<u32, Box<dyn Agent>> = BTreeMap::new();
+        let mut runtime = None;
+        for a in &s.agent {
+            let (domain, what) = a.split_once('=').with_context(|| format!("--agent {a:?}: expected DOMAIN=PATH.wasm"))?;
+            let domain: u32 = domain.parse().with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
+            let agent: Box<dyn Agent> = if what == "linux" {
+                if s.pmns.is_empty() {
+                    texts.push(("linux".into(), LINUX_PMNS.into()));
+                }
+                Box::new(LinuxAgent::new())
+            } else {
+                let rt = match &runtime {
+                    Some(rt) => rt,
+                    None => runtime.insert(Runtime::new(super::cli_cache_dir())?),
+                };
+                let source = crate::guests::resolve(what, None, std::path::Path::new(""))?;
+                let compiled = rt.compile(&source.bytes, &source.origin.to_string())?;
+                let mut cfg = GuestConfig::new(what, "{}");
+                cfg.grants = Grants { mapped: mapped.clone(), ..Default::default() };
+                Box::new(GuestAgent(Image::<AgentWorld>::load(rt, &compiled, cfg)?))
+            };
+            agents.insert(domain, agent);
+        }
+        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+        let ns = Namespace::from_pmns(&refs)?;
+        // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
+        Ok(Backend::Local(if agents.is_empty() { AgentSet::local(ns) } else { AgentSet::new(ns, agents) }))
+    }
+
+    fn get(&self, route: &str, key: &str, items: &[String], local: impl FnOnce(&AgentSet) -> Value) -> Result<Value> {
+        match self {
+            Backend::Local(set) => Ok(local(set)),
+            Backend::Http(url) => {
+                let query: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(items.iter().map(|i| (key, i))).finish();
+                let url = format!("{url}{route}?{query}");
+                let r = reqwest::blocking::get(&url).with_context(|| format!("asking the daemon at {url} (is `wasmon run` up? --url, or offline: --pmns/--agent)"))?;
+                if !r.status().is_success() {
+                    bail!("{url}: HTTP {}", r.status());
+                }
+                Ok(r.json()?)
+            }
+        }
+    }
+}
+
+/// Prints an item's error to stderr as PCP tools do; returns whether there was one.
+fn report(item: &Value, key: &str) -> bool {
+    match item.get("error").and_then(Value::as_str) {
+        Some(e) => {
+            eprintln!("{}: {e}", item[key].as_str().unwrap_or("?"));
+            true
+        }
+        None => false,
+    }
+}
+
+/// Runs an `ns` subcommand; returns whether every item succeeded.
+pub fn ns(cmd: NsCommand) -> Result<bool> {
+    let (value, source, text): (Value, Source, fn(&Value) -> bool) = match cmd {
+        NsCommand::Lookup { names, source } => {
+            let b = Backend::new(&source)?;
+            (b.get("/api/ns/lookup", "name", &names, |s| answers::lookup(s, &names))?, source, |v| {
+                let mut ok = true;
+                for item in v.as_array().into_iter().flatten() {
+                    if !report(item, "name") {
+                        println!("{} PMID: {}", item["name"].as_str().unwrap_or(""), item["pmid"].as_str().unwrap_or(""));
+                    } else {
+                        ok = false;
+                    }
+                }
+                ok
+            })
+        }
+        NsCommand::Name { pmids, source } => {
+            let b = Backend::new(&source)?;
+            (b.get("/api/ns/name", "pmid", &pmids, |s| answers::name(s, &pmids))?, source, |v| {
+                let mut ok = true;
+                for item in v.as_array().into_iter().flatten() {
+                    if report(item, "pmid") {
+                        ok = false;
+                        continue;
+                    }
+                    for n in item["names"].as_array().into_iter().flatten() {
+                        println!("{} {}", item["pmid"].as_str().unwrap_or(""), n.as_str().unwrap_or(""));
+                    }
+                }
+                ok
+            })
+        }
+        NsCommand::Children { name, source } => {
+            let b = Backend::new(&source)?;
+            let items = [name.clone()];
+            (b.get("/api/ns/children", "name", &items, |s| answers::children(s, &name))?, source, |v| {
+                if report(v, "name") {
+                    return false;
+                }
+                for c in v["children"].as_array().into_iter().flatten() {
+                    let kind = if c["leaf"].as_bool() == Some(true) { "leaf" } else { "non-leaf" };
+                    println!("{}\t{kind}", c["name"].as_str().unwrap_or(""));
+                }
+                true
+            })
+        }
+        NsCommand::Traverse { prefix, source } => {
+            let b = Backend::new(&source)?;
+            let items = [prefix.clone()];
+            (b.get("/api/ns/traverse", "prefix", &items, |s| answers::traverse(s, &prefix))?, source, |v| {
+                if report(v, "name") {
+                    return false;
+                }
+                for n in v["names"].as_array().into_iter().flatten() {
+                    println!("{}", n.as_str().unwrap_or(""));
+                }
+                let failed = v["failed"].as_array().cloned().unwrap_or_default();
+                for f in &failed {
+                    report(f, "name");
+                }
+                failed.is_empty()
+            })
+        }
+    };
+    if source.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(value_ok(&value));
+    }
+    Ok(text(&value))
+}
+
+fn value_ok(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.iter().all(|i| i.get("error").is_none()),
+        other => other.get("error").is_none() && other.get("failed").and_then(Value::as_array).is_none_or(|f| f.is_empty()),
+    }
+}
+
+/// `wasmon fetch NAME...`: values with instances (pminfo -f style).
+pub fn fetch(names: Vec<String>, source: Source) -> Result<bool> {
+    let b = Backend::new(&source)?;
+    let v = b.get("/api/fetch", "name", &names, |s| answers::fetch(s, &names))?;
+    if source.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(value_ok(&v));
+    }
+    let mut ok = true;
+    for item in v.as_array().into_iter().flatten() {
+        if report(item, "name") {
+            ok = false;
+            continue;
+        }
+        println!("{}", item["name"].as_str().unwrap_or(""));
+        for pair in item["values"].as_array().into_iter().flatten() {
+            let (inst, value) = (pair[0].as_str().unwrap_or(""), &pair[1]);
+            if inst.is_empty() {
+                println!("    value {value}");
+            } else {
+                println!("    inst [{inst:?}] value {value}");
+            }
+        }
+    }
+    Ok(ok)
+}

@@ -1,0 +1,249 @@
+//! The daemon's agents and the namespace in front of them: WASM agents wrapped as
+//! [`namespace::Agent`]s (a failed guest call answers PCP's "no agent" for that call only, and
+//! the next call gets a fresh instance), native agents, and the operations the HTTP API and
+//! the offline CLI share: lookup, names-of, children, traverse, fetch by name.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Serialize;
+
+use crate::host::AgentInstance;
+use crate::host::agent_types as wit;
+use crate::namespace::{Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values};
+use crate::pipeline::{Kind, Metadata, Sample};
+
+/// A WASM agent seen through the namespace's [`Agent`] contract.
+pub struct GuestAgent(pub AgentInstance);
+
+fn to_wit(p: Pmid) -> wit::Pmid {
+    wit::Pmid { domain: p.domain, cluster: p.cluster, item: p.item }
+}
+
+fn from_wit(p: wit::Pmid) -> Pmid {
+    Pmid { domain: p.domain, cluster: p.cluster, item: p.item }
+}
+
+fn ns_error(e: wit::NsError) -> NsError {
+    match e {
+        wit::NsError::UnknownName => NsError::UnknownName,
+        wit::NsError::NonLeaf => NsError::NonLeaf,
+        wit::NsError::UnknownPmid => NsError::UnknownPmid,
+        wit::NsError::Other(s) => NsError::Other(s),
+    }
+}
+
+impl GuestAgent {
+    /// A failed call (already logged and counted by the host) is PCP's "no agent".
+    fn answer<T, U>(r: Result<Result<T, wit::NsError>, crate::host::CallError>, f: impl FnOnce(T) -> U) -> Result<U, NsError> {
+        match r {
+            Ok(Ok(v)) => Ok(f(v)),
+            Ok(Err(e)) => Err(ns_error(e)),
+            Err(_) => Err(NsError::NoAgent),
+        }
+    }
+}
+
+impl Agent for GuestAgent {
+    fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError> {
+        Self::answer(self.0.lookup_name(name), from_wit)
+    }
+
+    fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
+        Self::answer(self.0.names_of(to_wit(id)), |v| v)
+    }
+
+    fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
+        Self::answer(self.0.children(name), |v| v.into_iter().map(|c| Child { name: c.name, leaf: c.leaf }).collect())
+    }
+
+    fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
+        Self::answer(self.0.describe(to_wit(id)), |d| MetricDesc {
+            id: from_wit(d.id),
+            semantics: match d.semantics {
+                wit::Semantics::Counter => Semantics::Counter,
+                wit::Semantics::Instant => Semantics::Instant,
+                wit::Semantics::Discrete => Semantics::Discrete,
+            },
+            units: d.units,
+            indom: d.indom,
+            help: d.help,
+        })
+    }
+
+    fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
+        let wids: Vec<wit::Pmid> = ids.iter().map(|&p| to_wit(p)).collect();
+        match self.0.fetch(&wids) {
+            Ok(sets) => ids
+                .iter()
+                .zip(sets)
+                .map(|(&id, set)| (id, set.values.map(|v| v.into_iter().map(|x| (x.instance, x.value)).collect()).map_err(ns_error)))
+                .collect(),
+            Err(_) => ids.iter().map(|&id| (id, Err(NsError::NoAgent))).collect(),
+        }
+    }
+}
+
+/// The values of one metric, as `wasmon fetch` and `/api/fetch` report them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fetched {
+    pub name: String,
+    pub pmid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantics: Option<Semantics>,
+    pub units: String,
+    /// (instance, value); the instance is empty for a singular metric.
+    pub values: Vec<(String, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A namespace and the agents behind it.
+pub struct AgentSet {
+    ns: RwLock<Arc<Namespace>>,
+    agents: Mutex<BTreeMap<u32, Box<dyn Agent>>>,
+    /// PCP's PMNS_LOCAL: dynamic subtrees are not delegated (names under them give the
+    /// dynamic root's PMID). The daemon is always delegated (PMNS_REMOTE).
+    local: bool,
+}
+
+impl AgentSet {
+    pub fn new(ns: Namespace, agents: BTreeMap<u32, Box<dyn Agent>>) -> AgentSet {
+        AgentSet { ns: RwLock::new(Arc::new(ns)), agents: Mutex::new(agents), local: false }
+    }
+
+    /// A namespace with no agents behind it, queried in PCP's local mode.
+    pub fn local(ns: Namespace) -> AgentSet {
+        AgentSet { local: true, ..AgentSet::new(ns, BTreeMap::new()) }
+    }
+
+    /// Replaces the namespace and the agents (a reload). `None` keeps the agent running for
+    /// that domain now, with its state.
+    pub fn replace(&self, ns: Namespace, agents: BTreeMap<u32, Option<Box<dyn Agent>>>) {
+        let mut running = self.agents.lock().unwrap();
+        let mut old = std::mem::take(&mut *running);
+        *running = agents.into_iter().filter_map(|(d, a)| Some((d, a.or_else(|| old.remove(&d))?))).collect();
+        *self.ns.write().unwrap() = Arc::new(ns);
+    }
+
+    /// Runs `f` with the namespace and the agents (the agents are locked: guest instances
+    /// take one call at a time).
+    fn with<R>(&self, f: impl FnOnce(&Namespace, &mut dyn Delegates) -> R) -> R {
+        let ns = self.ns.read().unwrap().clone();
+        let mut agents = self.agents.lock().unwrap();
+        f(&ns, &mut *agents)
+    }
+
+    /// The delegates for a query: none in local mode.
+    fn mode<'a>(&self, d: &'a mut dyn Delegates) -> Option<&'a mut dyn Delegates> {
+        (!self.local).then_some(d)
+    }
+
+    pub fn lookup(&self, name: &str) -> Result<Pmid, NsError> {
+        self.with(|ns, d| ns.lookup(name, self.mode(d)))
+    }
+
+    pub fn names_of(&self, id: Pmid) -> Result<Vec<String>, NsError> {
+        self.with(|ns, d| ns.names_of(id, self.mode(d)))
+    }
+
+    pub fn children(&self, name: &str) -> Result<Vec<Child>, NsError> {
+        self.with(|ns, d| ns.children(name, self.mode(d)))
+    }
+
+    pub fn traverse(&self, prefix: &str) -> Result<Traversal, NsError> {
+        self.with(|ns, d| ns.traverse(prefix, self.mode(d)))
+    }
+
+    /// Fetches every leaf named or below a named non-leaf, one agent call per domain.
+    pub fn fetch(&self, names: &[String]) -> Vec<Fetched> {
+        self.with(|ns, d| {
+            let mut out: Vec<Fetched> = Vec::new();
+            let mut wanted: Vec<(usize, Pmid)> = Vec::new();
+            for name in names {
+                let leaves = match ns.lookup(name, self.mode(d)) {
+                    Ok(id) => vec![(name.clone(), Ok(id))],
+                    Err(NsError::NonLeaf) => match ns.traverse(name, self.mode(d)) {
+                        Ok(t) => t
+                            .names
+                            .into_iter()
+                            .map(|n| {
+                                let id = ns.lookup(&n, self.mode(d));
+                                (n, id)
+                            })
+                            .chain(t.failed.into_iter().map(|(n, e)| (n, Err(e))))
+                            .collect(),
+                        Err(e) => vec![(name.clone(), Err(e))],
+                    },
+                    Err(e) => vec![(name.clone(), Err(e))],
+                };
+                for (leaf, id) in leaves {
+                    let mut f = Fetched { name: leaf, pmid: String::new(), semantics: None, units: String::new(), values: Vec::new(), error: None };
+                    match id {
+                        Ok(id) => {
+                            f.pmid = id.to_string();
+                            wanted.push((out.len(), id));
+                        }
+                        Err(e) => f.error = Some(e.to_string()),
+                    }
+                    out.push(f);
+                }
+            }
+            let mut by_domain: BTreeMap<u32, Vec<(usize, Pmid)>> = BTreeMap::new();
+            for (i, id) in wanted {
+                by_domain.entry(id.domain).or_default().push((i, id));
+            }
+            for (domain, items) in by_domain {
+                let Some(agent) = d.agent(domain) else {
+                    for (i, _) in items {
+                        out[i].error = Some(NsError::NoAgent.to_string());
+                    }
+                    continue;
+                };
+                let ids: Vec<Pmid> = items.iter().map(|(_, id)| *id).collect();
+                let results = agent.fetch(&ids);
+                for ((i, id), (_, values)) in items.into_iter().zip(results) {
+                    if let Ok(desc) = agent.describe(id) {
+                        out[i].semantics = Some(desc.semantics);
+                        out[i].units = desc.units;
+                    }
+                    match values {
+                        Ok(v) => out[i].values = v,
+                        Err(e) => out[i].error = Some(e.to_string()),
+                    }
+                }
+            }
+            out
+        })
+    }
+}
+
+/// Turns fetched values into samples: name = metric name, resource = instance, metadata =
+/// pmid, semantics and units; counters are cumulative, the rest gauges.
+pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for f in fetched.iter().filter(|f| f.error.is_none()) {
+        let name: Arc<str> = f.name.as_str().into();
+        let unit: Arc<str> = f.units.as_str().into();
+        let semantics = f.semantics.unwrap_or(Semantics::Instant);
+        let kind = if semantics == Semantics::Counter { Kind::Cumulative } else { Kind::Gauge };
+        let sem: &str = match semantics {
+            Semantics::Counter => "counter",
+            Semantics::Instant => "instant",
+            Semantics::Discrete => "discrete",
+        };
+        let metadata = Metadata::new(vec![("pmid".into(), f.pmid.as_str().into()), ("semantics".into(), sem.into()), ("units".into(), unit.clone())]);
+        for (inst, value) in &f.values {
+            out.push(Sample {
+                name: name.clone(),
+                resource: inst.as_str().into(),
+                unit: unit.clone(),
+                kind,
+                value: *value,
+                timestamp_ns,
+                metadata: metadata.clone(),
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,214 @@
+//! NATS delivery of notifications: every notification (all subscribers) is published as JSON to
+//! `{subject-prefix}.{owner}`. Ingest hands notifications to a bounded `ChannelSink` (never
+//! blocks, drops counted); one task publishes them. Owns only the `[notify.nats]` config and
+//! that task; the notifier's semantics are untouched.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{ChannelSink, Notifier, forward};
+
+/// `[notify.nats]`: where notifications are published.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NatsSinkConfig {
+    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    pub address: String,
+    /// Notifications go to `{subject-prefix}.{subscriber}` (`.`, `*`, `>` and spaces in the
+    /// subscriber name become `_`).
+    #[serde(default = "default_prefix")]
+    pub subject_prefix: String,
+    /// Notifications buffered between ingest and the publisher; beyond it they are dropped
+    /// (and counted) rather than slowing ingest.
+    #[serde(default = "default_capacity")]
+    pub queue_capacity: usize,
+    /// User name (with `password`).
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    /// A NATS credentials file (JWT + nkey seed).
+    #[serde(default)]
+    pub creds_file_path: Option<PathBuf>,
+}
+
+fn default_prefix() -> String {
+    "wasmon.notify".into()
+}
+
+fn default_capacity() -> usize {
+    4096
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NatsSinkError {
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: String,
+        source: async_nats::ConnectError,
+    },
+    #[error("reading credentials {path}: {source}")]
+    Credentials {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Connect, attach a sink to the notifier and publish until `shutdown` is cancelled.
+pub async fn run_nats_sink(
+    notifier: Arc<Notifier>,
+    cfg: NatsSinkConfig,
+    shutdown: CancellationToken,
+) -> Result<(), NatsSinkError> {
+    let mut opts = async_nats::ConnectOptions::new();
+    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
+        opts = opts.user_and_password(u.clone(), p.clone());
+    }
+    if let Some(path) = &cfg.creds_file_path {
+        opts = opts
+            .credentials_file(path)
+            .await
+            .map_err(|source| NatsSinkError::Credentials {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    let client =
+        opts.connect(cfg.address.as_str())
+            .await
+            .map_err(|source| NatsSinkError::Connect {
+                address: cfg.address.clone(),
+                source,
+            })?;
+    // Attach only once connected: while the server is unreachable nothing piles up.
+    let (sink, rx) = ChannelSink::new(cfg.queue_capacity);
+    notifier.add_sink(sink.clone());
+    tracing::info!(address = %cfg.address, prefix = %cfg.subject_prefix, "publishing notifications to NATS");
+    let publisher = client.clone();
+    forward(rx, cfg.subject_prefix, shutdown, move |subject, payload| {
+        let c = publisher.clone();
+        async move { c.publish(subject, payload.into()).await }
+    })
+    .await;
+    let _ = client.flush().await;
+    tracing::info!(dropped = sink.dropped(), "NATS notification sink stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::notify::{Notification, NotifierConfig, Selector, ThresholdSpec};
+
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn notifications_are_published_to_a_real_nats_server() {
+        let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("nats-server not installed (apt-get install -y nats-server)");
+        let port = free_port();
+        let _server = Server(
+            std::process::Command::new(bin)
+                .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let address = format!("nats://127.0.0.1:{port}");
+        let mut listener = None;
+        for _ in 0..100 {
+            if let Ok(c) = async_nats::connect(address.as_str()).await {
+                listener = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let listener = listener.expect("nats-server did not start");
+        let mut sub = listener.subscribe("wasmon.notify.>").await.unwrap();
+        listener.flush().await.unwrap();
+
+        let n = Arc::new(Notifier::new(NotifierConfig {
+            queue_capacity: 16,
+            log: false,
+        }));
+        let h = n
+            .add(
+                "ops.team",
+                ThresholdSpec::rising(Selector::any("proc.fd.count"), 40.0),
+            )
+            .unwrap();
+        let cfg = NatsSinkConfig {
+            address,
+            subject_prefix: default_prefix(),
+            queue_capacity: 16,
+            username: None,
+            password: None,
+            creds_file_path: None,
+        };
+        let token = CancellationToken::new();
+        let task = tokio::spawn(run_nats_sink(Arc::clone(&n), cfg, token.clone()));
+        // The sink is attached once connected; cross the threshold again until a message comes.
+        let msg = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut i = 0i64;
+            loop {
+                n.observe("proc.fd.count", "4768", 10.0, i);
+                n.observe("proc.fd.count", "4768", 50.0, i + 1);
+                i += 2;
+                if let Ok(Some(m)) =
+                    tokio::time::timeout(Duration::from_millis(100), sub.next()).await
+                {
+                    break m;
+                }
+            }
+        })
+        .await
+        .expect("a notification published to NATS");
+        assert_eq!(msg.subject.as_str(), "wasmon.notify.ops_team");
+        let got: Notification = serde_json::from_slice(&msg.payload).unwrap();
+        assert_eq!((got.handle, &*got.instance, got.value), (h, "4768", 50.0));
+        token.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn connect_error_is_reported() {
+        let cfg = NatsSinkConfig {
+            address: format!("nats://127.0.0.1:{}", free_port()),
+            subject_prefix: default_prefix(),
+            queue_capacity: 1,
+            username: None,
+            password: None,
+            creds_file_path: None,
+        };
+        let r = run_nats_sink(Arc::new(Notifier::default()), cfg, CancellationToken::new()).await;
+        assert!(matches!(r, Err(NatsSinkError::Connect { .. })));
+    }
+}

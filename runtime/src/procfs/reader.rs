@@ -1,0 +1,389 @@
+//! One pass over /proc for every process (and optionally every thread), reading only the files
+//! the field filter needs, into a reusable `Snapshot`. Owns the raw I/O (open/read/close and
+//! getdents64 through libc, so no per-file or per-entry allocation: one read buffer, one path
+//! buffer, one directory buffer, reused). Parsing lives in `parse`; detectors and ps only
+//! consume the snapshot.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
+use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
+
+/// Errors that stop a whole pass (a single process failing is not one: it is skipped).
+#[derive(Debug, thiserror::Error)]
+pub enum ProcError {
+    #[error("cannot list {path}: {source}")]
+    List { path: PathBuf, source: io::Error },
+}
+
+/// Which processes one pass covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Pid(u32),
+}
+
+/// A reusable /proc reader. Not `Sync` (it owns its buffers); keep one per polling task.
+pub struct ProcReader {
+    root: PathBuf,
+    /// `root` as bytes, the prefix of every path built.
+    root_bytes: Vec<u8>,
+    path: Vec<u8>,
+    buf: Vec<u8>,
+    dents: Vec<u8>,
+    pids: Vec<u32>,
+    tids: Vec<u32>,
+    clk_tck: u64,
+    page_size: u64,
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        ProcReader::new()
+    }
+}
+
+/// The outcome of reading one file of a task.
+enum Read {
+    /// ENOENT/ESRCH: the task is gone.
+    Gone,
+    /// Anything else (EACCES on another user's fd directory, ...): leave the field out.
+    Unavailable,
+}
+
+fn classify(e: &io::Error) -> Read {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ESRCH) => Read::Gone,
+        _ => Read::Unavailable,
+    }
+}
+
+impl ProcReader {
+    pub fn new() -> Self {
+        ProcReader::with_root("/proc")
+    }
+
+    /// A reader of another procfs mount (or a fake tree in tests).
+    pub fn with_root(root: impl AsRef<Path>) -> Self {
+        let root = root.as_ref().to_path_buf();
+        // SAFETY: sysconf has no preconditions.
+        let (tck, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        ProcReader {
+            root_bytes: root.as_os_str().as_bytes().to_vec(),
+            root,
+            path: Vec::with_capacity(128),
+            buf: vec![0; 4096],
+            dents: vec![0; 32 * 1024],
+            pids: Vec::new(),
+            tids: Vec::new(),
+            clk_tck: if tck > 0 { tck as u64 } else { 100 },
+            page_size: if page > 0 { page as u64 } else { 4096 },
+        }
+    }
+
+    pub fn clk_tck(&self) -> u64 {
+        self.clk_tck
+    }
+
+    /// Read all processes into a new snapshot.
+    pub fn read_all(&mut self, fields: Fields, threads: bool) -> Result<Snapshot, ProcError> {
+        let mut snap = Snapshot::default();
+        self.read_into(&mut snap, fields, threads, Scope::All)?;
+        Ok(snap)
+    }
+
+    /// Refill `snap` (its vectors are reused). Processes or threads that vanish meanwhile are
+    /// left out and counted in `snap.skipped`.
+    pub fn read_into(
+        &mut self,
+        snap: &mut Snapshot,
+        fields: Fields,
+        threads: bool,
+        scope: Scope,
+    ) -> Result<(), ProcError> {
+        snap.procs.clear();
+        snap.threads.clear();
+        snap.skipped = 0;
+        snap.fields = fields;
+        snap.with_threads = threads;
+        snap.clk_tck = self.clk_tck;
+        snap.page_size = self.page_size;
+        snap.ts_ns = now_ns();
+        let mut pids = std::mem::take(&mut self.pids);
+        pids.clear();
+        match scope {
+            Scope::All => {
+                self.path.clear();
+                self.path.extend_from_slice(&self.root_bytes);
+                self.path.push(0);
+                let r = list_numeric(&self.path, &mut self.dents, &mut pids);
+                if let Err(source) = r {
+                    self.pids = pids;
+                    return Err(ProcError::List {
+                        path: self.root.clone(),
+                        source,
+                    });
+                }
+            }
+            Scope::Pid(p) => pids.push(p),
+        }
+        for &pid in &pids {
+            let t0 = snap.threads.len();
+            if self.read_process(snap, pid, fields, threads).is_none() {
+                snap.threads.truncate(t0);
+                snap.skipped += 1;
+            }
+        }
+        self.pids = pids;
+        Ok(())
+    }
+
+    /// Read one process (and its threads). `None`: it vanished.
+    fn read_process(
+        &mut self,
+        snap: &mut Snapshot,
+        pid: u32,
+        fields: Fields,
+        threads: bool,
+    ) -> Option<()> {
+        self.set_path(pid, None, b"stat");
+        let n = match read_file(&self.path, &mut self.buf) {
+            Ok(0) => return None, // the kernel returns nothing for a task being reaped
+            Ok(n) => n,
+            Err(_) => return None, // gone (or unreadable): either way there is no record
+        };
+        let (_, stat) = parse_stat(&self.buf[..n]).ok()?;
+        let mut p = ProcInfo {
+            pid,
+            stat,
+            ..ProcInfo::default()
+        };
+        if fields.contains(Fields::WCHAN) {
+            p.wchan = self.read_aux(pid, None, b"wchan", |b| Some(parse_wchan(b)))?;
+        }
+        if fields.contains(Fields::SCHED) {
+            p.sched = self.read_aux(pid, None, b"schedstat", parse_schedstat)?;
+        }
+        if fields.contains(Fields::FD) {
+            self.set_path(pid, None, b"fd");
+            p.fd_count = match count_entries(&self.path, &mut self.dents) {
+                Ok(c) => Some(c),
+                Err(e) => match classify(&e) {
+                    Read::Gone => return None,
+                    _ => None,
+                },
+            };
+        }
+        let first = snap.threads.len();
+        if threads {
+            self.read_threads(snap, pid, fields)?;
+        }
+        p.threads = first as u32..snap.threads.len() as u32;
+        snap.procs.push(p);
+        Some(())
+    }
+
+    fn read_threads(&mut self, snap: &mut Snapshot, pid: u32, fields: Fields) -> Option<()> {
+        self.set_path(pid, None, b"task");
+        let mut tids = std::mem::take(&mut self.tids);
+        tids.clear();
+        let listed = list_numeric(&self.path, &mut self.dents, &mut tids);
+        if let Err(e) = listed {
+            self.tids = tids;
+            return match classify(&e) {
+                Read::Gone => None,
+                _ => Some(()),
+            };
+        }
+        for &tid in &tids {
+            self.set_path(pid, Some(tid), b"stat");
+            let n = match read_file(&self.path, &mut self.buf) {
+                Ok(n) if n > 0 => n,
+                _ => continue, // this thread exited; the process goes on
+            };
+            let Ok((_, stat)) = parse_stat(&self.buf[..n]) else {
+                continue;
+            };
+            let mut t = ThreadInfo {
+                pid,
+                tid,
+                stat,
+                ..ThreadInfo::default()
+            };
+            if fields.contains(Fields::WCHAN) {
+                match self.read_aux(pid, Some(tid), b"wchan", |b| Some(parse_wchan(b))) {
+                    Some(w) => t.wchan = w,
+                    None => continue,
+                }
+            }
+            if fields.contains(Fields::SCHED) {
+                match self.read_aux(pid, Some(tid), b"schedstat", parse_schedstat) {
+                    Some(s) => t.sched = s,
+                    None => continue,
+                }
+            }
+            snap.threads.push(t);
+        }
+        self.tids = tids;
+        Some(())
+    }
+
+    /// Read and parse an auxiliary file. Outer `None`: the task is gone; inner `None`: the
+    /// field is unavailable.
+    fn read_aux<T>(
+        &mut self,
+        pid: u32,
+        tid: Option<u32>,
+        leaf: &[u8],
+        parse: impl FnOnce(&[u8]) -> Option<T>,
+    ) -> Option<Option<T>> {
+        self.set_path(pid, tid, leaf);
+        match read_file(&self.path, &mut self.buf) {
+            Ok(n) => Some(parse(&self.buf[..n])),
+            Err(e) => match classify(&e) {
+                Read::Gone => None,
+                _ => Some(None),
+            },
+        }
+    }
+
+    /// `root/PID[/task/TID]/leaf\0` into the reused path buffer.
+    fn set_path(&mut self, pid: u32, tid: Option<u32>, leaf: &[u8]) {
+        self.path.clear();
+        self.path.extend_from_slice(&self.root_bytes);
+        self.path.push(b'/');
+        push_decimal(&mut self.path, pid);
+        if let Some(tid) = tid {
+            self.path.extend_from_slice(b"/task/");
+            push_decimal(&mut self.path, tid);
+        }
+        self.path.push(b'/');
+        self.path.extend_from_slice(leaf);
+        self.path.push(0);
+    }
+}
+
+/// Wall-clock time in ns since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut v: u32) {
+    let mut tmp = [0u8; 10];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+/// A file descriptor closed on drop.
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor and close it once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn open(path: &[u8], flags: libc::c_int) -> io::Result<Fd> {
+    let c = CStr::from_bytes_with_nul(path)
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(Fd(fd))
+    }
+}
+
+/// Read a whole (small) file into `buf`, growing it only if the file does not fit.
+fn read_file(path: &[u8], buf: &mut Vec<u8>) -> io::Result<usize> {
+    let fd = open(path, libc::O_RDONLY)?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        // SAFETY: the destination range lies within `buf`.
+        let n = unsafe { libc::read(fd.0, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(len);
+        }
+        len += n as usize;
+    }
+}
+
+/// Call `f` with the name of every entry of a directory (including `.` and `..`).
+fn for_each_entry(path: &[u8], dents: &mut [u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    let fd = open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    loop {
+        // SAFETY: getdents64 writes at most `dents.len()` bytes into `dents`.
+        let n =
+            unsafe { libc::syscall(libc::SYS_getdents64, fd.0, dents.as_mut_ptr(), dents.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        let mut off = 0usize;
+        while off + 19 <= n as usize {
+            let reclen = u16::from_ne_bytes([dents[off + 16], dents[off + 17]]) as usize;
+            if reclen == 0 || off + reclen > n as usize {
+                break;
+            }
+            let name = &dents[off + 19..off + reclen];
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            f(&name[..end]);
+            off += reclen;
+        }
+    }
+}
+
+fn list_numeric(path: &[u8], dents: &mut [u8], out: &mut Vec<u32>) -> io::Result<()> {
+    for_each_entry(path, dents, |name| {
+        if let Some(n) = parse_pid(name) {
+            out.push(n);
+        }
+    })
+}
+
+fn count_entries(path: &[u8], dents: &mut [u8]) -> io::Result<u32> {
+    let mut n = 0u32;
+    for_each_entry(path, dents, |name| {
+        if name != b"." && name != b".." {
+            n += 1;
+        }
+    })?;
+    Ok(n)
+}

@@ -1,0 +1,569 @@
+//! Tests of the /proc reader (real and fake trees), samples, ps output, config, and the
+//! detectors against real child processes.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::notify::{Event, Notification, Notifier, NotifierConfig};
+
+/// A child process killed and reaped when dropped.
+struct Kid(Child);
+
+impl Kid {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: plain kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(self.0.id() as libc::pid_t, sig) }, 0);
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(cmd: &str, args: &[&str]) -> Kid {
+    Kid(Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap())
+}
+
+/// `sleep 600` holding `extra` more descriptors (dup'ed /dev/null on fds 3..3+extra).
+fn spawn_with_fds(extra: i32) -> Kid {
+    let mut c = Command::new("sleep");
+    c.arg("600").stdin(Stdio::null()).stdout(Stdio::null());
+    // SAFETY: only async-signal-safe calls (open, dup2, close) between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for i in 0..extra {
+                if libc::dup2(fd, 100 + i) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Nothing else: inherited descriptors (a jobserver pipe...) would skew the count.
+            // Marked close-on-exec rather than closed, so std's own exec-status pipe stays open
+            // until exec and `spawn` returns only once the count is final.
+            const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+            libc::syscall(libc::SYS_close_range, 3u32, 99u32, CLOSE_RANGE_CLOEXEC);
+            libc::syscall(
+                libc::SYS_close_range,
+                100 + extra as u32,
+                u32::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
+    }
+    Kid(c.spawn().unwrap())
+}
+
+fn quiet() -> Arc<Notifier> {
+    Arc::new(Notifier::new(NotifierConfig {
+        queue_capacity: 4096,
+        log: false,
+    }))
+}
+
+fn drain(n: &Notifier, sub: &str) -> Vec<Notification> {
+    let s = n.subscriber(sub);
+    std::iter::from_fn(|| s.try_recv())
+        .filter_map(|e| match e {
+            Event::Notification(x) => Some(x),
+            Event::Dropped { .. } => None,
+        })
+        .collect()
+}
+
+fn wait_for_state(pid: u32, state: u8) {
+    let mut r = ProcReader::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = r.read_all(Fields::STATE, false).unwrap();
+        if s.find(pid).is_some_and(|p| p.stat.state == state) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} never reached state {}",
+            state as char
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn config(sub: &str) -> ProcfsConfig {
+    let mut cfg = ProcfsConfig {
+        subscriber: sub.into(),
+        interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    cfg.cpu_hog.enabled = false;
+    cfg.blocked.enabled = false;
+    cfg.fields = vec![];
+    cfg.blocked.subscriber = format!("{sub}.blocked");
+    cfg
+}
+
+#[test]
+fn reads_own_process_and_threads_from_real_proc() {
+    let me = std::process::id();
+    // The name is set inside the new thread before its closure runs: wait until it runs.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _t = std::thread::Builder::new()
+        .name("probe-thread".into())
+        .spawn(move || {
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_secs(2))
+        })
+        .unwrap();
+    rx.recv().unwrap();
+    let mut r = ProcReader::new();
+    let s = r.read_all(Fields::ALL, true).unwrap();
+    let p = s.find(me).expect("own pid listed");
+    assert_eq!(p.stat.ppid, unsafe { libc::getppid() } as u32);
+    assert!(p.stat.num_threads >= 2);
+    assert!(p.fd_count.unwrap() >= 3);
+    assert!(s.rss_bytes(&p.stat) > 0);
+    let threads = s.threads_of(p);
+    // Other tests start and stop threads concurrently, so the count may differ by a few between
+    // reading stat and listing task/; each record must still be one of ours.
+    assert!(threads.len() >= 2 && threads.iter().all(|t| t.pid == me));
+    assert!(threads.iter().any(|t| t.tid == me));
+    assert!(
+        threads
+            .iter()
+            .any(|t| t.stat.comm.as_str() == "probe-thread")
+    );
+    assert!(s.procs.len() > 1);
+    // Only the asked-for extra files are read.
+    let s = r.read_all(Fields::CPU, false).unwrap();
+    let p = s.find(me).unwrap();
+    assert_eq!((p.fd_count, p.wchan, p.sched), (None, None, None));
+    assert!(s.threads.is_empty());
+}
+
+#[test]
+fn fake_tree_with_odd_comm_and_vanished_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let line = "10 (we) ird (x)) S 1 10 10 0 -1 0 5 0 0 0 250 50 0 0 20 0 2 0 99 8192 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1\n";
+    std::fs::create_dir_all(root.join("10/task/10")).unwrap();
+    std::fs::create_dir_all(root.join("10/task/11")).unwrap();
+    std::fs::create_dir_all(root.join("10/fd")).unwrap();
+    std::fs::write(root.join("10/stat"), line).unwrap();
+    std::fs::write(root.join("10/task/10/stat"), line).unwrap();
+    std::fs::write(
+        root.join("10/task/11/stat"),
+        line.replacen("10 (", "11 (", 1),
+    )
+    .unwrap();
+    for fd in 0..4 {
+        std::fs::write(root.join(format!("10/fd/{fd}")), "").unwrap();
+    }
+    std::fs::create_dir_all(root.join("20")).unwrap(); // vanished: no stat
+    std::fs::create_dir_all(root.join("sys")).unwrap(); // not a pid
+    let mut r = ProcReader::with_root(root);
+    let s = r.read_all(Fields::CPU | Fields::FD, true).unwrap();
+    assert_eq!(s.procs.len(), 1);
+    assert_eq!(s.skipped, 1);
+    let p = &s.procs[0];
+    assert_eq!(p.stat.comm.as_str(), "we) ird (x)");
+    assert_eq!((p.stat.utime, p.stat.stime, p.fd_count), (250, 50, Some(4)));
+    let tids: Vec<u32> = s.threads_of(p).iter().map(|t| t.tid).collect();
+    assert_eq!(tids.len(), 2);
+    assert!(tids.contains(&10) && tids.contains(&11));
+    // Samples: cpu and fd metrics, processes and threads, nothing for unread groups.
+    let samples = samples(&s);
+    let find = |m: &str, i: &str| {
+        samples
+            .iter()
+            .find(|(mm, ii, _)| *mm == m && ii == i)
+            .map(|x| x.2)
+    };
+    assert_eq!(
+        find(metrics::CPU_USER, "10"),
+        Some(250.0 / s.clk_tck as f64)
+    );
+    assert_eq!(find(metrics::FD_COUNT, "10"), Some(4.0));
+    assert_eq!(find(metrics::THREAD_COUNT, "10"), Some(2.0));
+    assert!(find(metrics::THREAD_CPU_SYSTEM, "10/11").is_some());
+    assert_eq!(find(metrics::MEM_RSS, "10"), None);
+    // Missing root is an error, not an empty result.
+    assert!(
+        ProcReader::with_root(root.join("nope"))
+            .read_all(Fields::CPU, false)
+            .is_err()
+    );
+}
+
+#[test]
+fn counts_fds_of_a_child() {
+    let kid = spawn_with_fds(50);
+    let mut r = ProcReader::new();
+    let s = r.read_into_pid(kid.pid(), Fields::FD);
+    // 0, 1, 2 plus the 50 dups (the original /dev/null descriptor is closed).
+    assert_eq!(s.find(kid.pid()).unwrap().fd_count, Some(53));
+}
+
+impl ProcReader {
+    fn read_into_pid(&mut self, pid: u32, fields: Fields) -> Snapshot {
+        let mut s = Snapshot::default();
+        self.read_into(&mut s, fields, false, Scope::Pid(pid))
+            .unwrap();
+        s
+    }
+}
+
+#[test]
+fn ps_table_and_json() {
+    let kid = spawn("sleep", &["600"]);
+    let mut r = ProcReader::new();
+    let mut s = Snapshot::default();
+    r.read_into(
+        &mut s,
+        Fields::CPU | Fields::MEM | Fields::STATE | Fields::WCHAN,
+        true,
+        Scope::Pid(kid.pid()),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    write_ps(&s, false, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    for col in [
+        "PID", "TID", "STAT", "UTIME", "RSS(KiB)", "NLWP", "WCHAN", "COMMAND",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    let row = lines.next().unwrap();
+    assert!(
+        row.trim_start().starts_with(&kid.pid().to_string()) && row.ends_with(" sleep"),
+        "{row}"
+    );
+    assert!(lines.next().unwrap().ends_with("\\_ sleep"), "thread row");
+    let mut out = Vec::new();
+    write_ps(&s, true, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v[0]["pid"], kid.pid());
+    assert_eq!(v[0]["comm"], "sleep");
+    assert_eq!(v[0]["threads"][0]["tid"], kid.pid());
+    // A just-exec'd child may not have faulted a page in yet: rss can still be 0.
+    assert!(v[0]["rss_bytes"].is_u64() && v[0]["vsize_bytes"].as_u64().unwrap() > 0);
+    let args = PsArgs {
+        fields: vec!["cpu".into(), "bogus".into()],
+        threads: false,
+        pid: None,
+        json: false,
+    };
+    assert!(args.field_set().is_err());
+}
+
+#[test]
+fn config_parses_kebab_case_and_rejects_unknown_fields() {
+    let cfg: ProcfsConfig = toml::from_str(
+        r#"
+        interval = "200ms"
+        [cpu-hog]
+        percent = 50
+        [blocked]
+        states = ["D", "T"]
+        wchan = ["futex"]
+        after = 30
+        batch-window = "1m"
+        [[limits]]
+        resource = "fd-count"
+        value = 40
+        [[limits]]
+        resource = "rss"
+        value = 1e9
+        pid = 4768
+        direction = "rising"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(cfg.interval, Duration::from_millis(200));
+    assert_eq!(cfg.cpu_hog.percent, 50.0);
+    assert!(cfg.cpu_hog.enabled, "defaults fill the rest");
+    assert_eq!(cfg.blocked.after, Duration::from_secs(30));
+    assert_eq!(cfg.blocked.batch_window, Duration::from_secs(60));
+    assert_eq!(cfg.limits[1].pid, Some(4768));
+    assert!(toml::from_str::<ProcfsConfig>("intervall = 5").is_err());
+    assert!(toml::from_str::<ProcfsConfig>("[cpu-hog]\npercnt = 5").is_err());
+    assert!(toml::from_str::<ProcfsConfig>("interval = \"5 parsecs\"").is_err());
+    let round: ProcfsConfig = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
+    assert_eq!(round, cfg);
+}
+
+#[test]
+fn global_fd_threshold_fires_once_naming_the_pid() {
+    let n = quiet();
+    let mut cfg = config("fd-test");
+    cfg.limits.push(LimitConfig {
+        resource: LimitResource::FdCount,
+        value: 40.0,
+        direction: crate::notify::Direction::Rising,
+        pid: None,
+        hysteresis: 0.0,
+    });
+    let mut det = Detectors::new(Arc::clone(&n), cfg).unwrap();
+    assert_eq!(
+        n.threshold_count(),
+        1,
+        "one global threshold, not one per process"
+    );
+    det.poll().unwrap();
+    let kid = spawn_with_fds(50);
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(30));
+        det.poll().unwrap();
+    }
+    let pid = kid.pid().to_string();
+    let mine: Vec<_> = drain(&n, "fd-test")
+        .into_iter()
+        .filter(|x| *x.instance == *pid)
+        .collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!((mine[0].value, &*mine[0].metric), (53.0, metrics::FD_COUNT));
+    assert_eq!(n.value(metrics::FD_COUNT, &pid).unwrap().value, 53.0);
+    // The exited pid is forgotten.
+    drop(kid);
+    det.poll().unwrap();
+    assert_eq!(n.value(metrics::FD_COUNT, &pid), None);
+    drop(det);
+    assert_eq!(n.threshold_count(), 0, "detectors delete their thresholds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_hog_fires_within_two_windows() {
+    let n = quiet();
+    let window = Duration::from_millis(200);
+    let mut cfg = config("hog-test");
+    cfg.interval = window;
+    cfg.cpu_hog.enabled = true;
+    // Low enough that a busy loop qualifies on a machine shared with other builds (an idle
+    // process stays near 0).
+    cfg.cpu_hog.percent = 10.0;
+    let kid = spawn("sh", &["-c", "while :; do :; done"]);
+    let pid = kid.pid().to_string();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(run_detectors(Arc::clone(&n), cfg, shutdown.clone()));
+    let started = Instant::now();
+    let sub = n.subscriber("hog-test");
+    let hit = loop {
+        // 2 windows, plus slack for the first poll's own duration on a loaded machine.
+        let left = (2 * window + Duration::from_millis(250)).saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, sub.recv()).await {
+            Ok(Event::Notification(x)) if *x.instance == *pid => break x,
+            Ok(_) => continue,
+            Err(_) => panic!(
+                "no hog alarm for {pid} within two windows; last cpu% {:?}",
+                n.value(metrics::CPU_PERCENT, &pid)
+            ),
+        }
+    };
+    assert_eq!(&*hit.metric, metrics::CPU_PERCENT);
+    assert!(hit.value >= 10.0);
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_thread_fires_once_per_blocking_episode() {
+    let n = quiet();
+    let mut cfg = config("stop-test");
+    cfg.blocked.enabled = true;
+    cfg.blocked.states = vec!["T".into()];
+    cfg.blocked.after = Duration::from_millis(300);
+    cfg.blocked.batch_window = Duration::ZERO;
+    let sub_name = cfg.blocked.subscriber.clone();
+    let kid = spawn("sleep", &["600"]);
+    let inst = format!("{0}/{0}", kid.pid());
+    kid.signal(libc::SIGSTOP);
+    wait_for_state(kid.pid(), b'T');
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(run_detectors(Arc::clone(&n), cfg, shutdown.clone()));
+    // 12 polls while stopped: one alarm, not one per poll.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let first: Vec<_> = drain(&n, &sub_name)
+        .into_iter()
+        .filter(|x| *x.instance == *inst)
+        .collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(first[0].value >= 0.3);
+    // Unblock, let a poll see it running, block again: a second alarm.
+    kid.signal(libc::SIGCONT);
+    wait_for_state(kid.pid(), b'S');
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(drain(&n, &sub_name).iter().all(|x| *x.instance != *inst));
+    kid.signal(libc::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let second: Vec<_> = drain(&n, &sub_name)
+        .into_iter()
+        .filter(|x| *x.instance == *inst)
+        .collect();
+    assert_eq!(second.len(), 1, "{second:?}");
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_alarms_of_a_burst_arrive_as_one_batch() {
+    let n = quiet();
+    let mut cfg = config("burst-test");
+    cfg.blocked.enabled = true;
+    cfg.blocked.states = vec!["T".into()];
+    cfg.blocked.after = Duration::from_millis(200);
+    cfg.blocked.batch_window = Duration::from_millis(500);
+    let sub = n.subscriber(&cfg.blocked.subscriber);
+    let kids: Vec<Kid> = (0..3).map(|_| spawn("sleep", &["600"])).collect();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(run_detectors(Arc::clone(&n), cfg, shutdown.clone()));
+    for k in &kids {
+        k.signal(libc::SIGSTOP);
+    }
+    let ours: Vec<String> = kids.iter().map(|k| format!("{0}/{0}", k.pid())).collect();
+    let batch = loop {
+        let b = tokio::time::timeout(Duration::from_secs(5), sub.recv_batch(1000))
+            .await
+            .expect("alarms");
+        let names: Vec<String> = b
+            .iter()
+            .filter_map(|e| match e {
+                Event::Notification(x) if ours.contains(&x.instance.to_string()) => {
+                    Some(x.instance.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        if !names.is_empty() {
+            break names;
+        }
+    };
+    assert_eq!(
+        batch.len(),
+        3,
+        "all three stopped threads in one batch: {batch:?}"
+    );
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[test]
+fn detector_config_errors_are_reported() {
+    let mut cfg = config("bad");
+    cfg.blocked.enabled = true;
+    cfg.blocked.states = vec!["DD".into()];
+    assert!(matches!(
+        Detectors::new(quiet(), cfg),
+        Err(DetectError::Config(_))
+    ));
+    let mut cfg = config("bad");
+    cfg.limits.push(LimitConfig {
+        resource: LimitResource::Rss,
+        value: f64::NAN,
+        direction: crate::notify::Direction::Rising,
+        pid: None,
+        hysteresis: 0.0,
+    });
+    let n = quiet();
+    assert!(matches!(
+        Detectors::new(Arc::clone(&n), cfg),
+        Err(DetectError::Notify(_))
+    ));
+    assert_eq!(n.threshold_count(), 0);
+}
+
+#[test]
+fn wchan_pattern_counts_as_blocked() {
+    // `sleep` waits in hrtimer_nanosleep (state S, which is not in the configured states): only
+    // the wchan pattern can make it count as blocked.
+    let n = quiet();
+    let mut cfg = config("wchan-test");
+    cfg.blocked.enabled = true;
+    cfg.blocked.states = vec![];
+    cfg.blocked.wchan = vec!["nanosleep".into()];
+    cfg.blocked.after = Duration::from_millis(150);
+    cfg.blocked.batch_window = Duration::ZERO;
+    let sub = cfg.blocked.subscriber.clone();
+    let kid = spawn("sleep", &["600"]);
+    let inst = format!("{0}/{0}", kid.pid());
+    let mut det = Detectors::new(Arc::clone(&n), cfg).unwrap();
+    for _ in 0..8 {
+        det.poll().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = det
+        .snapshot()
+        .threads
+        .iter()
+        .find(|t| t.tid == kid.pid())
+        .unwrap();
+    assert!(
+        t.wchan.unwrap().as_str().contains("nanosleep"),
+        "{:?}",
+        t.wchan
+    );
+    let mine: Vec<_> = drain(&n, &sub)
+        .into_iter()
+        .filter(|x| *x.instance == *inst)
+        .collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_reach_the_pipeline_callback_with_the_configured_fields() {
+    let mut cfg = config("pipe-test");
+    cfg.fields = vec!["mem".into()];
+    cfg.threads = true;
+    cfg.interval = Duration::from_millis(50);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(run_detectors_with(
+        quiet(),
+        cfg,
+        shutdown.clone(),
+        move |s| {
+            let me = std::process::id();
+            let rss = s.find(me).map(|p| s.rss_bytes(&p.stat));
+            let mine = samples(s)
+                .into_iter()
+                .filter(|(_, i, _)| *i == me.to_string())
+                .count();
+            let _ = tx.send((s.fields, rss, s.threads.len(), mine));
+        },
+    ));
+    let mut polls = Vec::new();
+    while polls.len() < 3 {
+        polls.push(
+            tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    for (fields, rss, threads, mine) in polls {
+        assert_eq!(fields, Fields::MEM);
+        assert!(rss.unwrap() > 0 && threads > 0);
+        // thread count + rss + vsize + majflt for our own pid
+        assert_eq!(mine, 4);
+    }
+}

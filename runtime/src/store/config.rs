@@ -1,0 +1,227 @@
+//! `[store]` configuration: per-metric frequency and aggregation, unknown-metric policy,
+//! retention, snapshot/WAL/archive settings and request limits. Parsed from the daemon's TOML.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How values of one metric are combined when a read addresses a level that has no data of its
+/// own for the metric and the children's series are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Aggregation {
+    /// Children are not combined: a read matching several series is an error.
+    #[default]
+    None,
+    /// Step-wise sum over the children (e.g. flops, bandwidth).
+    Sum,
+    /// Step-wise mean over the children (e.g. clock frequency, utilisation).
+    Avg,
+}
+
+/// One entry of the `[store.metrics]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MetricConfig {
+    /// Interval in seconds at which samples of this metric arrive; the buffer step.
+    pub frequency: u64,
+    /// `"sum"`, `"avg"` or `"none"` (the default): how to combine children on reads.
+    #[serde(default)]
+    pub aggregation: Aggregation,
+}
+
+/// Settings of the snapshot archive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ArchiveConfig {
+    /// Compress superseded snapshots into the archive directory instead of deleting them.
+    pub enabled: bool,
+    /// Where compressed snapshots go; relative paths are below the data directory.
+    pub directory: PathBuf,
+    /// gzip level 0..=9.
+    pub compression_level: u32,
+    /// Archived snapshots older than this are deleted (0 = keep forever).
+    #[serde(with = "duration_serde")]
+    pub keep_for: Duration,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig {
+            enabled: true,
+            directory: PathBuf::from("archive"),
+            compression_level: 6,
+            keep_for: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// The `[store]` section of the daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct StoreConfig {
+    /// Known metrics: name -> { frequency (seconds), aggregation ("sum" | "avg" | "none") }.
+    pub metrics: BTreeMap<String, MetricConfig>,
+    /// Step in seconds used for metrics the table does not name.
+    pub default_frequency: u64,
+    /// Reject samples of metrics the table does not name instead of storing them.
+    pub refuse_unknown_metrics: bool,
+    /// How long samples stay in memory ("48h", "90m", "1d12h" or a number of seconds).
+    #[serde(with = "duration_serde")]
+    pub retention_in_memory: Duration,
+    /// How often a full snapshot is written (after which the write-ahead log is truncated).
+    #[serde(with = "duration_serde")]
+    pub checkpoint_interval: Duration,
+    /// Write-ahead log: acknowledged writes survive a crash. Off = only snapshots persist.
+    pub wal: bool,
+    /// Snapshot archive (compressed superseded snapshots).
+    pub archive: ArchiveConfig,
+    /// Largest accepted `/api/write` body in bytes; larger bodies get 413.
+    pub max_body_size: usize,
+    /// Freed 4 KiB buffers kept for reuse; beyond this they are returned to the allocator.
+    pub buffer_pool_max: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            metrics: BTreeMap::new(),
+            default_frequency: 60,
+            refuse_unknown_metrics: false,
+            retention_in_memory: Duration::from_secs(48 * 3600),
+            checkpoint_interval: Duration::from_secs(3600),
+            wal: true,
+            archive: ArchiveConfig::default(),
+            max_body_size: 64 << 20,
+            buffer_pool_max: 16_384,
+        }
+    }
+}
+
+/// Parses "48h", "1h30m", "90s", "2d", "500ms" or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("invalid duration {s:?}: expected a number"));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let d = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
+        };
+        total = total.saturating_add(d);
+    }
+    Ok(total)
+}
+
+/// Durations as "48h"-style strings or integer seconds.
+pub mod duration_serde {
+    use super::parse_duration;
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        if d.subsec_millis() != 0 {
+            s.serialize_str(&format!("{}ms", d.as_millis()))
+        } else {
+            s.serialize_str(&format!("{}s", d.as_secs()))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Duration;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration like \"48h\" or a number of seconds")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+                Ok(Duration::from_secs(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+                u64::try_from(v)
+                    .map(Duration::from_secs)
+                    .map_err(|_| E::custom("negative duration"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+                parse_duration(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("48h").unwrap(),
+            Duration::from_secs(48 * 3600)
+        );
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("120").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("3x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn toml_section() {
+        let cfg: StoreConfig = toml::from_str(
+            r#"
+            default-frequency = 30
+            retention-in-memory = "24h"
+            checkpoint-interval = 600
+            [metrics]
+            flops_any = { frequency = 60, aggregation = "sum" }
+            clock = { frequency = 60, aggregation = "avg" }
+            mem_used = { frequency = 10 }
+            [archive]
+            enabled = false
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.default_frequency, 30);
+        assert_eq!(cfg.retention_in_memory, Duration::from_secs(86_400));
+        assert_eq!(cfg.checkpoint_interval, Duration::from_secs(600));
+        assert_eq!(cfg.metrics["flops_any"].aggregation, Aggregation::Sum);
+        assert_eq!(cfg.metrics["mem_used"].aggregation, Aggregation::None);
+        assert!(!cfg.archive.enabled);
+        assert!(toml::from_str::<StoreConfig>("bogus = 1").is_err());
+        assert!(
+            toml::from_str::<StoreConfig>("[metrics]\nx = { frequency = 1, agg = \"sum\" }")
+                .is_err()
+        );
+    }
+}

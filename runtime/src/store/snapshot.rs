@@ -1,0 +1,343 @@
+//! Snapshots (checkpoints): the whole tree in a compact checksummed binary file, written to a
+//! temp file, fsynced and renamed; restore at start; archiving of superseded snapshots
+//! (gzip) and WAL truncation once a snapshot is durable.
+//!
+//! File `snap-<generation>.bin`: `"WMSNAP01" | u64 generation | i64 created`, then frames
+//! `u32 len | u32 crc32(payload) | payload`, one per series:
+//! `path (as in the WAL) | u16 len, metric | i64 step | u32 buffers | (i64 block | u16 lo |
+//! u16 hi | (hi-lo) f64)*`; a zero-length frame ends a complete file. The snapshot of
+//! generation G holds everything written before WAL generation G was started.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::buffer::{BUFFER_CAP, Buf, Chain};
+use super::wal::{self, sync_dir};
+use super::{Slot, Store, StoreError, lock, walk};
+
+const MAGIC: &[u8; 8] = b"WMSNAP01";
+const HEADER_LEN: usize = 24;
+
+fn snap_file(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("snap-{generation:020}.bin"))
+}
+
+/// Generations of the snapshots in `dir`, ascending.
+pub fn list(dir: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("snap-")?
+                .strip_suffix(".bin")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+impl Store {
+    /// Writes a snapshot now (rotating the WAL first), then archives older snapshots and
+    /// deletes the WAL generations the snapshot covers. Returns the snapshot's path.
+    pub async fn checkpoint(self: &Arc<Self>) -> Result<PathBuf, StoreError> {
+        let dir = self
+            .data_dir
+            .clone()
+            .ok_or_else(|| StoreError::Wal("memory-only store has no data directory".into()))?;
+        let _guard = self.checkpoint_lock.lock().await;
+        // Rotate before reading memory: a value missing from the snapshot was written to
+        // memory after this point, so its WAL record is in the new generation.
+        let generation = match self.rotate_wal().await? {
+            Some(g) => g,
+            None => list(&dir).last().copied().unwrap_or(0) + 1,
+        };
+        let store = self.clone();
+        let d = dir.clone();
+        let path = tokio::task::spawn_blocking(move || store.write_snapshot(&d, generation))
+            .await
+            .map_err(|e| StoreError::Wal(format!("snapshot task failed: {e}")))??;
+        self.counters
+            .snapshots_written
+            .fetch_add(1, Ordering::Relaxed);
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.retire_before(&dir, generation))
+            .await
+            .map_err(|e| StoreError::Wal(format!("archive task failed: {e}")))?;
+        Ok(path)
+    }
+
+    fn write_snapshot(&self, dir: &Path, generation: u64) -> Result<PathBuf, StoreError> {
+        let final_path = snap_file(dir, generation);
+        let tmp = final_path.with_extension("bin.tmp");
+        let io = |e| StoreError::io(&tmp, e);
+        let mut w = BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(io)?);
+        w.write_all(MAGIC).map_err(io)?;
+        w.write_all(&generation.to_le_bytes()).map_err(io)?;
+        w.write_all(&chrono::Utc::now().timestamp().to_le_bytes())
+            .map_err(io)?;
+        let names = self.registry.all_names();
+        let mut payload = Vec::new();
+        let mut result = Ok(());
+        let mut path = Vec::new();
+        walk(&self.root, &mut path, &mut |_, level| {
+            if result.is_err() {
+                return;
+            }
+            let metrics = lock(&level.metrics);
+            for slot in metrics.iter() {
+                payload.clear();
+                encode_series(
+                    &mut payload,
+                    &level.wal_path,
+                    &names[slot.id as usize],
+                    &slot.chain,
+                );
+                if let Err(e) = write_frame(&mut w, &payload) {
+                    result = Err(e);
+                    return;
+                }
+            }
+        });
+        result.map_err(io)?;
+        write_frame(&mut w, &[]).map_err(io)?;
+        let f = w.into_inner().map_err(|e| io(e.into_error()))?;
+        f.sync_all().map_err(io)?;
+        drop(f);
+        std::fs::rename(&tmp, &final_path).map_err(io)?;
+        sync_dir(dir);
+        Ok(final_path)
+    }
+
+    /// Archives (or deletes) snapshots older than `generation` and deletes covered WAL files.
+    fn retire_before(&self, dir: &Path, generation: u64) {
+        let archive = &self.config.archive;
+        let archive_dir = dir.join(&archive.directory);
+        for g in list(dir).into_iter().filter(|g| *g < generation) {
+            let src = snap_file(dir, g);
+            if archive.enabled
+                && let Err(e) = compress(&src, &archive_dir, archive.compression_level)
+            {
+                tracing::warn!(path = %src.display(), error = %e, "archiving snapshot failed");
+                continue; // keep it rather than lose it
+            }
+            let _ = std::fs::remove_file(&src);
+        }
+        for g in wal::list(dir).into_iter().filter(|g| *g < generation) {
+            let _ = std::fs::remove_file(wal::wal_file(dir, g));
+        }
+        if archive.enabled && !archive.keep_for.is_zero() {
+            prune(&archive_dir, archive.keep_for);
+        }
+    }
+}
+
+fn write_frame(w: &mut impl Write, payload: &[u8]) -> std::io::Result<()> {
+    w.write_all(&(payload.len() as u32).to_le_bytes())?;
+    w.write_all(&crc32fast::hash(payload).to_le_bytes())?;
+    w.write_all(payload)
+}
+
+fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
+    out.extend_from_slice(path);
+    out.extend_from_slice(&(metric.len() as u16).to_le_bytes());
+    out.extend_from_slice(metric.as_bytes());
+    out.extend_from_slice(&c.freq.to_le_bytes());
+    out.extend_from_slice(&(c.buffer_count() as u32).to_le_bytes());
+    for b in c.bufs() {
+        out.extend_from_slice(&b.block.to_le_bytes());
+        out.extend_from_slice(&b.lo.to_le_bytes());
+        out.extend_from_slice(&b.hi.to_le_bytes());
+        for v in &b.data[b.lo as usize..b.hi as usize] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+fn compress(src: &Path, archive_dir: &Path, level: u32) -> std::io::Result<()> {
+    std::fs::create_dir_all(archive_dir)?;
+    let name = src
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string();
+    let dst = archive_dir.join(format!("{name}.gz"));
+    let tmp = archive_dir.join(format!("{name}.gz.tmp"));
+    let mut input = File::open(src)?;
+    let out = File::create(&tmp)?;
+    let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(level.min(9)));
+    std::io::copy(&mut input, &mut enc)?;
+    enc.finish()?.sync_all()?;
+    std::fs::rename(&tmp, &dst)?;
+    sync_dir(archive_dir);
+    Ok(())
+}
+
+fn prune(archive_dir: &Path, keep: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(archive_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > keep);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Restores the newest readable snapshot and replays the WAL after it. Returns the newest
+/// generation seen, after which the new WAL generation starts.
+pub(crate) fn restore(store: &Store, dir: &Path) -> Result<u64, StoreError> {
+    let _ = std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    let mut from_generation = 0;
+    for g in list(dir).into_iter().rev() {
+        let path = snap_file(dir, g);
+        match std::fs::read(&path) {
+            Ok(bytes) => match load(store, &bytes) {
+                Ok(None) => {
+                    from_generation = g;
+                    break;
+                }
+                Ok(Some((offset, reason))) => {
+                    tracing::warn!(path = %path.display(), offset, reason,
+                        "damaged snapshot: restored the series before the damage");
+                    store
+                        .counters
+                        .snapshot_damage
+                        .fetch_add(1, Ordering::Relaxed);
+                    from_generation = g;
+                    break;
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %path.display(), reason, "unreadable snapshot skipped");
+                    store
+                        .counters
+                        .snapshot_damage
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            },
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read snapshot");
+                store
+                    .counters
+                    .snapshot_damage
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    let last_wal = wal::replay(store, dir, from_generation);
+    Ok(last_wal.max(list(dir).last().copied().unwrap_or(0)))
+}
+
+/// Loads one snapshot. `Err` if the header is unusable; `Ok(Some(damage))` if it stops early.
+fn load(store: &Store, bytes: &[u8]) -> Result<Option<(usize, &'static str)>, &'static str> {
+    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+        return Err("bad header");
+    }
+    let mut pos = HEADER_LEN;
+    loop {
+        let Some(head) = bytes.get(pos..pos + 8) else {
+            return Ok(Some((pos, "truncated (no end marker)")));
+        };
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
+            return Ok(Some((pos, "torn frame")));
+        };
+        if crc32fast::hash(payload) != crc {
+            return Ok(Some((pos, "checksum mismatch")));
+        }
+        if len == 0 {
+            return Ok(if pos + 8 == bytes.len() {
+                None
+            } else {
+                Some((pos, "trailing bytes"))
+            });
+        }
+        if decode_series(store, payload).is_none() {
+            return Ok(Some((pos, "undecodable series")));
+        }
+        pos += 8 + len;
+    }
+}
+
+fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
+    fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (a, b) = (p.get(..n)?, p.get(n..)?);
+        *p = b;
+        Some(a)
+    }
+    fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
+        let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
+        std::str::from_utf8(take(p, len)?).ok()
+    }
+    let depth = take(&mut p, 1)?[0] as usize;
+    let mut path = Vec::with_capacity(depth);
+    for _ in 0..depth {
+        path.push(string(&mut p)?);
+    }
+    let metric = string(&mut p)?;
+    let freq = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+    let n = u32::from_le_bytes(take(&mut p, 4)?.try_into().ok()?) as usize;
+    if freq <= 0 {
+        return None;
+    }
+    let mut bufs: Vec<Buf> = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let block = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+        let lo = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
+        let hi = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
+        if lo >= hi || hi as usize > BUFFER_CAP {
+            return None;
+        }
+        let raw = take(&mut p, (hi - lo) as usize * 8)?;
+        let mut data = store.pool.get();
+        for (slot, chunk) in data[lo as usize..hi as usize]
+            .iter_mut()
+            .zip(raw.chunks_exact(8))
+        {
+            *slot = f64::from_le_bytes(chunk.try_into().ok()?);
+        }
+        if bufs.last().is_some_and(|b| b.block >= block) {
+            store.pool.put(data);
+            return None;
+        }
+        bufs.push(Buf {
+            block,
+            lo,
+            hi,
+            data,
+        });
+    }
+    if !p.is_empty() {
+        return None;
+    }
+    // A series of a metric the configuration now refuses, or with a name now invalid, is
+    // skipped: not damage, a policy decision.
+    let (Ok(m), Ok(level)) = (store.metric(metric), store.level(&path)) else {
+        tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
+        return Some(());
+    };
+    let Some(chain) = Chain::from_bufs(freq, bufs) else {
+        return Some(());
+    };
+    let mut metrics = lock(&level.metrics);
+    match metrics.iter_mut().find(|s| s.id == m.id) {
+        Some(s) => {
+            std::mem::replace(&mut s.chain, chain).release(&store.pool);
+        }
+        None => metrics.push(Slot { id: m.id, chain }),
+    }
+    Some(())
+}

@@ -1,0 +1,365 @@
+//! Write-ahead log with group commit. Writers encode samples into a `WalBatch` and append it
+//! as one checksummed frame to a shared pending buffer; a dedicated thread writes whatever is
+//! pending and fdatasyncs once for all of it, so concurrent writers share one fsync. Files are
+//! `wal-<generation>.log`; a checkpoint rotates to a new generation and deletes older ones once
+//! the snapshot is durable. Replay stops at the first torn or corrupt frame of a file.
+//!
+//! Frame: `u32 len | u32 crc32(payload) | payload`, payload = entries of
+//! `u8 depth | (u16 len, bytes)*depth | u16 len, metric | i64 ts | f64 value` (little endian).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use super::{Store, StoreError, lock};
+
+const MAGIC: &[u8; 8] = b"WMWAL001";
+const HEADER_LEN: usize = 16;
+/// A frame larger than this is treated as corruption (a body is limited far below it).
+const MAX_FRAME: usize = 1 << 30;
+
+pub(crate) fn root_path() -> Box<[u8]> {
+    Box::new([0u8])
+}
+
+/// The encoded path of a child: depth + 1, then the name appended.
+pub(crate) fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(parent.len() + 2 + name.len());
+    v.push(parent[0].saturating_add(1));
+    v.extend_from_slice(&parent[1..]);
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name.as_bytes());
+    v.into_boxed_slice()
+}
+
+/// Samples encoded for one WAL append.
+#[derive(Default)]
+pub struct WalBatch {
+    buf: Vec<u8>,
+    pub(crate) samples: u64,
+}
+
+impl WalBatch {
+    #[inline]
+    pub(crate) fn push(&mut self, path: &[u8], metric: &str, ts: i64, value: f64) {
+        self.buf.extend_from_slice(path);
+        self.buf
+            .extend_from_slice(&(metric.len() as u16).to_le_bytes());
+        self.buf.extend_from_slice(metric.as_bytes());
+        self.buf.extend_from_slice(&ts.to_le_bytes());
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+    pub(crate) fn clear(&mut self) {
+        self.buf.clear();
+    }
+}
+
+pub(crate) fn wal_file(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("wal-{generation:020}.log"))
+}
+
+/// Generations of the WAL files in `dir`, ascending.
+pub(crate) fn list(dir: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("wal-")?
+                .strip_suffix(".log")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+struct State {
+    pending: Vec<u8>,
+    appended: u64,
+    rotate: Option<(u64, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+    shutdown: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    durable: tokio::sync::watch::Sender<u64>,
+    failed: AtomicBool,
+    fsyncs: AtomicU64,
+}
+
+pub(crate) struct Wal {
+    shared: Arc<Shared>,
+    generation: AtomicU64,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Wal {
+    /// Starts a new generation after `after_generation` (and any file already present).
+    pub(crate) fn open(dir: &Path, after_generation: u64) -> Result<Wal, StoreError> {
+        let generation = list(dir).last().copied().unwrap_or(0).max(after_generation) + 1;
+        let file = create(dir, generation)?;
+        let (durable, _) = tokio::sync::watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                pending: Vec::new(),
+                appended: 0,
+                rotate: None,
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            durable,
+            failed: AtomicBool::new(false),
+            fsyncs: AtomicU64::new(0),
+        });
+        let s = shared.clone();
+        let dir = dir.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("wal-sync".into())
+            .spawn(move || sync_loop(s, file, dir))
+            .map_err(|e| StoreError::Wal(e.to_string()))?;
+        Ok(Wal {
+            shared,
+            generation: AtomicU64::new(generation),
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn append(&self, batch: &mut WalBatch) -> Result<u64, StoreError> {
+        if self.shared.failed.load(Ordering::Relaxed) {
+            return Err(StoreError::Wal("an earlier write or fsync failed".into()));
+        }
+        let crc = crc32fast::hash(&batch.buf);
+        let seq = {
+            let mut st = lock(&self.shared.state);
+            st.pending
+                .extend_from_slice(&(batch.buf.len() as u32).to_le_bytes());
+            st.pending.extend_from_slice(&crc.to_le_bytes());
+            st.pending.extend_from_slice(&batch.buf);
+            st.appended += 1;
+            st.appended
+        };
+        self.shared.wake.notify_one();
+        batch.clear();
+        Ok(seq)
+    }
+
+    pub(crate) fn appended(&self) -> u64 {
+        lock(&self.shared.state).appended
+    }
+
+    pub(crate) async fn wait_durable(&self, seq: u64) -> Result<(), StoreError> {
+        let mut rx = self.shared.durable.subscribe();
+        let failed = &self.shared.failed;
+        let r = rx
+            .wait_for(|d| *d >= seq || failed.load(Ordering::Relaxed))
+            .await;
+        if r.is_err() || failed.load(Ordering::Relaxed) {
+            return Err(StoreError::Wal("write or fsync failed".into()));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fsyncs(&self) -> u64 {
+        self.shared.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Switches to a new generation: everything appended before this call lands in (and is
+    /// synced to) the old file, everything after in the new one. Returns the new generation.
+    pub(crate) async fn rotate(&self) -> Result<u64, StoreError> {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.shared.state).rotate = Some((generation, tx));
+        self.shared.wake.notify_one();
+        match rx.await {
+            Ok(Ok(())) => Ok(generation),
+            Ok(Err(e)) => Err(StoreError::Wal(e)),
+            Err(_) => Err(StoreError::Wal("sync thread gone".into())),
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        lock(&self.shared.state).shutdown = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn create(dir: &Path, generation: u64) -> Result<File, StoreError> {
+    let path = wal_file(dir, generation);
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| StoreError::io(&path, e))?;
+    let mut header = [0u8; HEADER_LEN];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..].copy_from_slice(&generation.to_le_bytes());
+    f.write_all(&header).map_err(|e| StoreError::io(&path, e))?;
+    f.sync_all().map_err(|e| StoreError::io(&path, e))?;
+    sync_dir(dir);
+    Ok(f)
+}
+
+/// Makes a create/rename durable. Best effort: some filesystems refuse fsync on directories.
+pub(crate) fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn sync_loop(shared: Arc<Shared>, mut file: File, dir: PathBuf) {
+    let mut spare = Vec::new();
+    loop {
+        let (seq, rotate, shutdown) = {
+            let mut st = lock(&shared.state);
+            while st.pending.is_empty() && st.rotate.is_none() && !st.shutdown {
+                st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            std::mem::swap(&mut st.pending, &mut spare);
+            (st.appended, st.rotate.take(), st.shutdown)
+        };
+        if !spare.is_empty() {
+            let r = file.write_all(&spare).and_then(|_| file.sync_data());
+            spare.clear();
+            if let Err(e) = r {
+                tracing::error!(error = %e, "WAL write failed; further writes are refused");
+                shared.failed.store(true, Ordering::Relaxed);
+            }
+            shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        shared.durable.send_replace(seq);
+        if let Some((generation, reply)) = rotate {
+            let r = create(&dir, generation)
+                .map(|f| file = f)
+                .map_err(|e| e.to_string());
+            let _ = reply.send(r);
+        }
+        if shutdown {
+            return;
+        }
+    }
+}
+
+/// Replays WAL generations `>= from_generation` into `store`. A torn/corrupt tail is logged,
+/// counted and cut off; everything before it is applied. Returns the last generation seen.
+pub(crate) fn replay(store: &Store, dir: &Path, from_generation: u64) -> u64 {
+    let mut last = from_generation;
+    for generation in list(dir) {
+        last = last.max(generation);
+        if generation < from_generation {
+            continue;
+        }
+        let path = wal_file(dir, generation);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read WAL file");
+                store.counters.wal_damage.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let (good, damage) = replay_bytes(store, &bytes);
+        if let Some(reason) = damage {
+            tracing::warn!(path = %path.display(), offset = good, reason, "damaged WAL tail skipped");
+            store.counters.wal_damage.fetch_add(1, Ordering::Relaxed);
+            // Cut the damage so it is not reported again; the bytes after it cannot be framed.
+            if let Ok(f) = OpenOptions::new().write(true).open(&path) {
+                let _ = f.set_len(good.max(HEADER_LEN) as u64);
+            }
+        }
+    }
+    last
+}
+
+/// Applies the frames of one file; returns the length of the intact prefix and the damage.
+fn replay_bytes(store: &Store, bytes: &[u8]) -> (usize, Option<&'static str>) {
+    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+        return (0, Some("bad header"));
+    }
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let Some(head) = bytes.get(pos..pos + 8) else {
+            return (pos, Some("torn frame header"));
+        };
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if len > MAX_FRAME {
+            return (pos, Some("implausible frame length"));
+        }
+        let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
+            return (pos, Some("torn frame"));
+        };
+        if crc32fast::hash(payload) != crc {
+            return (pos, Some("checksum mismatch"));
+        }
+        if decode_entries(payload, |path, metric, ts, v| {
+            // Rejections (too old after retention, refused metric) are not damage.
+            if store.apply(path, metric, ts, v).is_ok() {
+                store
+                    .counters
+                    .wal_records_replayed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .is_none()
+        {
+            return (pos, Some("undecodable frame"));
+        }
+        pos += 8 + len;
+    }
+    (pos, None)
+}
+
+/// Decodes a payload; `None` if it is malformed (only possible with a colliding checksum).
+fn decode_entries(mut p: &[u8], mut f: impl FnMut(&[&str], &str, i64, f64)) -> Option<()> {
+    fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (a, b) = (p.get(..n)?, p.get(n..)?);
+        *p = b;
+        Some(a)
+    }
+    fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
+        let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
+        std::str::from_utf8(take(p, len)?).ok()
+    }
+    let mut path: Vec<&str> = Vec::with_capacity(4);
+    while !p.is_empty() {
+        let depth = take(&mut p, 1)?[0] as usize;
+        path.clear();
+        for _ in 0..depth {
+            path.push(string(&mut p)?);
+        }
+        let metric = string(&mut p)?;
+        let ts = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+        let v = f64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+        f(&path, metric, ts, v);
+    }
+    Some(())
+}
+
+impl Store {
+    /// Number of fdatasync calls the WAL made (compare with writes to see group commit).
+    pub fn wal_fsyncs(&self) -> u64 {
+        self.wal.as_ref().map(|w| w.fsyncs()).unwrap_or(0)
+    }
+
+    pub(crate) async fn rotate_wal(&self) -> Result<Option<u64>, StoreError> {
+        match &self.wal {
+            Some(w) => w.rotate().await.map(Some),
+            None => Ok(None),
+        }
+    }
+}
