@@ -26,7 +26,12 @@ fn host_batch() -> Vec<Sample> {
     (0..BATCH)
         .map(|i| {
             let name = if i % 2 == 0 { "memory" } else { "memory.usage" };
-            Sample::new(name, &format!("host{}", i / 2), 1000.0 + i as f64, 1_700_000_000_000_000_000)
+            Sample::new(
+                name,
+                &format!("host{}", i / 2),
+                1000.0 + i as f64,
+                1_700_000_000_000_000_000,
+            )
         })
         .collect()
 }
@@ -34,7 +39,8 @@ fn host_batch() -> Vec<Sample> {
 fn guest_batch() -> Vec<wasmon_guest::Sample> {
     // Shared names as the host's decoder produces them: one allocation per distinct string.
     let names: [wasmon_guest::Str; 2] = ["memory".into(), "memory.usage".into()];
-    let resources: Vec<wasmon_guest::Str> = (0..BATCH / 2).map(|i| format!("host{i}").into()).collect();
+    let resources: Vec<wasmon_guest::Str> =
+        (0..BATCH / 2).map(|i| format!("host{i}").into()).collect();
     (0..BATCH)
         .map(|i| wasmon_guest::Sample {
             name: names[i % 2].clone(),
@@ -51,7 +57,12 @@ fn guest_batch() -> Vec<wasmon_guest::Sample> {
 fn arithmetic(c: &mut Criterion) {
     let rt = Runtime::new(None).unwrap();
     let compiled = rt.compile(&guest("arithmetic"), "arithmetic").unwrap();
-    let mut wasm = Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("arithmetic", &params().to_string())).unwrap();
+    let mut wasm = Image::<TransformerWorld>::load(
+        &rt,
+        &compiled,
+        GuestConfig::new("arithmetic", &params().to_string()),
+    )
+    .unwrap();
     let batch = host_batch();
 
     let mut group = c.benchmark_group("arithmetic_512");
@@ -82,7 +93,8 @@ fn arithmetic(c: &mut Criterion) {
 fn empty_call(c: &mut Criterion) {
     let rt = Runtime::new(None).unwrap();
     let compiled = rt.compile(&guest("template"), "template").unwrap();
-    let mut g = Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("template", "{}")).unwrap();
+    let mut g = Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("template", "{}"))
+        .unwrap();
     c.bench_function("empty_handle_call", |b| b.iter(|| g.handle(&[]).unwrap()));
 }
 
@@ -105,9 +117,19 @@ fn swap(c: &mut Criterion) {
         let compiled = rt.compile(&bytes, "arithmetic").unwrap();
         let mut p = params();
         p["target"]["name"] = format!("v{tag}").into();
-        Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("arithmetic", &p.to_string())).unwrap()
+        Image::<TransformerWorld>::load(
+            &rt,
+            &compiled,
+            GuestConfig::new("arithmetic", &p.to_string()),
+        )
+        .unwrap()
     };
-    let pipeline = Pipeline::start("bench", vec![load(0)], None, vec![Arc::new(Null) as Arc<dyn Sink>]);
+    let pipeline = Pipeline::start(
+        "bench",
+        vec![load(0)],
+        None,
+        vec![Arc::new(Null) as Arc<dyn Sink>],
+    );
     let mut n = 0;
     c.bench_function("swap_precompiled_component", |b| {
         b.iter_custom(|iters| {

@@ -6,7 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Guests embedded in the daemon (looked up by name from config and the CLI).
-const BUNDLED: &[&str] = &["arithmetic", "rate_of_change", "unit_conversion", "delta", "aggregator", "template", "foo", "mmv"];
+const BUNDLED: &[&str] = &[
+    "arithmetic",
+    "rate_of_change",
+    "unit_conversion",
+    "delta",
+    "aggregator",
+    "template",
+    "foo",
+    "mmv",
+];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
 const TEST_ONLY: &[&str] = &["testing", "testing_agent"];
 const TARGET: &str = "wasm32-wasip2";
@@ -32,19 +41,27 @@ fn main() {
     scrub_env(&mut cmd);
     let status = cmd.status().expect("running cargo to build the guests");
     if !status.success() {
-        panic!("building the guests in {} for {TARGET} failed (see the output above)", guests.display());
+        panic!(
+            "building the guests in {} for {TARGET} failed (see the output above)",
+            guests.display()
+        );
     }
 
     let built = target_dir.join(TARGET).join("release");
     let dest = out_dir.join("guests");
     std::fs::create_dir_all(&dest).unwrap();
-    let mut table = String::from("/// Guests compiled into the daemon: (name, component bytes).\npub static BUNDLED: &[(&str, &[u8])] = &[\n");
+    let mut table = String::from(
+        "/// Guests compiled into the daemon: (name, component bytes).\npub static BUNDLED: &[(&str, &[u8])] = &[\n",
+    );
     for name in BUNDLED.iter().chain(TEST_ONLY) {
         let from = built.join(format!("{name}.wasm"));
         let to = dest.join(format!("{name}.wasm"));
         std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copying {}: {e}", from.display()));
         if BUNDLED.contains(name) {
-            table.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", to.display().to_string()));
+            table.push_str(&format!(
+                "    ({name:?}, include_bytes!({:?})),\n",
+                to.display().to_string()
+            ));
         }
     }
     table.push_str("];\n");
@@ -69,17 +86,28 @@ fn target_dir(out_dir: &Path, root: &Path) -> PathBuf {
 /// (RUSTUP_AUTO_INSTALL=0), so add `wasm32-wasip2` when the sysroot lacks it.
 fn ensure_wasm_target() {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let sysroot = Command::new(&rustc).args(["--print", "sysroot"]).output().ok().and_then(|o| String::from_utf8(o.stdout).ok());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok());
     if let Some(sysroot) = sysroot
-        && Path::new(sysroot.trim()).join("lib/rustlib").join(TARGET).exists()
+        && Path::new(sysroot.trim())
+            .join("lib/rustlib")
+            .join(TARGET)
+            .exists()
     {
         return;
     }
     println!("cargo:warning=installing the {TARGET} target with rustup (once)");
-    let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
     match status {
         Ok(s) if s.success() => {}
-        other => panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed ({other:?}); run it by hand"),
+        other => panic!(
+            "the {TARGET} target is missing and `rustup target add {TARGET}` failed ({other:?}); run it by hand"
+        ),
     }
 }
 
@@ -88,11 +116,25 @@ fn ensure_wasm_target() {
 fn scrub_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let Some(key) = key.to_str() else { continue };
-        let keep = matches!(key, "CARGO_HOME" | "CARGO_MAKEFLAGS") || key.starts_with("CARGO_NET_") || key.starts_with("CARGO_REGISTRIES_");
+        let keep = matches!(key, "CARGO_HOME" | "CARGO_MAKEFLAGS")
+            || key.starts_with("CARGO_NET_")
+            || key.starts_with("CARGO_REGISTRIES_");
         let drop = (key.starts_with("CARGO_") && !keep)
             || matches!(
                 key,
-                "RUSTFLAGS" | "RUSTDOCFLAGS" | "RUSTC" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "TARGET" | "HOST" | "OUT_DIR" | "OPT_LEVEL" | "PROFILE" | "DEBUG" | "NUM_JOBS" | "RUSTC_LINKER"
+                "RUSTFLAGS"
+                    | "RUSTDOCFLAGS"
+                    | "RUSTC"
+                    | "RUSTC_WRAPPER"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "OPT_LEVEL"
+                    | "PROFILE"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+                    | "RUSTC_LINKER"
             );
         if drop {
             cmd.env_remove(key);

@@ -27,6 +27,21 @@ pub struct Config {
     pub namespace: NamespaceConfig,
     #[serde(default, rename = "agent")]
     pub agents: Vec<AgentConfig>,
+    /// The buffer store (`[store]`); read at start only.
+    #[serde(default)]
+    pub store: crate::store::config::StoreConfig,
+    /// cc-metric-store's HTTP API: auth and health (`[api]`).
+    #[serde(default)]
+    pub api: crate::api::ccms::CcmsConfig,
+    /// Line protocol from NATS subjects into the store (`[nats]`).
+    #[serde(default)]
+    pub nats: Option<crate::api::ccms::NatsConfig>,
+    /// Thresholds and their subscribers (`[notify]`, `[notify.nats]`).
+    #[serde(default)]
+    pub notify: crate::notify::NotifierConfig,
+    /// The process reader and its detectors (`[procfs]`).
+    #[serde(default)]
+    pub procfs: crate::procfs::ProcfsConfig,
 }
 
 /// The metric namespace beyond what agents bring.
@@ -98,6 +113,13 @@ pub struct DaemonConfig {
     /// How often the config file and guests-dir are checked for changes.
     #[serde(default = "default_watch", deserialize_with = "duration")]
     pub watch_interval: Duration,
+    /// The cluster samples from this daemon are stored under (unless their metadata names one).
+    #[serde(default = "default_cluster")]
+    pub cluster: String,
+}
+
+fn default_cluster() -> String {
+    "local".into()
 }
 
 impl Default for DaemonConfig {
@@ -107,6 +129,7 @@ impl Default for DaemonConfig {
             data_dir: default_data_dir(),
             guests_dir: PathBuf::new(),
             watch_interval: default_watch(),
+            cluster: default_cluster(),
         }
     }
 }
@@ -134,7 +157,11 @@ pub struct GuestDefaults {
 
 impl Default for GuestDefaults {
     fn default() -> Self {
-        GuestDefaults { deadline: default_deadline(), memory: default_memory(), quarantine_after: default_quarantine() }
+        GuestDefaults {
+            deadline: default_deadline(),
+            memory: default_memory(),
+            quarantine_after: default_quarantine(),
+        }
     }
 }
 
@@ -188,7 +215,7 @@ fn empty_table() -> toml::Table {
 }
 
 /// Sinks a pipeline may name.
-pub const SINKS: &[&str] = &["log", "stdout"];
+pub const SINKS: &[&str] = &["log", "stdout", "store", "notify"];
 
 impl Config {
     /// Parses and checks a configuration; errors name the field (and line) at fault.
@@ -203,7 +230,8 @@ impl Config {
         match path {
             None => Config::parse(DEFAULT).context("the embedded default config"),
             Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading {}", p.display()))?;
                 Config::parse(&text).with_context(|| format!("in {}", p.display()))
             }
         }
@@ -212,8 +240,16 @@ impl Config {
     fn check(&self) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.pipelines.iter().enumerate() {
-            if p.name.is_empty() || !p.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                bail!("pipeline[{i}].name: {:?} must be non-empty letters, digits, '-', '_' or '.'", p.name);
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                bail!(
+                    "pipeline[{i}].name: {:?} must be non-empty letters, digits, '-', '_' or '.'",
+                    p.name
+                );
             }
             if !seen.insert(&p.name) {
                 bail!("pipeline[{i}].name: {:?} is used twice", p.name);
@@ -223,28 +259,51 @@ impl Config {
             }
             for s in &p.sinks {
                 if !SINKS.contains(&s.as_str()) {
-                    bail!("pipeline {:?}: sinks: unknown sink {s:?} (known: {})", p.name, SINKS.join(", "));
+                    bail!(
+                        "pipeline {:?}: sinks: unknown sink {s:?} (known: {})",
+                        p.name,
+                        SINKS.join(", ")
+                    );
                 }
             }
             for (j, t) in p.transformers.iter().enumerate() {
                 if t.guest.is_empty() {
-                    bail!("pipeline {:?}: transformer[{j}].guest must not be empty", p.name);
+                    bail!(
+                        "pipeline {:?}: transformer[{j}].guest must not be empty",
+                        p.name
+                    );
                 }
                 if t.deadline == Some(Duration::ZERO) {
-                    bail!("pipeline {:?}: transformer[{j}].deadline must be positive", p.name);
+                    bail!(
+                        "pipeline {:?}: transformer[{j}].deadline must be positive",
+                        p.name
+                    );
                 }
             }
+        }
+        if let Some(p) = &self.procfs.pipeline
+            && !self.pipelines.iter().any(|x| &x.name == p)
+        {
+            bail!("procfs.pipeline: no pipeline named {p:?}");
         }
         let mut domains = std::collections::HashMap::new();
         for (i, a) in self.agents.iter().enumerate() {
             let what = format!("agent[{i}] ({:?})", a.name);
             match (&a.guest, &a.native) {
                 (Some(_), Some(_)) => bail!("{what}: give either `guest` or `native`, not both"),
-                (None, None) => bail!("{what}: needs `guest` (a component) or `native` (one of {})", NATIVE_AGENTS.join(", ")),
+                (None, None) => bail!(
+                    "{what}: needs `guest` (a component) or `native` (one of {})",
+                    NATIVE_AGENTS.join(", ")
+                ),
                 (None, Some(n)) if !NATIVE_AGENTS.contains(&n.as_str()) => {
-                    bail!("{what}: native: unknown agent {n:?} (known: {})", NATIVE_AGENTS.join(", "))
+                    bail!(
+                        "{what}: native: unknown agent {n:?} (known: {})",
+                        NATIVE_AGENTS.join(", ")
+                    )
                 }
-                (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => bail!("{what}: a guest agent needs `domain` and `pmns`"),
+                (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => {
+                    bail!("{what}: a guest agent needs `domain` and `pmns`")
+                }
                 _ => {}
             }
             let domain = a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN);
@@ -273,16 +332,24 @@ impl Config {
 /// Parses "250ms", "10s", "5m", "2h", "1d" (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected a number and a unit (ms, s, m, h, d)"))?;
+    let n: f64 = num.parse().map_err(|_| {
+        format!("invalid duration {s:?}: expected a number and a unit (ms, s, m, h, d)")
+    })?;
     let secs = match unit.trim() {
         "ms" => n / 1e3,
         "" | "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
         "d" => n * 86400.0,
-        other => return Err(format!("invalid duration {s:?}: unknown unit {other:?} (ms, s, m, h, d)")),
+        other => {
+            return Err(format!(
+                "invalid duration {s:?}: unknown unit {other:?} (ms, s, m, h, d)"
+            ));
+        }
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
@@ -292,7 +359,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?}: expected a number and a unit (KiB, MiB, GiB)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: expected a number and a unit (KiB, MiB, GiB)"))?;
     let mult: u64 = match unit.trim() {
         "" | "B" => 1,
         "KiB" => 1 << 10,
@@ -301,9 +370,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KB" | "kB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        other => return Err(format!("invalid size {s:?}: unknown unit {other:?} (KiB, MiB, GiB, KB, MB, GB)")),
+        other => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {other:?} (KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("invalid size {s:?}: too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("invalid size {s:?}: too large"))
 }
 
 #[derive(Deserialize)]
@@ -343,19 +417,28 @@ mod tests {
     fn default_config_parses() {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
-        assert_eq!(c.pipelines.len(), 2);
+        assert_eq!(c.pipelines.len(), 3);
+        assert_eq!(c.agents.len(), 3);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 
     #[test]
     fn unknown_fields_and_bad_values_name_the_field() {
-        let e = Config::parse("[daemon]\nlisten = \"127.0.0.1:1\"\nlisten-port = 3\n").unwrap_err().to_string();
+        let e = Config::parse("[daemon]\nlisten = \"127.0.0.1:1\"\nlisten-port = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("listen-port"), "{e}");
-        let e = Config::parse("[guest-defaults]\ndeadline = \"10 parsecs\"\n").unwrap_err().to_string();
+        let e = Config::parse("[guest-defaults]\ndeadline = \"10 parsecs\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("deadline") && e.contains("parsecs"), "{e}");
-        let e = Config::parse("[[pipeline]]\nname = \"a\"\nsinks = [\"nowhere\"]\n").unwrap_err().to_string();
+        let e = Config::parse("[[pipeline]]\nname = \"a\"\nsinks = [\"nowhere\"]\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nowhere"), "{e}");
-        let e = Config::parse("[[pipeline]]\nname = \"a\"\n[[pipeline]]\nname = \"a\"\n").unwrap_err().to_string();
+        let e = Config::parse("[[pipeline]]\nname = \"a\"\n[[pipeline]]\nname = \"a\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("used twice"), "{e}");
     }
 

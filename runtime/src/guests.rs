@@ -39,18 +39,29 @@ pub fn bundled_names() -> impl Iterator<Item = &'static str> {
 pub fn resolve(reference: &str, guests_dir: Option<&Path>, base: &Path) -> Result<Source> {
     if reference.ends_with(".wasm") || reference.contains('/') {
         let path = base.join(reference);
-        let bytes = std::fs::read(&path).with_context(|| format!("reading guest {}", path.display()))?;
-        return Ok(Source { bytes, origin: Origin::File(path) });
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("reading guest {}", path.display()))?;
+        return Ok(Source {
+            bytes,
+            origin: Origin::File(path),
+        });
     }
     if let Some(dir) = guests_dir.filter(|d| !d.as_os_str().is_empty()) {
         let path = base.join(dir).join(format!("{reference}.wasm"));
         if path.exists() {
-            let bytes = std::fs::read(&path).with_context(|| format!("reading guest {}", path.display()))?;
-            return Ok(Source { bytes, origin: Origin::File(path) });
+            let bytes = std::fs::read(&path)
+                .with_context(|| format!("reading guest {}", path.display()))?;
+            return Ok(Source {
+                bytes,
+                origin: Origin::File(path),
+            });
         }
     }
     match BUNDLED.iter().find(|(n, _)| *n == reference) {
-        Some((name, bytes)) => Ok(Source { bytes: bytes.to_vec(), origin: Origin::Bundled(name) }),
+        Some((name, bytes)) => Ok(Source {
+            bytes: bytes.to_vec(),
+            origin: Origin::Bundled(name),
+        }),
         None => bail!(
             "no guest named {reference:?}: not a .wasm path, not in the guests directory, and not bundled (bundled: {})",
             bundled_names().collect::<Vec<_>>().join(", ")

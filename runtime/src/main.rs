@@ -14,27 +14,48 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
     let result = match cli.command {
-        Command::Run { config, listen, data_dir } => {
-            let opts = wasmon::daemon::RunOptions { config, listen, data_dir };
+        Command::Run {
+            config,
+            listen,
+            data_dir,
+        } => {
+            let opts = wasmon::daemon::RunOptions {
+                config,
+                listen,
+                data_dir,
+            };
             tokio::runtime::Runtime::new()
                 .map_err(anyhow::Error::from)
                 .and_then(|rt| rt.block_on(wasmon::daemon::run(opts, CancellationToken::new())))
                 .map(|()| true)
         }
-        Command::Transform { guest, params, deadline, memory } => {
-            wasmon::cli::transform(&guest, params.as_deref(), deadline, memory)
-        }
+        Command::Transform {
+            guest,
+            params,
+            deadline,
+            memory,
+        } => wasmon::cli::transform(&guest, params.as_deref(), deadline, memory),
         Command::Ns { command } => wasmon::cli::ns::ns(command),
+        Command::Ps(args) => wasmon::procfs::ps_main(args).map(|()| true),
+        Command::Notify(args) => tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(wasmon::api::notify::notify_cli(args)))
+            .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
-        Command::Config { command: ConfigCommand::Default } => {
+        Command::Config {
+            command: ConfigCommand::Default,
+        } => {
             print!("{}", wasmon::config::DEFAULT);
             Ok(true)
         }
-        Command::Config { command: ConfigCommand::Check { file } } => wasmon::cli::config_check(&file).map(|()| true),
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => wasmon::cli::config_check(&file).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -42,9 +42,19 @@ pub fn registry() -> &'static Registry {
 
 impl Registry {
     /// The counter `name{labels}`, created on first use; the same labels give the same counter.
-    pub fn counter(&self, name: &'static str, help: &'static str, labels: &[(&'static str, &str)]) -> Arc<Counter> {
+    pub fn counter(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&'static str, &str)],
+    ) -> Arc<Counter> {
         let same = |e: &Entry| {
-            e.name == name && e.labels.len() == labels.len() && e.labels.iter().zip(labels).all(|(a, b)| a.0 == b.0 && a.1 == b.1)
+            e.name == name
+                && e.labels.len() == labels.len()
+                && e.labels
+                    .iter()
+                    .zip(labels)
+                    .all(|(a, b)| a.0 == b.0 && a.1 == b.1)
         };
         if let Some(e) = self.entries.read().unwrap().iter().find(|e| same(e)) {
             return e.counter.clone();
@@ -83,7 +93,10 @@ impl Registry {
                         if i > 0 {
                             out.push(',');
                         }
-                        let v = v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+                        let v = v
+                            .replace('\\', "\\\\")
+                            .replace('"', "\\\"")
+                            .replace('\n', "\\n");
                         let _ = write!(out, "{k}=\"{v}\"");
                     }
                     out.push('}');

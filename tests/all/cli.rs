@@ -14,10 +14,23 @@ fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    let lines = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    (out.status.code(), lines, String::from_utf8(out.stderr).unwrap())
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        out.status.code(),
+        lines,
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -35,15 +48,38 @@ fn transform_runs_a_bundled_guest_over_json_lines() {
         r#"{"name":"memory.usage","resource":"h2","value":50,"timestamp":1714557700}"#,
     ]
     .join("\n");
-    let (code, out, err) = transform(&["--guest", "arithmetic", "--params", params.to_str().unwrap()], &input);
+    let (code, out, err) = transform(
+        &[
+            "--guest",
+            "arithmetic",
+            "--params",
+            params.to_str().unwrap(),
+        ],
+        &input,
+    );
     assert_eq!(out.len(), 2, "{out:?} / {err}");
-    assert_eq!((out[0]["name"].as_str(), out[0]["value"].as_f64(), out[0]["unit"].as_str()), (Some("memory_util"), Some(25.0), Some("%")));
+    assert_eq!(
+        (
+            out[0]["name"].as_str(),
+            out[0]["value"].as_f64(),
+            out[0]["unit"].as_str()
+        ),
+        (Some("memory_util"), Some(25.0), Some("%"))
+    );
     assert_eq!(out[0]["resource"], "h1");
     assert_eq!(out[0]["timestamp"], "2024-05-01T10:00:00Z");
-    assert_eq!((out[1]["resource"].as_str(), out[1]["value"].as_f64()), (Some("h2"), Some(50.0)), "end of input flushes");
+    assert_eq!(
+        (out[1]["resource"].as_str(), out[1]["value"].as_f64()),
+        (Some("h2"), Some(50.0)),
+        "end of input flushes"
+    );
     assert!(err.contains("line 3:") && err.contains("`value`"), "{err}");
     assert!(err.contains("line 6:"), "{err}");
-    assert_eq!(code, Some(1), "malformed lines make the exit status non-zero");
+    assert_eq!(
+        code,
+        Some(1),
+        "malformed lines make the exit status non-zero"
+    );
 }
 
 #[test]
@@ -51,23 +87,44 @@ fn transform_reports_bad_params_and_unknown_guests() {
     let dir = tempfile::tempdir().unwrap();
     let params = dir.path().join("p.json");
     std::fs::write(&params, r#"{"target": {"expr": "512 * 3"}}"#).unwrap();
-    let (code, out, err) = transform(&["--guest", "arithmetic", "--params", params.to_str().unwrap()], "");
+    let (code, out, err) = transform(
+        &[
+            "--guest",
+            "arithmetic",
+            "--params",
+            params.to_str().unwrap(),
+        ],
+        "",
+    );
     assert_eq!(code, Some(2));
     assert!(out.is_empty());
     assert!(err.contains("configure refused"), "{err}");
 
     let (code, _, err) = transform(&["--guest", "no_such"], "");
     assert_eq!(code, Some(2));
-    assert!(err.contains("no guest named") && err.contains("arithmetic"), "{err}");
+    assert!(
+        err.contains("no guest named") && err.contains("arithmetic"),
+        "{err}"
+    );
 
     let wasm = crate::common::guest_path("template");
-    let (code, out, _) = transform(&["--guest", wasm.to_str().unwrap()], r#"{"name":"x","value":7}"#);
-    assert_eq!((code, out[0]["value"].as_f64()), (Some(0), Some(7.0)), "a guest by path");
+    let (code, out, _) = transform(
+        &["--guest", wasm.to_str().unwrap()],
+        r#"{"name":"x","value":7}"#,
+    );
+    assert_eq!(
+        (code, out[0]["value"].as_f64()),
+        (Some(0), Some(7.0)),
+        "a guest by path"
+    );
 }
 
 #[test]
 fn config_default_is_the_documented_embedded_config() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["config", "default"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["config", "default"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text, wasmon::config::DEFAULT);
@@ -78,8 +135,22 @@ fn config_default_is_the_documented_embedded_config() {
     let mut seen = std::collections::HashSet::new();
     for (i, line) in lines.iter().enumerate() {
         let key = line.split('=').next().unwrap().trim();
-        let documented_key = ["listen", "data-dir", "guests-dir", "watch-interval", "deadline", "memory", "quarantine-after", "flush-interval", "sinks"];
-        if line.contains('=') && !line.starts_with('#') && documented_key.contains(&key) && seen.insert(key) {
+        let documented_key = [
+            "listen",
+            "data-dir",
+            "guests-dir",
+            "watch-interval",
+            "deadline",
+            "memory",
+            "quarantine-after",
+            "flush-interval",
+            "sinks",
+        ];
+        if line.contains('=')
+            && !line.starts_with('#')
+            && documented_key.contains(&key)
+            && seen.insert(key)
+        {
             assert!(lines[i - 1].starts_with('#'), "{key} is not documented");
         }
     }

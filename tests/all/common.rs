@@ -45,13 +45,22 @@ pub fn with_kind(mut s: Sample, kind: Kind) -> Sample {
 }
 
 pub fn with_meta(mut s: Sample, pairs: &[(&str, &str)]) -> Sample {
-    s.metadata = Metadata::new(pairs.iter().map(|(k, v)| (Arc::from(*k), Arc::from(*v))).collect());
+    s.metadata = Metadata::new(
+        pairs
+            .iter()
+            .map(|(k, v)| (Arc::from(*k), Arc::from(*v)))
+            .collect(),
+    );
     s
 }
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A `wasmon run` child process with its stdout lines collected.
@@ -91,13 +100,25 @@ impl DaemonProcess {
                 sink.lock().unwrap().push('\n');
             }
         });
-        let mut d = DaemonProcess { child, port, stdout: rx, stderr };
+        let mut d = DaemonProcess {
+            child,
+            port,
+            stdout: rx,
+            stderr,
+        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         while d.get("/api/healthcheck").is_err() {
             if let Ok(Some(status)) = d.child.try_wait() {
-                panic!("wasmon exited with {status} before serving:\n{}", d.stderr.lock().unwrap());
+                panic!(
+                    "wasmon exited with {status} before serving:\n{}",
+                    d.stderr.lock().unwrap()
+                );
             }
-            assert!(std::time::Instant::now() < deadline, "wasmon did not serve in time:\n{}", d.stderr.lock().unwrap());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "wasmon did not serve in time:\n{}",
+                d.stderr.lock().unwrap()
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         d
@@ -112,11 +133,19 @@ impl DaemonProcess {
     }
 
     pub fn post(&self, path: &str, body: &str) -> reqwest::blocking::Response {
-        reqwest::blocking::Client::new().post(self.url(path)).body(body.to_string()).send().unwrap()
+        reqwest::blocking::Client::new()
+            .post(self.url(path))
+            .body(body.to_string())
+            .send()
+            .unwrap()
     }
 
     pub fn signal(&self, sig: &str) {
-        let ok = std::process::Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        let ok = std::process::Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
         assert!(ok, "kill {sig} failed");
     }
 
@@ -125,7 +154,12 @@ impl DaemonProcess {
         let line = self
             .stdout
             .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no output from wasmon; stderr:\n{}", self.stderr.lock().unwrap()));
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no output from wasmon; stderr:\n{}",
+                    self.stderr.lock().unwrap()
+                )
+            });
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
     }
 
@@ -133,7 +167,11 @@ impl DaemonProcess {
     pub fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while !check() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}; stderr:\n{}", self.stderr.lock().unwrap());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}; stderr:\n{}",
+                self.stderr.lock().unwrap()
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }

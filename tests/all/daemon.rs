@@ -37,7 +37,10 @@ fn stage_hash(d: &DaemonProcess) -> String {
 }
 
 fn post_one(d: &DaemonProcess, value: f64) -> Value {
-    let r = d.post("/api/pipelines/p/samples", &format!(r#"{{"name":"m","resource":"r","value":{value}}}"#));
+    let r = d.post(
+        "/api/pipelines/p/samples",
+        &format!(r#"{{"name":"m","resource":"r","value":{value}}}"#),
+    );
     assert_eq!(r.status(), 200);
     d.next_sample()
 }
@@ -67,13 +70,22 @@ fn a_changed_guest_file_is_swapped_in_and_a_broken_one_is_refused() {
     let r = d.post("/api/admin/reload", "");
     assert_eq!(r.status(), 422);
     let outcome: Value = r.json().unwrap();
-    let error = outcome["pipelines"]["p"]["error"].as_str().unwrap().to_string();
-    assert!(error.contains("not a valid WebAssembly component") && error.contains("probe.wasm"), "{error}");
+    let error = outcome["pipelines"]["p"]["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("not a valid WebAssembly component") && error.contains("probe.wasm"),
+        "{error}"
+    );
     assert_eq!(stage_hash(&d), second);
     assert_eq!(post_one(&d, 3.0)["value"], 3.0);
 
     let metrics = d.get("/metrics").unwrap().text().unwrap();
-    assert!(metrics.contains("wasmon_pipeline_guest_swaps_total{pipeline=\"p\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("wasmon_pipeline_guest_swaps_total{pipeline=\"p\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -85,14 +97,20 @@ fn sighup_reloads_the_config_and_sigterm_flushes_before_exit() {
     let config = write_config(dir.path(), "1h", "v1", "hold");
     let mut d = DaemonProcess::start(&config);
 
-    let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":1}\n{\"name\":\"m\",\"value\":2}\n");
+    let r = d.post(
+        "/api/pipelines/p/samples",
+        "{\"name\":\"m\",\"value\":1}\n{\"name\":\"m\",\"value\":2}\n",
+    );
     assert_eq!(r.status(), 200);
     write_config(dir.path(), "1h", "v2", "hold");
     d.signal("-HUP");
     // The swap flushes the held samples of v1; then v2 is in place.
     let a = d.next_sample();
     let b = d.next_sample();
-    assert_eq!((a["value"].as_f64(), b["value"].as_f64()), (Some(1.0), Some(2.0)));
+    assert_eq!(
+        (a["value"].as_f64(), b["value"].as_f64()),
+        (Some(1.0), Some(2.0))
+    );
     assert_eq!(a["metadata"]["version"], "v1");
 
     let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":3}");
@@ -101,7 +119,11 @@ fn sighup_reloads_the_config_and_sigterm_flushes_before_exit() {
     let status = d.child.wait().unwrap();
     assert!(status.success(), "{status}");
     let last = d.next_sample();
-    assert_eq!((last["value"].as_f64(), &last["metadata"]["version"]), (Some(3.0), &Value::from("v2")), "held sample flushed at exit");
+    assert_eq!(
+        (last["value"].as_f64(), &last["metadata"]["version"]),
+        (Some(3.0), &Value::from("v2")),
+        "held sample flushed at exit"
+    );
 }
 
 #[test]
@@ -116,7 +138,11 @@ fn bad_samples_are_named_by_line_and_good_ones_kept() {
     let body: Value = r.json().unwrap();
     assert_eq!(body["accepted"], 2);
     let errors = body["errors"].as_array().unwrap();
-    assert!(errors[0].as_str().unwrap().starts_with("line 2:") && errors[1].as_str().unwrap().starts_with("line 3:"), "{body}");
+    assert!(
+        errors[0].as_str().unwrap().starts_with("line 2:")
+            && errors[1].as_str().unwrap().starts_with("line 3:"),
+        "{body}"
+    );
     assert_eq!(d.next_sample()["value"], 1.0);
     assert_eq!(d.next_sample()["value"], 4.0);
     assert_eq!(d.post("/api/pipelines/nope/samples", "{}").status(), 404);
@@ -126,17 +152,40 @@ fn bad_samples_are_named_by_line_and_good_ones_kept() {
 fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");
-    std::fs::write(&config, "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["run", "--config"]).arg(&config).output().unwrap();
+    std::fs::write(
+        &config,
+        "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("watch-intervall") && err.contains("bad.toml"), "{err}");
+    assert!(
+        err.contains("watch-intervall") && err.contains("bad.toml"),
+        "{err}"
+    );
 
-    std::fs::write(&config, "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon")).args(["run", "--config"]).arg(&config).output().unwrap();
+    std::fs::write(
+        &config,
+        "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no guest named \\\"no-such-guest\\\"") || err.contains("no guest named \"no-such-guest\""), "{err}");
+    assert!(
+        err.contains("no guest named \\\"no-such-guest\\\"")
+            || err.contains("no guest named \"no-such-guest\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -156,12 +205,25 @@ fn the_embedded_default_config_starts() {
         if let Ok(r) = reqwest::blocking::get(&url) {
             break r.json().unwrap();
         }
-        assert!(std::time::Instant::now() < deadline, "default config did not come up");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "default config did not come up"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let names: Vec<&str> = pipelines.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, vec!["cpu", "memory"]);
-    assert!(dir.path().join("wasmon-data/components").is_dir(), "compiled guests cached under the data dir");
-    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let names: Vec<&str> = pipelines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["cpu", "host", "memory"]);
+    assert!(
+        dir.path().join("wasmon-data/components").is_dir(),
+        "compiled guests cached under the data dir"
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     assert!(child.wait().unwrap().success());
 }

@@ -49,8 +49,14 @@ fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_onc
     let mut replaced = 0;
     for i in 1..=20 {
         std::thread::sleep(Duration::from_millis(60));
-        let second = if i % 2 == 0 { load("template", json!({"factor": 1.0})) } else { load("testing", json!({"tag": format!("v{i}")})) };
-        let outcome = pipeline.swap(vec![hold(&format!("v{i}")), second.unwrap()], None).unwrap();
+        let second = if i % 2 == 0 {
+            load("template", json!({"factor": 1.0}))
+        } else {
+            load("testing", json!({"tag": format!("v{i}")}))
+        };
+        let outcome = pipeline
+            .swap(vec![hold(&format!("v{i}")), second.unwrap()], None)
+            .unwrap();
         replaced += outcome.replaced.len();
         if i == 10 {
             // A broken replacement is refused before it reaches the pipeline.
@@ -80,7 +86,11 @@ fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_onc
     while let Ok(batch) = rx.try_recv() {
         for s in batch {
             received += 1;
-            assert!(seen.insert(s.value as u64), "sample {} delivered twice", s.value);
+            assert!(
+                seen.insert(s.value as u64),
+                "sample {} delivered twice",
+                s.value
+            );
         }
     }
     assert_eq!(received, total, "every sample delivered exactly once");
@@ -98,7 +108,12 @@ fn a_swap_that_changes_nothing_keeps_state() {
         vec![Arc::new(sink) as Arc<dyn Sink>],
     );
     pipeline.send(vec![sample("m", "r", 1.0, 1.0)]).unwrap();
-    let outcome = pipeline.swap(vec![load("testing", json!({"mode": "hold"})).unwrap()], None).unwrap();
+    let outcome = pipeline
+        .swap(
+            vec![load("testing", json!({"mode": "hold"})).unwrap()],
+            None,
+        )
+        .unwrap();
     assert_eq!((outcome.replaced.len(), outcome.kept.len()), (0, 1));
     assert!(rx.try_recv().is_err(), "an unchanged stage is not flushed");
     pipeline.flush().unwrap();

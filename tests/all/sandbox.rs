@@ -4,12 +4,15 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wasmon::host::{CallError, DirGrant, GuestConfig, Grants, limits::EPOCH_TICK};
+use wasmon::host::{CallError, DirGrant, Grants, GuestConfig, limits::EPOCH_TICK};
 
 use crate::common::*;
 
 fn ok_batch() -> Vec<wasmon::pipeline::Sample> {
-    vec![sample("fine", "r1", 1.0, 1.0), sample("fine", "r2", 2.0, 1.0)]
+    vec![
+        sample("fine", "r1", 1.0, 1.0),
+        sample("fine", "r2", 2.0, 1.0),
+    ]
 }
 
 #[test]
@@ -24,9 +27,16 @@ fn a_spinning_guest_is_stopped_at_its_deadline_and_the_next_call_gets_a_fresh_in
     assert!(matches!(err, CallError::Deadline(_)), "{err}");
     // Deadline plus one epoch tick, with room for a loaded CI machine to schedule the ticker.
     assert!(took >= Duration::from_millis(50), "stopped early: {took:?}");
-    assert!(took < Duration::from_millis(50) + EPOCH_TICK + Duration::from_millis(150), "took {took:?}");
+    assert!(
+        took < Duration::from_millis(50) + EPOCH_TICK + Duration::from_millis(150),
+        "took {took:?}"
+    );
     assert_eq!(g.handle(&ok_batch()).unwrap().len(), 2);
-    assert_eq!(g.image().stats().instances.get(), instances + 1, "a fresh instance served the next batch");
+    assert_eq!(
+        g.image().stats().instances.get(),
+        instances + 1,
+        "a fresh instance served the next batch"
+    );
     assert_eq!(g.image().stats().deadline_hits.get(), 1);
 }
 
@@ -35,8 +45,13 @@ fn a_guest_that_allocates_past_its_cap_fails_that_call_only() {
     let mut cfg = GuestConfig::new("hog", "{}");
     cfg.memory = 16 << 20;
     let mut g = load_with("testing", cfg).unwrap();
-    let err = g.handle(&[sample("test.alloc", "r", 0.0, 1.0)]).unwrap_err();
-    assert!(matches!(err, CallError::Memory(m) if m == 16 << 20), "{err}");
+    let err = g
+        .handle(&[sample("test.alloc", "r", 0.0, 1.0)])
+        .unwrap_err();
+    assert!(
+        matches!(err, CallError::Memory(m) if m == 16 << 20),
+        "{err}"
+    );
     assert_eq!(g.handle(&ok_batch()).unwrap().len(), 2);
     assert_eq!(g.image().stats().memory_refusals.get(), 1);
 }
@@ -45,10 +60,15 @@ fn a_guest_that_allocates_past_its_cap_fails_that_call_only() {
 fn a_trapping_guest_fails_that_call_and_other_guests_are_undisturbed() {
     let mut bad = load("testing", json!({})).unwrap();
     let mut good = load("template", json!({"factor": 2.0})).unwrap();
-    let err = bad.handle(&[sample("test.trap", "r", 0.0, 1.0)]).unwrap_err();
+    let err = bad
+        .handle(&[sample("test.trap", "r", 0.0, 1.0)])
+        .unwrap_err();
     assert!(matches!(err, CallError::Trap(_)), "{err}");
     let out = good.handle(&ok_batch()).unwrap();
-    assert_eq!(out.iter().map(|s| s.value).collect::<Vec<_>>(), vec![2.0, 4.0]);
+    assert_eq!(
+        out.iter().map(|s| s.value).collect::<Vec<_>>(),
+        vec![2.0, 4.0]
+    );
     assert_eq!(bad.handle(&ok_batch()).unwrap().len(), 2);
 }
 
@@ -57,8 +77,15 @@ fn output_past_the_cap_is_refused() {
     let mut cfg = GuestConfig::new("flood", "{}");
     cfg.max_output_samples = 1000;
     let mut g = load_with("testing", cfg).unwrap();
-    assert_eq!(g.handle(&[sample("test.flood", "r", 1000.0, 1.0)]).unwrap().len(), 1000);
-    let err = g.handle(&[sample("test.flood", "r", 1001.0, 1.0)]).unwrap_err();
+    assert_eq!(
+        g.handle(&[sample("test.flood", "r", 1000.0, 1.0)])
+            .unwrap()
+            .len(),
+        1000
+    );
+    let err = g
+        .handle(&[sample("test.flood", "r", 1001.0, 1.0)])
+        .unwrap_err();
     assert!(matches!(err, CallError::Output(_)), "{err}");
     assert_eq!(g.image().stats().output_refusals.get(), 1);
 }
@@ -69,13 +96,20 @@ fn repeated_failures_quarantine_the_guest_without_calling_it() {
     cfg.quarantine_after = 3;
     let mut g = load_with("testing", cfg).unwrap();
     for _ in 0..3 {
-        assert!(matches!(g.handle(&[sample("test.trap", "r", 0.0, 1.0)]), Err(CallError::Trap(_))));
+        assert!(matches!(
+            g.handle(&[sample("test.trap", "r", 0.0, 1.0)]),
+            Err(CallError::Trap(_))
+        ));
     }
     let calls = g.image().stats().calls.get();
     let err = g.handle(&ok_batch()).unwrap_err();
     assert!(matches!(err, CallError::Quarantined(_)), "{err}");
     assert!(g.quarantined());
-    assert_eq!(g.image().stats().calls.get(), calls, "a quarantined guest is not called");
+    assert_eq!(
+        g.image().stats().calls.get(),
+        calls,
+        "a quarantined guest is not called"
+    );
     assert_eq!(g.image().stats().quarantines.get(), 1);
 }
 
@@ -87,35 +121,70 @@ fn a_guest_cannot_open_a_file_it_was_not_granted() {
 
     let mut cfg = GuestConfig::new("fs", "{}");
     cfg.grants = Grants {
-        dirs: vec![DirGrant { host: dir.path().to_path_buf(), guest: "/data".into(), read_only: true }],
+        dirs: vec![DirGrant {
+            host: dir.path().to_path_buf(),
+            guest: "/data".into(),
+            read_only: true,
+        }],
         ..Default::default()
     };
     let mut granted = load_with("testing", cfg).unwrap();
-    assert_eq!(granted.handle(&[open("/data/granted.txt")]).unwrap()[0].value, 1.0, "the granted file is readable");
-    assert_eq!(granted.handle(&[open("/etc/passwd")]).unwrap()[0].value, 0.0, "outside the grant");
-    assert_eq!(granted.handle(&[open("/data/../../etc/passwd")]).unwrap()[0].value, 0.0, "no escape by ..");
+    assert_eq!(
+        granted.handle(&[open("/data/granted.txt")]).unwrap()[0].value,
+        1.0,
+        "the granted file is readable"
+    );
+    assert_eq!(
+        granted.handle(&[open("/etc/passwd")]).unwrap()[0].value,
+        0.0,
+        "outside the grant"
+    );
+    assert_eq!(
+        granted.handle(&[open("/data/../../etc/passwd")]).unwrap()[0].value,
+        0.0,
+        "no escape by .."
+    );
 
     let mut none = load("testing", json!({})).unwrap();
     assert_eq!(none.handle(&[open("/etc/passwd")]).unwrap()[0].value, 0.0);
     let host_path = dir.path().join("granted.txt");
-    assert_eq!(none.handle(&[open(host_path.to_str().unwrap())]).unwrap()[0].value, 0.0, "no grant, no file");
+    assert_eq!(
+        none.handle(&[open(host_path.to_str().unwrap())]).unwrap()[0].value,
+        0.0,
+        "no grant, no file"
+    );
 }
 
 #[test]
 fn broken_components_are_refused_with_a_clear_error() {
     let rt = runtime();
-    let e = rt.compile(b"not wasm at all", "junk.wasm").err().expect("bad bytes refused");
-    assert!(format!("{e:#}").contains("junk.wasm is not a valid WebAssembly component"), "{e:#}");
+    let e = rt
+        .compile(b"not wasm at all", "junk.wasm")
+        .err()
+        .expect("bad bytes refused");
+    assert!(
+        format!("{e:#}").contains("junk.wasm is not a valid WebAssembly component"),
+        "{e:#}"
+    );
 
     // A valid component of another shape (no `transform` export): the world check refuses it.
     let empty = wat::parse_str("(component)").unwrap();
     let compiled = rt.compile(&empty, "empty").unwrap();
-    let e = wasmon::host::Image::<wasmon::host::TransformerWorld>::load(&rt, &compiled, GuestConfig::new("empty", "{}"))
-        .err()
-        .expect("wrong world refused");
-    assert!(format!("{e:#}").contains("does not fit the `transformer` world"), "{e:#}");
+    let e = wasmon::host::Image::<wasmon::host::TransformerWorld>::load(
+        &rt,
+        &compiled,
+        GuestConfig::new("empty", "{}"),
+    )
+    .err()
+    .expect("wrong world refused");
+    assert!(
+        format!("{e:#}").contains("does not fit the `transformer` world"),
+        "{e:#}"
+    );
 
-    let e = load("testing", json!({"fail": "bad params"})).err().expect("configure refusal");
+    let e = load("testing", json!({"fail": "bad params"}))
+        .err()
+        .expect("configure refusal");
     assert!(format!("{e:#}").contains("refused as asked"), "{e:#}");
 }
 
@@ -130,9 +199,16 @@ fn a_component_of_another_package_version_is_refused() {
         (export "wasmon:collector/transform@0.2.0" (instance $t)))"#;
     let rt = runtime();
     let compiled = rt.compile(&wat::parse_str(wat).unwrap(), "v2").unwrap();
-    let e = wasmon::host::Image::<wasmon::host::TransformerWorld>::load(&rt, &compiled, GuestConfig::new("v2", "{}"))
-        .err()
-        .expect("other version refused");
+    let e = wasmon::host::Image::<wasmon::host::TransformerWorld>::load(
+        &rt,
+        &compiled,
+        GuestConfig::new("v2", "{}"),
+    )
+    .err()
+    .expect("other version refused");
     let e = format!("{e:#}");
-    assert!(e.contains("wasmon:collector@0.1.0") && e.contains("transform@0.1.0"), "{e}");
+    assert!(
+        e.contains("wasmon:collector@0.1.0") && e.contains("transform@0.1.0"),
+        "{e}"
+    );
 }

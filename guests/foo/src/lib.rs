@@ -21,12 +21,41 @@ const DOMAIN: u32 = 44;
 
 /// (name under foo.count, cluster, item, semantics, units, help)
 const DYNAMIC: &[(&str, u32, u32, Semantics, &str, &str)] = &[
-    ("ops", 1, 0, Semantics::Counter, "count", "operations performed"),
-    ("errs", 1, 1, Semantics::Counter, "count", "operations that failed"),
-    ("numcount", 0, 27, Semantics::Discrete, "", "number of foo.count metrics"),
+    (
+        "ops",
+        1,
+        0,
+        Semantics::Counter,
+        "count",
+        "operations performed",
+    ),
+    (
+        "errs",
+        1,
+        1,
+        Semantics::Counter,
+        "count",
+        "operations that failed",
+    ),
+    (
+        "numcount",
+        0,
+        27,
+        Semantics::Discrete,
+        "",
+        "number of foo.count metrics",
+    ),
 ];
-const VERSION: Pmid = Pmid { domain: DOMAIN, cluster: 0, item: 1 };
-const MEMORY: Pmid = Pmid { domain: DOMAIN, cluster: 0, item: 2 };
+const VERSION: Pmid = Pmid {
+    domain: DOMAIN,
+    cluster: 0,
+    item: 1,
+};
+const MEMORY: Pmid = Pmid {
+    domain: DOMAIN,
+    cluster: 0,
+    item: 2,
+};
 const ROOT: &str = "foo.count";
 
 pub struct Foo {
@@ -34,7 +63,11 @@ pub struct Foo {
 }
 
 fn pmid(cluster: u32, item: u32) -> Pmid {
-    Pmid { domain: DOMAIN, cluster, item }
+    Pmid {
+        domain: DOMAIN,
+        cluster,
+        item,
+    }
 }
 
 impl Agent for Foo {
@@ -46,8 +79,15 @@ impl Agent for Foo {
         if name == ROOT {
             return Err(NsError::NonLeaf);
         }
-        let leaf = name.strip_prefix(ROOT).and_then(|r| r.strip_prefix('.')).ok_or(NsError::UnknownName)?;
-        DYNAMIC.iter().find(|m| m.0 == leaf).map(|m| pmid(m.1, m.2)).ok_or(NsError::UnknownName)
+        let leaf = name
+            .strip_prefix(ROOT)
+            .and_then(|r| r.strip_prefix('.'))
+            .ok_or(NsError::UnknownName)?;
+        DYNAMIC
+            .iter()
+            .find(|m| m.0 == leaf)
+            .map(|m| pmid(m.1, m.2))
+            .ok_or(NsError::UnknownName)
     }
 
     fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
@@ -60,9 +100,19 @@ impl Agent for Foo {
 
     fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
         if name != ROOT {
-            return if self.lookup_name(name).is_ok() { Ok(Vec::new()) } else { Err(NsError::UnknownName) };
+            return if self.lookup_name(name).is_ok() {
+                Ok(Vec::new())
+            } else {
+                Err(NsError::UnknownName)
+            };
         }
-        Ok(DYNAMIC.iter().map(|m| Child { name: m.0.to_string(), leaf: true }).collect())
+        Ok(DYNAMIC
+            .iter()
+            .map(|m| Child {
+                name: m.0.to_string(),
+                leaf: true,
+            })
+            .collect())
     }
 
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
@@ -71,10 +121,19 @@ impl Agent for Foo {
         } else if id == MEMORY {
             (Semantics::Instant, "byte", "linear memory of the foo agent")
         } else {
-            let m = DYNAMIC.iter().find(|m| pmid(m.1, m.2) == id).ok_or(NsError::UnknownPmid)?;
+            let m = DYNAMIC
+                .iter()
+                .find(|m| pmid(m.1, m.2) == id)
+                .ok_or(NsError::UnknownPmid)?;
             (m.3, m.4, m.5)
         };
-        Ok(MetricDesc { id, semantics, units: units.into(), indom: None, help: help.into() })
+        Ok(MetricDesc {
+            id,
+            semantics,
+            units: units.into(),
+            indom: None,
+            help: help.into(),
+        })
     }
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
@@ -92,7 +151,10 @@ impl Agent for Foo {
                     _ => None,
                 };
                 let values = match value {
-                    Some(v) => Ok(vec![Value { instance: String::new(), value: v }]),
+                    Some(v) => Ok(vec![Value {
+                        instance: String::new(),
+                        value: v,
+                    }]),
                     None => Err(NsError::UnknownPmid),
                 };
                 ValueSet { id, values }

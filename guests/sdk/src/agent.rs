@@ -50,9 +50,15 @@ thread_local! {
 }
 
 fn with_agent<T: Agent, R>(f: impl FnOnce(&mut T) -> R, unconfigured: R) -> R {
-    STATE.with(|cell| match cell.borrow_mut().as_mut().and_then(|b| b.downcast_mut::<T>()) {
-        Some(t) => f(t),
-        None => unconfigured,
+    STATE.with(|cell| {
+        match cell
+            .borrow_mut()
+            .as_mut()
+            .and_then(|b| b.downcast_mut::<T>())
+        {
+            Some(t) => f(t),
+            None => unconfigured,
+        }
     })
 }
 
@@ -74,7 +80,13 @@ impl<T: Agent> source::Guest for Export<T> {
         with_agent::<T, _>(|t| t.describe(id), Err(not_configured()))
     }
     fn fetch(ids: Vec<Pmid>) -> Vec<ValueSet> {
-        let fallback = ids.iter().map(|&id| ValueSet { id, values: Err(not_configured()) }).collect();
+        let fallback = ids
+            .iter()
+            .map(|&id| ValueSet {
+                id,
+                values: Err(not_configured()),
+            })
+            .collect();
         with_agent::<T, _>(|t| t.fetch(&ids), fallback)
     }
 }

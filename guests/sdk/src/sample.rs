@@ -90,7 +90,12 @@ impl Sample {
     }
 
     pub fn with_metadata(mut self, pairs: &[(&str, &str)]) -> Sample {
-        self.metadata = Metadata::new(pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect());
+        self.metadata = Metadata::new(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        );
         self
     }
 }

@@ -25,7 +25,12 @@ use bindings::wasmon::collector::types as wit;
 pub fn decode(batch: wit::Batch) -> Vec<Sample> {
     let strings: Vec<Str> = batch.strings.into_iter().map(Str::from).collect();
     let empty: Str = Str::from("");
-    let s = |i: u32| strings.get(i as usize).cloned().unwrap_or_else(|| empty.clone());
+    let s = |i: u32| {
+        strings
+            .get(i as usize)
+            .cloned()
+            .unwrap_or_else(|| empty.clone())
+    };
     let metadata: Vec<Metadata> = batch
         .metadata
         .into_iter()
@@ -45,7 +50,10 @@ pub fn decode(batch: wit::Batch) -> Vec<Sample> {
             },
             value: x.value,
             timestamp_ns: x.timestamp_ns,
-            metadata: metadata.get(x.metadata as usize).cloned().unwrap_or_default(),
+            metadata: metadata
+                .get(x.metadata as usize)
+                .cloned()
+                .unwrap_or_default(),
         })
         .collect()
 }
@@ -83,7 +91,12 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
         let metadata_id = match meta_ids.get(&meta_ptr) {
             Some(&i) if !x.metadata.0.is_empty() || i == 0 => i,
             _ => {
-                let set = x.metadata.0.iter().map(|(k, v)| (strings.id(k), strings.id(v))).collect();
+                let set = x
+                    .metadata
+                    .0
+                    .iter()
+                    .map(|(k, v)| (strings.id(k), strings.id(v)))
+                    .collect();
                 metadata.push(set);
                 let i = metadata.len() as u32 - 1;
                 meta_ids.insert(meta_ptr, i);
@@ -104,7 +117,11 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
             metadata: metadata_id,
         });
     }
-    wit::Batch { strings: strings.strings, metadata, samples: out }
+    wit::Batch {
+        strings: strings.strings,
+        metadata,
+        samples: out,
+    }
 }
 
 thread_local! {
@@ -116,7 +133,12 @@ thread_local! {
 pub struct Export<T>(std::marker::PhantomData<T>);
 
 fn with_state<T: Transformer, R>(f: impl FnOnce(&mut T) -> R) -> Option<R> {
-    STATE.with(|cell| cell.borrow_mut().as_mut().and_then(|b| b.downcast_mut::<T>()).map(f))
+    STATE.with(|cell| {
+        cell.borrow_mut()
+            .as_mut()
+            .and_then(|b| b.downcast_mut::<T>())
+            .map(f)
+    })
 }
 
 impl<T: Transformer> Guest for Export<T> {
@@ -143,4 +165,3 @@ impl<T: Transformer> Guest for Export<T> {
         encode(out)
     }
 }
-

@@ -23,17 +23,30 @@ impl Transformer for Scale {
     fn configure(params: &Params) -> Result<Self, String> {
         let factor = match params.get("factor") {
             None => 1.0,
-            Some(v) => v.as_f64().ok_or_else(|| format!("`factor` must be a number, got {v}"))?,
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| format!("`factor` must be a number, got {v}"))?,
         };
         let prefix = match params.get("prefix") {
             None => String::new(),
-            Some(v) => v.as_str().ok_or_else(|| format!("`prefix` must be a string, got {v}"))?.to_string(),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| format!("`prefix` must be a string, got {v}"))?
+                .to_string(),
         };
         let unit = match params.get("unit") {
             None => None,
-            Some(v) => Some(Str::from(v.as_str().ok_or_else(|| format!("`unit` must be a string, got {v}"))?)),
+            Some(v) => {
+                Some(Str::from(v.as_str().ok_or_else(|| {
+                    format!("`unit` must be a string, got {v}")
+                })?))
+            }
         };
-        Ok(Scale { factor, prefix, unit })
+        Ok(Scale {
+            factor,
+            prefix,
+            unit,
+        })
     }
 
     fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {

@@ -36,12 +36,19 @@ impl Transformer for Testing {
         let hold = match params.get("mode").and_then(|m| m.as_str()) {
             None | Some("passthrough") => false,
             Some("hold") => true,
-            Some(other) => return Err(format!("`mode` must be passthrough or hold, got {other:?}")),
+            Some(other) => {
+                return Err(format!("`mode` must be passthrough or hold, got {other:?}"));
+            }
         };
-        let tag = params.get("tag").and_then(|t| t.as_str()).map(|t| {
-            Metadata::new(vec![(Str::from("version"), Str::from(t))])
-        });
-        Ok(Testing { hold, held: Vec::new(), tag })
+        let tag = params
+            .get("tag")
+            .and_then(|t| t.as_str())
+            .map(|t| Metadata::new(vec![(Str::from("version"), Str::from(t))]));
+        Ok(Testing {
+            hold,
+            held: Vec::new(),
+            tag,
+        })
     }
 
     fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {

@@ -24,22 +24,42 @@ fn misbehave(name: &str) {
 
 impl Agent for Testing {
     fn configure(params: &Params) -> Result<Self, String> {
-        let domain = params.get("domain").and_then(|d| d.as_u64()).ok_or("`domain` (a number) is required")? as u32;
-        let root = params.get("root").and_then(|r| r.as_str()).ok_or("`root` (a name) is required")?.to_string();
+        let domain = params
+            .get("domain")
+            .and_then(|d| d.as_u64())
+            .ok_or("`domain` (a number) is required")? as u32;
+        let root = params
+            .get("root")
+            .and_then(|r| r.as_str())
+            .ok_or("`root` (a name) is required")?
+            .to_string();
         Ok(Testing { domain, root })
     }
 
     fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError> {
         misbehave(name);
-        match name.strip_prefix(&self.root).and_then(|r| r.strip_prefix('.')) {
-            Some("good") => Ok(Pmid { domain: self.domain, cluster: 0, item: 0 }),
+        match name
+            .strip_prefix(&self.root)
+            .and_then(|r| r.strip_prefix('.'))
+        {
+            Some("good") => Ok(Pmid {
+                domain: self.domain,
+                cluster: 0,
+                item: 0,
+            }),
             _ if name == self.root => Err(NsError::NonLeaf),
             _ => Err(NsError::UnknownName),
         }
     }
 
     fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
-        if id == (Pmid { domain: self.domain, cluster: 0, item: 0 }) {
+        if id
+            == (Pmid {
+                domain: self.domain,
+                cluster: 0,
+                item: 0,
+            })
+        {
             Ok(vec![format!("{}.good", self.root)])
         } else {
             Err(NsError::UnknownPmid)
@@ -51,15 +71,35 @@ impl Agent for Testing {
         if name != self.root {
             return Err(NsError::UnknownName);
         }
-        Ok(["good", "trap", "loop"].iter().map(|n| Child { name: n.to_string(), leaf: true }).collect())
+        Ok(["good", "trap", "loop"]
+            .iter()
+            .map(|n| Child {
+                name: n.to_string(),
+                leaf: true,
+            })
+            .collect())
     }
 
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
-        Ok(MetricDesc { id, semantics: Semantics::Instant, units: String::new(), indom: None, help: "a test metric".into() })
+        Ok(MetricDesc {
+            id,
+            semantics: Semantics::Instant,
+            units: String::new(),
+            indom: None,
+            help: "a test metric".into(),
+        })
     }
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
-        ids.iter().map(|&id| ValueSet { id, values: Ok(vec![Value { instance: String::new(), value: 42.0 }]) }).collect()
+        ids.iter()
+            .map(|&id| ValueSet {
+                id,
+                values: Ok(vec![Value {
+                    instance: String::new(),
+                    value: 42.0,
+                }]),
+            })
+            .collect()
     }
 }
 

@@ -30,7 +30,10 @@ pub fn routes() -> Router<Arc<Daemon>> {
 /// Values of `key` in a query string (repeatable).
 fn params(query: &Option<String>, key: &str) -> Vec<String> {
     let q = query.as_deref().unwrap_or("");
-    form_urlencoded::parse(q.as_bytes()).filter(|(k, _)| k == key).map(|(_, v)| v.into_owned()).collect()
+    form_urlencoded::parse(q.as_bytes())
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+        .collect()
 }
 
 fn err(e: &NsError) -> Value {
@@ -68,9 +71,15 @@ pub mod answers {
 
     pub fn name(set: &AgentSet, ids: &[String]) -> Value {
         ids.iter()
-            .map(|s| match s.parse::<Pmid>().map_err(|_| NsError::UnknownPmid).and_then(|id| set.names_of(id)) {
-                Ok(names) => json!({"pmid": s, "names": names}),
-                Err(e) => with_item(&e, "pmid", s),
+            .map(|s| {
+                match s
+                    .parse::<Pmid>()
+                    .map_err(|_| NsError::UnknownPmid)
+                    .and_then(|id| set.names_of(id))
+                {
+                    Ok(names) => json!({"pmid": s, "names": names}),
+                    Err(e) => with_item(&e, "pmid", s),
+                }
             })
             .collect()
     }

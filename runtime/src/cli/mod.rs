@@ -16,7 +16,11 @@ use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
 use crate::pipeline::{Line, Sample, parse_line, to_line};
 
 #[derive(Parser, Debug)]
-#[command(name = "wasmon", version, about = "A metrics collector whose plug-ins run as WebAssembly components")]
+#[command(
+    name = "wasmon",
+    version,
+    about = "A metrics collector whose plug-ins run as WebAssembly components"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -64,6 +68,10 @@ pub enum Command {
         #[command(flatten)]
         source: ns::Source,
     },
+    /// Processes and threads, read in one pass over /proc.
+    Ps(crate::procfs::PsArgs),
+    /// Thresholds and notifications of a running daemon: add, ls, rm, watch.
+    Notify(crate::api::notify::NotifyArgs),
     /// Print or check configuration.
     Config {
         #[command(subcommand)]
@@ -81,17 +89,23 @@ pub enum ConfigCommand {
 
 /// Reads a params file: JSON, or YAML (chosen by extension; unknown extensions try both).
 pub fn read_params(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let value: serde_json::Value = match ext {
-        "json" => serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?,
-        "yaml" | "yml" => serde_yaml::from_str(&text).with_context(|| format!("{} is not valid YAML", path.display()))?,
+        "json" => serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON", path.display()))?,
+        "yaml" | "yml" => serde_yaml::from_str(&text)
+            .with_context(|| format!("{} is not valid YAML", path.display()))?,
         _ => serde_json::from_str(&text)
             .or_else(|_| serde_yaml::from_str(&text))
             .with_context(|| format!("{} is neither JSON nor YAML", path.display()))?,
     };
     if !value.is_object() && !value.is_null() {
-        bail!("{}: parameters must be a mapping, got {value}", path.display());
+        bail!(
+            "{}: parameters must be a mapping, got {value}",
+            path.display()
+        );
     }
     Ok(value.to_string())
 }
@@ -108,7 +122,12 @@ pub(crate) fn cli_cache_dir() -> Option<PathBuf> {
 const CLI_BATCH: usize = 512;
 
 /// `wasmon transform`. Returns whether every input line was accepted.
-pub fn transform(guest: &str, params: Option<&Path>, deadline: Duration, memory: u64) -> Result<bool> {
+pub fn transform(
+    guest: &str,
+    params: Option<&Path>,
+    deadline: Duration,
+    memory: u64,
+) -> Result<bool> {
     let params = match params {
         Some(p) => read_params(p)?,
         None => "{}".to_string(),
@@ -149,7 +168,11 @@ pub fn transform(guest: &str, params: Option<&Path>, deadline: Duration, memory:
         Ok(())
     };
     loop {
-        let next = if batch.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
+        let next = if batch.is_empty() {
+            rx.recv().ok()
+        } else {
+            rx.try_recv().ok()
+        };
         let Some((n, line)) = next else {
             // Input paused (or ended): hand the guest what has arrived.
             if !batch.is_empty() {

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::api::ns::answers;
 use crate::daemon::agents::{AgentSet, GuestAgent};
-use crate::host::{AgentWorld, GuestConfig, Grants, Image, MappedDir, Runtime};
+use crate::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
 use crate::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
 
 /// Where the answers come from.
@@ -79,21 +79,33 @@ impl Backend {
         }
         let mut texts = Vec::new();
         for p in &s.pmns {
-            texts.push((p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?));
+            texts.push((
+                p.display().to_string(),
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            ));
         }
         let mapped = s
             .mapped
             .iter()
             .map(|m| {
-                let (name, dir) = m.split_once('=').with_context(|| format!("--mapped {m:?}: expected NAME=DIR"))?;
-                Ok(MappedDir { name: name.into(), host: dir.into() })
+                let (name, dir) = m
+                    .split_once('=')
+                    .with_context(|| format!("--mapped {m:?}: expected NAME=DIR"))?;
+                Ok(MappedDir {
+                    name: name.into(),
+                    host: dir.into(),
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let mut agents: BTreeMap<u32, Box<dyn Agent>> = BTreeMap::new();
         let mut runtime = None;
         for a in &s.agent {
-            let (domain, what) = a.split_once('=').with_context(|| format!("--agent {a:?}: expected DOMAIN=PATH.wasm"))?;
-            let domain: u32 = domain.parse().with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
+            let (domain, what) = a
+                .split_once('=')
+                .with_context(|| format!("--agent {a:?}: expected DOMAIN=PATH.wasm"))?;
+            let domain: u32 = domain
+                .parse()
+                .with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
             let agent: Box<dyn Agent> = if what == "linux" {
                 if s.pmns.is_empty() {
                     texts.push(("linux".into(), LINUX_PMNS.into()));
@@ -107,22 +119,40 @@ impl Backend {
                 let source = crate::guests::resolve(what, None, std::path::Path::new(""))?;
                 let compiled = rt.compile(&source.bytes, &source.origin.to_string())?;
                 let mut cfg = GuestConfig::new(what, "{}");
-                cfg.grants = Grants { mapped: mapped.clone(), ..Default::default() };
+                cfg.grants = Grants {
+                    mapped: mapped.clone(),
+                    ..Default::default()
+                };
                 Box::new(GuestAgent(Image::<AgentWorld>::load(rt, &compiled, cfg)?))
             };
             agents.insert(domain, agent);
         }
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+        let refs: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(f, t)| (f.as_str(), t.as_str()))
+            .collect();
         let ns = Namespace::from_pmns(&refs)?;
         // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
-        Ok(Backend::Local(if agents.is_empty() { AgentSet::local(ns) } else { AgentSet::new(ns, agents) }))
+        Ok(Backend::Local(if agents.is_empty() {
+            AgentSet::local(ns)
+        } else {
+            AgentSet::new(ns, agents)
+        }))
     }
 
-    fn get(&self, route: &str, key: &str, items: &[String], local: impl FnOnce(&AgentSet) -> Value) -> Result<Value> {
+    fn get(
+        &self,
+        route: &str,
+        key: &str,
+        items: &[String],
+        local: impl FnOnce(&AgentSet) -> Value,
+    ) -> Result<Value> {
         match self {
             Backend::Local(set) => Ok(local(set)),
             Backend::Http(url) => {
-                let query: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(items.iter().map(|i| (key, i))).finish();
+                let query: String = form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(items.iter().map(|i| (key, i)))
+                    .finish();
                 let url = format!("{url}{route}?{query}");
                 let r = reqwest::blocking::get(&url).with_context(|| format!("asking the daemon at {url} (is `wasmon run` up? --url, or offline: --pmns/--agent)"))?;
                 if !r.status().is_success() {
@@ -150,64 +180,98 @@ pub fn ns(cmd: NsCommand) -> Result<bool> {
     let (value, source, text): (Value, Source, fn(&Value) -> bool) = match cmd {
         NsCommand::Lookup { names, source } => {
             let b = Backend::new(&source)?;
-            (b.get("/api/ns/lookup", "name", &names, |s| answers::lookup(s, &names))?, source, |v| {
-                let mut ok = true;
-                for item in v.as_array().into_iter().flatten() {
-                    if !report(item, "name") {
-                        println!("{} PMID: {}", item["name"].as_str().unwrap_or(""), item["pmid"].as_str().unwrap_or(""));
-                    } else {
-                        ok = false;
+            (
+                b.get("/api/ns/lookup", "name", &names, |s| {
+                    answers::lookup(s, &names)
+                })?,
+                source,
+                |v| {
+                    let mut ok = true;
+                    for item in v.as_array().into_iter().flatten() {
+                        if !report(item, "name") {
+                            println!(
+                                "{} PMID: {}",
+                                item["name"].as_str().unwrap_or(""),
+                                item["pmid"].as_str().unwrap_or("")
+                            );
+                        } else {
+                            ok = false;
+                        }
                     }
-                }
-                ok
-            })
+                    ok
+                },
+            )
         }
         NsCommand::Name { pmids, source } => {
             let b = Backend::new(&source)?;
-            (b.get("/api/ns/name", "pmid", &pmids, |s| answers::name(s, &pmids))?, source, |v| {
-                let mut ok = true;
-                for item in v.as_array().into_iter().flatten() {
-                    if report(item, "pmid") {
-                        ok = false;
-                        continue;
+            (
+                b.get("/api/ns/name", "pmid", &pmids, |s| answers::name(s, &pmids))?,
+                source,
+                |v| {
+                    let mut ok = true;
+                    for item in v.as_array().into_iter().flatten() {
+                        if report(item, "pmid") {
+                            ok = false;
+                            continue;
+                        }
+                        for n in item["names"].as_array().into_iter().flatten() {
+                            println!(
+                                "{} {}",
+                                item["pmid"].as_str().unwrap_or(""),
+                                n.as_str().unwrap_or("")
+                            );
+                        }
                     }
-                    for n in item["names"].as_array().into_iter().flatten() {
-                        println!("{} {}", item["pmid"].as_str().unwrap_or(""), n.as_str().unwrap_or(""));
-                    }
-                }
-                ok
-            })
+                    ok
+                },
+            )
         }
         NsCommand::Children { name, source } => {
             let b = Backend::new(&source)?;
             let items = [name.clone()];
-            (b.get("/api/ns/children", "name", &items, |s| answers::children(s, &name))?, source, |v| {
-                if report(v, "name") {
-                    return false;
-                }
-                for c in v["children"].as_array().into_iter().flatten() {
-                    let kind = if c["leaf"].as_bool() == Some(true) { "leaf" } else { "non-leaf" };
-                    println!("{}\t{kind}", c["name"].as_str().unwrap_or(""));
-                }
-                true
-            })
+            (
+                b.get("/api/ns/children", "name", &items, |s| {
+                    answers::children(s, &name)
+                })?,
+                source,
+                |v| {
+                    if report(v, "name") {
+                        return false;
+                    }
+                    for c in v["children"].as_array().into_iter().flatten() {
+                        let kind = if c["leaf"].as_bool() == Some(true) {
+                            "leaf"
+                        } else {
+                            "non-leaf"
+                        };
+                        println!("{}\t{kind}", c["name"].as_str().unwrap_or(""));
+                    }
+                    true
+                },
+            )
         }
         NsCommand::Traverse { prefix, source } => {
             let b = Backend::new(&source)?;
             let items = [prefix.clone()];
-            (b.get("/api/ns/traverse", "prefix", &items, |s| answers::traverse(s, &prefix))?, source, |v| {
-                if report(v, "name") {
-                    return false;
-                }
-                for n in v["names"].as_array().into_iter().flatten() {
-                    println!("{}", n.as_str().unwrap_or(""));
-                }
-                let failed = v["failed"].as_array().cloned().unwrap_or_default();
-                for f in &failed {
-                    report(f, "name");
-                }
-                failed.is_empty()
-            })
+            (
+                b.get("/api/ns/traverse", "prefix", &items, |s| {
+                    answers::traverse(s, &prefix)
+                })?,
+                source,
+                |v| {
+                    if report(v, "name") {
+                        return false;
+                    }
+                    for n in v["names"].as_array().into_iter().flatten() {
+                        println!("{}", n.as_str().unwrap_or(""));
+                    }
+                    let failed = v["failed"].as_array().cloned().unwrap_or_default();
+                    for f in &failed {
+                        report(f, "name");
+                    }
+                    failed.is_empty()
+                },
+            )
         }
     };
     if source.json {
@@ -220,7 +284,13 @@ pub fn ns(cmd: NsCommand) -> Result<bool> {
 fn value_ok(v: &Value) -> bool {
     match v {
         Value::Array(items) => items.iter().all(|i| i.get("error").is_none()),
-        other => other.get("error").is_none() && other.get("failed").and_then(Value::as_array).is_none_or(|f| f.is_empty()),
+        other => {
+            other.get("error").is_none()
+                && other
+                    .get("failed")
+                    .and_then(Value::as_array)
+                    .is_none_or(|f| f.is_empty())
+        }
     }
 }
 

@@ -10,18 +10,28 @@ use serde::Serialize;
 
 use crate::host::AgentInstance;
 use crate::host::agent_types as wit;
-use crate::namespace::{Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values};
+use crate::namespace::{
+    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values,
+};
 use crate::pipeline::{Kind, Metadata, Sample};
 
 /// A WASM agent seen through the namespace's [`Agent`] contract.
 pub struct GuestAgent(pub AgentInstance);
 
 fn to_wit(p: Pmid) -> wit::Pmid {
-    wit::Pmid { domain: p.domain, cluster: p.cluster, item: p.item }
+    wit::Pmid {
+        domain: p.domain,
+        cluster: p.cluster,
+        item: p.item,
+    }
 }
 
 fn from_wit(p: wit::Pmid) -> Pmid {
-    Pmid { domain: p.domain, cluster: p.cluster, item: p.item }
+    Pmid {
+        domain: p.domain,
+        cluster: p.cluster,
+        item: p.item,
+    }
 }
 
 fn ns_error(e: wit::NsError) -> NsError {
@@ -35,7 +45,10 @@ fn ns_error(e: wit::NsError) -> NsError {
 
 impl GuestAgent {
     /// A failed call (already logged and counted by the host) is PCP's "no agent".
-    fn answer<T, U>(r: Result<Result<T, wit::NsError>, crate::host::CallError>, f: impl FnOnce(T) -> U) -> Result<U, NsError> {
+    fn answer<T, U>(
+        r: Result<Result<T, wit::NsError>, crate::host::CallError>,
+        f: impl FnOnce(T) -> U,
+    ) -> Result<U, NsError> {
         match r {
             Ok(Ok(v)) => Ok(f(v)),
             Ok(Err(e)) => Err(ns_error(e)),
@@ -54,7 +67,14 @@ impl Agent for GuestAgent {
     }
 
     fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
-        Self::answer(self.0.children(name), |v| v.into_iter().map(|c| Child { name: c.name, leaf: c.leaf }).collect())
+        Self::answer(self.0.children(name), |v| {
+            v.into_iter()
+                .map(|c| Child {
+                    name: c.name,
+                    leaf: c.leaf,
+                })
+                .collect()
+        })
     }
 
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
@@ -77,7 +97,14 @@ impl Agent for GuestAgent {
             Ok(sets) => ids
                 .iter()
                 .zip(sets)
-                .map(|(&id, set)| (id, set.values.map(|v| v.into_iter().map(|x| (x.instance, x.value)).collect()).map_err(ns_error)))
+                .map(|(&id, set)| {
+                    (
+                        id,
+                        set.values
+                            .map(|v| v.into_iter().map(|x| (x.instance, x.value)).collect())
+                            .map_err(ns_error),
+                    )
+                })
                 .collect(),
             Err(_) => ids.iter().map(|&id| (id, Err(NsError::NoAgent))).collect(),
         }
@@ -109,12 +136,19 @@ pub struct AgentSet {
 
 impl AgentSet {
     pub fn new(ns: Namespace, agents: BTreeMap<u32, Box<dyn Agent>>) -> AgentSet {
-        AgentSet { ns: RwLock::new(Arc::new(ns)), agents: Mutex::new(agents), local: false }
+        AgentSet {
+            ns: RwLock::new(Arc::new(ns)),
+            agents: Mutex::new(agents),
+            local: false,
+        }
     }
 
     /// A namespace with no agents behind it, queried in PCP's local mode.
     pub fn local(ns: Namespace) -> AgentSet {
-        AgentSet { local: true, ..AgentSet::new(ns, BTreeMap::new()) }
+        AgentSet {
+            local: true,
+            ..AgentSet::new(ns, BTreeMap::new())
+        }
     }
 
     /// Replaces the namespace and the agents (a reload). `None` keeps the agent running for
@@ -122,7 +156,10 @@ impl AgentSet {
     pub fn replace(&self, ns: Namespace, agents: BTreeMap<u32, Option<Box<dyn Agent>>>) {
         let mut running = self.agents.lock().unwrap();
         let mut old = std::mem::take(&mut *running);
-        *running = agents.into_iter().filter_map(|(d, a)| Some((d, a.or_else(|| old.remove(&d))?))).collect();
+        *running = agents
+            .into_iter()
+            .filter_map(|(d, a)| Some((d, a.or_else(|| old.remove(&d))?)))
+            .collect();
         *self.ns.write().unwrap() = Arc::new(ns);
     }
 
@@ -178,7 +215,14 @@ impl AgentSet {
                     Err(e) => vec![(name.clone(), Err(e))],
                 };
                 for (leaf, id) in leaves {
-                    let mut f = Fetched { name: leaf, pmid: String::new(), semantics: None, units: String::new(), values: Vec::new(), error: None };
+                    let mut f = Fetched {
+                        name: leaf,
+                        pmid: String::new(),
+                        semantics: None,
+                        units: String::new(),
+                        values: Vec::new(),
+                        error: None,
+                    };
                     match id {
                         Ok(id) => {
                             f.pmid = id.to_string();
@@ -226,13 +270,21 @@ pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
         let name: Arc<str> = f.name.as_str().into();
         let unit: Arc<str> = f.units.as_str().into();
         let semantics = f.semantics.unwrap_or(Semantics::Instant);
-        let kind = if semantics == Semantics::Counter { Kind::Cumulative } else { Kind::Gauge };
+        let kind = if semantics == Semantics::Counter {
+            Kind::Cumulative
+        } else {
+            Kind::Gauge
+        };
         let sem: &str = match semantics {
             Semantics::Counter => "counter",
             Semantics::Instant => "instant",
             Semantics::Discrete => "discrete",
         };
-        let metadata = Metadata::new(vec![("pmid".into(), f.pmid.as_str().into()), ("semantics".into(), sem.into()), ("units".into(), unit.clone())]);
+        let metadata = Metadata::new(vec![
+            ("pmid".into(), f.pmid.as_str().into()),
+            ("semantics".into(), sem.into()),
+            ("units".into(), unit.clone()),
+        ]);
         for (inst, value) in &f.values {
             out.push(Sample {
                 name: name.clone(),

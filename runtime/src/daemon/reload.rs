@@ -17,7 +17,9 @@ use super::RunOptions;
 use super::agents::{AgentSet, GuestAgent, to_samples};
 use crate::config::{AgentConfig, Config, PipelineConfig, StageConfig};
 use crate::guests;
-use crate::host::{AgentWorld, Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
+use crate::host::{
+    AgentWorld, Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld,
+};
 use crate::namespace::{Agent, Namespace};
 use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, SwapOutcome};
 
@@ -29,7 +31,9 @@ pub enum PipelineOutcome {
     Swapped(SwapOutcome),
     Stopped,
     /// The new version was refused; the old one (if any) keeps running.
-    Rejected { error: String },
+    Rejected {
+        error: String,
+    },
 }
 
 /// What a reload did.
@@ -49,7 +53,10 @@ impl ReloadOutcome {
     pub fn ok(&self) -> bool {
         self.config_error.is_none()
             && self.agents_error.is_none()
-            && !self.pipelines.values().any(|p| matches!(p, PipelineOutcome::Rejected { .. }))
+            && !self
+                .pipelines
+                .values()
+                .any(|p| matches!(p, PipelineOutcome::Rejected { .. }))
     }
 
     pub fn log(&self) {
@@ -89,6 +96,9 @@ pub struct Daemon {
     /// Per domain: what the running agent was built from (unchanged agents keep running).
     agent_prints: Mutex<BTreeMap<u32, String>>,
     polls: Mutex<Vec<Poll>>,
+    parts: super::parts::Parts,
+    store_sink: Arc<dyn Sink>,
+    notify_sink: Arc<dyn Sink>,
 }
 
 /// An agent polled into a pipeline.
@@ -109,10 +119,23 @@ impl Daemon {
         // the command line or in the embedded default, to the working directory.
         let data_dir = match &opts.data_dir {
             Some(d) => d.clone(),
-            None => opts.config.as_deref().and_then(Path::parent).unwrap_or(Path::new("")).join(&config.daemon.data_dir),
+            None => opts
+                .config
+                .as_deref()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new(""))
+                .join(&config.daemon.data_dir),
         };
-        std::fs::create_dir_all(&data_dir).with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
         let runtime = Runtime::new(Some(data_dir.join("components")))?;
+        let parts = super::parts::Parts::open(&config, &data_dir)?;
+        let store_sink: Arc<dyn Sink> = Arc::new(super::parts::StoreSink {
+            store: parts.store.clone(),
+            default_cluster: config.daemon.cluster.clone(),
+            hostname: super::parts::hostname(),
+        });
+        let notify_sink: Arc<dyn Sink> = Arc::new(super::parts::NotifySink(parts.notifier.clone()));
         let daemon = Arc::new(Daemon {
             runtime,
             opts,
@@ -124,6 +147,9 @@ impl Daemon {
             agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
             agent_prints: Mutex::new(BTreeMap::new()),
             polls: Mutex::new(Vec::new()),
+            parts,
+            store_sink,
+            notify_sink,
         });
         let d = daemon.clone();
         let outcome = tokio::task::spawn_blocking(move || d.apply(config)).await?;
@@ -134,11 +160,23 @@ impl Daemon {
     }
 
     pub fn listen(&self) -> SocketAddr {
-        self.opts.listen.unwrap_or(self.config.read().unwrap().daemon.listen)
+        self.opts
+            .listen
+            .unwrap_or(self.config.read().unwrap().daemon.listen)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
+    }
+
+    /// The store, the notifier and the cc-metric-store API state.
+    pub fn parts(&self) -> &super::parts::Parts {
+        &self.parts
+    }
+
+    /// The config the daemon runs now.
+    pub fn config(&self) -> Config {
+        self.config.read().unwrap().clone()
     }
 
     /// The namespace and its agents.
@@ -160,12 +198,19 @@ impl Daemon {
     pub async fn reload(self: &Arc<Daemon>) -> ReloadOutcome {
         let _one_at_a_time = self.reloading.lock().await;
         let d = self.clone();
-        let result = tokio::task::spawn_blocking(move || match Config::load(d.opts.config.as_deref()) {
-            Ok(config) => d.apply(config),
-            Err(e) => ReloadOutcome { config_error: Some(format!("{e:#}")), ..Default::default() },
+        let result =
+            tokio::task::spawn_blocking(move || match Config::load(d.opts.config.as_deref()) {
+                Ok(config) => d.apply(config),
+                Err(e) => ReloadOutcome {
+                    config_error: Some(format!("{e:#}")),
+                    ..Default::default()
+                },
+            })
+            .await;
+        result.unwrap_or_else(|e| ReloadOutcome {
+            config_error: Some(format!("reload panicked: {e}")),
+            ..Default::default()
         })
-        .await;
-        result.unwrap_or_else(|e| ReloadOutcome { config_error: Some(format!("reload panicked: {e}")), ..Default::default() })
     }
 
     /// Stops every pipeline after a final flush.
@@ -177,15 +222,24 @@ impl Daemon {
     }
 
     fn base_dir(&self) -> PathBuf {
-        self.opts.config.as_deref().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
+        self.opts
+            .config
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     }
 
     fn apply(&self, config: Config) -> ReloadOutcome {
         let mut outcome = ReloadOutcome::default();
         match self.build_agents(&config) {
             Ok((ns, agents, prints, polls)) => {
-                outcome.agents_started =
-                    config.agents.iter().filter(|a| agents.get(&agent_domain(a)).is_some_and(Option::is_some)).map(|a| a.name.clone()).collect();
+                outcome.agents_started = config
+                    .agents
+                    .iter()
+                    .filter(|a| agents.get(&agent_domain(a)).is_some_and(Option::is_some))
+                    .map(|a| a.name.clone())
+                    .collect();
                 self.agents.replace(ns, agents);
                 *self.agent_prints.lock().unwrap() = prints;
                 *self.polls.lock().unwrap() = polls;
@@ -193,19 +247,45 @@ impl Daemon {
             Err(e) => outcome.agents_error = Some(format!("{e:#}")),
         }
         for p in &config.pipelines {
-            let result = self.build_chain(&config, p).map(|chain| self.install(p, chain));
-            let result = result.unwrap_or_else(|e| PipelineOutcome::Rejected { error: format!("{e:#}") });
+            let result = self
+                .build_chain(&config, p)
+                .map(|chain| self.install(p, chain));
+            let result = result.unwrap_or_else(|e| PipelineOutcome::Rejected {
+                error: format!("{e:#}"),
+            });
             outcome.pipelines.insert(p.name.clone(), result);
         }
         let gone: Vec<String> = {
             let pipelines = self.pipelines.read().unwrap();
-            pipelines.keys().filter(|n| !config.pipelines.iter().any(|p| &&p.name == n)).cloned().collect()
+            pipelines
+                .keys()
+                .filter(|n| !config.pipelines.iter().any(|p| &&p.name == n))
+                .cloned()
+                .collect()
         };
         for name in gone {
             if let Some(p) = self.pipelines.write().unwrap().remove(&name) {
                 p.stop();
             }
             outcome.pipelines.insert(name, PipelineOutcome::Stopped);
+        }
+        let running = self.config.read().unwrap().clone();
+        if (
+            &running.store,
+            &running.api,
+            &running.nats,
+            &running.notify,
+            &running.procfs,
+        ) != (
+            &config.store,
+            &config.api,
+            &config.nats,
+            &config.notify,
+            &config.procfs,
+        ) {
+            tracing::warn!(
+                "[store], [api], [nats], [notify] and [procfs] changes take effect at the next start"
+            );
         }
         *self.config.write().unwrap() = config;
         outcome
@@ -216,11 +296,18 @@ impl Daemon {
         if let Some(running) = self.pipeline(&p.name) {
             match running.swap(chain, Some(sinks)) {
                 Ok(s) => return PipelineOutcome::Swapped(s),
-                Err(e) => return PipelineOutcome::Rejected { error: e.to_string() },
+                Err(e) => {
+                    return PipelineOutcome::Rejected {
+                        error: e.to_string(),
+                    };
+                }
             }
         }
         let pipeline = Arc::new(Pipeline::start(&p.name, chain, p.flush_interval, sinks));
-        self.pipelines.write().unwrap().insert(p.name.clone(), pipeline);
+        self.pipelines
+            .write()
+            .unwrap()
+            .insert(p.name.clone(), pipeline);
         PipelineOutcome::Started
     }
 
@@ -230,6 +317,8 @@ impl Daemon {
             .filter_map(|s| match s.as_str() {
                 "log" => Some(self.log_sink.clone()),
                 "stdout" => Some(Arc::new(StdoutSink) as Arc<dyn Sink>),
+                "store" => Some(self.store_sink.clone()),
+                "notify" => Some(self.notify_sink.clone()),
                 _ => None,
             })
             .collect()
@@ -239,15 +328,33 @@ impl Daemon {
         p.transformers
             .iter()
             .enumerate()
-            .map(|(i, t)| self.load_stage(config, p, i, t).with_context(|| format!("pipeline {:?}, transformer[{i}] ({})", p.name, t.guest)))
+            .map(|(i, t)| {
+                self.load_stage(config, p, i, t).with_context(|| {
+                    format!("pipeline {:?}, transformer[{i}] ({})", p.name, t.guest)
+                })
+            })
             .collect()
     }
 
-    fn load_stage(&self, config: &Config, p: &PipelineConfig, i: usize, t: &StageConfig) -> Result<TransformerInstance> {
+    fn load_stage(
+        &self,
+        config: &Config,
+        p: &PipelineConfig,
+        i: usize,
+        t: &StageConfig,
+    ) -> Result<TransformerInstance> {
         let source = guests::resolve(&t.guest, Some(&config.daemon.guests_dir), &self.base_dir())?;
         let compiled = self.compile(&source)?;
         let name = format!("{}[{i}]:{}", p.name, t.guest);
-        let guest = self.guest_config(config, &name, &t.params, t.deadline, t.memory, t.quarantine_after, &t.grants)?;
+        let guest = self.guest_config(
+            config,
+            &name,
+            &t.params,
+            t.deadline,
+            t.memory,
+            t.quarantine_after,
+            &t.grants,
+        )?;
         Image::<TransformerWorld>::load(&self.runtime, &compiled, guest)
     }
 
@@ -257,12 +364,18 @@ impl Daemon {
     fn build_agents(
         &self,
         config: &Config,
-    ) -> Result<(Namespace, BTreeMap<u32, Option<Box<dyn Agent>>>, BTreeMap<u32, String>, Vec<Poll>)> {
+    ) -> Result<(
+        Namespace,
+        BTreeMap<u32, Option<Box<dyn Agent>>>,
+        BTreeMap<u32, String>,
+        Vec<Poll>,
+    )> {
         let base = self.base_dir();
         let mut texts: Vec<(String, String)> = Vec::new();
         for p in &config.namespace.pmns {
             let path = base.join(p);
-            let text = std::fs::read_to_string(&path).with_context(|| format!("reading PMNS {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading PMNS {}", path.display()))?;
             texts.push((path.display().to_string(), text));
         }
         let old_prints = self.agent_prints.lock().unwrap().clone();
@@ -279,18 +392,35 @@ impl Daemon {
                 (None, None) => anyhow::bail!("{what}: no pmns"),
             };
             let names = if a.poll_names.is_empty() {
-                let own = Namespace::from_pmns(&[(&what, &pmns)]).with_context(|| format!("{what}: pmns"))?;
-                own.children("", None).with_context(|| format!("{what}: pmns"))?.into_iter().map(|c| c.name).collect()
+                let own = Namespace::from_pmns(&[(&what, &pmns)])
+                    .with_context(|| format!("{what}: pmns"))?;
+                own.children("", None)
+                    .with_context(|| format!("{what}: pmns"))?
+                    .into_iter()
+                    .map(|c| c.name)
+                    .collect()
             } else {
                 a.poll_names.clone()
             };
             texts.push((format!("{what}: pmns"), pmns));
             let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
-                (Some(native), _) => (format!("native:{native}"), Box::new(crate::namespace::LinuxAgent::new())),
+                (Some(native), _) => (
+                    format!("native:{native}"),
+                    Box::new(crate::namespace::LinuxAgent::new()),
+                ),
                 (None, Some(guest)) => {
-                    let source = guests::resolve(guest, Some(&config.daemon.guests_dir), &base).with_context(|| what.clone())?;
+                    let source = guests::resolve(guest, Some(&config.daemon.guests_dir), &base)
+                        .with_context(|| what.clone())?;
                     let compiled = self.compile(&source)?;
-                    let gc = self.guest_config(config, &a.name, &a.params, a.deadline, a.memory, a.quarantine_after, &a.grants)?;
+                    let gc = self.guest_config(
+                        config,
+                        &a.name,
+                        &a.params,
+                        a.deadline,
+                        a.memory,
+                        a.quarantine_after,
+                        &a.grants,
+                    )?;
                     let print = format!("{}:{gc:?}", compiled.hash);
                     if old_prints.get(&domain) == Some(&print) {
                         prints.insert(domain, print);
@@ -298,7 +428,8 @@ impl Daemon {
                         self.push_poll(&mut polls, a, names, now);
                         continue;
                     }
-                    let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc).with_context(|| what.clone())?;
+                    let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc)
+                        .with_context(|| what.clone())?;
                     (print, Box::new(GuestAgent(instance)))
                 }
                 (None, None) => unreachable!("checked by Config::parse"),
@@ -308,14 +439,29 @@ impl Daemon {
             agents.insert(domain, if keep { None } else { Some(agent) });
             self.push_poll(&mut polls, a, names, now);
         }
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+        let refs: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(f, t)| (f.as_str(), t.as_str()))
+            .collect();
         let ns = Namespace::from_pmns(&refs).context("building the namespace")?;
         Ok((ns, agents, prints, polls))
     }
 
-    fn push_poll(&self, polls: &mut Vec<Poll>, a: &AgentConfig, names: Vec<String>, now: std::time::Instant) {
+    fn push_poll(
+        &self,
+        polls: &mut Vec<Poll>,
+        a: &AgentConfig,
+        names: Vec<String>,
+        now: std::time::Instant,
+    ) {
         if let (Some(interval), Some(pipeline)) = (a.poll_interval, &a.pipeline) {
-            polls.push(Poll { agent: a.name.clone(), names, pipeline: pipeline.clone(), interval, due: now });
+            polls.push(Poll {
+                agent: a.name.clone(),
+                names,
+                pipeline: pipeline.clone(),
+                interval,
+                due: now,
+            });
         }
     }
 
@@ -376,7 +522,11 @@ impl Daemon {
             }
         }
         let polls = self.polls.lock().unwrap();
-        polls.iter().map(|p| p.due).min().unwrap_or(now + std::time::Duration::from_secs(1))
+        polls
+            .iter()
+            .map(|p| p.due)
+            .min()
+            .unwrap_or(now + std::time::Duration::from_secs(1))
     }
 
     fn compile(&self, source: &guests::Source) -> Result<Compiled> {
@@ -385,24 +535,35 @@ impl Daemon {
         if let Some(c) = self.compiled.lock().unwrap().get(&hash) {
             return Ok(c.clone());
         }
-        let compiled = self.runtime.compile(&source.bytes, &source.origin.to_string())?;
+        let compiled = self
+            .runtime
+            .compile(&source.bytes, &source.origin.to_string())?;
         self.compiled.lock().unwrap().insert(hash, compiled.clone());
         Ok(compiled)
     }
 
     /// What the watcher compares: the config file and the guests directory's components.
     fn fingerprint(&self) -> Vec<(PathBuf, Option<(SystemTime, u64)>)> {
-        let stat = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
+        let stat = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        };
         let mut v = Vec::new();
         if let Some(c) = &self.opts.config {
             v.push((c.clone(), stat(c)));
         }
-        let dir = self.base_dir().join(&self.config.read().unwrap().daemon.guests_dir);
+        let dir = self
+            .base_dir()
+            .join(&self.config.read().unwrap().daemon.guests_dir);
         if dir != self.base_dir()
             && let Ok(entries) = std::fs::read_dir(&dir)
         {
-            let mut files: Vec<PathBuf> =
-                entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "wasm")).collect();
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+                .collect();
             files.sort();
             v.extend(files.into_iter().map(|p| {
                 let s = stat(&p);
@@ -421,8 +582,12 @@ fn agent_domain(a: &AgentConfig) -> u32 {
 pub async fn poll_agents(daemon: Arc<Daemon>, shutdown: CancellationToken) {
     loop {
         let d = daemon.clone();
-        let next = tokio::task::spawn_blocking(move || d.poll_due()).await.unwrap_or_else(|_| std::time::Instant::now());
-        let wait = next.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_secs(1));
+        let next = tokio::task::spawn_blocking(move || d.poll_due())
+            .await
+            .unwrap_or_else(|_| std::time::Instant::now());
+        let wait = next
+            .saturating_duration_since(std::time::Instant::now())
+            .min(std::time::Duration::from_secs(1));
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(5))) => {}

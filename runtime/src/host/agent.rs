@@ -29,7 +29,11 @@ impl World for AgentWorld {
         pre.instantiate(store)
     }
 
-    fn configure(b: &Self::Bindings, store: &mut Store<State>, params: &str) -> wasmtime::Result<Result<(), String>> {
+    fn configure(
+        b: &Self::Bindings,
+        store: &mut Store<State>,
+        params: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
         b.wasmon_collector_source().call_configure(store, params)
     }
 }
@@ -41,12 +45,19 @@ pub type AgentInstance = Instance<AgentWorld>;
 const MAX_NAMES: usize = 1 << 20;
 
 fn cap(what: &str, n: usize) -> Result<(), String> {
-    if n > MAX_NAMES { Err(format!("{n} {what} returned, the cap is {MAX_NAMES}")) } else { Ok(()) }
+    if n > MAX_NAMES {
+        Err(format!("{n} {what} returned, the cap is {MAX_NAMES}"))
+    } else {
+        Ok(())
+    }
 }
 
 impl Instance<AgentWorld> {
     pub fn lookup_name(&mut self, name: &str) -> Result<Result<Pmid, NsError>, CallError> {
-        self.call(|b, s| b.wasmon_collector_namespace().call_lookup_name(s, name), |_| Ok(()))
+        self.call(
+            |b, s| b.wasmon_collector_namespace().call_lookup_name(s, name),
+            |_| Ok(()),
+        )
     }
 
     pub fn names_of(&mut self, id: Pmid) -> Result<Result<Vec<String>, NsError>, CallError> {
@@ -64,7 +75,10 @@ impl Instance<AgentWorld> {
     }
 
     pub fn describe(&mut self, id: Pmid) -> Result<Result<MetricDesc, NsError>, CallError> {
-        self.call(|b, s| b.wasmon_collector_source().call_describe(s, id), |_| Ok(()))
+        self.call(
+            |b, s| b.wasmon_collector_source().call_describe(s, id),
+            |_| Ok(()),
+        )
     }
 
     /// One value set per id, in order; an agent that answers with another count is refused.
@@ -73,9 +87,16 @@ impl Instance<AgentWorld> {
             |b, s| b.wasmon_collector_source().call_fetch(s, ids),
             |r| {
                 if r.len() != ids.len() {
-                    return Err(format!("{} value sets returned for {} ids", r.len(), ids.len()));
+                    return Err(format!(
+                        "{} value sets returned for {} ids",
+                        r.len(),
+                        ids.len()
+                    ));
                 }
-                let values: usize = r.iter().map(|v| v.values.as_ref().map_or(0, |v| v.len())).sum();
+                let values: usize = r
+                    .iter()
+                    .map(|v| v.values.as_ref().map_or(0, |v| v.len()))
+                    .sum();
                 cap("values", values)
             },
         )

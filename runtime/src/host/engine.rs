@@ -45,7 +45,10 @@ impl Ticker {
                 }
             })
             .expect("spawning the epoch ticker thread");
-        Ticker { stop, thread: Some(thread) }
+        Ticker {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -74,20 +77,32 @@ impl Runtime {
         // Component-model async is not used: synchronous calls are 2.5-4x cheaper without it.
         config.concurrency_support(false);
         config.wasm_component_model(true);
-        let engine = Engine::new(&config).map_err(anyhow::Error::from).context("creating the wasmtime engine")?;
+        let engine = Engine::new(&config)
+            .map_err(anyhow::Error::from)
+            .context("creating the wasmtime engine")?;
 
         let mut transformer_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut transformer_linker)?;
-        bindings::transformer::Transformer::add_to_linker::<_, HasSelf<State>>(&mut transformer_linker, |s| s)?;
+        bindings::transformer::Transformer::add_to_linker::<_, HasSelf<State>>(
+            &mut transformer_linker,
+            |s| s,
+        )?;
         let mut agent_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut agent_linker)?;
         bindings::agent::Agent::add_to_linker::<_, HasSelf<State>>(&mut agent_linker, |s| s)?;
 
         if let Some(dir) = &cache_dir {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating the component cache {}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the component cache {}", dir.display()))?;
         }
         let ticker = Ticker::start(engine.clone());
-        Ok(Arc::new(Runtime { engine, transformer_linker, agent_linker, cache_dir, _ticker: ticker }))
+        Ok(Arc::new(Runtime {
+            engine,
+            transformer_linker,
+            agent_linker,
+            cache_dir,
+            _ticker: ticker,
+        }))
     }
 
     pub fn engine(&self) -> &Engine {
@@ -106,7 +121,10 @@ impl Runtime {
     /// compiled before by a compatible engine. Bad bytes are an error naming `what`.
     pub fn compile(&self, bytes: &[u8], what: &str) -> Result<Compiled> {
         let hash = hex::encode(Sha256::digest(bytes));
-        let cached = self.cache_dir.as_ref().map(|dir| self.cache_path(dir, &hash));
+        let cached = self
+            .cache_dir
+            .as_ref()
+            .map(|dir| self.cache_path(dir, &hash));
         if let Some(path) = &cached
             && path.exists()
         {
@@ -115,7 +133,9 @@ impl Runtime {
             // it is written to a temporary file and renamed.
             match unsafe { Component::deserialize_file(&self.engine, path) } {
                 Ok(component) => return Ok(Compiled { component, hash }),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "dropping unusable cached component"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "dropping unusable cached component")
+                }
             }
         }
         let component = Component::new(&self.engine, bytes)

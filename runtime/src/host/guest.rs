@@ -60,7 +60,11 @@ pub trait World: 'static {
     const NAME: &'static str;
     fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre>;
     fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self::Bindings>;
-    fn configure(b: &Self::Bindings, store: &mut Store<State>, params: &str) -> wasmtime::Result<Result<(), String>>;
+    fn configure(
+        b: &Self::Bindings,
+        store: &mut Store<State>,
+        params: &str,
+    ) -> wasmtime::Result<Result<(), String>>;
 }
 
 /// Why a call failed.
@@ -96,14 +100,32 @@ impl<W: World> Image<W> {
     /// Links `compiled` against world `W` (wrong world, missing exports or another package
     /// version fail here) and validates `config.params` by configuring a first instance,
     /// which is returned ready for use.
-    pub fn load(rt: &Arc<Runtime>, compiled: &Compiled, config: GuestConfig) -> Result<Instance<W>> {
+    pub fn load(
+        rt: &Arc<Runtime>,
+        compiled: &Compiled,
+        config: GuestConfig,
+    ) -> Result<Instance<W>> {
         let pre = W::pre(rt, &compiled.component)
             .map_err(anyhow::Error::from)
-            .with_context(|| format!("guest `{}` does not fit the `{}` world of wasmon:collector@0.1.0", config.name, W::NAME))?;
+            .with_context(|| {
+                format!(
+                    "guest `{}` does not fit the `{}` world of wasmon:collector@0.1.0",
+                    config.name,
+                    W::NAME
+                )
+            })?;
         let stats = GuestStats::new(&config.name);
-        let image = Arc::new(Image { config, hash: compiled.hash.clone(), pre, engine: rt.engine().clone(), stats });
+        let image = Arc::new(Image {
+            config,
+            hash: compiled.hash.clone(),
+            pre,
+            engine: rt.engine().clone(),
+            stats,
+        });
         let mut instance = Instance::new(image);
-        instance.ensure_live().map_err(|e| anyhow!("guest `{}`: {e}", instance.image.config.name))?;
+        instance
+            .ensure_live()
+            .map_err(|e| anyhow!("guest `{}`: {e}", instance.image.config.name))?;
         Ok(instance)
     }
 
@@ -121,7 +143,12 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let after = self.used - current.min(self.used) + desired;
         if after > self.cap {
             self.refused = true;
@@ -131,7 +158,12 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 
@@ -162,7 +194,13 @@ pub struct Instance<W: World> {
 
 impl<W: World> Instance<W> {
     pub fn new(image: Arc<Image<W>>) -> Instance<W> {
-        Instance { image, live: None, consecutive_failures: 0, quarantines: 0, quarantined_until: None }
+        Instance {
+            image,
+            live: None,
+            consecutive_failures: 0,
+            quarantines: 0,
+            quarantined_until: None,
+        }
     }
 
     pub fn image(&self) -> &Arc<Image<W>> {
@@ -178,18 +216,31 @@ impl<W: World> Instance<W> {
             return Ok(());
         }
         let cfg = &self.image.config;
-        let limiter = Limiter { cap: usize::try_from(cfg.memory).unwrap_or(usize::MAX), used: 0, refused: false };
-        let state = State::new(cfg.name.clone(), &cfg.grants, limiter, self.image.stats.clone())
-            .map_err(|e| CallError::Instantiate(format!("{e:#}")))?;
+        let limiter = Limiter {
+            cap: usize::try_from(cfg.memory).unwrap_or(usize::MAX),
+            used: 0,
+            refused: false,
+        };
+        let state = State::new(
+            cfg.name.clone(),
+            &cfg.grants,
+            limiter,
+            self.image.stats.clone(),
+        )
+        .map_err(|e| CallError::Instantiate(format!("{e:#}")))?;
         let mut store = Store::new(&self.image.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
         self.image.stats.instances.inc();
-        let bindings = self.guarded(&mut store, |store| W::instantiate(&self.image.pre, store)).map_err(|e| match e {
-            CallError::Trap(m) => CallError::Instantiate(m),
-            other => other,
-        })?;
-        match self.guarded(&mut store, |store| W::configure(&bindings, store, &cfg.params))? {
+        let bindings = self
+            .guarded(&mut store, |store| W::instantiate(&self.image.pre, store))
+            .map_err(|e| match e {
+                CallError::Trap(m) => CallError::Instantiate(m),
+                other => other,
+            })?;
+        match self.guarded(&mut store, |store| {
+            W::configure(&bindings, store, &cfg.params)
+        })? {
             Ok(()) => {}
             Err(why) => return Err(CallError::Configure(why)),
         }
@@ -265,7 +316,9 @@ impl<W: World> Instance<W> {
         self.consecutive_failures += 1;
         tracing::warn!(guest = %self.name(), error = %e, failures = self.consecutive_failures, "guest call failed; its instance is discarded");
         if self.consecutive_failures >= self.image.config.quarantine_after {
-            let backoff = QUARANTINE_BASE.saturating_mul(1 << self.quarantines.min(16)).min(QUARANTINE_MAX);
+            let backoff = QUARANTINE_BASE
+                .saturating_mul(1 << self.quarantines.min(16))
+                .min(QUARANTINE_MAX);
             self.quarantines += 1;
             self.consecutive_failures = 0;
             self.quarantined_until = Some(Instant::now() + backoff);

@@ -78,7 +78,10 @@ impl mapped::Host for State {
         }
         let path = self.mapped_dir(&dir)?.host.join(&name);
         let file = File::open(&path).map_err(|e| format!("opening {dir}/{name}: {e}"))?;
-        let len = file.metadata().map_err(|e| format!("{dir}/{name}: {e}"))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| format!("{dir}/{name}: {e}"))?
+            .len();
         // An empty file cannot be mapped; it reads as empty.
         let map = if len == 0 {
             None
@@ -86,9 +89,15 @@ impl mapped::Host for State {
             // SAFETY: the map is only read, through `readable`, which clamps every access to
             // the file's current size; the writer may change bytes under us (MMV's generation
             // numbers exist for that), which is data, not undefined behaviour of ours.
-            Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("mapping {dir}/{name}: {e}"))?)
+            Some(
+                unsafe { memmap2::Mmap::map(&file) }
+                    .map_err(|e| format!("mapping {dir}/{name}: {e}"))?,
+            )
         };
-        let own = self.table.push(MappedFile { file, map }).map_err(|e| e.to_string())?;
+        let own = self
+            .table
+            .push(MappedFile { file, map })
+            .map_err(|e| e.to_string())?;
         Ok(Resource::new_own(own.rep()))
     }
 }
@@ -99,19 +108,29 @@ fn ours(handle: &Resource<mapped::MappedFile>) -> Resource<MappedFile> {
 
 impl mapped::HostMappedFile for State {
     fn size(&mut self, file: Resource<mapped::MappedFile>) -> u64 {
-        self.table.get(&ours(&file)).map(|f| f.readable().len() as u64).unwrap_or(0)
+        self.table
+            .get(&ours(&file))
+            .map(|f| f.readable().len() as u64)
+            .unwrap_or(0)
     }
 
     fn read(&mut self, file: Resource<mapped::MappedFile>, offset: u64, len: u64) -> Vec<u8> {
-        let Ok(f) = self.table.get(&ours(&file)) else { return Vec::new() };
+        let Ok(f) = self.table.get(&ours(&file)) else {
+            return Vec::new();
+        };
         let bytes = f.readable();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
-        let end = start.saturating_add(usize::try_from(len.min(MAX_READ)).unwrap_or(usize::MAX)).min(bytes.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let end = start
+            .saturating_add(usize::try_from(len.min(MAX_READ)).unwrap_or(usize::MAX))
+            .min(bytes.len());
         bytes[start..end].to_vec()
     }
 
     fn drop(&mut self, file: Resource<mapped::MappedFile>) -> wasmtime::Result<()> {
-        self.table.delete(Resource::<MappedFile>::new_own(file.rep()))?;
+        self.table
+            .delete(Resource::<MappedFile>::new_own(file.rep()))?;
         Ok(())
     }
 }

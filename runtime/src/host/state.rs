@@ -12,8 +12,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::transformer::wasmon::collector::host;
 use super::bindings::types::{self, Level};
-use super::limits::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL};
 use super::guest::Limiter;
+use super::limits::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL};
 use super::stats::GuestStats;
 
 /// Capabilities a guest gets beyond computing: none unless its config grants them.
@@ -58,7 +58,11 @@ impl Grants {
         // `wasmon transform` writes its samples there.
         b.inherit_stderr();
         for d in &self.dirs {
-            let perms = if d.read_only { FsPerms::ReadOnly } else { FsPerms::ReadWrite };
+            let perms = if d.read_only {
+                FsPerms::ReadOnly
+            } else {
+                FsPerms::ReadWrite
+            };
             b.preopened_dir(&d.host, &d.guest, perms)
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("granting directory {}", d.host.display()))?;
@@ -94,14 +98,30 @@ pub struct State {
 }
 
 impl State {
-    pub(crate) fn new(guest: Arc<str>, grants: &Grants, limiter: Limiter, stats: Arc<GuestStats>) -> Result<State> {
-        Ok(State { wasi: grants.wasi()?, table: ResourceTable::new(), grants: grants.clone(), limiter, guest, stats, log_lines: 0 })
+    pub(crate) fn new(
+        guest: Arc<str>,
+        grants: &Grants,
+        limiter: Limiter,
+        stats: Arc<GuestStats>,
+    ) -> Result<State> {
+        Ok(State {
+            wasi: grants.wasi()?,
+            table: ResourceTable::new(),
+            grants: grants.clone(),
+            limiter,
+            guest,
+            stats,
+            log_lines: 0,
+        })
     }
 }
 
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 

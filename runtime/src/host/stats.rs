@@ -23,8 +23,16 @@ impl GuestStats {
         let l = [("guest", guest)];
         Arc::new(GuestStats {
             calls: r.counter("wasmon_guest_calls_total", "Calls into the guest.", &l),
-            traps: r.counter("wasmon_guest_traps_total", "Calls that trapped (panic, unreachable, bad output).", &l),
-            deadline_hits: r.counter("wasmon_guest_deadline_hits_total", "Calls stopped at their CPU deadline.", &l),
+            traps: r.counter(
+                "wasmon_guest_traps_total",
+                "Calls that trapped (panic, unreachable, bad output).",
+                &l,
+            ),
+            deadline_hits: r.counter(
+                "wasmon_guest_deadline_hits_total",
+                "Calls stopped at their CPU deadline.",
+                &l,
+            ),
             memory_refusals: r.counter(
                 "wasmon_guest_memory_refusals_total",
                 "Memory growths refused by the guest's memory cap.",
@@ -35,8 +43,16 @@ impl GuestStats {
                 "Calls whose output exceeded the output cap.",
                 &l,
             ),
-            instances: r.counter("wasmon_guest_instances_total", "Instances created (first one and every replacement).", &l),
-            quarantines: r.counter("wasmon_guest_quarantines_total", "Times the guest was quarantined.", &l),
+            instances: r.counter(
+                "wasmon_guest_instances_total",
+                "Instances created (first one and every replacement).",
+                &l,
+            ),
+            quarantines: r.counter(
+                "wasmon_guest_quarantines_total",
+                "Times the guest was quarantined.",
+                &l,
+            ),
             skipped_quarantined: r.counter(
                 "wasmon_guest_calls_skipped_total",
                 "Calls not made because the guest was quarantined.",
@@ -52,6 +68,9 @@ impl GuestStats {
 
     /// Failed calls of every kind.
     pub fn failures(&self) -> u64 {
-        self.traps.get() + self.deadline_hits.get() + self.memory_refusals.get() + self.output_refusals.get()
+        self.traps.get()
+            + self.deadline_hits.get()
+            + self.memory_refusals.get()
+            + self.output_refusals.get()
     }
 }

@@ -31,7 +31,11 @@ impl World for TransformerWorld {
         pre.instantiate(store)
     }
 
-    fn configure(b: &Self::Bindings, store: &mut Store<State>, params: &str) -> wasmtime::Result<Result<(), String>> {
+    fn configure(
+        b: &Self::Bindings,
+        store: &mut Store<State>,
+        params: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
         b.wasmon_collector_transform().call_configure(store, params)
     }
 }
@@ -44,14 +48,20 @@ impl Instance<TransformerWorld> {
     pub fn handle(&mut self, input: &[Sample]) -> Result<Vec<Sample>, CallError> {
         let batch = encode(input);
         let max = self.image().config.max_output_samples;
-        let out = self.call(|b, store| b.wasmon_collector_transform().call_handle(store, &batch), |b| check(b, max))?;
+        let out = self.call(
+            |b, store| b.wasmon_collector_transform().call_handle(store, &batch),
+            |b| check(b, max),
+        )?;
         Ok(decode(out))
     }
 
     /// Asks the guest for what it has cached.
     pub fn flush(&mut self) -> Result<Vec<Sample>, CallError> {
         let max = self.image().config.max_output_samples;
-        let out = self.call(|b, store| b.wasmon_collector_transform().call_flush(store), |b| check(b, max))?;
+        let out = self.call(
+            |b, store| b.wasmon_collector_transform().call_flush(store),
+            |b| check(b, max),
+        )?;
         Ok(decode(out))
     }
 }
@@ -70,7 +80,12 @@ pub fn encode(samples: &[Sample]) -> wit::Batch {
             // are all the same empty set.
             Some(&i) => i,
             None => {
-                let set = s.metadata.0.iter().map(|(k, v)| (strings.id(k), strings.id(v))).collect();
+                let set = s
+                    .metadata
+                    .0
+                    .iter()
+                    .map(|(k, v)| (strings.id(k), strings.id(v)))
+                    .collect();
                 metadata.push(set);
                 let i = metadata.len() as u32 - 1;
                 meta_ids.insert(ptr, i);
@@ -91,7 +106,11 @@ pub fn encode(samples: &[Sample]) -> wit::Batch {
             metadata: meta,
         });
     }
-    wit::Batch { strings: strings.strings, metadata, samples: out }
+    wit::Batch {
+        strings: strings.strings,
+        metadata,
+        samples: out,
+    }
 }
 
 #[derive(Default)]
@@ -119,23 +138,39 @@ impl<'a> Interner<'a> {
 /// Refuses an output that is too large or refers to strings or metadata it does not carry.
 fn check(b: &wit::Batch, max_samples: usize) -> Result<(), String> {
     if b.samples.len() > max_samples {
-        return Err(format!("{} samples returned, the cap is {max_samples}", b.samples.len()));
+        return Err(format!(
+            "{} samples returned, the cap is {max_samples}",
+            b.samples.len()
+        ));
     }
     let bytes: usize = b.strings.iter().map(|s| s.len()).sum();
     if bytes > MAX_OUTPUT_STRING_BYTES {
-        return Err(format!("{bytes} bytes of strings returned, the cap is {MAX_OUTPUT_STRING_BYTES}"));
+        return Err(format!(
+            "{bytes} bytes of strings returned, the cap is {MAX_OUTPUT_STRING_BYTES}"
+        ));
     }
     let n = b.strings.len() as u32;
     let m = b.metadata.len() as u32;
-    if let Some(set) = b.metadata.iter().find(|set| set.iter().any(|(k, v)| *k >= n || *v >= n)) {
-        return Err(format!("a metadata set refers past the {n} strings of the batch: {set:?}"));
+    if let Some(set) = b
+        .metadata
+        .iter()
+        .find(|set| set.iter().any(|(k, v)| *k >= n || *v >= n))
+    {
+        return Err(format!(
+            "a metadata set refers past the {n} strings of the batch: {set:?}"
+        ));
     }
     for (i, s) in b.samples.iter().enumerate() {
         if s.name >= n || s.resource >= n || s.unit >= n {
-            return Err(format!("sample {i} refers to a string past the {n} strings of the batch"));
+            return Err(format!(
+                "sample {i} refers to a string past the {n} strings of the batch"
+            ));
         }
         if s.metadata >= m && !(m == 0 && s.metadata == 0) {
-            return Err(format!("sample {i} refers to metadata set {} of {m}", s.metadata));
+            return Err(format!(
+                "sample {i} refers to metadata set {} of {m}",
+                s.metadata
+            ));
         }
     }
     Ok(())
@@ -147,7 +182,13 @@ fn decode(b: wit::Batch) -> Vec<Sample> {
     let metadata: Vec<Metadata> = b
         .metadata
         .into_iter()
-        .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (strings[k as usize].clone(), strings[v as usize].clone())).collect()))
+        .map(|set| {
+            Metadata::new(
+                set.into_iter()
+                    .map(|(k, v)| (strings[k as usize].clone(), strings[v as usize].clone()))
+                    .collect(),
+            )
+        })
         .collect();
     b.samples
         .into_iter()
@@ -162,7 +203,10 @@ fn decode(b: wit::Batch) -> Vec<Sample> {
             },
             value: s.value,
             timestamp_ns: s.timestamp_ns,
-            metadata: metadata.get(s.metadata as usize).cloned().unwrap_or_default(),
+            metadata: metadata
+                .get(s.metadata as usize)
+                .cloned()
+                .unwrap_or_default(),
         })
         .collect()
 }

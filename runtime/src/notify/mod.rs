@@ -44,6 +44,8 @@ pub struct NotifierConfig {
     pub queue_capacity: usize,
     /// Also log every notification (target `wasmon::notify`, level INFO).
     pub log: bool,
+    /// Also publish every notification on NATS (`[notify.nats]`).
+    pub nats: Option<nats::NatsSinkConfig>,
 }
 
 impl Default for NotifierConfig {
@@ -51,6 +53,7 @@ impl Default for NotifierConfig {
         NotifierConfig {
             queue_capacity: 1024,
             log: true,
+            nats: None,
         }
     }
 }

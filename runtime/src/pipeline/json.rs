@@ -31,7 +31,10 @@ pub enum LineError {
 }
 
 fn bad(field: &'static str, why: impl Into<String>) -> LineError {
-    LineError::Bad { field, why: why.into() }
+    LineError::Bad {
+        field,
+        why: why.into(),
+    }
 }
 
 /// Parses one line. `now_ns` is the timestamp of a sample that has none.
@@ -48,7 +51,10 @@ pub fn parse_line(line: &str, now_ns: i64) -> Result<Line, LineError> {
     from_object(&obj, now_ns).map(Line::Sample)
 }
 
-fn str_field<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<Option<&'a str>, LineError> {
+fn str_field<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<&'a str>, LineError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -58,8 +64,14 @@ fn str_field<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<Opt
 
 fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineError> {
     for key in obj.keys() {
-        if !matches!(key.as_str(), "name" | "resource" | "value" | "unit" | "type" | "timestamp" | "metadata") {
-            return Err(LineError::Bad { field: "(object)", why: format!("unknown field `{key}`") });
+        if !matches!(
+            key.as_str(),
+            "name" | "resource" | "value" | "unit" | "type" | "timestamp" | "metadata"
+        ) {
+            return Err(LineError::Bad {
+                field: "(object)",
+                why: format!("unknown field `{key}`"),
+            });
         }
     }
     let name = str_field(obj, "name")?.ok_or(LineError::Missing("name"))?;
@@ -70,7 +82,9 @@ fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineErro
     let unit = str_field(obj, "unit")?.unwrap_or("");
     let value = match obj.get("value") {
         None => return Err(LineError::Missing("value")),
-        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| bad("value", "not representable as f64"))?,
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .ok_or_else(|| bad("value", "not representable as f64"))?,
         // JSON has no NaN: accept the spellings other tools write.
         Some(Value::String(s)) => match s.as_str() {
             "NaN" | "nan" => f64::NAN,
@@ -85,7 +99,12 @@ fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineErro
         Some("gauge") => Kind::Gauge,
         Some("delta") => Kind::Delta,
         Some("cumulative") => Kind::Cumulative,
-        Some(other) => return Err(bad("type", format!("must be gauge, delta or cumulative, got {other:?}"))),
+        Some(other) => {
+            return Err(bad(
+                "type",
+                format!("must be gauge, delta or cumulative, got {other:?}"),
+            ));
+        }
     };
     let timestamp_ns = match obj.get("timestamp") {
         None | Some(Value::Null) => now_ns,
@@ -100,7 +119,12 @@ fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineErro
             .map_err(|e| bad("timestamp", format!("{s:?} is not RFC 3339: {e}")))?
             .timestamp_nanos_opt()
             .ok_or_else(|| bad("timestamp", format!("{s:?} is out of range")))?,
-        Some(other) => return Err(bad("timestamp", format!("must be RFC 3339 or epoch seconds, got {other}"))),
+        Some(other) => {
+            return Err(bad(
+                "timestamp",
+                format!("must be RFC 3339 or epoch seconds, got {other}"),
+            ));
+        }
     };
     let metadata = match obj.get("metadata") {
         None | Some(Value::Null) => Metadata::default(),
@@ -144,7 +168,9 @@ struct Out<'a> {
 /// a non-finite value is written as the string `"NaN"`/`"inf"`/`"-inf"`.
 pub fn to_line(s: &Sample) -> String {
     let value = if s.value.is_finite() {
-        serde_json::Number::from_f64(s.value).map(Value::Number).unwrap_or(Value::Null)
+        serde_json::Number::from_f64(s.value)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
     } else if s.value.is_nan() {
         Value::String("NaN".into())
     } else if s.value > 0.0 {
@@ -161,7 +187,11 @@ pub fn to_line(s: &Sample) -> String {
         unit: &s.unit,
         kind: s.kind,
         timestamp,
-        metadata: s.metadata.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect(),
+        metadata: s
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect(),
     };
     serde_json::to_string(&out).expect("a sample always serialises")
 }
@@ -173,25 +203,39 @@ mod tests {
     #[test]
     fn parses_and_renders_round_trip() {
         let line = r#"{"name":"cpu","resource":"h1","value":1.5,"unit":"ns","type":"cumulative","timestamp":"2024-01-01T00:00:00Z","metadata":{"cpu_number":4}}"#;
-        let Line::Sample(s) = parse_line(line, 0).unwrap() else { panic!() };
+        let Line::Sample(s) = parse_line(line, 0).unwrap() else {
+            panic!()
+        };
         assert_eq!(s.kind, Kind::Cumulative);
         assert_eq!(s.timestamp_ns, 1_704_067_200_000_000_000);
         assert_eq!(s.metadata.get("cpu_number"), Some("4"));
         let again = to_line(&s);
-        let Line::Sample(t) = parse_line(&again, 0).unwrap() else { panic!() };
+        let Line::Sample(t) = parse_line(&again, 0).unwrap() else {
+            panic!()
+        };
         assert_eq!(s, t);
     }
 
     #[test]
     fn epoch_seconds_and_errors_name_the_field() {
-        let Line::Sample(s) = parse_line(r#"{"name":"m","value":2,"timestamp":1.5}"#, 0).unwrap() else { panic!() };
+        let Line::Sample(s) = parse_line(r#"{"name":"m","value":2,"timestamp":1.5}"#, 0).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(s.timestamp_ns, 1_500_000_000);
-        let e = parse_line(r#"{"name":"m","value":"x"}"#, 0).unwrap_err().to_string();
+        let e = parse_line(r#"{"name":"m","value":"x"}"#, 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`value`"), "{e}");
-        let e = parse_line(r#"{"name":"m","value":1,"type":"counter"}"#, 0).unwrap_err().to_string();
+        let e = parse_line(r#"{"name":"m","value":1,"type":"counter"}"#, 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`type`"), "{e}");
         let e = parse_line(r#"{"value":1}"#, 0).unwrap_err().to_string();
         assert!(e.contains("`name`"), "{e}");
-        assert!(matches!(parse_line(r#"{"flush": true}"#, 0), Ok(Line::Flush)));
+        assert!(matches!(
+            parse_line(r#"{"flush": true}"#, 0),
+            Ok(Line::Flush)
+        ));
     }
 }

@@ -52,7 +52,13 @@ pub struct ChannelSink {
 impl ChannelSink {
     pub fn new(name: &str) -> (ChannelSink, crossbeam_channel::Receiver<Vec<Sample>>) {
         let (tx, rx) = crossbeam_channel::unbounded();
-        (ChannelSink { name: name.to_string(), tx: Mutex::new(tx) }, rx)
+        (
+            ChannelSink {
+                name: name.to_string(),
+                tx: Mutex::new(tx),
+            },
+            rx,
+        )
     }
 }
 

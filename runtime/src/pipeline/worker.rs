@@ -25,14 +25,26 @@ impl PipelineStats {
         let r = registry();
         let l = [("pipeline", pipeline)];
         Arc::new(PipelineStats {
-            samples_in: r.counter("wasmon_pipeline_samples_in_total", "Samples that entered the pipeline.", &l),
-            samples_out: r.counter("wasmon_pipeline_samples_out_total", "Samples the pipeline passed to its sinks.", &l),
+            samples_in: r.counter(
+                "wasmon_pipeline_samples_in_total",
+                "Samples that entered the pipeline.",
+                &l,
+            ),
+            samples_out: r.counter(
+                "wasmon_pipeline_samples_out_total",
+                "Samples the pipeline passed to its sinks.",
+                &l,
+            ),
             samples_lost: r.counter(
                 "wasmon_pipeline_samples_lost_total",
                 "Samples lost to a failed guest call.",
                 &l,
             ),
-            swaps: r.counter("wasmon_pipeline_guest_swaps_total", "Guests replaced by a reload.", &l),
+            swaps: r.counter(
+                "wasmon_pipeline_guest_swaps_total",
+                "Guests replaced by a reload.",
+                &l,
+            ),
         })
     }
 }
@@ -49,7 +61,11 @@ pub struct SwapOutcome {
 enum Command {
     Batch(Vec<Sample>),
     Flush(Sender<()>),
-    Swap(Vec<TransformerInstance>, Option<Vec<Arc<dyn Sink>>>, Sender<SwapOutcome>),
+    Swap(
+        Vec<TransformerInstance>,
+        Option<Vec<Arc<dyn Sink>>>,
+        Sender<SwapOutcome>,
+    ),
     Stop(Sender<()>),
 }
 
@@ -84,14 +100,26 @@ impl Pipeline {
         let (tx, rx) = crossbeam_channel::bounded(QUEUE);
         let stats = PipelineStats::new(name);
         let stages = Arc::new(Mutex::new(Vec::new()));
-        let mut worker =
-            Worker { name: name.into(), chain, sinks, stats: stats.clone(), stages: stages.clone(), flush_interval };
+        let mut worker = Worker {
+            name: name.into(),
+            chain,
+            sinks,
+            stats: stats.clone(),
+            stages: stages.clone(),
+            flush_interval,
+        };
         worker.publish_stages();
         let thread = std::thread::Builder::new()
             .name(format!("pipeline-{name}"))
             .spawn(move || worker.run(rx))
             .expect("spawning a pipeline thread");
-        Pipeline { name: name.into(), tx, stats, stages, thread: Mutex::new(Some(thread)) }
+        Pipeline {
+            name: name.into(),
+            tx,
+            stats,
+            stages,
+            thread: Mutex::new(Some(thread)),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -121,9 +149,15 @@ impl Pipeline {
     /// Replaces the chain between two batches: every stage whose guest changed is flushed (its
     /// output continues down the chain) and replaced; the others keep running with their state.
     /// A chain of another length replaces every stage. `sinks`, when given, replace the sinks.
-    pub fn swap(&self, chain: Vec<TransformerInstance>, sinks: Option<Vec<Arc<dyn Sink>>>) -> Result<SwapOutcome, Stopped> {
+    pub fn swap(
+        &self,
+        chain: Vec<TransformerInstance>,
+        sinks: Option<Vec<Arc<dyn Sink>>>,
+    ) -> Result<SwapOutcome, Stopped> {
         let (ack, done) = crossbeam_channel::bounded(1);
-        self.tx.send(Command::Swap(chain, sinks, ack)).map_err(|_| Stopped)?;
+        self.tx
+            .send(Command::Swap(chain, sinks, ack))
+            .map_err(|_| Stopped)?;
         done.recv().map_err(|_| Stopped)
     }
 
@@ -178,7 +212,9 @@ impl Worker {
                 None => {
                     self.flush_from(0, Vec::new());
                     // Keep the cadence: the next flush is one interval after the one due.
-                    next_flush = next_flush.zip(self.flush_interval).map(|(at, d)| (at + d).max(Instant::now()));
+                    next_flush = next_flush
+                        .zip(self.flush_interval)
+                        .map(|(at, d)| (at + d).max(Instant::now()));
                 }
                 Some(Command::Batch(batch)) => {
                     self.stats.samples_in.add(batch.len() as u64);
@@ -239,7 +275,11 @@ impl Worker {
 
     /// Hands `carry` to stage `i`, then flushes it; returns both outputs.
     fn flush_stage(&mut self, i: usize, carry: Vec<Sample>) -> Vec<Sample> {
-        let mut out = if carry.is_empty() { Vec::new() } else { self.handle_at(i, carry) };
+        let mut out = if carry.is_empty() {
+            Vec::new()
+        } else {
+            self.handle_at(i, carry)
+        };
         match self.chain[i].flush() {
             Ok(mut flushed) => out.append(&mut flushed),
             Err(_) => self.publish_stages(),
@@ -292,7 +332,11 @@ impl Worker {
         *self.stages.lock().unwrap() = self
             .chain
             .iter()
-            .map(|g| StageInfo { guest: g.name().to_string(), hash: g.image().hash.clone(), quarantined: g.quarantined() })
+            .map(|g| StageInfo {
+                guest: g.name().to_string(),
+                hash: g.image().hash.clone(),
+                quarantined: g.quarantined(),
+            })
             .collect();
     }
 }

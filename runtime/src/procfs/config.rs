@@ -33,6 +33,9 @@ pub struct ProcfsConfig {
     pub blocked: BlockedConfig,
     /// fd count, RSS and thread count thresholds, per process or for every process.
     pub limits: Vec<LimitConfig>,
+    /// The pipeline that `proc.*` samples (instances: pid, or pid/tid) enter; none: the
+    /// snapshots only feed the detectors and the notifier.
+    pub pipeline: Option<String>,
 }
 
 impl Default for ProcfsConfig {
@@ -46,6 +49,7 @@ impl Default for ProcfsConfig {
             cpu_hog: CpuHogConfig::default(),
             blocked: BlockedConfig::default(),
             limits: Vec::new(),
+            pipeline: None,
         }
     }
 }

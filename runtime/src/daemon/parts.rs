@@ -1,0 +1,185 @@
+//! The native parts the daemon runs beside its guests: the buffer store (restored at start,
+//! with its retention/checkpoint workers), the notifier, NATS ingest, the process reader and
+//! its detectors; and the pipeline sinks that feed the store and the notifier. These are
+//! started once: their config sections take effect at the next start, not at a reload.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::ccms::{CcmsState, run_nats_ingest};
+use crate::config::Config;
+use crate::notify::{Notifier, SampleRef, run_nats_sink};
+use crate::pipeline::{Sample, Sink};
+use crate::store::Store;
+
+/// The store, the notifier and the API state over the store.
+pub struct Parts {
+    pub store: Arc<Store>,
+    pub notifier: Arc<Notifier>,
+    pub ccms: Arc<CcmsState>,
+    /// Cancelled after the pipelines have flushed into the store: the store's workers then
+    /// write the final snapshot.
+    store_shutdown: CancellationToken,
+    store_workers: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Parts {
+    pub fn open(config: &Config, data_dir: &std::path::Path) -> Result<Parts> {
+        let dir = data_dir.join("store");
+        let store = Arc::new(
+            Store::open(config.store.clone(), &dir)
+                .with_context(|| format!("opening the store in {}", dir.display()))?,
+        );
+        let notifier = Arc::new(Notifier::new(config.notify.clone()));
+        let ccms = Arc::new(CcmsState::new(store.clone(), config.api.clone()).context("[api]")?);
+        Ok(Parts {
+            store,
+            notifier,
+            ccms,
+            store_shutdown: CancellationToken::new(),
+            store_workers: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Starts the background tasks: store workers, NATS ingest and sink, the process reader.
+    pub fn spawn(
+        &self,
+        config: &Config,
+        shutdown: &CancellationToken,
+        procfs_samples: impl FnMut(Vec<Sample>) + Send + 'static,
+    ) {
+        let store = self.store.clone();
+        let token = self.store_shutdown.clone();
+        *self.store_workers.lock().unwrap() =
+            Some(tokio::spawn(crate::store::run_workers(store, token)));
+        if let Some(nats) = config.nats.clone() {
+            let (store, token) = (self.store.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = run_nats_ingest(store, nats, token).await {
+                    tracing::error!(error = %e, "NATS ingest stopped");
+                }
+            });
+        }
+        if let Some(nats) = config.notify.nats.clone() {
+            let (notifier, token) = (self.notifier.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = run_nats_sink(notifier, nats, token).await {
+                    tracing::error!(error = %e, "NATS notification sink stopped");
+                }
+            });
+        }
+        let (notifier, token, cfg) = (
+            self.notifier.clone(),
+            shutdown.clone(),
+            config.procfs.clone(),
+        );
+        let to_pipeline = cfg.pipeline.is_some();
+        let mut deliver = procfs_samples;
+        tokio::spawn(async move {
+            let on_snapshot = move |snap: &crate::procfs::Snapshot| {
+                if !to_pipeline {
+                    return;
+                }
+                let mut batch = Vec::new();
+                crate::procfs::for_each_sample(snap, |metric, instance, value| {
+                    batch.push(Sample::new(metric, instance, value, snap.ts_ns));
+                });
+                deliver(batch);
+            };
+            if let Err(e) =
+                crate::procfs::run_detectors_with(notifier, cfg, token, on_snapshot).await
+            {
+                tracing::error!(error = %e, "process reader stopped");
+            }
+        });
+    }
+
+    /// After the pipelines' final flush: the store's last snapshot, awaited.
+    pub async fn close(&self) {
+        self.store_shutdown.cancel();
+        let workers = self.store_workers.lock().unwrap().take();
+        if let Some(w) = workers {
+            let _ = w.await;
+        }
+    }
+}
+
+/// Pipeline output into the store. The level comes from metadata as cc-metric-store's tags
+/// name it (`cluster`, `hostname`/`host`, `type`+`type-id`, `stype`+`stype-id`); without them
+/// the cluster is `default_cluster`, the host is this machine, and a non-empty resource (an
+/// instance: `cpu0`, `eth0`, a pid) is one level below the host.
+pub struct StoreSink {
+    pub store: Arc<Store>,
+    pub default_cluster: String,
+    pub hostname: String,
+}
+
+impl Sink for StoreSink {
+    fn name(&self) -> &str {
+        "store"
+    }
+
+    fn accept(&self, pipeline: &str, samples: &[Sample]) {
+        let mut refused = 0usize;
+        for s in samples {
+            let m = &s.metadata;
+            let cluster = m.get("cluster").unwrap_or(&self.default_cluster);
+            let host = m
+                .get("hostname")
+                .or_else(|| m.get("host"))
+                .unwrap_or(&self.hostname);
+            let mut path: Vec<String> = vec![cluster.to_string(), host.to_string()];
+            match (m.get("type"), m.get("type-id")) {
+                (Some("node"), _) => {}
+                (Some(t), Some(id)) => {
+                    path.push(format!("{t}{id}"));
+                    if let (Some(st), Some(sid)) = (m.get("stype"), m.get("stype-id")) {
+                        path.push(format!("{st}{sid}"));
+                    }
+                }
+                _ if !s.resource.is_empty() => path.push(s.resource.replace('/', "-")),
+                _ => {}
+            }
+            let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+            let ts = s.timestamp_ns.div_euclid(1_000_000_000);
+            if let Err(e) = self.store.write(&refs, &s.name, ts, s.value) {
+                refused += 1;
+                tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
+            }
+        }
+        if refused > 0 {
+            tracing::warn!(
+                pipeline,
+                refused,
+                "the store refused samples (see debug log for each)"
+            );
+        }
+    }
+}
+
+/// Pipeline output into the notifier: metric = sample name, instance = resource.
+pub struct NotifySink(pub Arc<Notifier>);
+
+impl Sink for NotifySink {
+    fn name(&self) -> &str {
+        "notify"
+    }
+
+    fn accept(&self, _pipeline: &str, samples: &[Sample]) {
+        self.0.observe_batch(samples.iter().map(|s| SampleRef {
+            metric: &s.name,
+            instance: &s.resource,
+            value: s.value,
+            ts_ns: s.timestamp_ns,
+        }));
+    }
+}
+
+/// This machine's host name, for samples that do not name one.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
