@@ -190,3 +190,19 @@ pub fn replace_file(path: &std::path::Path, bytes: &[u8]) {
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// Installs a Debian package the tests need (CI machines start without it), unless `present`.
+pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
+    if present() {
+        return;
+    }
+    let ok = std::process::Command::new("apt-get")
+        .args(["install", "-y", "-q", package])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok && present(),
+        "this test needs the Debian package {package} (`apt-get install -y {package}` failed)"
+    );
+}

@@ -6,5 +6,6 @@ mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
+mod namespace;
 mod reload;
 mod sandbox;
