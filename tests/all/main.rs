@@ -9,3 +9,4 @@ mod daemon;
 mod namespace;
 mod reload;
 mod sandbox;
+mod store;

@@ -1,0 +1,124 @@
+//! The buffer store behind cc-metric-store's HTTP API, through the real daemon: writes in
+//! line protocol, queries, a clean restart, and `kill -9` during continuous ingest.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn config(dir: &Path) -> std::path::PathBuf {
+    let config = dir.join("wasmon.toml");
+    std::fs::write(
+        &config,
+        r#"
+[daemon]
+data-dir = "data"
+[procfs]
+enabled = false
+[store]
+default-frequency = 1
+checkpoint-interval = "1h"
+[store.metrics.load]
+frequency = 1
+aggregation = "avg"
+"#,
+    )
+    .unwrap();
+    config
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn query(d: &DaemonProcess, metric: &str, host: &str, from: i64, to: i64) -> Value {
+    query_with(d, json!({"metric": metric, "host": host}), from, to)
+}
+
+fn query_with(d: &DaemonProcess, q: Value, from: i64, to: i64) -> Value {
+    let body = json!({"cluster": "c1", "from": from, "to": to, "queries": [q], "with-stats": true});
+    let r = reqwest::blocking::Client::new().post(d.url("/api/query")).json(&body).send().unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().unwrap();
+    v["results"][0][0].clone()
+}
+
+#[test]
+fn writes_survive_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let t0 = now() - 100;
+    let mut d = DaemonProcess::start(&config);
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("load,cluster=c1,hostname=n1 value={} {}\n", i as f64 * 0.5, t0 + i));
+        body.push_str(&format!("load,cluster=c1,host=n1,type=cpu,type-id=0 value={i}i {}\n", t0 + i));
+    }
+    body.push_str("bad line here\n");
+    let r = d.post("/api/write?cluster=c1", &body);
+    assert_eq!(r.status(), 400, "the malformed line is reported");
+    assert!(r.text().unwrap().contains("line 121"), "named by its number");
+    let before = query(&d, "load", "n1", t0, t0 + 59);
+    assert_eq!(before["data"].as_array().unwrap().len(), 60, "{before}");
+    assert_eq!(before["data"][10], 5.0);
+
+    d.signal("-TERM");
+    assert!(d.child.wait().unwrap().success());
+    let d = DaemonProcess::start(&config);
+    let after = query(&d, "load", "n1", t0, t0 + 59);
+    assert_eq!(after, before, "identical after restart");
+    let cpu = query_with(&d, json!({"metric": "load", "host": "n1", "type": "cpu", "type-ids": ["0"]}), t0, t0 + 59);
+    assert_eq!(cpu["data"][59], 59.0, "{cpu}");
+    assert_eq!(cpu["avg"], 29.5);
+}
+
+#[test]
+fn every_acknowledged_write_survives_kill_9_during_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let t0 = now() - 3000;
+    let mut next = 0i64;
+    let mut acked: Vec<i64> = Vec::new();
+    for round in 0..3 {
+        let mut d = DaemonProcess::start(&config);
+        let url = d.url("/api/write?cluster=c1");
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let stop = stop.clone();
+            let start = next;
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                let mut ok = Vec::new();
+                let mut i = start;
+                while !stop.load(Ordering::Relaxed) {
+                    let line = format!("load,cluster=c1,hostname=k9 value={i} {}\n", t0 + i);
+                    match client.post(&url).body(line).send() {
+                        Ok(r) if r.status() == 200 => ok.push(i),
+                        _ => break, // the daemon is gone
+                    }
+                    i += 1;
+                }
+                (ok, i)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300 + 150 * round));
+        d.signal("-KILL");
+        let _ = d.child.wait();
+        stop.store(true, Ordering::Relaxed);
+        let (ok, reached) = writer.join().unwrap();
+        assert!(ok.len() > 10, "round {round}: only {} writes acknowledged", ok.len());
+        acked.extend(ok);
+        next = reached + 1;
+    }
+    let d = DaemonProcess::start(&config);
+    let r = query(&d, "load", "k9", t0, t0 + next);
+    let data = r["data"].as_array().unwrap();
+    let from = r["from"].as_i64().unwrap();
+    for i in &acked {
+        let slot = (t0 + i - from) as usize;
+        assert_eq!(data.get(slot).and_then(Value::as_f64), Some(*i as f64), "acknowledged write {i} lost after kill -9");
+    }
+}
