@@ -17,6 +17,7 @@ fn notifier() -> Notifier {
     Notifier::new(NotifierConfig {
         queue_capacity: 1024,
         log: false,
+        ..Default::default()
     })
 }
 

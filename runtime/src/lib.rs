@@ -24,6 +24,8 @@ pub mod pipeline;
 pub mod procfs;
 pub mod store;
 pub mod telemetry;
+#[cfg(test)]
+mod testutil;
 
 /// Where the build put the compiled guests (bundled and test-only ones).
 pub const BUILT_GUESTS_DIR: &str = env!("WASMON_BUILT_GUESTS");

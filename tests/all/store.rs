@@ -31,7 +31,10 @@ aggregation = "avg"
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 fn query(d: &DaemonProcess, metric: &str, host: &str, from: i64, to: i64) -> Value {
@@ -40,7 +43,11 @@ fn query(d: &DaemonProcess, metric: &str, host: &str, from: i64, to: i64) -> Val
 
 fn query_with(d: &DaemonProcess, q: Value, from: i64, to: i64) -> Value {
     let body = json!({"cluster": "c1", "from": from, "to": to, "queries": [q], "with-stats": true});
-    let r = reqwest::blocking::Client::new().post(d.url("/api/query")).json(&body).send().unwrap();
+    let r = reqwest::blocking::Client::new()
+        .post(d.url("/api/query"))
+        .json(&body)
+        .send()
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: Value = r.json().unwrap();
     v["results"][0][0].clone()
@@ -54,13 +61,23 @@ fn writes_survive_a_clean_restart() {
     let mut d = DaemonProcess::start(&config);
     let mut body = String::new();
     for i in 0..60 {
-        body.push_str(&format!("load,cluster=c1,hostname=n1 value={} {}\n", i as f64 * 0.5, t0 + i));
-        body.push_str(&format!("load,cluster=c1,host=n1,type=cpu,type-id=0 value={i}i {}\n", t0 + i));
+        body.push_str(&format!(
+            "load,cluster=c1,hostname=n1 value={} {}\n",
+            i as f64 * 0.5,
+            t0 + i
+        ));
+        body.push_str(&format!(
+            "load,cluster=c1,host=n1,type=cpu,type-id=0 value={i}i {}\n",
+            t0 + i
+        ));
     }
     body.push_str("bad line here\n");
     let r = d.post("/api/write?cluster=c1", &body);
     assert_eq!(r.status(), 400, "the malformed line is reported");
-    assert!(r.text().unwrap().contains("line 121"), "named by its number");
+    assert!(
+        r.text().unwrap().contains("line 121"),
+        "named by its number"
+    );
     let before = query(&d, "load", "n1", t0, t0 + 59);
     assert_eq!(before["data"].as_array().unwrap().len(), 60, "{before}");
     assert_eq!(before["data"][10], 5.0);
@@ -70,7 +87,12 @@ fn writes_survive_a_clean_restart() {
     let d = DaemonProcess::start(&config);
     let after = query(&d, "load", "n1", t0, t0 + 59);
     assert_eq!(after, before, "identical after restart");
-    let cpu = query_with(&d, json!({"metric": "load", "host": "n1", "type": "cpu", "type-ids": ["0"]}), t0, t0 + 59);
+    let cpu = query_with(
+        &d,
+        json!({"metric": "load", "host": "n1", "type": "cpu", "type-ids": ["0"]}),
+        t0,
+        t0 + 59,
+    );
     assert_eq!(cpu["data"][59], 59.0, "{cpu}");
     assert_eq!(cpu["avg"], 29.5);
 }
@@ -109,7 +131,11 @@ fn every_acknowledged_write_survives_kill_9_during_ingest() {
         let _ = d.child.wait();
         stop.store(true, Ordering::Relaxed);
         let (ok, reached) = writer.join().unwrap();
-        assert!(ok.len() > 10, "round {round}: only {} writes acknowledged", ok.len());
+        assert!(
+            ok.len() > 10,
+            "round {round}: only {} writes acknowledged",
+            ok.len()
+        );
         acked.extend(ok);
         next = reached + 1;
     }
@@ -119,6 +145,10 @@ fn every_acknowledged_write_survives_kill_9_during_ingest() {
     let from = r["from"].as_i64().unwrap();
     for i in &acked {
         let slot = (t0 + i - from) as usize;
-        assert_eq!(data.get(slot).and_then(Value::as_f64), Some(*i as f64), "acknowledged write {i} lost after kill -9");
+        assert_eq!(
+            data.get(slot).and_then(Value::as_f64),
+            Some(*i as f64),
+            "acknowledged write {i} lost after kill -9"
+        );
     }
 }

@@ -649,6 +649,7 @@ mod tests {
         let n = Arc::new(Notifier::new(NotifierConfig {
             queue_capacity: 64,
             log: false,
+            ..Default::default()
         }));
         let base = serve(Arc::clone(&n)).await;
         let c = reqwest::Client::new();
@@ -797,6 +798,7 @@ mod tests {
         let n = Arc::new(Notifier::new(NotifierConfig {
             queue_capacity: 4,
             log: false,
+            ..Default::default()
         }));
         let base = serve(Arc::clone(&n)).await;
         let h = n
@@ -831,6 +833,7 @@ mod tests {
         let n = Arc::new(Notifier::new(NotifierConfig {
             queue_capacity: 64,
             log: false,
+            ..Default::default()
         }));
         let base = serve(Arc::clone(&n)).await;
         n.add("b", ThresholdSpec::rising(Selector::any("m"), 1.0))

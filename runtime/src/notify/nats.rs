@@ -107,38 +107,10 @@ mod tests {
     use super::*;
     use crate::notify::{Notification, NotifierConfig, Selector, ThresholdSpec};
 
-    struct Server(std::process::Child);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn notifications_are_published_to_a_real_nats_server() {
-        let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .expect("nats-server not installed (apt-get install -y nats-server)");
-        let port = free_port();
-        let _server = Server(
-            std::process::Command::new(bin)
-                .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let address = format!("nats://127.0.0.1:{port}");
+        let server = crate::testutil::NatsServer::start();
+        let address = server.address.clone();
         let mut listener = None;
         for _ in 0..100 {
             if let Ok(c) = async_nats::connect(address.as_str()).await {
@@ -154,6 +126,7 @@ mod tests {
         let n = Arc::new(Notifier::new(NotifierConfig {
             queue_capacity: 16,
             log: false,
+            ..Default::default()
         }));
         let h = n
             .add(
@@ -201,7 +174,14 @@ mod tests {
     #[tokio::test]
     async fn connect_error_is_reported() {
         let cfg = NatsSinkConfig {
-            address: format!("nats://127.0.0.1:{}", free_port()),
+            address: format!(
+                "nats://127.0.0.1:{}",
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            ),
             subject_prefix: default_prefix(),
             queue_capacity: 1,
             username: None,

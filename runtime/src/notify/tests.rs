@@ -10,6 +10,7 @@ fn quiet() -> Notifier {
     Notifier::new(NotifierConfig {
         queue_capacity: 1024,
         log: false,
+        ..Default::default()
     })
 }
 
@@ -376,6 +377,7 @@ fn stalled_subscriber_drops_are_counted_exactly_and_reported_in_order() {
     let n = Notifier::new(NotifierConfig {
         queue_capacity: 8,
         log: false,
+        ..Default::default()
     });
     n.add(
         "slow",
@@ -418,6 +420,7 @@ async fn concurrent_slow_consumer_sees_exact_drop_reports() {
     let n = Arc::new(Notifier::new(NotifierConfig {
         queue_capacity: 16,
         log: false,
+        ..Default::default()
     }));
     n.add(
         "s",
@@ -541,6 +544,7 @@ fn many_threads_ingesting_fire_exactly_once_per_instance() {
     let n = Arc::new(Notifier::new(NotifierConfig {
         queue_capacity: 100_000,
         log: false,
+        ..Default::default()
     }));
     n.add("g", ThresholdSpec::rising(Selector::any("m"), 10.0))
         .unwrap();

@@ -77,6 +77,7 @@ fn quiet() -> Arc<Notifier> {
     Arc::new(Notifier::new(NotifierConfig {
         queue_capacity: 4096,
         log: false,
+        ..Default::default()
     }))
 }
 

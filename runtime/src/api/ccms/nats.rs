@@ -128,38 +128,10 @@ mod tests {
     use crate::store::{StoreConfig, selector};
     use std::time::Duration;
 
-    struct Server(std::process::Child);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ingest_from_real_nats_server() {
-        let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .expect("nats-server not installed (apt-get install -y nats-server)");
-        let port = free_port();
-        let _server = Server(
-            std::process::Command::new(bin)
-                .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let address = format!("nats://127.0.0.1:{port}");
+        let server = crate::testutil::NatsServer::start();
+        let address = server.address.clone();
         let mut publisher = None;
         for _ in 0..100 {
             if let Ok(c) = async_nats::connect(address.as_str()).await {
@@ -225,7 +197,14 @@ mod tests {
     #[tokio::test]
     async fn connect_error_is_reported() {
         let cfg = NatsConfig {
-            address: format!("nats://127.0.0.1:{}", free_port()),
+            address: format!(
+                "nats://127.0.0.1:{}",
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            ),
             username: None,
             password: None,
             creds_file_path: None,

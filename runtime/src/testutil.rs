@@ -1,0 +1,70 @@
+//! Test support shared by the parts' unit tests: a real `nats-server` (Debian's package,
+//! installed when missing) on a free loopback port, stopped when dropped.
+
+use std::process::{Child, Command, Stdio};
+
+pub struct NatsServer {
+    child: Child,
+    pub address: String,
+}
+
+fn binary() -> Option<&'static str> {
+    ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+impl NatsServer {
+    pub fn start() -> NatsServer {
+        if binary().is_none() {
+            let _ = Command::new("apt-get")
+                .args(["install", "-y", "-q", "nats-server"])
+                .stdout(Stdio::null())
+                .status();
+        }
+        let bin = binary().expect(
+            "these tests need Debian's nats-server, and `apt-get install -y nats-server` failed",
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting nats-server");
+        NatsServer {
+            child,
+            address: format!("nats://127.0.0.1:{port}"),
+        }
+    }
+}
+
+/// `apt-get install`, refreshing the package lists first if the install fails (a fresh
+/// machine has none).
+pub fn apt_install(package: &str) {
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", package])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !install() {
+        let _ = Command::new("apt-get")
+            .args(["update", "-q"])
+            .stdout(Stdio::null())
+            .status();
+        install();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
