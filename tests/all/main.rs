@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod daemon;
 mod namespace;
+mod notify;
 mod reload;
 mod sandbox;
 mod store;
