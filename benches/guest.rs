@@ -90,6 +90,23 @@ fn arithmetic(c: &mut Criterion) {
     group.finish();
 }
 
+/// Where a 512-sample round trip goes: the host's interning encode alone, and a guest that
+/// only decodes and re-encodes (the template with factor 1: no arithmetic).
+fn boundary(c: &mut Criterion) {
+    let batch = host_batch();
+    let mut group = c.benchmark_group("boundary_512");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("host_encode", |b| b.iter(|| wasmon::host::encode(&batch)));
+    let rt = Runtime::new(None).unwrap();
+    let compiled = rt.compile(&guest("template"), "template").unwrap();
+    let mut g = Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("template", "{}"))
+        .unwrap();
+    group.bench_function("passthrough_guest", |b| {
+        b.iter(|| assert_eq!(g.handle(&batch).unwrap().len(), BATCH))
+    });
+    group.finish();
+}
+
 fn empty_call(c: &mut Criterion) {
     let rt = Runtime::new(None).unwrap();
     let compiled = rt.compile(&guest("template"), "template").unwrap();
@@ -146,5 +163,5 @@ fn swap(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, arithmetic, empty_call, swap);
+criterion_group!(benches, arithmetic, boundary, empty_call, swap);
 criterion_main!(benches);

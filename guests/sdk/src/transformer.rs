@@ -64,8 +64,8 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     #[derive(Default)]
     struct Interner {
         strings: Vec<String>,
-        by_ptr: HashMap<*const u8, u32>,
-        by_text: HashMap<Str, u32>,
+        by_ptr: FastMap<*const u8, u32>,
+        by_text: FastMap<Str, u32>,
     }
     impl Interner {
         fn id(&mut self, s: &Str) -> u32 {
@@ -84,13 +84,19 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     }
     let mut strings = Interner::default();
     let mut metadata: Vec<wit::MetadataSet> = Vec::new();
-    let mut meta_ids: HashMap<*const (Str, Str), u32> = HashMap::new();
+    let mut meta_ids: FastMap<*const (Str, Str), u32> = FastMap::default();
+    let mut empty_set: Option<u32> = None;
     let mut out = Vec::with_capacity(samples.len());
     for x in &samples {
         let meta_ptr = x.metadata.0.as_ptr();
         let metadata_id = match meta_ids.get(&meta_ptr) {
-            Some(&i) if !x.metadata.0.is_empty() || i == 0 => i,
-            _ => {
+            Some(&i) => i,
+            // Every empty set is the same set, whatever allocation it sits in.
+            None if x.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
+                metadata.push(Vec::new());
+                metadata.len() as u32 - 1
+            }),
+            None => {
                 let set = x
                     .metadata
                     .0
@@ -123,6 +129,32 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
         samples: out,
     }
 }
+
+/// FxHash (rustc's hasher): interning pointers and short names needs speed, not SipHash's
+/// flood resistance, and the guest should not pull in a hashing crate for it.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut v = [0u8; 8];
+            v[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(v));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
 thread_local! {
     static STATE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };

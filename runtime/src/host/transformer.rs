@@ -66,19 +66,22 @@ impl Instance<TransformerWorld> {
     }
 }
 
-/// Interns a batch's strings: each distinct `Arc` (and, failing that, each distinct text) is
-/// sent once.
+/// Interns a batch's strings: each distinct text is sent once.
 pub fn encode(samples: &[Sample]) -> wit::Batch {
     let mut strings = Interner::default();
     let mut metadata: Vec<wit::MetadataSet> = Vec::new();
-    let mut meta_ids: HashMap<*const (Arc<str>, Arc<str>), u32> = HashMap::new();
+    let mut meta_ids: FastMap<*const (Arc<str>, Arc<str>), u32> = FastMap::default();
+    let mut empty_set: Option<u32> = None;
     let mut out = Vec::with_capacity(samples.len());
     for s in samples {
         let ptr = s.metadata.0.as_ptr();
         let meta = match meta_ids.get(&ptr) {
-            // Empty slices may share a dangling pointer with other empty slices: fine, they
-            // are all the same empty set.
             Some(&i) => i,
+            // Every empty set is the same set, whatever allocation it sits in.
+            None if s.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
+                metadata.push(Vec::new());
+                metadata.len() as u32 - 1
+            }),
             None => {
                 let set = s
                     .metadata
@@ -113,24 +116,25 @@ pub fn encode(samples: &[Sample]) -> wit::Batch {
     }
 }
 
+/// Interning is on the hot path of every guest call: a fast non-cryptographic hasher (the
+/// keys are our own pointers and strings, not attacker-chosen bucket floods of note).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+/// Interns by text: one fast hash of a short string beats a pointer map that misses
+/// whenever a source built its strings one sample at a time (JSON input does).
 #[derive(Default)]
 struct Interner<'a> {
     strings: Vec<String>,
-    by_ptr: HashMap<*const u8, u32>,
-    by_text: HashMap<&'a str, u32>,
+    by_text: FastMap<&'a str, u32>,
 }
 
 impl<'a> Interner<'a> {
     fn id(&mut self, s: &'a Arc<str>) -> u32 {
-        if let Some(&i) = self.by_ptr.get(&s.as_ptr()) {
-            return i;
-        }
         let next = self.strings.len() as u32;
         let i = *self.by_text.entry(&**s).or_insert(next);
         if i == next {
             self.strings.push(s.to_string());
         }
-        self.by_ptr.insert(s.as_ptr(), i);
         i
     }
 }
