@@ -96,7 +96,10 @@ fn boundary(c: &mut Criterion) {
     let batch = host_batch();
     let mut group = c.benchmark_group("boundary_512");
     group.throughput(Throughput::Elements(BATCH as u64));
-    group.bench_function("host_encode", |b| b.iter(|| wasmon::host::encode(&batch)));
+    let mut table = wasmon::host::StringTable::default();
+    group.bench_function("host_encode", |b| {
+        b.iter(|| wasmon::host::encode(&batch, &mut table))
+    });
     let rt = Runtime::new(None).unwrap();
     let compiled = rt.compile(&guest("template"), "template").unwrap();
     let mut g = Image::<TransformerWorld>::load(&rt, &compiled, GuestConfig::new("template", "{}"))

@@ -212,3 +212,57 @@ fn a_component_of_another_package_version_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn strings_stay_right_across_batches_a_table_reset_and_a_fresh_instance() {
+    // One batch below is 65k samples: more than the default deadline allows.
+    let mut cfg = GuestConfig::new("template", r#"{"factor": 1.0}"#);
+    cfg.deadline = Duration::from_secs(10);
+    let mut g = load_with("template", cfg).unwrap();
+    let names = |v: &[wasmon::pipeline::Sample]| {
+        v.iter()
+            .map(|s| format!("{}@{}", s.name, s.resource))
+            .collect::<Vec<_>>()
+    };
+    // Many batches reusing and adding strings.
+    for round in 0..5 {
+        let batch: Vec<_> = (0..100)
+            .map(|i| {
+                sample(
+                    &format!("m{}", i % 3),
+                    &format!("r{}", i + round * 50),
+                    1.0,
+                    1.0,
+                )
+            })
+            .collect();
+        assert_eq!(
+            names(&g.handle(&batch).unwrap()),
+            names(&batch),
+            "round {round}"
+        );
+    }
+    // Past the table's cap: the next batch resets it on both sides.
+    let n = wasmon::host::limits::MAX_STRING_TABLE + 10;
+    let big: Vec<_> = (0..n)
+        .map(|i| sample("m", &format!("res{i}"), i as f64, 1.0))
+        .collect();
+    assert_eq!(names(&g.handle(&big).unwrap()), names(&big));
+    let after: Vec<_> = (0..10)
+        .map(|i| sample("after", &format!("x{i}"), 1.0, 1.0))
+        .collect();
+    assert_eq!(
+        names(&g.handle(&after).unwrap()),
+        names(&after),
+        "after a reset"
+    );
+    // A trap discards the instance and its table; the fresh one starts empty on both sides.
+    let mut t = load("testing", json!({})).unwrap();
+    assert_eq!(names(&t.handle(&after).unwrap()), names(&after));
+    assert!(t.handle(&[sample("test.trap", "r", 0.0, 1.0)]).is_err());
+    assert_eq!(
+        names(&t.handle(&after).unwrap()),
+        names(&after),
+        "after a fresh instance"
+    );
+}

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use crate::{Kind, Metadata, Sample, Str, Transformer};
 
@@ -21,113 +22,159 @@ pub mod bindings {
 use bindings::exports::wasmon::collector::transform::Guest;
 use bindings::wasmon::collector::types as wit;
 
-/// Decodes a boundary batch: each distinct string and metadata set is allocated once.
-pub fn decode(batch: wit::Batch) -> Vec<Sample> {
-    let strings: Vec<Str> = batch.strings.into_iter().map(Str::from).collect();
-    let empty: Str = Str::from("");
-    let s = |i: u32| {
-        strings
-            .get(i as usize)
-            .cloned()
-            .unwrap_or_else(|| empty.clone())
-    };
-    let metadata: Vec<Metadata> = batch
-        .metadata
-        .into_iter()
-        .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (s(k), s(v))).collect()))
-        .collect();
-    batch
-        .samples
-        .into_iter()
-        .map(|x| Sample {
-            name: s(x.name),
-            resource: s(x.resource),
-            unit: s(x.unit),
-            kind: match x.kind {
-                wit::SampleKind::Gauge => Kind::Gauge,
-                wit::SampleKind::Delta => Kind::Delta,
-                wit::SampleKind::Cumulative => Kind::Cumulative,
-            },
-            value: x.value,
-            timestamp_ns: x.timestamp_ns,
-            metadata: metadata
-                .get(x.metadata as usize)
-                .cloned()
-                .unwrap_or_default(),
-        })
-        .collect()
+/// The guest's half of the string table it shares with the host (protocol: `wit/types.wit`).
+#[derive(Default)]
+struct StringTable {
+    by_id: Vec<Str>,
+    by_text: FastMap<Str, u32>,
+    /// Output strings are nearly always the very `Rc`s decoding handed out (or a
+    /// transformer's own configured names): their address finds them without hashing text.
+    by_ptr: FastMap<usize, u32>,
 }
 
-/// Encodes samples into a boundary batch, interning strings and metadata sets. Interning is
-/// by pointer first (samples that share an `Rc` share an entry without hashing the text).
-pub fn encode(samples: Vec<Sample>) -> wit::Batch {
-    #[derive(Default)]
-    struct Interner {
-        strings: Vec<String>,
-        by_ptr: FastMap<*const u8, u32>,
-        by_text: FastMap<Str, u32>,
+impl StringTable {
+    fn append(&mut self, s: Str) {
+        let i = self.by_id.len() as u32;
+        self.by_text.entry(s.clone()).or_insert(i);
+        self.by_ptr.insert(s.as_ptr() as usize, i);
+        self.by_id.push(s);
     }
-    impl Interner {
-        fn id(&mut self, s: &Str) -> u32 {
-            let ptr = s.as_ptr();
-            if let Some(&i) = self.by_ptr.get(&ptr) {
-                return i;
-            }
-            let next = self.strings.len() as u32;
-            let i = *self.by_text.entry(s.clone()).or_insert_with(|| {
-                self.strings.push(s.to_string());
-                next
-            });
-            self.by_ptr.insert(ptr, i);
-            i
+
+    fn get(&self, id: u32) -> Str {
+        // The host only sends ids it has defined; an unknown one reads as "".
+        self.by_id
+            .get(id as usize)
+            .cloned()
+            .unwrap_or_else(|| Str::from(""))
+    }
+
+    /// The id of `s`; a string the host has not seen is appended and goes in `new`.
+    fn id(&mut self, s: &Str, new: &mut Vec<String>) -> u32 {
+        // A pointer match is only trusted if the entry still holds that very allocation
+        // (an address can be reused after its `Rc` was freed).
+        if let Some(&i) = self.by_ptr.get(&(s.as_ptr() as usize))
+            && self.by_id.get(i as usize).is_some_and(|t| Rc::ptr_eq(t, s))
+        {
+            return i;
         }
+        // Not cached by address: a guest that builds fresh strings every batch would grow
+        // the address map without bound.
+        if let Some(&i) = self.by_text.get(s) {
+            return i;
+        }
+        new.push(s.to_string());
+        let i = self.by_id.len() as u32;
+        self.append(s.clone());
+        i
     }
-    let mut strings = Interner::default();
-    let mut metadata: Vec<wit::MetadataSet> = Vec::new();
-    let mut meta_ids: FastMap<*const (Str, Str), u32> = FastMap::default();
-    let mut empty_set: Option<u32> = None;
-    let mut out = Vec::with_capacity(samples.len());
-    for x in &samples {
-        let meta_ptr = x.metadata.0.as_ptr();
-        let metadata_id = match meta_ids.get(&meta_ptr) {
-            Some(&i) => i,
-            // Every empty set is the same set, whatever allocation it sits in.
-            None if x.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
-                metadata.push(Vec::new());
-                metadata.len() as u32 - 1
-            }),
-            None => {
-                let set = x
-                    .metadata
-                    .0
-                    .iter()
-                    .map(|(k, v)| (strings.id(k), strings.id(v)))
-                    .collect();
-                metadata.push(set);
-                let i = metadata.len() as u32 - 1;
-                meta_ids.insert(meta_ptr, i);
-                i
-            }
+}
+
+thread_local! {
+    static STRINGS: RefCell<StringTable> = RefCell::new(StringTable::default());
+}
+
+fn kind(k: wit::SampleKind) -> Kind {
+    match k {
+        wit::SampleKind::Gauge => Kind::Gauge,
+        wit::SampleKind::Delta => Kind::Delta,
+        wit::SampleKind::Cumulative => Kind::Cumulative,
+    }
+}
+
+/// Decodes the host's batch: its new strings join the table (each allocated once per
+/// instance), then every sample shares them.
+pub fn decode(batch: wit::Batch) -> Vec<Sample> {
+    STRINGS.with(|t| {
+        let mut t = t.borrow_mut();
+        if batch.reset {
+            *t = StringTable::default();
+        }
+        for s in batch.new_strings {
+            t.append(Str::from(s));
+        }
+        let metadata: Vec<Metadata> = batch
+            .metadata
+            .into_iter()
+            .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()))
+            .collect();
+        (0..batch.values.len())
+            .map(|i| Sample {
+                name: t.get(batch.names[i]),
+                resource: t.get(batch.resources.get(i).copied().unwrap_or(u32::MAX)),
+                unit: t.get(batch.units.get(i).copied().unwrap_or(u32::MAX)),
+                kind: batch.kinds.get(i).copied().map(kind).unwrap_or(Kind::Gauge),
+                value: batch.values[i],
+                timestamp_ns: batch.timestamps_ns.get(i).copied().unwrap_or(0),
+                metadata: batch
+                    .metadata_ids
+                    .get(i)
+                    .and_then(|&m| metadata.get(m as usize))
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect()
+    })
+}
+
+/// Encodes samples for the host: column-wise, strings as table ids, new ones sent once.
+pub fn encode(samples: Vec<Sample>) -> wit::Batch {
+    STRINGS.with(|t| {
+        let mut t = t.borrow_mut();
+        let n = samples.len();
+        let mut new_strings = Vec::new();
+        let mut metadata: Vec<wit::MetadataSet> = Vec::new();
+        let mut meta_ids: FastMap<*const (Str, Str), u32> = FastMap::default();
+        let mut empty_set: Option<u32> = None;
+        let mut b = wit::Batch {
+            reset: false,
+            new_strings: Vec::new(),
+            metadata: Vec::new(),
+            names: Vec::with_capacity(n),
+            resources: Vec::with_capacity(n),
+            units: Vec::with_capacity(n),
+            kinds: Vec::with_capacity(n),
+            values: Vec::with_capacity(n),
+            timestamps_ns: Vec::with_capacity(n),
+            metadata_ids: Vec::with_capacity(n),
         };
-        out.push(wit::Sample {
-            name: strings.id(&x.name),
-            resource: strings.id(&x.resource),
-            unit: strings.id(&x.unit),
-            kind: match x.kind {
+        for x in &samples {
+            let meta_ptr = x.metadata.0.as_ptr();
+            let metadata_id = match meta_ids.get(&meta_ptr) {
+                Some(&i) => i,
+                // Every empty set is the same set, whatever allocation it sits in.
+                None if x.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
+                    metadata.push(Vec::new());
+                    metadata.len() as u32 - 1
+                }),
+                None => {
+                    let set = x
+                        .metadata
+                        .0
+                        .iter()
+                        .map(|(k, v)| (t.id(k, &mut new_strings), t.id(v, &mut new_strings)))
+                        .collect();
+                    metadata.push(set);
+                    let i = metadata.len() as u32 - 1;
+                    meta_ids.insert(meta_ptr, i);
+                    i
+                }
+            };
+            b.names.push(t.id(&x.name, &mut new_strings));
+            b.resources.push(t.id(&x.resource, &mut new_strings));
+            b.units.push(t.id(&x.unit, &mut new_strings));
+            b.kinds.push(match x.kind {
                 Kind::Gauge => wit::SampleKind::Gauge,
                 Kind::Delta => wit::SampleKind::Delta,
                 Kind::Cumulative => wit::SampleKind::Cumulative,
-            },
-            value: x.value,
-            timestamp_ns: x.timestamp_ns,
-            metadata: metadata_id,
-        });
-    }
-    wit::Batch {
-        strings: strings.strings,
-        metadata,
-        samples: out,
-    }
+            });
+            b.values.push(x.value);
+            b.timestamps_ns.push(x.timestamp_ns);
+            b.metadata_ids.push(metadata_id);
+        }
+        b.new_strings = new_strings;
+        b.metadata = metadata;
+        b
+    })
 }
 
 /// FxHash (rustc's hasher): interning pointers and short names needs speed, not SipHash's

@@ -22,6 +22,12 @@ pub const MAX_OUTPUT_SAMPLES: usize = 1 << 20;
 /// Bytes of strings one call may return (names, resources, units, metadata).
 pub const MAX_OUTPUT_STRING_BYTES: usize = 64 << 20;
 
+/// Entries in the string table a host shares with one guest instance before the host clears
+/// it. Names and resources repeat from batch to batch, so a table this size is only reached
+/// when resources churn (pids, short-lived containers); clearing then costs one batch that
+/// resends its strings.
+pub const MAX_STRING_TABLE: usize = 1 << 16;
+
 /// Log lines one call may emit through the host's `log` import; the rest are counted and
 /// dropped so a chatty guest cannot flood the daemon's log.
 pub const MAX_LOG_LINES_PER_CALL: u32 = 100;

@@ -12,6 +12,7 @@ pub mod limits;
 mod mapped;
 mod state;
 mod stats;
+mod strings;
 mod transformer;
 
 pub use agent::{AgentInstance, AgentWorld};
@@ -20,6 +21,7 @@ pub use guest::{CallError, GuestConfig, Image, Instance, World};
 pub use mapped::MappedDir;
 pub use state::{DirGrant, Grants};
 pub use stats::GuestStats;
+pub use strings::StringTable;
 pub use transformer::{TransformerInstance, TransformerWorld, encode};
 
 /// The WIT types of the agent world (PMIDs, namespace errors, descriptors, values).

@@ -95,6 +95,8 @@ pub struct State {
     stats: Arc<GuestStats>,
     /// Log lines emitted during the current call.
     pub(crate) log_lines: u32,
+    /// The string table shared with this instance (transformers).
+    pub(crate) strings: super::strings::StringTable,
 }
 
 impl State {
@@ -112,6 +114,7 @@ impl State {
             guest,
             stats,
             log_lines: 0,
+            strings: Default::default(),
         })
     }
 }

@@ -11,8 +11,8 @@ use super::bindings::transformer::{Transformer, TransformerPre};
 use super::bindings::types as wit;
 use super::engine::Runtime;
 use super::guest::{CallError, Instance, World};
-use super::limits::MAX_OUTPUT_STRING_BYTES;
 use super::state::State;
+use super::strings::StringTable;
 use crate::pipeline::{Kind, Metadata, Sample};
 
 /// Marker for the `transformer` world.
@@ -46,33 +46,72 @@ pub type TransformerInstance = Instance<TransformerWorld>;
 impl Instance<TransformerWorld> {
     /// Passes a batch through the guest.
     pub fn handle(&mut self, input: &[Sample]) -> Result<Vec<Sample>, CallError> {
-        let batch = encode(input);
         let max = self.image().config.max_output_samples;
-        let out = self.call(
-            |b, store| b.wasmon_collector_transform().call_handle(store, &batch),
-            |b| check(b, max),
-        )?;
-        Ok(decode(out))
+        self.call(
+            |b, store| {
+                let batch = encode(input, &mut store.data_mut().strings);
+                let out = b
+                    .wasmon_collector_transform()
+                    .call_handle(&mut *store, &batch)?;
+                Ok(decode(out, &mut store.data_mut().strings, max))
+            },
+            checked,
+        )
+        .map(Result::unwrap_or_default)
     }
 
     /// Asks the guest for what it has cached.
     pub fn flush(&mut self) -> Result<Vec<Sample>, CallError> {
         let max = self.image().config.max_output_samples;
-        let out = self.call(
-            |b, store| b.wasmon_collector_transform().call_flush(store),
-            |b| check(b, max),
-        )?;
-        Ok(decode(out))
+        self.call(
+            |b, store| {
+                let out = b.wasmon_collector_transform().call_flush(&mut *store)?;
+                Ok(decode(out, &mut store.data_mut().strings, max))
+            },
+            checked,
+        )
+        .map(Result::unwrap_or_default)
     }
 }
 
-/// Interns a batch's strings: each distinct text is sent once.
-pub fn encode(samples: &[Sample]) -> wit::Batch {
-    let mut strings = Interner::default();
+/// A refused output fails the call (and discards the instance, whose string table can no
+/// longer be trusted).
+fn checked(r: &Result<Vec<Sample>, String>) -> Result<(), String> {
+    r.as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+fn wit_kind(k: Kind) -> wit::SampleKind {
+    match k {
+        Kind::Gauge => wit::SampleKind::Gauge,
+        Kind::Delta => wit::SampleKind::Delta,
+        Kind::Cumulative => wit::SampleKind::Cumulative,
+    }
+}
+
+/// Interning is on the hot path of every guest call: a fast non-cryptographic hasher.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+/// A batch for the guest: column-wise, strings as ids of the instance's string table (only
+/// strings the guest has not seen yet travel, in `new-strings`).
+pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
+    let n = samples.len();
+    let reset = table.begin_send();
+    let mut new_strings = Vec::new();
     let mut metadata: Vec<wit::MetadataSet> = Vec::new();
     let mut meta_ids: FastMap<*const (Arc<str>, Arc<str>), u32> = FastMap::default();
     let mut empty_set: Option<u32> = None;
-    let mut out = Vec::with_capacity(samples.len());
+    let mut b = wit::Batch {
+        reset,
+        new_strings: Vec::new(),
+        metadata: Vec::new(),
+        names: Vec::with_capacity(n),
+        resources: Vec::with_capacity(n),
+        units: Vec::with_capacity(n),
+        kinds: Vec::with_capacity(n),
+        values: Vec::with_capacity(n),
+        timestamps_ns: Vec::with_capacity(n),
+        metadata_ids: Vec::with_capacity(n),
+    };
     for s in samples {
         let ptr = s.metadata.0.as_ptr();
         let meta = match meta_ids.get(&ptr) {
@@ -87,7 +126,7 @@ pub fn encode(samples: &[Sample]) -> wit::Batch {
                     .metadata
                     .0
                     .iter()
-                    .map(|(k, v)| (strings.id(k), strings.id(v)))
+                    .map(|(k, v)| (table.id(k, &mut new_strings), table.id(v, &mut new_strings)))
                     .collect();
                 metadata.push(set);
                 let i = metadata.len() as u32 - 1;
@@ -95,122 +134,78 @@ pub fn encode(samples: &[Sample]) -> wit::Batch {
                 i
             }
         };
-        out.push(wit::Sample {
-            name: strings.id(&s.name),
-            resource: strings.id(&s.resource),
-            unit: strings.id(&s.unit),
-            kind: match s.kind {
-                Kind::Gauge => wit::SampleKind::Gauge,
-                Kind::Delta => wit::SampleKind::Delta,
-                Kind::Cumulative => wit::SampleKind::Cumulative,
-            },
-            value: s.value,
-            timestamp_ns: s.timestamp_ns,
-            metadata: meta,
-        });
+        b.names.push(table.id(&s.name, &mut new_strings));
+        b.resources.push(table.id(&s.resource, &mut new_strings));
+        b.units.push(table.id(&s.unit, &mut new_strings));
+        b.kinds.push(wit_kind(s.kind));
+        b.values.push(s.value);
+        b.timestamps_ns.push(s.timestamp_ns);
+        b.metadata_ids.push(meta);
     }
-    wit::Batch {
-        strings: strings.strings,
-        metadata,
-        samples: out,
-    }
+    b.new_strings = new_strings;
+    b.metadata = metadata;
+    b
 }
 
-/// Interning is on the hot path of every guest call: a fast non-cryptographic hasher (the
-/// keys are our own pointers and strings, not attacker-chosen bucket floods of note).
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
-
-/// Interns by text: one fast hash of a short string beats a pointer map that misses
-/// whenever a source built its strings one sample at a time (JSON input does).
-#[derive(Default)]
-struct Interner<'a> {
-    strings: Vec<String>,
-    by_text: FastMap<&'a str, u32>,
-}
-
-impl<'a> Interner<'a> {
-    fn id(&mut self, s: &'a Arc<str>) -> u32 {
-        let next = self.strings.len() as u32;
-        let i = *self.by_text.entry(&**s).or_insert(next);
-        if i == next {
-            self.strings.push(s.to_string());
-        }
-        i
+/// Samples from a guest's batch; refuses one that is too large, whose columns disagree, or
+/// that refers to strings or metadata it does not have.
+fn decode(
+    b: wit::Batch,
+    table: &mut StringTable,
+    max_samples: usize,
+) -> Result<Vec<Sample>, String> {
+    let n = b.values.len();
+    if n > max_samples {
+        return Err(format!("{n} samples returned, the cap is {max_samples}"));
     }
-}
-
-/// Refuses an output that is too large or refers to strings or metadata it does not carry.
-fn check(b: &wit::Batch, max_samples: usize) -> Result<(), String> {
-    if b.samples.len() > max_samples {
+    let lens = [
+        b.names.len(),
+        b.resources.len(),
+        b.units.len(),
+        b.kinds.len(),
+        b.timestamps_ns.len(),
+        b.metadata_ids.len(),
+    ];
+    if lens.iter().any(|&l| l != n) {
         return Err(format!(
-            "{} samples returned, the cap is {max_samples}",
-            b.samples.len()
+            "the batch's columns have different lengths: {n} values, others {lens:?}"
         ));
     }
-    let bytes: usize = b.strings.iter().map(|s| s.len()).sum();
-    if bytes > MAX_OUTPUT_STRING_BYTES {
-        return Err(format!(
-            "{bytes} bytes of strings returned, the cap is {MAX_OUTPUT_STRING_BYTES}"
-        ));
+    if b.reset {
+        return Err("a guest may not reset the string table".into());
     }
-    let n = b.strings.len() as u32;
-    let m = b.metadata.len() as u32;
-    if let Some(set) = b
-        .metadata
-        .iter()
-        .find(|set| set.iter().any(|(k, v)| *k >= n || *v >= n))
-    {
-        return Err(format!(
-            "a metadata set refers past the {n} strings of the batch: {set:?}"
-        ));
-    }
-    for (i, s) in b.samples.iter().enumerate() {
-        if s.name >= n || s.resource >= n || s.unit >= n {
-            return Err(format!(
-                "sample {i} refers to a string past the {n} strings of the batch"
-            ));
-        }
-        if s.metadata >= m && !(m == 0 && s.metadata == 0) {
-            return Err(format!(
-                "sample {i} refers to metadata set {} of {m}",
-                s.metadata
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Turns a checked batch into samples, allocating each distinct string once.
-fn decode(b: wit::Batch) -> Vec<Sample> {
-    let strings: Vec<Arc<str>> = b.strings.into_iter().map(Arc::from).collect();
+    table.receive(b.new_strings)?;
     let metadata: Vec<Metadata> = b
         .metadata
         .into_iter()
         .map(|set| {
-            Metadata::new(
-                set.into_iter()
-                    .map(|(k, v)| (strings[k as usize].clone(), strings[v as usize].clone()))
-                    .collect(),
-            )
+            set.into_iter()
+                .map(|(k, v)| Ok((table.get(k)?.clone(), table.get(v)?.clone())))
+                .collect::<Result<Vec<_>, String>>()
+                .map(Metadata::new)
         })
-        .collect();
-    b.samples
-        .into_iter()
-        .map(|s| Sample {
-            name: strings[s.name as usize].clone(),
-            resource: strings[s.resource as usize].clone(),
-            unit: strings[s.unit as usize].clone(),
-            kind: match s.kind {
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let meta = b.metadata_ids[i];
+        out.push(Sample {
+            name: table.get(b.names[i])?.clone(),
+            resource: table.get(b.resources[i])?.clone(),
+            unit: table.get(b.units[i])?.clone(),
+            kind: match b.kinds[i] {
                 wit::SampleKind::Gauge => Kind::Gauge,
                 wit::SampleKind::Delta => Kind::Delta,
                 wit::SampleKind::Cumulative => Kind::Cumulative,
             },
-            value: s.value,
-            timestamp_ns: s.timestamp_ns,
-            metadata: metadata
-                .get(s.metadata as usize)
-                .cloned()
-                .unwrap_or_default(),
-        })
-        .collect()
+            value: b.values[i],
+            timestamp_ns: b.timestamps_ns[i],
+            metadata: metadata.get(meta as usize).cloned().ok_or_else(|| {
+                format!(
+                    "sample {i} refers to metadata set {meta} of {}",
+                    metadata.len()
+                )
+            })?,
+        });
+    }
+    Ok(out)
 }
