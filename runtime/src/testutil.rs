@@ -43,6 +43,19 @@ impl NatsServer {
     }
 }
 
+impl NatsServer {
+    /// A client, once the server accepts connections.
+    pub async fn client(&self) -> async_nats::Client {
+        for _ in 0..200 {
+            if let Ok(c) = async_nats::connect(self.address.as_str()).await {
+                return c;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("nats-server at {} did not start", self.address);
+    }
+}
+
 /// `apt-get install`, refreshing the package lists first if the install fails (a fresh
 /// machine has none).
 pub fn apt_install(package: &str) {

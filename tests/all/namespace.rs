@@ -360,3 +360,67 @@ grants = {{ mapped = [{{ name = "mmv", host = "{}" }}] }}
         .unwrap();
     assert_eq!(v[0]["error"], "Unknown metric name");
 }
+
+#[test]
+fn agents_are_hot_reloaded_and_a_broken_one_keeps_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    let agent_file = dir.path().join("guests/dyn.wasm");
+    std::fs::write(&agent_file, guest_bytes("testing_agent")).unwrap();
+    let config = dir.path().join("wasmon.toml");
+    let write_config = |root: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[daemon]
+data-dir = "data"
+guests-dir = "guests"
+watch-interval = "100ms"
+[procfs]
+enabled = false
+[[agent]]
+name = "dyn"
+guest = "dyn"
+domain = 77
+pmns = "root {{ bar baz }}\nbar {{ dyn 77:*:* }}\nbaz {{ dyn 77:*:* }}"
+params = {{ domain = 77, root = "{root}" }}
+"#
+            ),
+        )
+        .unwrap();
+    };
+    write_config("bar.dyn");
+    let d = DaemonProcess::start(&config);
+    let lookup = |name: &str| -> Value {
+        let v: Value = d
+            .get(&format!("/api/ns/lookup?name={name}"))
+            .unwrap()
+            .json()
+            .unwrap();
+        v[0].clone()
+    };
+    assert_eq!(lookup("bar.dyn.good")["pmid"], "77.0.0");
+    assert_eq!(lookup("baz.dyn.good")["error"], "Unknown metric name");
+
+    // New parameters: the agent is replaced, its subtree answers differently.
+    write_config("baz.dyn");
+    d.wait_for("the reconfigured agent", || {
+        lookup("baz.dyn.good")["pmid"] == "77.0.0"
+    });
+    assert_eq!(lookup("bar.dyn.good")["error"], "Unknown metric name");
+
+    // A broken component file: refused, the running agent keeps answering.
+    replace_file(&agent_file, b"not a component");
+    let r = d.post("/api/admin/reload", "");
+    assert_eq!(r.status(), 422);
+    let outcome: Value = r.json().unwrap();
+    assert!(
+        outcome["agents_error"]
+            .as_str()
+            .unwrap()
+            .contains("dyn.wasm"),
+        "{outcome}"
+    );
+    assert_eq!(lookup("baz.dyn.good")["pmid"], "77.0.0");
+}

@@ -111,15 +111,7 @@ mod tests {
     async fn notifications_are_published_to_a_real_nats_server() {
         let server = crate::testutil::NatsServer::start();
         let address = server.address.clone();
-        let mut listener = None;
-        for _ in 0..100 {
-            if let Ok(c) = async_nats::connect(address.as_str()).await {
-                listener = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let listener = listener.expect("nats-server did not start");
+        let listener = server.client().await;
         let mut sub = listener.subscribe("wasmon.notify.>").await.unwrap();
         listener.flush().await.unwrap();
 

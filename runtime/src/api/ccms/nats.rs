@@ -132,15 +132,7 @@ mod tests {
     async fn ingest_from_real_nats_server() {
         let server = crate::testutil::NatsServer::start();
         let address = server.address.clone();
-        let mut publisher = None;
-        for _ in 0..100 {
-            if let Ok(c) = async_nats::connect(address.as_str()).await {
-                publisher = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let publisher = publisher.expect("nats-server did not start");
+        let publisher = server.client().await;
         let store = Arc::new(Store::new(StoreConfig::default()));
         let token = CancellationToken::new();
         let cfg = NatsConfig {
