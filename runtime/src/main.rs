@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Command::Ps(args) => wasmon::procfs::ps_main(args).map(|()| true),
         Command::Notify(args) => tokio::runtime::Runtime::new()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(wasmon::api::notify::notify_cli(args)))
+            .and_then(|rt| rt.block_on(wasmon::cli::notify::notify_cli(args)))
             .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
         Command::Config {

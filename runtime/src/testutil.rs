@@ -17,10 +17,7 @@ fn binary() -> Option<&'static str> {
 impl NatsServer {
     pub fn start() -> NatsServer {
         if binary().is_none() {
-            let _ = Command::new("apt-get")
-                .args(["install", "-y", "-q", "nats-server"])
-                .stdout(Stdio::null())
-                .status();
+            apt_install("nats-server");
         }
         let bin = binary().expect(
             "these tests need Debian's nats-server, and `apt-get install -y nats-server` failed",

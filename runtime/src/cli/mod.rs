@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 
+pub mod notify;
 pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
 use crate::pipeline::{Line, Sample, parse_line, to_line};
@@ -71,7 +72,7 @@ pub enum Command {
     /// Processes and threads, read in one pass over /proc.
     Ps(crate::procfs::PsArgs),
     /// Thresholds and notifications of a running daemon: add, ls, rm, watch.
-    Notify(crate::api::notify::NotifyArgs),
+    Notify(notify::NotifyArgs),
     /// Print or check configuration.
     Config {
         #[command(subcommand)]

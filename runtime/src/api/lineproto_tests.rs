@@ -1,0 +1,259 @@
+//! Tests of the line-protocol parser: the spec's escaping, typed errors, and a million random
+//! and mutated lines without a panic.
+
+use super::*;
+
+fn one(s: &str) -> Line<'_> {
+    parse_line(s, 1).unwrap()
+}
+
+fn err(s: &str) -> ParseError {
+    match parse_line(s, 1) {
+        Ok(l) => panic!("{s:?} parsed: {l:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn full_line() {
+    let l = one("cpu_load,cluster=alex,hostname=a903,type=hwthread,type-id=1 value=1.5 1700000000");
+    assert_eq!(l.measurement, "cpu_load");
+    let tags: Vec<(String, String)> = l
+        .tags()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(tags[0], ("cluster".into(), "alex".into()));
+    assert_eq!(tags[3], ("type-id".into(), "1".into()));
+    assert_eq!(tags.len(), 4);
+    assert_eq!(l.field("value"), Some(FieldValue::Float(1.5)));
+    assert_eq!(l.timestamp, Some(1_700_000_000));
+}
+
+#[test]
+fn many_tags_fall_back_to_rescanning() {
+    let tags: String = (0..12).map(|i| format!(",k{i}=v\\ {i}")).collect();
+    let line = format!("m{tags} v=1");
+    let l = one(&line);
+    let got: Vec<String> = l.tags().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(got.len(), 12);
+    assert_eq!(got[11], "k11=v 11");
+    // Within the recorded spans the same answers come back.
+    let l = one("m,a=1,b\\,=2 v=1");
+    let got: Vec<String> = l.tags().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(got, vec!["a=1", "b,=2"]);
+}
+
+#[test]
+fn value_kinds() {
+    let l = one(r#"m a=1,b=-3i,c=7u,d=t,e=FALSE,f="hi \"you\"",g=-1.5e3,h=+2 -5"#);
+    let v: Vec<FieldValue> = l.fields().map(|(_, v)| v).collect();
+    assert_eq!(v[0], FieldValue::Float(1.0));
+    assert_eq!(v[1], FieldValue::Int(-3));
+    assert_eq!(v[2], FieldValue::UInt(7));
+    assert_eq!(v[3], FieldValue::Bool(true));
+    assert_eq!(v[4], FieldValue::Bool(false));
+    match v[5] {
+        FieldValue::Str(t) => assert_eq!(t.as_str(), r#"hi "you""#),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(v[6], FieldValue::Float(-1500.0));
+    assert_eq!(v[7], FieldValue::Float(2.0));
+    assert_eq!(v.len(), 8);
+    assert_eq!(l.timestamp, Some(-5));
+    assert_eq!(v[2].as_f64(), Some(7.0));
+    assert_eq!(v[3].as_f64(), None);
+}
+
+#[test]
+fn escaping_per_spec() {
+    // Measurement: comma and space escaped; '=' literal.
+    let l = one(r"my\ meas\,ure=x,t\ k\=y=v\,1\ 2 f\=k=1");
+    assert_eq!(l.measurement.as_str(), "my meas,ure=x");
+    let (k, v) = l.tags().next().unwrap();
+    assert_eq!(
+        (k.as_str().as_ref(), v.as_str().as_ref()),
+        ("t k=y", "v,1 2")
+    );
+    assert_eq!(l.fields().next().unwrap().0.as_str(), "f=k");
+    // Backslash before another character is literal; double backslash is one.
+    let l = one(r"m,p=C:\dir\\x v=1");
+    assert_eq!(l.tags().next().unwrap().1.as_str(), r"C:\dir\x");
+    // Strings may contain commas, spaces and '='.
+    let l = one(r#"m s="a, b=c d" 10"#);
+    assert_eq!(l.timestamp, Some(10));
+    // Unicode passes through.
+    assert_eq!(
+        one("temp\\ °C,ort=Zürich v=1").measurement.as_str(),
+        "temp °C"
+    );
+}
+
+#[test]
+fn typed_errors_with_columns() {
+    let cases: &[(&str, ErrorKind, usize)] = &[
+        (",t=1 v=1", ErrorKind::MissingMeasurement, 1),
+        ("m,=1 v=1", ErrorKind::MissingTagKey, 3),
+        ("m,t v=1", ErrorKind::MissingTagValue, 4),
+        ("m,t= v=1", ErrorKind::MissingTagValue, 5),
+        ("m,t=a=b v=1", ErrorKind::UnescapedEquals, 6),
+        ("m", ErrorKind::MissingFields, 2),
+        ("m ", ErrorKind::MissingFields, 3),
+        ("m,t=1", ErrorKind::MissingFields, 6),
+        ("m =1", ErrorKind::MissingFieldKey, 3),
+        ("m v", ErrorKind::MissingFieldValue, 4),
+        ("m v=", ErrorKind::MissingFieldValue, 5),
+        ("m v=1,", ErrorKind::MissingFieldKey, 7),
+        ("m v=1.2.3", ErrorKind::InvalidFloat, 5),
+        ("m v=nan", ErrorKind::InvalidFieldValue, 5),
+        ("m v=1x", ErrorKind::InvalidFloat, 5),
+        ("m v=1.5i", ErrorKind::InvalidInteger, 5),
+        ("m v=99999999999999999999i", ErrorKind::IntegerOverflow, 5),
+        ("m v=-1u", ErrorKind::InvalidUnsigned, 5),
+        ("m v=\"abc", ErrorKind::UnterminatedString, 5),
+        ("m v=\"abc\"x", ErrorKind::UnexpectedCharacter, 10),
+        ("m v=1 12a", ErrorKind::InvalidTimestamp, 7),
+        ("m v=1 1 2", ErrorKind::UnexpectedCharacter, 9),
+        ("m v=1 99999999999999999999", ErrorKind::InvalidTimestamp, 7),
+        ("m\\", ErrorKind::TrailingBackslash, 2),
+    ];
+    for (line, kind, col) in cases {
+        let e = err(line);
+        assert_eq!((e.kind, e.column), (*kind, *col), "{line:?}");
+    }
+}
+
+#[test]
+fn lines_iterator_continues_after_errors() {
+    let body = b"# comment\n\nm v=1 1\r\nbad\n  m,t=x v=2i\n\xff v=1\nm v=3";
+    let r: Vec<_> = parse_lines(body).collect();
+    assert_eq!(r.len(), 5);
+    assert_eq!(r[0].as_ref().unwrap().line, 3);
+    assert_eq!(r[0].as_ref().unwrap().timestamp, Some(1));
+    let e = r[1].as_ref().unwrap_err();
+    assert_eq!((e.line, e.kind), (4, ErrorKind::MissingFields));
+    assert_eq!(r[2].as_ref().unwrap().field("v"), Some(FieldValue::Int(2)));
+    let e = r[3].as_ref().unwrap_err();
+    assert_eq!((e.line, e.column, e.kind), (6, 1, ErrorKind::InvalidUtf8));
+    assert_eq!(r[4].as_ref().unwrap().timestamp, None);
+    assert_eq!(e.to_string(), "line 6, column 1: invalid UTF-8");
+}
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+const ALPHABET: &[u8] = b"abcXYZ019_-.,= \\\"#itu\te+\xc3\xa9\xff\n\r";
+
+fn random_line(r: &mut Rng, out: &mut Vec<u8>) -> (f64, i64) {
+    let names = ["cpu", "mem used", "a,b", "x=y", "flops_any", "q\"z"];
+    let esc = |s: &str, out: &mut Vec<u8>, set: &[u8]| {
+        for c in s.bytes() {
+            if set.contains(&c) {
+                out.push(b'\\');
+            }
+            out.push(c);
+        }
+    };
+    esc(names[r.below(names.len())], out, b", ");
+    for _ in 0..r.below(4) {
+        out.push(b',');
+        esc(names[r.below(names.len())], out, b",= ");
+        out.push(b'=');
+        esc(names[r.below(names.len())], out, b",= ");
+    }
+    out.push(b' ');
+    let value = (r.next() % 100_000) as f64 / 8.0 - 5000.0;
+    out.extend_from_slice(format!("value={value}").as_bytes());
+    if r.below(2) == 0 {
+        out.extend_from_slice(b",s=\"he said \\\"hi\\\", ok\",n=42i,u=7u,b=true");
+    }
+    let ts = (r.next() % 2_000_000_000) as i64;
+    out.extend_from_slice(format!(" {ts}").as_bytes());
+    (value, ts)
+}
+
+#[test]
+fn million_random_and_mutated_lines() {
+    let mut r = Rng(0x1234_5678_9abc_def1);
+    let (mut ok, mut rejected) = (0usize, 0usize);
+    let mut line = Vec::new();
+    for i in 0..1_000_000 {
+        line.clear();
+        let (value, ts) = random_line(&mut r, &mut line);
+        let mutate = i % 4 != 0;
+        if mutate {
+            for _ in 0..1 + r.below(3) {
+                let pos = r.below(line.len() + 1);
+                let c = ALPHABET[r.below(ALPHABET.len())];
+                match r.below(3) {
+                    0 if pos < line.len() => line[pos] = c,
+                    1 if pos < line.len() => {
+                        line.remove(pos);
+                    }
+                    _ => line.insert(pos, c),
+                }
+            }
+        }
+        let mut n_lines = 0;
+        for res in parse_lines(&line) {
+            n_lines += 1;
+            match res {
+                Ok(l) => {
+                    ok += 1;
+                    // Every accessor works on whatever was accepted.
+                    let _ = l.measurement.as_str();
+                    for (k, v) in l.tags() {
+                        assert!(!k.raw().is_empty() && !v.raw().is_empty());
+                    }
+                    assert!(l.fields().count() >= 1);
+                    if !mutate {
+                        assert_eq!(l.field("value"), Some(FieldValue::Float(value)));
+                        assert_eq!(l.timestamp, Some(ts));
+                    }
+                }
+                Err(e) => {
+                    rejected += 1;
+                    assert!(
+                        mutate,
+                        "valid line rejected: {e} in {:?}",
+                        String::from_utf8_lossy(&line)
+                    );
+                    assert!(e.column >= 1 && e.column <= line.len() + 1, "{e}");
+                    assert!(e.line >= 1);
+                }
+            }
+        }
+        if !mutate {
+            assert_eq!(n_lines, 1);
+        }
+    }
+    assert!(
+        ok > 250_000 && rejected > 100_000,
+        "ok {ok}, rejected {rejected}"
+    );
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let mut r = Rng(42);
+    let mut buf = Vec::new();
+    let mut errors = 0;
+    for _ in 0..200_000 {
+        buf.clear();
+        for _ in 0..r.below(40) {
+            buf.push(ALPHABET[r.below(ALPHABET.len())]);
+        }
+        errors += parse_lines(&buf).filter(|l| l.is_err()).count();
+    }
+    assert!(errors > 0);
+}
