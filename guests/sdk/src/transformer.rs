@@ -23,20 +23,36 @@ use bindings::exports::wasmon::collector::transform::Guest;
 use bindings::wasmon::collector::types as wit;
 
 /// The guest's half of the string table it shares with the host (protocol: `wit/types.wit`).
-#[derive(Default)]
 struct StringTable {
     by_id: Vec<Str>,
     by_text: FastMap<Str, u32>,
-    /// Output strings are nearly always the very `Rc`s decoding handed out (or a
-    /// transformer's own configured names): their address finds them without hashing text.
-    by_ptr: FastMap<usize, u32>,
+    /// Output strings are nearly always the very `Rc`s decoding handed out: a direct-mapped
+    /// cache of table entries by address finds them without hashing (fixed size: it cannot
+    /// grow, and a stale slot is caught by comparing the `Rc` itself).
+    by_ptr: Box<[(usize, u32)]>,
+}
+
+const PTR_CACHE: usize = 4096;
+
+fn slot(s: &Str) -> usize {
+    (s.as_ptr() as usize >> 3) & (PTR_CACHE - 1)
+}
+
+impl Default for StringTable {
+    fn default() -> Self {
+        StringTable {
+            by_id: Vec::new(),
+            by_text: FastMap::default(),
+            by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
+        }
+    }
 }
 
 impl StringTable {
     fn append(&mut self, s: Str) {
         let i = self.by_id.len() as u32;
         self.by_text.entry(s.clone()).or_insert(i);
-        self.by_ptr.insert(s.as_ptr() as usize, i);
+        self.by_ptr[slot(&s)] = (s.as_ptr() as usize, i);
         self.by_id.push(s);
     }
 
@@ -52,7 +68,8 @@ impl StringTable {
     fn id(&mut self, s: &Str, new: &mut Vec<String>) -> u32 {
         // A pointer match is only trusted if the entry still holds that very allocation
         // (an address can be reused after its `Rc` was freed).
-        if let Some(&i) = self.by_ptr.get(&(s.as_ptr() as usize))
+        let (ptr, i) = self.by_ptr[slot(s)];
+        if ptr == s.as_ptr() as usize
             && self.by_id.get(i as usize).is_some_and(|t| Rc::ptr_eq(t, s))
         {
             return i;
