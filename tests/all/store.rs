@@ -152,3 +152,56 @@ fn every_acknowledged_write_survives_kill_9_during_ingest() {
         );
     }
 }
+
+#[test]
+fn line_protocol_from_a_nats_subject_lands_in_the_store() {
+    ensure_debian_package("nats-server", || {
+        std::path::Path::new("/usr/sbin/nats-server").exists()
+    });
+    let port = free_port();
+    let mut server = std::process::Command::new("/usr/sbin/nats-server")
+        .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = format!("nats://127.0.0.1:{port}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(async {
+        for _ in 0..200 {
+            if let Ok(c) = async_nats::connect(address.as_str()).await {
+                return c;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("nats-server did not start");
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("[nats]\naddress = \"{address}\"\nsubscriptions = [{{ subscribe-to = \"metrics.>\", cluster-tag = \"c1\" }}]\n"));
+    std::fs::write(&config, text).unwrap();
+    let d = DaemonProcess::start(&config);
+
+    let t0 = now() - 50;
+    let body: String = (0..10)
+        .map(|i| format!("load,hostname=nats1 value={} {}\n", i * 2, t0 + i))
+        .collect();
+    d.wait_for("the samples from NATS", || {
+        rt.block_on(async {
+            client
+                .publish("metrics.node", body.clone().into())
+                .await
+                .unwrap();
+            client.flush().await.unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let r = query(&d, "load", "nats1", t0, t0 + 9);
+        r["data"]
+            .as_array()
+            .is_some_and(|a| a.len() == 10 && a[9] == 18.0)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+}
