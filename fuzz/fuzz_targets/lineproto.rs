@@ -3,7 +3,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wasmon::api::lineproto::parse_lines;
+
+#[allow(dead_code)]
+#[path = "../../runtime/src/api/lineproto.rs"]
+mod lineproto;
+
+use lineproto::parse_lines;
 
 fuzz_target!(|data: &[u8]| {
     let lines = data.split(|b| *b == b'\n').count();
