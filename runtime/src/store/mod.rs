@@ -595,3 +595,5 @@ fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_persistence;
