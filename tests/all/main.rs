@@ -6,6 +6,7 @@ mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
+mod guests;
 mod namespace;
 mod notify;
 mod reload;
