@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::buffer::{Chain, slot_of};
-use super::{Aggregation, Level, SelectorElement, Store, StoreError};
+use super::{Aggregation, Level, MetricInfo, SelectorElement, Store, StoreError};
 
 /// Values of one read. `data[i]` belongs to `from + i * resolution`; `to` is one step past the
 /// last value. NaN marks a step without data.
@@ -67,6 +67,29 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 impl Store {
     /// Levels whose own chain for metric `id` answers the selector: the selected level if it
     /// has the metric, otherwise (recursively) its children.
+    /// The metric and the levels a read covers: several only when the metric aggregates.
+    fn resolve(
+        &self,
+        selector: &[SelectorElement],
+        metric: &str,
+    ) -> Result<(MetricInfo, Vec<Arc<Level>>), StoreError> {
+        let m = self
+            .registry
+            .lookup(metric)
+            .ok_or_else(|| StoreError::UnknownMetric(metric.to_string()))?;
+        let levels = self.matching_levels(selector, m.id);
+        if levels.is_empty() {
+            return Err(StoreError::NotFound);
+        }
+        if levels.len() > 1 && m.aggregation == Aggregation::None {
+            return Err(StoreError::NoAggregation {
+                metric: metric.to_string(),
+                matches: levels.len(),
+            });
+        }
+        Ok((m, levels))
+    }
+
     fn matching_levels(&self, selector: &[SelectorElement], id: u32) -> Vec<Arc<Level>> {
         let mut out = Vec::new();
         collect(&self.root, selector, id, &mut out);
@@ -87,20 +110,7 @@ impl Store {
         if from > to {
             return Err(StoreError::InvalidRange);
         }
-        let m = self
-            .registry
-            .lookup(metric)
-            .ok_or_else(|| StoreError::UnknownMetric(metric.to_string()))?;
-        let levels = self.matching_levels(selector, m.id);
-        if levels.is_empty() {
-            return Err(StoreError::NotFound);
-        }
-        if levels.len() > 1 && m.aggregation == Aggregation::None {
-            return Err(StoreError::NoAggregation {
-                metric: metric.to_string(),
-                matches: levels.len(),
-            });
-        }
+        let (m, levels) = self.resolve(selector, metric)?;
         // First pass: step and union of spans. All series must share a step (they do unless a
         // snapshot from another configuration was restored).
         let mut freq = 0;
@@ -162,20 +172,7 @@ impl Store {
         from: i64,
         to: i64,
     ) -> Result<(Stats, i64, i64), StoreError> {
-        let m = self
-            .registry
-            .lookup(metric)
-            .ok_or_else(|| StoreError::UnknownMetric(metric.to_string()))?;
-        let levels = self.matching_levels(selector, m.id);
-        if levels.is_empty() {
-            return Err(StoreError::NotFound);
-        }
-        if levels.len() > 1 && m.aggregation == Aggregation::None {
-            return Err(StoreError::NoAggregation {
-                metric: metric.to_string(),
-                matches: levels.len(),
-            });
-        }
+        let (m, levels) = self.resolve(selector, metric)?;
         let mut all = Vec::new();
         let (mut rfrom, mut rto) = (i64::MAX, i64::MIN);
         for l in &levels {
