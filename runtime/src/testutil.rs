@@ -14,6 +14,15 @@ fn binary() -> Option<&'static str> {
         .find(|p| std::path::Path::new(p).exists())
 }
 
+/// A loopback port nothing listens on (at the time of asking).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl NatsServer {
     pub fn start() -> NatsServer {
         if binary().is_none() {
@@ -22,11 +31,7 @@ impl NatsServer {
         let bin = binary().expect(
             "these tests need Debian's nats-server, and `apt-get install -y nats-server` failed",
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new(bin)
             .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
             .stdout(Stdio::null())

@@ -166,14 +166,7 @@ mod tests {
     #[tokio::test]
     async fn connect_error_is_reported() {
         let cfg = NatsSinkConfig {
-            address: format!(
-                "nats://127.0.0.1:{}",
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port()
-            ),
+            address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
             subject_prefix: default_prefix(),
             queue_capacity: 1,
             username: None,

@@ -189,14 +189,7 @@ mod tests {
     #[tokio::test]
     async fn connect_error_is_reported() {
         let cfg = NatsConfig {
-            address: format!(
-                "nats://127.0.0.1:{}",
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port()
-            ),
+            address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
             username: None,
             password: None,
             creds_file_path: None,
