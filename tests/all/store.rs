@@ -205,3 +205,52 @@ fn line_protocol_from_a_nats_subject_lands_in_the_store() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn the_store_sink_derives_levels_from_tags_and_resources() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[[pipeline]]\nname = \"in\"\nsinks = [\"store\"]\n");
+    std::fs::write(&config, text).unwrap();
+    let d = DaemonProcess::start(&config);
+    let t = now() - 10;
+    let lines = [
+        // Tags name cluster, host and a type level.
+        format!(
+            r#"{{"name":"load","value":3,"timestamp":{t},"metadata":{{"cluster":"c1","hostname":"h9","type":"cpu","type-id":"2"}}}}"#
+        ),
+        // No tags: this machine's name is not known to the test, so name the host; the resource
+        // becomes the level below it, with `/` replaced.
+        format!(
+            r#"{{"name":"load","resource":"12/34","value":5,"timestamp":{t},"metadata":{{"cluster":"c1","host":"h9"}}}}"#
+        ),
+        format!(
+            r#"{{"name":"load","value":7,"timestamp":{t},"metadata":{{"cluster":"c1","host":"h9","type":"node"}}}}"#
+        ),
+    ];
+    assert_eq!(
+        d.post("/api/pipelines/in/samples", &lines.join("\n"))
+            .status(),
+        200
+    );
+    let q = |extra: Value| -> Value {
+        let mut q = json!({"metric": "load", "host": "h9"});
+        q.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        query_with(&d, q, t, t)
+    };
+    d.wait_for("the samples in the store", || {
+        q(json!({"type": "cpu", "type-ids": ["2"]}))["data"] == json!([3.0])
+    });
+    assert_eq!(
+        q(json!({"type": "12-", "type-ids": ["34"]}))["data"],
+        json!([5.0])
+    );
+    assert_eq!(
+        q(json!({}))["data"],
+        json!([7.0]),
+        "type=node is the host level"
+    );
+}

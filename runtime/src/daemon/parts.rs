@@ -3,6 +3,7 @@
 //! its detectors; and the pipeline sinks that feed the store and the notifier. These are
 //! started once: their config sections take effect at the next start, not at a reload.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -130,21 +131,33 @@ impl Sink for StoreSink {
                 .get("hostname")
                 .or_else(|| m.get("host"))
                 .unwrap_or(&self.hostname);
-            let mut path: Vec<String> = vec![cluster.to_string(), host.to_string()];
+            // Borrowed where the sample already holds the text: only levels composed from two
+            // tags (or a resource with a `/`, which the store refuses in names) allocate.
+            let mut path: [Cow<str>; 4] = [cluster.into(), host.into(), "".into(), "".into()];
+            let mut depth = 2;
             match (m.get("type"), m.get("type-id")) {
                 (Some("node"), _) => {}
                 (Some(t), Some(id)) => {
-                    path.push(format!("{t}{id}"));
+                    path[2] = format!("{t}{id}").into();
+                    depth = 3;
                     if let (Some(st), Some(sid)) = (m.get("stype"), m.get("stype-id")) {
-                        path.push(format!("{st}{sid}"));
+                        path[3] = format!("{st}{sid}").into();
+                        depth = 4;
                     }
                 }
-                _ if !s.resource.is_empty() => path.push(s.resource.replace('/', "-")),
+                _ if !s.resource.is_empty() => {
+                    path[2] = if s.resource.contains('/') {
+                        s.resource.replace('/', "-").into()
+                    } else {
+                        (&*s.resource).into()
+                    };
+                    depth = 3;
+                }
                 _ => {}
             }
-            let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+            let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
             let ts = s.timestamp_ns.div_euclid(1_000_000_000);
-            if let Err(e) = self.store.write(&refs, &s.name, ts, s.value) {
+            if let Err(e) = self.store.write(&refs[..depth], &s.name, ts, s.value) {
                 refused += 1;
                 tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
             }
