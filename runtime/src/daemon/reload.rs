@@ -165,10 +165,6 @@ impl Daemon {
             .unwrap_or(self.config.read().unwrap().daemon.listen)
     }
 
-    pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
-    }
-
     /// The store, the notifier and the cc-metric-store API state.
     pub fn parts(&self) -> &super::parts::Parts {
         &self.parts

@@ -174,7 +174,7 @@ impl ResourceLimiter for Limiter {
         MAX_TABLES
     }
     fn memories(&self) -> usize {
-        MAX_INSTANCES
+        MAX_MEMORIES
     }
 }
 

@@ -35,10 +35,11 @@ pub const MAX_LOG_LINES_PER_CALL: u32 = 100;
 /// Longest log line kept; longer ones are cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
 
-/// Tables and instances per store: a guest component needs a handful.
+/// Tables, instances and memories per store: a guest component needs a handful.
 pub const MAX_TABLES: usize = 64;
 pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 pub const MAX_INSTANCES: usize = 64;
+pub const MAX_MEMORIES: usize = 64;
 
 /// Consecutive failed calls after which a guest is quarantined.
 pub const QUARANTINE_AFTER: u32 = 5;

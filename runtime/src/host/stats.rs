@@ -65,12 +65,4 @@ impl GuestStats {
             ),
         })
     }
-
-    /// Failed calls of every kind.
-    pub fn failures(&self) -> u64 {
-        self.traps.get()
-            + self.deadline_hits.get()
-            + self.memory_refusals.get()
-            + self.output_refusals.get()
-    }
 }

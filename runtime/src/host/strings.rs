@@ -71,12 +71,4 @@ impl StringTable {
             )
         })
     }
-
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
-    }
 }
