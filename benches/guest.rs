@@ -21,17 +21,18 @@ fn guest(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/{name}.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap()
 }
 
-/// 256 resources x (memory, memory.usage): one flush yields 256 samples.
+/// 256 resources x (memory, memory.usage): one flush yields 256 samples. Strings are shared
+/// as a source that keeps its names produces them (and as `guest_batch` has them).
 fn host_batch() -> Vec<Sample> {
+    let names: [Arc<str>; 2] = ["memory".into(), "memory.usage".into()];
+    let unit: Arc<str> = "".into();
+    let resources: Vec<Arc<str>> = (0..BATCH / 2).map(|i| format!("host{i}").into()).collect();
     (0..BATCH)
-        .map(|i| {
-            let name = if i % 2 == 0 { "memory" } else { "memory.usage" };
-            Sample::new(
-                name,
-                &format!("host{}", i / 2),
-                1000.0 + i as f64,
-                1_700_000_000_000_000_000,
-            )
+        .map(|i| Sample {
+            name: names[i % 2].clone(),
+            resource: resources[i / 2].clone(),
+            unit: unit.clone(),
+            ..Sample::new("", "", 1000.0 + i as f64, 1_700_000_000_000_000_000)
         })
         .collect()
 }

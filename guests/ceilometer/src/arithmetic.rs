@@ -16,7 +16,7 @@
 use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
 
 use crate::expr::{Env, Expr, Field, Mode, Val, field_of};
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, Key, same};
 use crate::params::P;
 
 /// The `arithmetic` transformer.
@@ -34,7 +34,7 @@ pub struct Arithmetic {
     kind: Option<Kind>,
     /// Resources in first-seen order, so that output order is deterministic.
     entries: Vec<Entry>,
-    index: FxHashMap<Str, usize>,
+    index: FxHashMap<Key, usize>,
     /// Slot arrays of flushed entries, reused so that a steady state allocates nothing.
     spare: Vec<Box<[Option<Sample>]>>,
 }
@@ -100,11 +100,13 @@ impl Transformer for Arithmetic {
 
     fn handle(&mut self, input: Vec<Sample>, _out: &mut Vec<Sample>) {
         for s in input {
-            // Expressions name a handful of meters: a linear scan beats hashing.
-            let Some(slot) = self.expr.meters().iter().position(|m| **m == *s.name) else {
+            // Expressions name a handful of meters: a linear scan beats hashing. The meters
+            // are interned, so a match is a pointer comparison.
+            let Some(slot) = self.expr.meters().iter().position(|m| same(m, &s.name)) else {
                 continue;
             };
-            let i = match self.index.get(&*s.resource) {
+            let key = Key(s.resource.clone());
+            let i = match self.index.get(&key) {
                 Some(&i) => i,
                 None => {
                     let n = self.expr.meters().len();
@@ -117,8 +119,7 @@ impl Transformer for Arithmetic {
                         slots,
                         filled: 0,
                     });
-                    self.index
-                        .insert(s.resource.clone(), self.entries.len() - 1);
+                    self.index.insert(key, self.entries.len() - 1);
                     self.entries.len() - 1
                 }
             };
@@ -178,7 +179,7 @@ impl Transformer for Arithmetic {
         if entries.len() != before {
             index.clear();
             for (i, e) in entries.iter().enumerate() {
-                index.insert(e.resource.clone(), i);
+                index.insert(Key(e.resource.clone()), i);
             }
         }
     }

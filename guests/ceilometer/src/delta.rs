@@ -6,10 +6,10 @@
 //! and metadata; with `growth_only` a negative difference is dropped (but still becomes the
 //! new reference). The name comes from `map_from`/`map_to`, else `target.name`, else the input.
 
-use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
+use wasmon_guest::{Kind, Params, Sample, Transformer};
 
 use crate::conversion::Target;
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, Key};
 use crate::params::P;
 
 /// The `delta` transformer.
@@ -21,7 +21,7 @@ use crate::params::P;
 pub struct Delta {
     target: Target,
     growth_only: bool,
-    prev: FxHashMap<(Str, Str), (f64, i64)>,
+    prev: FxHashMap<(Key, Key), (f64, i64)>,
 }
 
 impl Transformer for Delta {
@@ -39,7 +39,10 @@ impl Transformer for Delta {
         use std::collections::hash_map::Entry;
         for s in input {
             let now = (s.value, s.timestamp_ns);
-            let prev = match self.prev.entry((s.name.clone(), s.resource.clone())) {
+            let prev = match self
+                .prev
+                .entry((Key(s.name.clone()), Key(s.resource.clone())))
+            {
                 Entry::Vacant(v) => {
                     v.insert(now);
                     continue;

@@ -9,10 +9,10 @@
 //! (a factor or an expression over the current sample, default 1) and clamped to `max`.
 //! Name and unit go through the shared target handling ([`crate::conversion`]).
 
-use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
+use wasmon_guest::{Kind, Params, Sample, Transformer};
 
 use crate::conversion::Target;
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, Key};
 use crate::params::P;
 
 /// The `rate_of_change` transformer.
@@ -24,7 +24,7 @@ use crate::params::P;
 #[derive(Debug)]
 pub struct RateOfChange {
     target: Target,
-    prev: FxHashMap<(Str, Str), Prev>,
+    prev: FxHashMap<(Key, Key), Prev>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +57,10 @@ impl Transformer for RateOfChange {
                 value: s.value,
                 timestamp_ns: s.timestamp_ns,
             };
-            let prev = match self.prev.entry((s.name.clone(), s.resource.clone())) {
+            let prev = match self
+                .prev
+                .entry((Key(s.name.clone()), Key(s.resource.clone())))
+            {
                 Entry::Vacant(v) => {
                     v.insert(now);
                     continue;

@@ -19,11 +19,13 @@
 //! ```
 
 pub mod agent;
+mod hash;
 pub mod log;
 mod sample;
 pub mod transformer;
 
-pub use sample::{Kind, Metadata, Sample, Str};
+pub use hash::{FxBuildHasher, FxHasher, Key, same};
+pub use sample::{Kind, Metadata, Sample, Str, intern};
 
 /// A transformer's parameters: the JSON object from the pipeline config.
 pub type Params = serde_json::Map<String, serde_json::Value>;

@@ -6,6 +6,35 @@ use std::rc::Rc;
 /// A shared, immutable string.
 pub type Str = Rc<str>;
 
+thread_local! {
+    static ATOMS: std::cell::RefCell<std::collections::HashSet<Str>> = Default::default();
+}
+
+/// The one shared allocation of `text` for strings a transformer compares samples against
+/// (meter names, targets): the host's strings of the same text decode to this very `Rc`, so
+/// comparing them is a pointer comparison (`Rc<str>`'s `==` tries that first), not a byte
+/// loop. Call it at configure time: what it holds lives as long as the instance.
+pub fn intern(text: &str) -> Str {
+    ATOMS.with(|atoms| {
+        let mut atoms = atoms.borrow_mut();
+        match atoms.get(text) {
+            Some(s) => s.clone(),
+            None => {
+                let s = Str::from(text);
+                atoms.insert(s.clone());
+                s
+            }
+        }
+    })
+}
+
+/// `text` as a `Str`, the interned allocation if there is one.
+pub(crate) fn from_host(text: String) -> Str {
+    ATOMS
+        .with(|atoms| atoms.borrow().get(text.as_str()).cloned())
+        .unwrap_or_else(|| Str::from(text))
+}
+
 /// How a sample's value relates to earlier ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {

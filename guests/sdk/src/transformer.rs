@@ -107,7 +107,7 @@ pub fn decode(batch: wit::Batch) -> Vec<Sample> {
             *t = StringTable::default();
         }
         for s in batch.new_strings {
-            t.append(Str::from(s));
+            t.append(crate::sample::from_host(s));
         }
         let metadata: Vec<Metadata> = batch
             .metadata
@@ -155,26 +155,24 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
             metadata_ids: Vec::with_capacity(n),
         };
         for x in &samples {
-            let meta_ptr = x.metadata.0.as_ptr();
-            let metadata_id = match meta_ids.get(&meta_ptr) {
-                Some(&i) => i,
-                // Every empty set is the same set, whatever allocation it sits in.
-                None if x.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
+            let pairs = &x.metadata.0;
+            let metadata_id = if pairs.is_empty() {
+                // Every empty set is the same set.
+                *empty_set.get_or_insert_with(|| {
                     metadata.push(Vec::new());
                     metadata.len() as u32 - 1
-                }),
-                None => {
-                    let set = x
-                        .metadata
-                        .0
-                        .iter()
-                        .map(|(k, v)| (t.id(k, &mut new_strings), t.id(v, &mut new_strings)))
-                        .collect();
-                    metadata.push(set);
-                    let i = metadata.len() as u32 - 1;
-                    meta_ids.insert(meta_ptr, i);
-                    i
-                }
+                })
+            } else if let Some(&i) = meta_ids.get(&pairs.as_ptr()) {
+                i
+            } else {
+                let set = pairs
+                    .iter()
+                    .map(|(k, v)| (t.id(k, &mut new_strings), t.id(v, &mut new_strings)))
+                    .collect();
+                metadata.push(set);
+                let i = metadata.len() as u32 - 1;
+                meta_ids.insert(pairs.as_ptr(), i);
+                i
             };
             b.names.push(t.id(&x.name, &mut new_strings));
             b.resources.push(t.id(&x.resource, &mut new_strings));
@@ -194,31 +192,7 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     })
 }
 
-/// FxHash (rustc's hasher): interning pointers and short names needs speed, not SipHash's
-/// flood resistance, and the guest should not pull in a hashing crate for it.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut v = [0u8; 8];
-            v[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(v));
-        }
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+type FastMap<K, V> = HashMap<K, V, crate::hash::FxBuildHasher>;
 
 thread_local! {
     static STATE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };

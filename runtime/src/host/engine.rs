@@ -77,6 +77,10 @@ impl Runtime {
         // Component-model async is not used: synchronous calls are 2.5-4x cheaper without it.
         config.concurrency_support(false);
         config.wasm_component_model(true);
+        // `WASMON_PERFMAP=1`: guest code shows up by name in `perf` (writes /tmp/perf-PID.map).
+        if std::env::var_os("WASMON_PERFMAP").is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)
             .map_err(anyhow::Error::from)
             .context("creating the wasmtime engine")?;

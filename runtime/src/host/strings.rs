@@ -9,10 +9,35 @@ use std::sync::Arc;
 use super::limits::{MAX_OUTPUT_STRING_BYTES, MAX_STRING_TABLE};
 
 /// Strings known to both sides, by id and by text.
-#[derive(Default)]
 pub struct StringTable {
     by_id: Vec<Arc<str>>,
     by_text: HashMap<Arc<str>, u32, foldhash::fast::FixedState>,
+    /// Samples of a source share their strings' allocations batch after batch, so most
+    /// look-ups are answered by address, without hashing the text: a direct-mapped cache of
+    /// (address, id), small enough to stay in L1...
+    by_ptr: Box<[(usize, u32)]>,
+    /// ...and beside it, out of the hot lines, a clone of each cached `Arc`, so that an
+    /// address in the cache cannot be freed and reused for other text while its slot lives.
+    pinned: Box<[Option<Arc<str>>]>,
+}
+
+/// Slots of the address cache: a source's names, units and a few hundred resources stay
+/// cached; more collide and fall back to hashing.
+const PTR_CACHE: usize = 1024;
+
+fn slot(p: usize) -> usize {
+    ((p >> 4) ^ (p >> 14)) & (PTR_CACHE - 1)
+}
+
+impl Default for StringTable {
+    fn default() -> Self {
+        StringTable {
+            by_id: Vec::new(),
+            by_text: HashMap::default(),
+            by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
+            pinned: vec![None; PTR_CACHE].into_boxed_slice(),
+        }
+    }
 }
 
 impl StringTable {
@@ -23,20 +48,30 @@ impl StringTable {
         if self.by_id.len() < MAX_STRING_TABLE {
             return false;
         }
-        self.by_id.clear();
-        self.by_text.clear();
+        *self = StringTable::default();
         true
     }
 
     /// The id of `s`, appending it (and to `new`, the batch's `new-strings`) when unknown.
     pub fn id(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
-        if let Some(&i) = self.by_text.get(&**s) {
+        let addr = s.as_ptr() as usize;
+        let k = slot(addr);
+        let (cached, i) = self.by_ptr[k];
+        if cached == addr {
             return i;
         }
-        let i = self.by_id.len() as u32;
-        self.by_id.push(s.clone());
-        self.by_text.insert(s.clone(), i);
-        new.push(s.to_string());
+        let i = match self.by_text.get(&**s) {
+            Some(&i) => i,
+            None => {
+                let i = self.by_id.len() as u32;
+                self.by_id.push(s.clone());
+                self.by_text.insert(s.clone(), i);
+                new.push(s.to_string());
+                i
+            }
+        };
+        self.by_ptr[k] = (addr, i);
+        self.pinned[k] = Some(s.clone());
         i
     }
 

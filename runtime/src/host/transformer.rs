@@ -113,26 +113,24 @@ pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
         metadata_ids: Vec::with_capacity(n),
     };
     for s in samples {
-        let ptr = s.metadata.0.as_ptr();
-        let meta = match meta_ids.get(&ptr) {
-            Some(&i) => i,
-            // Every empty set is the same set, whatever allocation it sits in.
-            None if s.metadata.0.is_empty() => *empty_set.get_or_insert_with(|| {
+        let pairs = s.metadata.pairs();
+        let meta = if pairs.is_empty() {
+            // Every empty set is the same set.
+            *empty_set.get_or_insert_with(|| {
                 metadata.push(Vec::new());
                 metadata.len() as u32 - 1
-            }),
-            None => {
-                let set = s
-                    .metadata
-                    .0
-                    .iter()
-                    .map(|(k, v)| (table.id(k, &mut new_strings), table.id(v, &mut new_strings)))
-                    .collect();
-                metadata.push(set);
-                let i = metadata.len() as u32 - 1;
-                meta_ids.insert(ptr, i);
-                i
-            }
+            })
+        } else if let Some(&i) = meta_ids.get(&pairs.as_ptr()) {
+            i
+        } else {
+            let set = pairs
+                .iter()
+                .map(|(k, v)| (table.id(k, &mut new_strings), table.id(v, &mut new_strings)))
+                .collect();
+            metadata.push(set);
+            let i = metadata.len() as u32 - 1;
+            meta_ids.insert(pairs.as_ptr(), i);
+            i
         };
         b.names.push(table.id(&s.name, &mut new_strings));
         b.resources.push(table.id(&s.resource, &mut new_strings));

@@ -15,21 +15,33 @@ pub enum Kind {
     Cumulative,
 }
 
-/// Metadata pairs shared between the samples that carry the same set.
+/// Metadata pairs shared between the samples that carry the same set. Most samples carry
+/// none: the empty set is no allocation, so cloning and dropping it costs no atomic operation.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Metadata(pub Arc<[(Arc<str>, Arc<str>)]>);
+pub struct Metadata(Option<Arc<[(Arc<str>, Arc<str>)]>>);
 
 impl Metadata {
     pub fn new(pairs: Vec<(Arc<str>, Arc<str>)>) -> Metadata {
-        Metadata(pairs.into())
+        Metadata((!pairs.is_empty()).then(|| pairs.into()))
+    }
+
+    pub fn pairs(&self) -> &[(Arc<str>, Arc<str>)] {
+        self.0.as_deref().unwrap_or_default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
+        self.pairs()
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.pairs().iter().map(|(k, v)| (&**k, &**v))
     }
 }
 

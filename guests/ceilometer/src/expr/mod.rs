@@ -135,7 +135,7 @@ pub(crate) struct Expr {
     args: Vec<u32>,
     root: u32,
     /// In [`Mode::Meters`], the meter of each slot, in order of first reference.
-    meters: Vec<Box<str>>,
+    meters: Vec<wasmon_guest::Str>,
 }
 
 impl Expr {
@@ -145,7 +145,7 @@ impl Expr {
     }
 
     /// The meters referenced, slot by slot (empty in [`Mode::Sample`]).
-    pub(crate) fn meters(&self) -> &[Box<str>] {
+    pub(crate) fn meters(&self) -> &[wasmon_guest::Str] {
         &self.meters
     }
 

@@ -357,7 +357,7 @@ impl Parser<'_> {
         match meters.iter().position(|m| &**m == name) {
             Some(i) => i as u16,
             None => {
-                meters.push(name.into());
+                meters.push(wasmon_guest::intern(name));
                 (meters.len() - 1) as u16
             }
         }
