@@ -34,6 +34,7 @@ struct StringTable {
 
 const PTR_CACHE: usize = 4096;
 
+#[inline]
 fn slot(s: &Str) -> usize {
     (s.as_ptr() as usize >> 3) & (PTR_CACHE - 1)
 }
@@ -65,6 +66,7 @@ impl StringTable {
     }
 
     /// The id of `s`; a string the host has not seen is appended and goes in `new`.
+    #[inline]
     fn id(&mut self, s: &Str, new: &mut Vec<String>) -> u32 {
         // A pointer match is only trusted if the entry still holds that very allocation
         // (an address can be reused after its `Rc` was freed).
@@ -74,6 +76,13 @@ impl StringTable {
         {
             return i;
         }
+        self.id_by_text(s, new)
+    }
+
+    /// The slow path of [`Self::id`], kept out of line so that the fast one inlines.
+    #[cold]
+    #[inline(never)]
+    fn id_by_text(&mut self, s: &Str, new: &mut Vec<String>) -> u32 {
         // Not cached by address: a guest that builds fresh strings every batch would grow
         // the address map without bound.
         if let Some(&i) = self.by_text.get(s) {
@@ -114,21 +123,23 @@ pub fn decode(batch: wit::Batch) -> Vec<Sample> {
             .into_iter()
             .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()))
             .collect();
-        (0..batch.values.len())
-            .map(|i| Sample {
-                name: t.get(batch.names[i]),
-                resource: t.get(batch.resources.get(i).copied().unwrap_or(u32::MAX)),
-                unit: t.get(batch.units.get(i).copied().unwrap_or(u32::MAX)),
-                kind: batch.kinds.get(i).copied().map(kind).unwrap_or(Kind::Gauge),
-                value: batch.values[i],
-                timestamp_ns: batch.timestamps_ns.get(i).copied().unwrap_or(0),
-                metadata: batch
-                    .metadata_ids
-                    .get(i)
-                    .and_then(|&m| metadata.get(m as usize))
-                    .cloned()
-                    .unwrap_or_default(),
-            })
+        // The host sends columns of one length; zipping them needs no bounds checks (and
+        // would stop at the shortest rather than trap).
+        let columns = batch.names.iter().zip(&batch.resources).zip(&batch.units);
+        let columns = columns.zip(&batch.kinds).zip(&batch.values);
+        let columns = columns.zip(&batch.timestamps_ns).zip(&batch.metadata_ids);
+        columns
+            .map(
+                |((((((&n, &r), &u), &k), &value), &timestamp_ns), &m)| Sample {
+                    name: t.get(n),
+                    resource: t.get(r),
+                    unit: t.get(u),
+                    kind: kind(k),
+                    value,
+                    timestamp_ns,
+                    metadata: metadata.get(m as usize).cloned().unwrap_or_default(),
+                },
+            )
             .collect()
     })
 }

@@ -25,6 +25,7 @@ pub struct StringTable {
 /// cached; more collide and fall back to hashing.
 const PTR_CACHE: usize = 1024;
 
+#[inline]
 fn slot(p: usize) -> usize {
     ((p >> 4) ^ (p >> 14)) & (PTR_CACHE - 1)
 }
@@ -53,13 +54,20 @@ impl StringTable {
     }
 
     /// The id of `s`, appending it (and to `new`, the batch's `new-strings`) when unknown.
+    #[inline]
     pub fn id(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
         let addr = s.as_ptr() as usize;
-        let k = slot(addr);
-        let (cached, i) = self.by_ptr[k];
+        let (cached, i) = self.by_ptr[slot(addr)];
         if cached == addr {
             return i;
         }
+        self.id_by_text(s, new)
+    }
+
+    /// The slow path of [`Self::id`], kept out of line so that the fast one inlines.
+    #[cold]
+    #[inline(never)]
+    fn id_by_text(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
         let i = match self.by_text.get(&**s) {
             Some(&i) => i,
             None => {
@@ -70,7 +78,8 @@ impl StringTable {
                 i
             }
         };
-        self.by_ptr[k] = (addr, i);
+        let k = slot(s.as_ptr() as usize);
+        self.by_ptr[k] = (s.as_ptr() as usize, i);
         self.pinned[k] = Some(s.clone());
         i
     }
@@ -96,6 +105,11 @@ impl StringTable {
             self.by_id.push(s);
         }
         Ok(())
+    }
+
+    /// Every string, by id.
+    pub fn all(&self) -> &[Arc<str>] {
+        &self.by_id
     }
 
     pub fn get(&self, id: u32) -> Result<&Arc<str>, String> {

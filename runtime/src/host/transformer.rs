@@ -183,13 +183,24 @@ fn decode(
                 .map(Metadata::new)
         })
         .collect::<Result<_, _>>()?;
+    // Ids are checked once, column by column, so that building the samples cannot fail.
+    let strings = table.all();
+    for (what, ids, known) in [
+        ("string", &b.names, strings.len()),
+        ("string", &b.resources, strings.len()),
+        ("string", &b.units, strings.len()),
+        ("metadata set", &b.metadata_ids, metadata.len()),
+    ] {
+        if let Some(i) = ids.iter().position(|&id| id as usize >= known) {
+            return Err(format!("sample {i} refers to {what} {} of {known}", ids[i]));
+        }
+    }
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let meta = b.metadata_ids[i];
         out.push(Sample {
-            name: table.get(b.names[i])?.clone(),
-            resource: table.get(b.resources[i])?.clone(),
-            unit: table.get(b.units[i])?.clone(),
+            name: strings[b.names[i] as usize].clone(),
+            resource: strings[b.resources[i] as usize].clone(),
+            unit: strings[b.units[i] as usize].clone(),
             kind: match b.kinds[i] {
                 wit::SampleKind::Gauge => Kind::Gauge,
                 wit::SampleKind::Delta => Kind::Delta,
@@ -197,12 +208,7 @@ fn decode(
             },
             value: b.values[i],
             timestamp_ns: b.timestamps_ns[i],
-            metadata: metadata.get(meta as usize).cloned().ok_or_else(|| {
-                format!(
-                    "sample {i} refers to metadata set {meta} of {}",
-                    metadata.len()
-                )
-            })?,
+            metadata: metadata[b.metadata_ids[i] as usize].clone(),
         });
     }
     Ok(out)

@@ -18,14 +18,17 @@ pub enum Kind {
 /// Metadata pairs shared between the samples that carry the same set. Most samples carry
 /// none: the empty set is no allocation, so cloning and dropping it costs no atomic operation.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Metadata(Option<Arc<[(Arc<str>, Arc<str>)]>>);
+pub struct Metadata(Option<Arc<[Pair]>>);
+
+/// A metadata key and its value.
+pub type Pair = (Arc<str>, Arc<str>);
 
 impl Metadata {
-    pub fn new(pairs: Vec<(Arc<str>, Arc<str>)>) -> Metadata {
+    pub fn new(pairs: Vec<Pair>) -> Metadata {
         Metadata((!pairs.is_empty()).then(|| pairs.into()))
     }
 
-    pub fn pairs(&self) -> &[(Arc<str>, Arc<str>)] {
+    pub fn pairs(&self) -> &[Pair] {
         self.0.as_deref().unwrap_or_default()
     }
 
