@@ -202,7 +202,6 @@ fn no_aggregation_and_misaligned_children_are_errors() {
         .iter_mut()
         .find(|s| s.id == id)
         .unwrap()
-        .chain
         .freq = 7;
     assert!(matches!(
         s.read(&sel(&["h"]), "x", 0, 200, 0),
