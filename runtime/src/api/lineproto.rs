@@ -217,6 +217,12 @@ impl<'a> Line<'a> {
     }
 
     /// `(key, value)` of each field in input order.
+    /// The tag section exactly as in the input (`,k=v,k=v`, empty without tags): lines
+    /// with equal tag sections have equal tags, which ingest uses to skip their resolution.
+    pub fn tags_raw(&self) -> &'a str {
+        self.tags
+    }
+
     pub fn fields(&self) -> Fields<'a> {
         Fields {
             first: Some(self.first_field),

@@ -94,6 +94,7 @@ pub fn ingest(
         host: None,
         comp: None,
         group: Group::None,
+        last_tags: None,
         items: Vec::with_capacity(64),
         name: String::new(),
         sub: String::new(),
@@ -151,6 +152,9 @@ struct Ingest<'a, 's> {
     /// (type, type-id, stype, stype-id) raw text and their level below `host`.
     comp: Option<([&'a str; 4], Arc<Level>)>,
     group: Group,
+    /// The previous line's tag section and the group it resolved to: a line with the same
+    /// tags (most lines) resolves to the same level without looking at them.
+    last_tags: Option<(&'a str, Group)>,
     items: Vec<Item<'a>>,
     /// Scratch for component names (type + type-id), reused across lines.
     name: String,
@@ -177,6 +181,45 @@ impl<'a> Ingest<'a, '_> {
 
     #[inline]
     fn resolve(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
+        let tags_raw = line.tags_raw();
+        if let Some((t, group)) = self.last_tags
+            && t == tags_raw
+        {
+            let item = self.sample(line)?;
+            return Ok((group, item));
+        }
+        self.last_tags = None;
+        let r = self.resolve_tags(line)?;
+        self.last_tags = Some((tags_raw, r.0));
+        Ok(r)
+    }
+
+    /// The value, timestamp and metric of a line.
+    #[inline]
+    fn sample(&mut self, line: &Line<'a>) -> Result<Item<'a>, String> {
+        let value = match line.field("value") {
+            Some(v) => v.as_f64().ok_or(match v {
+                FieldValue::Bool(_) => "field 'value' is a bool, not a number",
+                _ => "field 'value' is a string, not a number",
+            })?,
+            None => return Err("no field 'value'".into()),
+        };
+        let ts = line.timestamp.map_or(self.now, timestamp_secs);
+        let (name, metric) = self
+            .metrics
+            .get(self.store, line.measurement)
+            .map_err(|e| e.to_string())?;
+        Ok(Item {
+            line: line.line,
+            name,
+            metric,
+            ts,
+            value,
+        })
+    }
+
+    /// Resolves a line whose tags differ from the previous line's.
+    fn resolve_tags(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
         let mut tags: [Option<Text<'a>>; 6] = [None; 6];
         for (k, v) in line.tags() {
             let i = match tag_key(k.raw().as_bytes()) {
@@ -195,18 +238,7 @@ impl<'a> Ingest<'a, '_> {
             return Err("no cluster tag and no ?cluster= default".into());
         }
         let host = host.ok_or("no hostname tag")?;
-        let value = match line.field("value") {
-            Some(v) => v.as_f64().ok_or(match v {
-                FieldValue::Bool(_) => "field 'value' is a bool, not a number",
-                _ => "field 'value' is a string, not a number",
-            })?,
-            None => return Err("no field 'value'".into()),
-        };
-        let ts = line.timestamp.map_or(self.now, timestamp_secs);
-        let (name, metric) = self
-            .metrics
-            .get(self.store, line.measurement)
-            .map_err(|e| e.to_string())?;
+        let item = self.sample(line)?;
 
         let cluster_raw = cluster.map(|c| c.raw());
         let host_hit =
@@ -226,13 +258,6 @@ impl<'a> Ingest<'a, '_> {
                 .map_err(|e| e.to_string())?;
             self.host = Some((cluster_raw, host.raw(), l));
         }
-        let item = Item {
-            line: line.line,
-            name,
-            metric,
-            ts,
-            value,
-        };
         let component = match (typ, typ_id) {
             (None, _) => None,
             (Some(t), _) if t == "node" => None,
@@ -310,6 +335,22 @@ impl<'a> Ingest<'a, '_> {
     }
 }
 
+/// `a == b` without a `memcmp` call for names up to 16 bytes (two overlapping word loads
+/// per side); the call and its dispatch cost more than the compare itself.
+#[inline]
+fn eq_short(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    match n {
+        0..8 => a == b,
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// Recently seen measurements and their metrics: a direct-mapped table keyed by the raw
 /// measurement text, so a line costs a short hash and a compare instead of a registry
 /// lookup (a body cycles through a dozen metrics).
@@ -341,7 +382,7 @@ impl<'a> MetricCache<'a> {
         let h = (mix ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
         let slot = &mut self.slots[h as usize];
         if let Some((k, info)) = slot
-            && *k == raw
+            && eq_short(k.as_bytes(), b)
         {
             return Ok((m.as_str(), *info));
         }
