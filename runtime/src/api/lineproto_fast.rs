@@ -214,7 +214,7 @@ const POW10: [f64; 23] = [
 /// mantissa of at most 2^53 divided by an exact power of ten is one correctly rounded
 /// operation, so the result equals what `str::parse::<f64>` returns. Other notations (and
 /// anything that could overflow) return `None`.
-#[inline]
+#[inline(always)]
 fn value(t: &[u8]) -> Option<FieldValue<'static>> {
     match *t.last()? {
         b'i' => int(&t[..t.len() - 1]).map(FieldValue::Int),
@@ -255,7 +255,7 @@ const POW10_INT: [u64; 20] = {
 };
 
 /// An optionally negative decimal integer that fits an i64 (else `None`).
-#[inline]
+#[inline(always)]
 fn int(t: &[u8]) -> Option<i64> {
     match t.split_first() {
         Some((b'-', d)) => digits(d)
@@ -267,7 +267,7 @@ fn int(t: &[u8]) -> Option<i64> {
 
 /// 1 to 19 decimal digits (19 cannot overflow a u64). Eight digits at a time: a nanosecond
 /// timestamp takes two such steps and three single digits.
-#[inline]
+#[inline(always)]
 fn digits(d: &[u8]) -> Option<u64> {
     if d.is_empty() || d.len() > 19 {
         return None;
@@ -289,7 +289,7 @@ fn digits(d: &[u8]) -> Option<u64> {
 }
 
 /// Eight ASCII digits (first digit in the low byte) as a number, `None` if any is not a digit.
-#[inline]
+#[inline(always)]
 fn eight_digits(x: u64) -> Option<u64> {
     const LO: u64 = 0x0101_0101_0101_0101;
     let d = x.wrapping_sub(LO * b'0' as u64);

@@ -5,11 +5,13 @@
 //! the snapshot is durable. Replay stops at the first torn or corrupt frame of a file.
 //!
 //! Frame: `u32 len | u32 crc32(payload) | payload` (little endian). A payload is a sequence
-//! of records, so that a run of samples of one level costs 21 bytes each and no per-sample
-//! strings (format 2, `WMWAL002`):
+//! of records that set context once for the samples after them, so a sample of a run with
+//! one level and timestamp (a body is mostly that) costs 13 bytes and no strings (format 2,
+//! `WMWAL002`):
 //! - `1 | u8 depth | (u16 len, name)*depth`: the level of the following samples;
 //! - `2 | u32 id | u16 len | name`: names the metric `id` stands for within this frame;
-//! - `3 | u32 id | i64 ts | f64 value`: a sample.
+//! - `4 | i64 ts`: the timestamp of the following samples;
+//! - `3 | u32 id | f64 value`: a sample.
 //!
 //! Format 1 (`WMWAL001`, still replayed) had one self-contained entry per sample:
 //! `u8 depth | (u16 len, bytes)*depth | u16 len, metric | i64 ts | f64 value`.
@@ -28,6 +30,7 @@ const MAGIC_V1: &[u8; 8] = b"WMWAL001";
 const REC_PATH: u8 = 1;
 const REC_METRIC: u8 = 2;
 const REC_SAMPLE: u8 = 3;
+const REC_TIME: u8 = 4;
 const HEADER_LEN: usize = 16;
 /// A frame larger than this is treated as corruption (a body is limited far below it).
 const MAX_FRAME: usize = 1 << 30;
@@ -57,6 +60,8 @@ pub struct WalBatch {
     path: usize,
     /// Metric ids already named in this frame (bitset).
     named: Vec<u64>,
+    /// The timestamp the last time record set (`None` before the first).
+    ts: Option<i64>,
 }
 
 impl WalBatch {
@@ -69,12 +74,21 @@ impl WalBatch {
         if self.named.get(word).is_none_or(|w| w & bit == 0) {
             self.name(id, metric);
         }
-        let mut rec = [0u8; 21];
+        if self.ts != Some(ts) {
+            self.set_time(ts);
+        }
+        let mut rec = [0u8; 13];
         rec[0] = REC_SAMPLE;
         rec[1..5].copy_from_slice(&id.to_le_bytes());
-        rec[5..13].copy_from_slice(&ts.to_le_bytes());
-        rec[13..].copy_from_slice(&value.to_le_bytes());
+        rec[5..].copy_from_slice(&value.to_le_bytes());
         self.buf.extend_from_slice(&rec);
+    }
+
+    #[cold]
+    fn set_time(&mut self, ts: i64) {
+        self.ts = Some(ts);
+        self.buf.push(REC_TIME);
+        self.buf.extend_from_slice(&ts.to_le_bytes());
     }
 
     #[cold]
@@ -106,6 +120,7 @@ impl WalBatch {
         self.buf.clear();
         self.path = 0;
         self.named.fill(0);
+        self.ts = None;
     }
 }
 
@@ -403,6 +418,7 @@ fn replay_records(store: &Store, mut p: &[u8]) -> Option<()> {
     let mut metrics: super::FastMap<u32, Option<super::MetricInfo>> = Default::default();
     let mut path: Vec<&str> = Vec::with_capacity(4);
     let mut have_path = false;
+    let mut time = None;
     while let Some((&kind, rest)) = p.split_first() {
         p = rest;
         match kind {
@@ -420,12 +436,13 @@ fn replay_records(store: &Store, mut p: &[u8]) -> Option<()> {
                 let name = string(&mut p)?;
                 metrics.insert(id, store.metric(name).ok());
             }
+            REC_TIME => time = Some(i64::from_le_bytes(le(&mut p)?)),
             REC_SAMPLE => {
                 let id = u32::from_le_bytes(le(&mut p)?);
-                let ts = i64::from_le_bytes(le(&mut p)?);
                 let v = f64::from_le_bytes(le(&mut p)?);
-                // A sample before any path or name record is malformed.
+                // A sample before its path, name or time record is malformed.
                 let m = *metrics.get(&id)?;
+                let ts = time?;
                 if !have_path {
                     return None;
                 }
