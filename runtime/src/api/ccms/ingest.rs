@@ -183,7 +183,7 @@ impl<'a> Ingest<'a, '_> {
     fn resolve(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
         let tags_raw = line.tags_raw();
         if let Some((t, group)) = self.last_tags
-            && t == tags_raw
+            && eq_bytes(t.as_bytes(), tags_raw.as_bytes())
         {
             let item = self.sample(line)?;
             return Ok((group, item));
@@ -256,6 +256,7 @@ impl<'a> Ingest<'a, '_> {
                 .store
                 .level(&[&c, &host.as_str()])
                 .map_err(|e| e.to_string())?;
+            l.prefetch();
             self.host = Some((cluster_raw, host.raw(), l));
         }
         let component = match (typ, typ_id) {
@@ -297,6 +298,7 @@ impl<'a> Ingest<'a, '_> {
                 self.sub.push_str(&id.as_str());
                 l = l.child(&self.sub).map_err(|e| e.to_string())?;
             }
+            l.prefetch();
             self.comp = Some((key, l));
         }
         Ok((Group::Comp, item))
@@ -335,20 +337,26 @@ impl<'a> Ingest<'a, '_> {
     }
 }
 
-/// `a == b` without a `memcmp` call for names up to 16 bytes (two overlapping word loads
-/// per side); the call and its dispatch cost more than the compare itself.
+/// `a == b` without a `memcmp` call: word by word, the last word overlapping. For the short
+/// names and tag sections compared per line, the call and its dispatch cost more than the
+/// compare itself.
 #[inline]
-fn eq_short(a: &[u8], b: &[u8]) -> bool {
+fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     let n = a.len();
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
-    match n {
-        0..8 => a == b,
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        _ => a == b,
+    if n < 8 {
+        return a == b;
     }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut diff = word(a, n - 8) ^ word(b, n - 8);
+    let mut i = 0;
+    while i + 8 <= n {
+        diff |= word(a, i) ^ word(b, i);
+        i += 8;
+    }
+    diff == 0
 }
 
 /// Recently seen measurements and their metrics: a direct-mapped table keyed by the raw
@@ -382,7 +390,7 @@ impl<'a> MetricCache<'a> {
         let h = (mix ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
         let slot = &mut self.slots[h as usize];
         if let Some((k, info)) = slot
-            && eq_short(k.as_bytes(), b)
+            && eq_bytes(k.as_bytes(), b)
         {
             return Ok((m.as_str(), *info));
         }
@@ -409,6 +417,21 @@ pub async fn ingest_durable(
 mod tests {
     use super::*;
     use crate::store::{StoreConfig, selector};
+
+    #[test]
+    fn word_compare_matches_slice_compare() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for n in 0..40 {
+            for flip in 0..n {
+                let a = &base[..n];
+                let mut b = a.to_vec();
+                assert!(eq_bytes(a, &b));
+                b[flip] ^= 1;
+                assert!(!eq_bytes(a, &b), "{n} {flip}");
+            }
+            assert!(!eq_bytes(&base[..n], &base[..n + 1]));
+        }
+    }
 
     #[test]
     fn timestamp_units() {
