@@ -220,6 +220,29 @@ fn benches(c: &mut Criterion) {
             }
         })
     });
+    // The steady state of ingest: every sample is the next step of its series (mostly the
+    // append fast path), with retention freeing a buffer per series every 512 steps and new
+    // buffers coming from the pool (both included in the time).
+    {
+        let mut cfg = config();
+        cfg.buffer_pool_max = all.len() * 2;
+        let store = Store::new(cfg);
+        let all = series(&store);
+        let mut step = 0i64;
+        g.bench_function("per_sample_append", |bench| {
+            let mut batch = WalBatch::default();
+            bench.iter(|| {
+                let ts = T0 + step * FREQ;
+                step += 1;
+                for (l, name, m) in &all {
+                    store.write_to(&mut batch, l, name, *m, ts, 1.0).unwrap();
+                }
+                if step % BUFFER_CAP as i64 == 0 {
+                    store.free(&[], ts - 2 * BUFFER_CAP as i64 * FREQ);
+                }
+            })
+        });
+    }
     let paths: Vec<(Vec<String>, &str)> = (0..HOSTS)
         .flat_map(|h| {
             let mut v: Vec<(Vec<String>, &str)> = NODE_METRICS

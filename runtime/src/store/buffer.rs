@@ -182,18 +182,20 @@ impl Chain {
                 return Ok(());
             }
         }
-        self.write_slow(ts, value, pool)
+        // Anywhere else in the head buffer (an overwrite or a gap) is still common enough to
+        // stay inline.
+        let slot = slot_of(ts, freq);
+        if slot.div_euclid(CAP) == h.block as i64 {
+            set(h, slot.rem_euclid(CAP) as usize, value);
+            return Ok(());
+        }
+        self.write_slow(ts, slot, value, pool)
     }
 
     #[cold]
-    fn write_slow(&mut self, ts: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
-        let slot = slot_of(ts, self.step());
+    fn write_slow(&mut self, ts: i64, slot: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
         let block = block_of(slot, ts)?;
         let off = slot.rem_euclid(CAP) as usize;
-        if block == self.head.block {
-            set(&mut self.head, off, value);
-            return Ok(());
-        }
         if block > self.head.block {
             let old = std::mem::replace(&mut self.head, Buf::new(block, slot, value, pool));
             push(&mut self.older, old);
