@@ -83,10 +83,15 @@ impl<'a> Text<'a> {
     }
 
     /// The unescaped text.
+    #[inline]
     pub fn as_str(&self) -> Cow<'a, str> {
         if !self.escaped {
             return Cow::Borrowed(self.raw);
         }
+        self.unescape()
+    }
+
+    fn unescape(&self) -> Cow<'a, str> {
         let special: &[char] = match self.kind {
             Escapes::Measurement => &[',', ' ', '\\'],
             Escapes::Name => &[',', '=', ' ', '\\'],
@@ -176,8 +181,6 @@ pub struct Line<'a> {
     /// 1-based line number within the body.
     pub line: usize,
     tags: &'a str,
-    /// The whole line; `spans` index into it.
-    src: &'a str,
     /// Tag positions recorded while validating, so iterating tags does not scan again.
     /// `n_spans == SPANS_OVERFLOW` means "too many or too long: rescan `tags`".
     spans: [TagSpan; MAX_SPANS],
@@ -189,7 +192,8 @@ pub struct Line<'a> {
 const MAX_SPANS: usize = 8;
 const SPANS_OVERFLOW: u8 = u8::MAX;
 
-/// Offsets of `key=value` within a line (value starts at `key_end + 1`).
+/// Offsets of `key=value` within the tag section (value starts at `key_end + 1`). Relative
+/// to the section, not the line, so a line repeating the previous line's tags reuses them.
 #[derive(Debug, Clone, Copy, Default)]
 struct TagSpan {
     key_start: u16,
@@ -205,13 +209,13 @@ impl<'a> Line<'a> {
         if self.n_spans == SPANS_OVERFLOW {
             return Tags {
                 rest: self.tags,
-                src: self.src,
+                src: self.tags,
                 spans: &[],
             };
         }
         Tags {
             rest: "",
-            src: self.src,
+            src: self.tags,
             spans: &self.spans[..self.n_spans as usize],
         }
     }
@@ -559,9 +563,9 @@ fn parse_inner(s: &str, line: usize) -> Result<Line<'_>, (usize, ErrorKind)> {
         }
         if (n_spans as usize) < MAX_SPANS {
             spans[n_spans as usize] = TagSpan {
-                key_start: (i + 1) as u16,
-                key_end: kend as u16,
-                value_end: vend as u16,
+                key_start: (i + 1 - mend) as u16,
+                key_end: (kend - mend) as u16,
+                value_end: (vend - mend) as u16,
                 key_escaped: kesc,
                 value_escaped: vesc,
             };
@@ -627,7 +631,6 @@ fn parse_inner(s: &str, line: usize) -> Result<Line<'_>, (usize, ErrorKind)> {
         timestamp,
         line,
         tags,
-        src: s,
         spans,
         n_spans,
         first_field,
@@ -664,7 +667,7 @@ impl<'a> Lines<'a> {
             if self.rest.is_empty() {
                 return None;
             }
-            let end = memchr::memchr(b'\n', self.rest);
+            let end = fast::find_newline(self.rest);
             let (raw, rest) = match end {
                 Some(p) => (&self.rest[..p], &self.rest[p + 1..]),
                 None => (self.rest, &[][..]),
@@ -735,16 +738,34 @@ impl<'a> Iterator for Lines<'a> {
 #[inline]
 pub fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Result<&Line<'a>, ParseError>)) {
     let mut lines = parse_lines(body);
+    // The tags of the last line parsed in full: most lines repeat them.
+    let mut prev: Option<fast::PrevTags<'a>> = None;
     while let Some(t) = lines.next_text() {
-        match t {
-            Ok((s, line, lead)) => match fast::parse(s, line) {
-                Some(ref l) => f(Ok(l)),
-                None => match parse_slow(s, line) {
-                    Ok(ref l) => f(Ok(l)),
-                    Err(e) => f(Err(shift_column(lead)(e))),
-                },
+        let (s, line, lead) = match t {
+            Ok(t) => t,
+            Err(e) => {
+                f(Err(e));
+                continue;
+            }
+        };
+        if let Some(p) = &prev
+            && let Some(ref l) = fast::parse_same_tags(s, line, p)
+        {
+            f(Ok(l));
+            continue;
+        }
+        match fast::parse(s, line) {
+            Some(ref l) => {
+                prev = fast::PrevTags::of(l);
+                f(Ok(l))
+            }
+            None => match parse_slow(s, line) {
+                Ok(ref l) => {
+                    prev = fast::PrevTags::of(l);
+                    f(Ok(l))
+                }
+                Err(e) => f(Err(shift_column(lead)(e))),
             },
-            Err(e) => f(Err(e)),
         }
     }
 }

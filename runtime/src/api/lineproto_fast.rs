@@ -6,7 +6,7 @@
 //! every error) returns `None` and the general parser runs instead, so both agree by
 //! construction; `lineproto_tests` checks that on a large batch of random lines.
 
-use super::{Escapes, FieldValue, Line, MAX_SPANS, TagSpan, Text};
+use super::{Escapes, FieldValue, Line, MAX_SPANS, SPANS_OVERFLOW, TagSpan, Text};
 
 const MAX_LEN: usize = 256;
 const WORDS: usize = MAX_LEN / 64;
@@ -40,6 +40,33 @@ fn mask16(c: &[u8; 16]) -> (u32, u32) {
         esc |= u32::from(x == b'\\' || x == b'"') << j;
     }
     (sep, esc)
+}
+
+/// The first `\n` in `b`. Inline, 16 bytes a step: lines are ~100 bytes, where a call into
+/// `memchr` and its runtime dispatch cost more than the search.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn find_newline(b: &[u8]) -> Option<usize> {
+    use std::arch::x86_64::*;
+    let mut i = 0;
+    while let Some(c) = b.get(i..i + 16) {
+        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `c`.
+        let m = unsafe {
+            let v = _mm_loadu_si128(c.as_ptr().cast());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)))
+        };
+        if m != 0 {
+            return Some(i + m.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    b[i..].iter().position(|&c| c == b'\n').map(|p| i + p)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(super) fn find_newline(b: &[u8]) -> Option<usize> {
+    memchr::memchr(b'\n', b)
 }
 
 /// The separators of `b` (at most `MAX_LEN` bytes); `None` if it holds a backslash or quote.
@@ -76,34 +103,44 @@ fn classify(b: &[u8]) -> Option<Stops> {
 /// At most this many separators: 8 tags, a few fields and the timestamp need about 24.
 const MAX_SEPS: usize = 64;
 
-/// Parses a line the general parser would accept, or returns `None` (see the module doc).
-///
-/// The separator positions are first listed in order (`pos`, `n` as the sentinel past the
-/// last); the structure is then checked on that list. Each check reads a position by a known
-/// index, so the loads do not wait for each other the way a scan from token to token does.
+/// Separator positions in a line, in order; entries past the last hold the line length.
+type Seps = [u16; MAX_SEPS + 2];
+
+/// Lists the separators of `b[start..]` (absolute positions) into `pos`; `None` if that part
+/// is longer than `MAX_LEN`, holds a backslash or quote, or has too many separators. (Filled
+/// in place: returning the 132-byte array in an `Option` costs a `memcpy` call per line.)
 #[inline(always)]
-pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
-    let b = s.as_bytes();
+fn seps(b: &[u8], start: usize, pos: &mut Seps) -> Option<()> {
     let n = b.len();
-    if n > MAX_LEN {
+    if n - start > MAX_LEN || n > u16::MAX as usize {
         return None;
     }
-    let st = classify(b)?;
-    let mut pos = [n as u16; MAX_SEPS + 2];
+    let st = classify(&b[start..])?;
+    *pos = [n as u16; MAX_SEPS + 2];
     let mut k = 0;
     for (w, &word) in st.bits.iter().enumerate() {
         let mut m = word;
         while m != 0 {
             // Written unconditionally (masked index); the count is checked once below.
-            pos[k & (MAX_SEPS - 1)] = (w * 64 + m.trailing_zeros() as usize) as u16;
+            pos[k & (MAX_SEPS - 1)] = (start + w * 64 + m.trailing_zeros() as usize) as u16;
             k += 1;
             m &= m - 1;
         }
     }
-    if k >= MAX_SEPS {
-        return None;
-    }
-    // Position of separator `j` (or `n`) and the byte there (0 at the end).
+    (k < MAX_SEPS).then_some(())
+}
+
+/// Parses a line the general parser would accept, or returns `None` (see the module doc).
+///
+/// The separator positions are first listed in order; the structure is then checked on that
+/// list. Each check reads a position by a known index, so the loads do not wait for each
+/// other the way a scan from token to token does.
+#[inline(always)]
+pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
+    let b = s.as_bytes();
+    let mut pos = [0; MAX_SEPS + 2];
+    seps(b, 0, &mut pos)?;
+    // Position of separator `j` (or the length) and the byte there (0 at the end).
     let p = |j: usize| pos[j] as usize;
     let c = |j: usize| b.get(pos[j] as usize).copied().unwrap_or(0);
     let mend = p(0);
@@ -123,27 +160,139 @@ pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
             return None;
         }
         spans[n_spans] = TagSpan {
-            key_start: k0 as u16,
-            key_end: kend as u16,
-            value_end: vend as u16,
+            key_start: (k0 - mend) as u16,
+            key_end: (kend - mend) as u16,
+            value_end: (vend - mend) as u16,
             key_escaped: false,
             value_escaped: false,
         };
         n_spans += 1;
         j += 2;
     }
-    let tags = &s[mend..p(j)];
+    let (first_field, more_fields, timestamp) = rest(s, &pos, j)?;
+    Some(Line {
+        measurement: Text {
+            raw: &s[..mend],
+            escaped: false,
+            kind: Escapes::Measurement,
+        },
+        timestamp,
+        line,
+        tags: &s[mend..p(j)],
+        spans,
+        n_spans: n_spans as u8,
+        first_field,
+        more_fields,
+    })
+}
+
+/// What a line shares with the next one when cc-metric-collector sends a host's metrics one
+/// per line: the tag section (as text) with its parsed spans.
+#[derive(Clone, Copy)]
+pub(super) struct PrevTags<'a> {
+    tags: &'a str,
+    spans: [TagSpan; MAX_SPANS],
+    n_spans: u8,
+}
+
+impl<'a> PrevTags<'a> {
+    /// The tags of an accepted line, if it has some that were recorded as spans.
+    #[inline]
+    pub(super) fn of(l: &Line<'a>) -> Option<PrevTags<'a>> {
+        (!l.tags.is_empty() && l.n_spans != SPANS_OVERFLOW).then_some(PrevTags {
+            tags: l.tags,
+            spans: l.spans,
+            n_spans: l.n_spans,
+        })
+    }
+}
+
+/// A line whose tag section is byte for byte `prev`'s: the tags are compared instead of
+/// parsed (equal text parses to equal tags), only the measurement and the fields are
+/// scanned. `None` when the tags differ or anything is unusual.
+#[inline(always)]
+pub(super) fn parse_same_tags<'a>(
+    s: &'a str,
+    line: usize,
+    prev: &PrevTags<'_>,
+) -> Option<Line<'a>> {
+    let b = s.as_bytes();
+    // The measurement ends at the first ',' (a ' ' would mean no tags); a backslash, or a
+    // '=' or quote the fast path does not reason about, sends the line the long way.
+    let head: &[u8; 16] = b.first_chunk()?;
+    let (sep, esc) = mask16(head);
+    let first = (sep | esc).trailing_zeros() as usize;
+    if first == 0 || first >= 16 || b[first] != b',' {
+        return None;
+    }
+    let mend = first;
+    let t = prev.tags.len();
+    let after = mend + t;
+    if b.get(after) != Some(&b' ') || !eq_bytes(&b[mend..after], prev.tags.as_bytes()) {
+        return None;
+    }
+    let mut pos = [0; MAX_SEPS + 2];
+    seps(b, after, &mut pos)?;
+    let (first_field, more_fields, timestamp) = rest(s, &pos, 0)?;
+    Some(Line {
+        measurement: Text {
+            raw: &s[..mend],
+            escaped: false,
+            kind: Escapes::Measurement,
+        },
+        timestamp,
+        line,
+        tags: &s[mend..after],
+        spans: prev.spans,
+        n_spans: prev.n_spans,
+        first_field,
+        more_fields,
+    })
+}
+
+/// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call.
+#[inline(always)]
+fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut diff = word(a, n - 8) ^ word(b, n - 8);
+    let mut i = 0;
+    while i + 8 <= n {
+        diff |= word(a, i) ^ word(b, i);
+        i += 8;
+    }
+    diff == 0
+}
+
+/// The fields and timestamp after the tag section, whose end is separator `j` (a space).
+#[allow(clippy::type_complexity)]
+#[inline(always)]
+fn rest<'a>(
+    s: &'a str,
+    pos: &Seps,
+    mut j: usize,
+) -> Option<((Text<'a>, FieldValue<'a>), &'a str, Option<i64>)> {
+    let b = s.as_bytes();
+    let n = b.len();
+    let p = |j: usize| pos[j] as usize;
+    let c = |j: usize| b.get(pos[j] as usize).copied().unwrap_or(0);
     if c(j) != b' ' {
         return None;
     }
     while c(j + 1) == b' ' && p(j + 1) == p(j) + 1 {
         j += 1;
     }
-    let first_field = field(s, &pos, j)?;
+    let first_field = field(s, pos, j)?;
     j += 2;
     let more_start = p(j) + 1;
     while c(j) == b',' {
-        field(s, &pos, j)?;
+        field(s, pos, j)?;
         j += 2;
     }
     let end = p(j);
@@ -167,21 +316,7 @@ pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
         }
         _ => return None,
     };
-    Some(Line {
-        measurement: Text {
-            raw: &s[..mend],
-            escaped: false,
-            kind: Escapes::Measurement,
-        },
-        timestamp,
-        line,
-        tags,
-        src: s,
-        spans,
-        n_spans: n_spans as u8,
-        first_field,
-        more_fields,
-    })
+    Some((first_field, more_fields, timestamp))
 }
 
 /// `key=value` after separator `j` (fields are separated by ','): the key and the value.

@@ -410,3 +410,67 @@ fn for_each_line_matches_the_iterator() {
     assert_eq!(got, expected);
     assert!(got.iter().any(|l| l.starts_with("line ")), "no errors seen");
 }
+
+#[test]
+fn repeated_tag_sections_parse_as_in_full() {
+    // Runs of lines sharing a tag section (the shortcut) with measurements of every length
+    // and kind, fields and timestamps in all notations, and mutations anywhere.
+    let mut r = Rng(4242);
+    let measurements = [
+        "m",
+        "cpu_load",
+        "flops_any",
+        "a_much_longer_measurement_name",
+        "a=b",
+        "q\"z",
+        "x\\,y",
+        "mem used",
+        "",
+    ];
+    let tags = [
+        ",cluster=alex,hostname=a903,type=hwthread,type-id=7",
+        ",cluster=alex,hostname=a903",
+        ",a\\ b=c\\,d,e=f",
+        ",k=v,k=v,k=v,k=v,k=v,k=v,k=v,k=v,k=v",
+        ",x=y=z",
+        "",
+    ];
+    let mut body = Vec::new();
+    let mut t = tags[0];
+    for _ in 0..60_000 {
+        if r.below(4) == 0 {
+            t = tags[r.below(tags.len())];
+        }
+        let start = body.len();
+        body.extend_from_slice(measurements[r.below(measurements.len())].as_bytes());
+        body.extend_from_slice(t.as_bytes());
+        let mut rest = Vec::new();
+        numeric_line(&mut r, &mut rest);
+        let fields = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+        body.extend_from_slice(&rest[fields..]);
+        if r.below(8) == 0 {
+            let pos = start + r.below(body.len() - start + 1);
+            body.insert(pos, ALPHABET[r.below(ALPHABET.len())]);
+        }
+        body.push(b'\n');
+    }
+    let expected: Vec<String> = parse_lines(&body)
+        .map(|l| match l {
+            Ok(l) => render(&l),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    let mut got = Vec::new();
+    for_each_line(&body, |l| {
+        got.push(match l {
+            Ok(l) => render(l),
+            Err(e) => e.to_string(),
+        })
+    });
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g, e);
+    }
+    let ok = got.iter().filter(|l| !l.starts_with("line ")).count();
+    assert!(ok > 10_000 && ok < 55_000, "{ok} accepted");
+}

@@ -193,7 +193,13 @@ impl Chain {
     }
 
     #[cold]
-    fn write_slow(&mut self, ts: i64, slot: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
+    fn write_slow(
+        &mut self,
+        ts: i64,
+        slot: i64,
+        value: f64,
+        pool: &Pool,
+    ) -> Result<(), StoreError> {
         let block = block_of(slot, ts)?;
         let off = slot.rem_euclid(CAP) as usize;
         if block > self.head.block {

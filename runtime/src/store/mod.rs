@@ -285,6 +285,14 @@ impl Store {
         }
     }
 
+    /// An empty batch sized for about `samples` samples (no allocation without a WAL).
+    pub fn batch_for(&self, samples: usize) -> WalBatch {
+        match self.wal {
+            Some(_) => WalBatch::with_capacity(samples * 16 + 1024),
+            None => WalBatch::default(),
+        }
+    }
+
     /// Hands a batch to the WAL (no wait). Returns the sequence number to wait for.
     pub fn submit(&self, batch: &mut WalBatch) -> Result<u64, StoreError> {
         let n = std::mem::take(&mut batch.samples);

@@ -89,7 +89,8 @@ pub fn ingest(
         default_cluster,
         now,
         out: IngestOutcome::default(),
-        batch: WalBatch::default(),
+        // Lines are rarely shorter than 50 bytes.
+        batch: store.batch_for(body.len() / 50),
         metrics: MetricCache::default(),
         host: None,
         comp: None,
