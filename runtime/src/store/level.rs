@@ -80,8 +80,12 @@ impl Level {
 
     /// Whether `child` (a child of this level) is called `name`: its name starts right after
     /// this level's path plus the length prefix.
+    #[inline]
     fn is_named(&self, child: &Level, name: &[u8]) -> bool {
-        child.wal_path.get(self.wal_path.len() + 2..) == Some(name)
+        child
+            .wal_path
+            .get(self.wal_path.len() + 2..)
+            .is_some_and(|n| eq_short(n, name))
     }
 
     /// The child `name`, created if missing.
@@ -264,6 +268,21 @@ fn grow(metrics: &mut Box<[Slot]>, c: Chain) {
     v.reserve_exact(1);
     v.push(c);
     *metrics = v.into_boxed_slice();
+}
+
+/// `a == b` for names: up to 16 bytes with two overlapping word loads per side instead of a
+/// `memcmp` call (level names are host and component names, mostly under 16 bytes).
+#[inline]
+fn eq_short(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    match n {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// Depth-first walk in name order, handing each level with its path to `f`.

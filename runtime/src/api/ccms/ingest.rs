@@ -196,7 +196,7 @@ impl<'a> Ingest<'a, '_> {
     }
 
     /// The value, timestamp and metric of a line.
-    #[inline]
+    #[inline(always)]
     fn sample(&mut self, line: &Line<'a>) -> Result<Item<'a>, String> {
         let value = match line.field("value") {
             Some(v) => v.as_f64().ok_or(match v {
