@@ -156,7 +156,7 @@ impl Level {
     }
 
     /// Memory-only write of one sample.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write(
         &self,
         m: MetricInfo,

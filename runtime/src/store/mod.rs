@@ -215,8 +215,9 @@ impl Store {
 
     /// The hot path: writes one sample into `level` and records it in `batch` for the WAL.
     /// Memory is written first, WAL second: a snapshot that misses the value is followed by
-    /// the WAL generation that holds it (see `snapshot::checkpoint`).
-    #[inline]
+    /// the WAL generation that holds it (see `snapshot::checkpoint`). Always inlined: the
+    /// caller's loop then overlaps one write's bookkeeping with the previous one's store.
+    #[inline(always)]
     pub fn write_to(
         &self,
         batch: &mut WalBatch,
