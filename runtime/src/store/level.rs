@@ -3,16 +3,17 @@
 //! memory layout of a node (the store's per-series overhead is mostly here).
 //!
 //! Locking: every level has an `RwLock` on its children table (read-mostly; taken for writing
-//! only when a child is created) and a `Mutex` over its series. A write takes one mutex (plus
+//! only when a child is created) and a `SpinLock` over its series (see `spin` for why). A write takes one mutex (plus
 //! read locks while descending); there is no store-wide lock on the hot path.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use hashbrown::HashTable;
 
 use super::buffer::{Chain, Pool};
-use super::{MetricInfo, StoreError, lock, read, validate_name, wal, write};
+use super::spin::SpinLock;
+use super::{MetricInfo, StoreError, read, validate_name, wal, write};
 
 /// One series of a level: its chain, which carries the metric id (40 bytes).
 pub(crate) type Slot = Chain;
@@ -45,7 +46,7 @@ pub struct Level {
     children: RwLock<Option<Box<Children>>>,
     /// This level's own series; a handful per level, so a linear search beats a map, and an
     /// exactly sized slice (a series is added rarely) beats a Vec's spare capacity.
-    pub(crate) metrics: Mutex<Box<[Slot]>>,
+    pub(crate) metrics: SpinLock<Box<[Slot]>>,
 }
 
 impl Level {
@@ -57,7 +58,7 @@ impl Level {
         Level {
             wal_path,
             children: RwLock::new(None),
-            metrics: Mutex::new(Box::default()),
+            metrics: SpinLock::default(),
             slots_at: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -164,7 +165,7 @@ impl Level {
         value: f64,
         pool: &Pool,
     ) -> Result<(), StoreError> {
-        let mut metrics = lock(&self.metrics);
+        let mut metrics = self.metrics.lock();
         match metrics.iter_mut().find(|s| s.id == m.id) {
             Some(s) => s.write(ts, value, pool),
             None => {
@@ -186,7 +187,7 @@ impl Level {
         pool: &Pool,
         mut result: impl FnMut(usize, Result<(), StoreError>),
     ) {
-        let mut metrics = lock(&self.metrics);
+        let mut metrics = self.metrics.lock();
         for (i, it) in items.iter().enumerate() {
             let (m, ts, value) = get(it);
             let r = match metrics.iter_mut().find(|s| s.id == m.id) {
@@ -203,12 +204,12 @@ impl Level {
 
     /// Runs `f` on this level's chain for metric `id`, if it has one.
     pub(crate) fn with_chain<R>(&self, id: u32, f: impl FnOnce(&Chain) -> R) -> Option<R> {
-        lock(&self.metrics).iter().find(|s| s.id == id).map(f)
+        self.metrics.lock().iter().find(|s| s.id == id).map(f)
     }
 
     /// Installs a restored chain, replacing (and releasing) an existing one of its metric.
     pub(crate) fn put_chain(&self, chain: Chain, pool: &Pool) {
-        let mut metrics = lock(&self.metrics);
+        let mut metrics = self.metrics.lock();
         match metrics.iter_mut().find(|s| s.id == chain.id) {
             Some(s) => {
                 std::mem::replace(s, chain).release(pool);
@@ -223,7 +224,7 @@ impl Level {
     pub(crate) fn free(&self, t: i64, pool: &Pool) -> usize {
         let mut n = 0;
         {
-            let mut metrics = lock(&self.metrics);
+            let mut metrics = self.metrics.lock();
             let mut gone = false;
             for s in metrics.iter_mut() {
                 let (freed, all) = s.free_before(t, pool);

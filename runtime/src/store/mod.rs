@@ -10,6 +10,7 @@ mod query;
 mod registry;
 mod selector;
 pub mod snapshot;
+mod spin;
 mod wal;
 pub mod workers;
 
@@ -358,7 +359,7 @@ impl Store {
         let names = self.registry.all_names();
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |path, level| {
-            let metrics = lock(&level.metrics);
+            let metrics = level.metrics.lock();
             let p: Vec<&str> = path.iter().map(|s| &**s).collect();
             for s in metrics.iter() {
                 if let Some((ts, v)) = s.latest() {
@@ -375,7 +376,7 @@ impl Store {
         let mut newest = None;
         let mut p = Vec::new();
         walk(&level, &mut p, &mut |_, l| {
-            for s in lock(&l.metrics).iter() {
+            for s in l.metrics.lock().iter() {
                 if let Some((ts, _)) = s.latest() {
                     newest = newest.max(Some(ts));
                 }
@@ -393,7 +394,7 @@ impl Store {
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |_, level| {
             u.levels += 1;
-            for s in lock(&level.metrics).iter() {
+            for s in level.metrics.lock().iter() {
                 u.series += 1;
                 u.buffers += s.buffer_count();
                 u.samples += s.samples();
@@ -440,7 +441,7 @@ pub struct Sample<'a> {
 
 fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
     let mut metrics = serde_json::Map::new();
-    for c in lock(&level.metrics).iter() {
+    for c in level.metrics.lock().iter() {
         let (k0, k1) = c.span();
         {
             metrics.insert(

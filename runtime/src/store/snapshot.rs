@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 use super::buffer::{BUFFER_CAP, Buf, Chain};
 use super::wal::{self, sync_dir};
-use super::{Store, StoreError, lock, walk};
+use super::{Store, StoreError, walk};
 
 const MAGIC: &[u8; 8] = b"WMSNAP01";
 const HEADER_LEN: usize = 24;
@@ -84,14 +84,16 @@ impl Store {
             .map_err(io)?;
         let names = self.registry.all_names();
         let mut payload = Vec::new();
+        let mut frames = Vec::new();
         let mut result = Ok(());
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |_, level| {
             if result.is_err() {
                 return;
             }
-            let metrics = lock(&level.metrics);
-            for chain in metrics.iter() {
+            // Encode under the level's lock, write after releasing it: writers spin on it.
+            frames.clear();
+            for chain in level.metrics.lock().iter() {
                 payload.clear();
                 encode_series(
                     &mut payload,
@@ -99,10 +101,10 @@ impl Store {
                     &names[chain.id as usize],
                     chain,
                 );
-                if let Err(e) = write_frame(&mut w, &payload) {
-                    result = Err(e);
-                    return;
-                }
+                write_frame(&mut frames, &payload).expect("writing to a Vec cannot fail");
+            }
+            if let Err(e) = w.write_all(&frames) {
+                result = Err(e);
             }
         });
         result.map_err(io)?;

@@ -198,7 +198,8 @@ fn no_aggregation_and_misaligned_children_are_errors() {
     // A chain with another step (as a snapshot from another configuration would restore).
     let l = s.level(&["h", "c1"]).unwrap();
     let id = s.metric("x").unwrap().id;
-    lock(&l.metrics)
+    l.metrics
+        .lock()
         .iter_mut()
         .find(|s| s.id == id)
         .unwrap()

@@ -245,10 +245,6 @@ impl<'a> Ingest<'a, '_> {
         let host_hit =
             matches!(&self.host, Some((c, h, _)) if *c == cluster_raw && *h == host.raw());
         if !host_hit {
-            // Pending items may belong to the levels about to be replaced.
-            self.flush();
-            self.host = None;
-            self.comp = None;
             let c = match cluster {
                 Some(c) => c.as_str(),
                 None => Cow::Borrowed(self.default_cluster.unwrap_or_default()),
@@ -258,7 +254,12 @@ impl<'a> Ingest<'a, '_> {
                 .level(&[&c, &host.as_str()])
                 .map_err(|e| e.to_string())?;
             l.prefetch();
+            // The pending items belong to the levels being replaced. Written only now, after
+            // the lookup's atomics: their page stores then complete while the next lines are
+            // parsed, instead of holding up those atomics (see `store::spin`).
+            self.flush();
             self.host = Some((cluster_raw, host.raw(), l));
+            self.comp = None;
         }
         let component = match (typ, typ_id) {
             (None, _) => None,
@@ -284,10 +285,6 @@ impl<'a> Ingest<'a, '_> {
             sub.map_or("", |s| s.1.raw()),
         ];
         if !matches!(&self.comp, Some((k, _)) if *k == key) {
-            if self.group == Group::Comp {
-                self.flush();
-            }
-            self.comp = None;
             let host_level = &self.host.as_ref().expect("set above").2;
             self.name.clear();
             self.name.push_str(&typ.as_str());
@@ -300,6 +297,10 @@ impl<'a> Ingest<'a, '_> {
                 l = l.child(&self.sub).map_err(|e| e.to_string())?;
             }
             l.prefetch();
+            // As above: look up first, then write the previous component's samples.
+            if self.group == Group::Comp {
+                self.flush();
+            }
             self.comp = Some((key, l));
         }
         Ok((Group::Comp, item))
