@@ -94,6 +94,7 @@ pub fn ingest(
         metrics: MetricCache::default(),
         host: None,
         comp: None,
+        retired: None,
         group: Group::None,
         last_tags: None,
         items: Vec::with_capacity(64),
@@ -152,6 +153,10 @@ struct Ingest<'a, 's> {
     host: Option<(Option<&'a str>, &'a str, Arc<Level>)>,
     /// (type, type-id, stype, stype-id) raw text and their level below `host`.
     comp: Option<([&'a str; 4], Arc<Level>)>,
+    /// The component level replaced last. Dropping an `Arc` is an atomic, which would wait
+    /// for the page stores of the flush just before it; it is dropped at the next change,
+    /// before that change's flush.
+    retired: Option<Arc<Level>>,
     group: Group,
     /// The previous line's tag section and the group it resolved to: a line with the same
     /// tags (most lines) resolves to the same level without looking at them.
@@ -297,10 +302,12 @@ impl<'a> Ingest<'a, '_> {
                 l = l.child(&self.sub).map_err(|e| e.to_string())?;
             }
             l.prefetch();
+            self.retired = None;
             // As above: look up first, then write the previous component's samples.
             if self.group == Group::Comp {
                 self.flush();
             }
+            self.retired = self.comp.take().map(|c| c.1);
             self.comp = Some((key, l));
         }
         Ok((Group::Comp, item))
@@ -375,7 +382,7 @@ impl Default for MetricCache<'_> {
 }
 
 impl<'a> MetricCache<'a> {
-    #[inline]
+    #[inline(always)]
     fn get(
         &mut self,
         store: &Store,
