@@ -412,3 +412,10 @@ fn concurrent_writers_and_readers() {
     let all = s.read(&sel(&["cluster"]), "a", 0, n, 0).unwrap();
     assert_eq!(all.data[100], 400.0);
 }
+
+#[test]
+fn level_stays_small() {
+    // The memory goal (≤ 8.1 bytes per sample including the tree) depends on it: most levels
+    // are hardware threads with four series.
+    assert_eq!(std::mem::size_of::<Level>(), 72);
+}
