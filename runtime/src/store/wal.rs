@@ -49,6 +49,17 @@ pub(crate) fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
     v.into_boxed_slice()
 }
 
+thread_local! {
+    /// The last appended batch's buffer on this thread, reused by the next
+    /// [`WalBatch::with_capacity`]: an ingest's batch is hundreds of KiB, and a fresh one
+    /// page-faults its way through every body.
+    static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+/// Buffers above this are freed rather than kept per thread.
+const MAX_SPARE: usize = 8 << 20;
+/// Buffers below this are not worth keeping (a single `Store::write`).
+const SPARE_MIN: usize = 4096;
+
 /// Samples encoded for one WAL append (one frame).
 #[derive(Default)]
 pub struct WalBatch {
@@ -68,9 +79,19 @@ impl WalBatch {
     /// A batch with room for `bytes` of records (a 13-byte sample per ~90-byte line: growing
     /// from empty would copy and page-fault the buffer several times per body).
     pub fn with_capacity(bytes: usize) -> WalBatch {
+        let mut buf = SPARE.take();
+        buf.reserve(bytes);
         WalBatch {
-            buf: Vec::with_capacity(bytes),
+            buf,
             ..WalBatch::default()
+        }
+    }
+
+    /// Keeps the (now empty) buffer for this thread's next batch, unless it is huge.
+    fn recycle(&mut self) {
+        if self.buf.capacity() <= MAX_SPARE && self.buf.capacity() > SPARE_MIN {
+            self.buf.clear();
+            SPARE.set(std::mem::take(&mut self.buf));
         }
     }
 
@@ -223,6 +244,7 @@ impl Wal {
         };
         self.shared.wake.notify_one();
         batch.clear();
+        batch.recycle();
         Ok(seq)
     }
 
