@@ -1,5 +1,6 @@
 //! Fuzz target: the line-protocol parser must never panic, every rejection must carry a
-//! position inside the input, and every accepted line must be fully iterable.
+//! position inside the input, every accepted line must be fully iterable, and the fast path
+//! must agree with the general parser.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../../runtime/src/api/lineproto.rs"]
 mod lineproto;
 
-use lineproto::parse_lines;
+use lineproto::{parse_line, parse_lines, parse_slow};
 
 fuzz_target!(|data: &[u8]| {
     let lines = data.split(|b| *b == b'\n').count();
@@ -28,6 +29,16 @@ fuzz_target!(|data: &[u8]| {
                 assert!(e.column >= 1 && e.column <= data.len() + 1);
                 let _ = e.to_string();
             }
+        }
+    }
+    for piece in data.split(|b| *b == b'\n') {
+        let Ok(s) = std::str::from_utf8(piece) else {
+            continue;
+        };
+        match (parse_line(s, 1), parse_slow(s, 1)) {
+            (Ok(a), Ok(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}")),
+            (Err(a), Err(b)) => assert_eq!(a, b),
+            (a, b) => panic!("fast {a:?} vs general {b:?}"),
         }
     }
 });

@@ -83,10 +83,15 @@ impl<'a> Text<'a> {
     }
 
     /// The unescaped text.
+    #[inline]
     pub fn as_str(&self) -> Cow<'a, str> {
         if !self.escaped {
             return Cow::Borrowed(self.raw);
         }
+        self.unescape()
+    }
+
+    fn unescape(&self) -> Cow<'a, str> {
         let special: &[char] = match self.kind {
             Escapes::Measurement => &[',', ' ', '\\'],
             Escapes::Name => &[',', '=', ' ', '\\'],
@@ -176,8 +181,6 @@ pub struct Line<'a> {
     /// 1-based line number within the body.
     pub line: usize,
     tags: &'a str,
-    /// The whole line; `spans` index into it.
-    src: &'a str,
     /// Tag positions recorded while validating, so iterating tags does not scan again.
     /// `n_spans == SPANS_OVERFLOW` means "too many or too long: rescan `tags`".
     spans: [TagSpan; MAX_SPANS],
@@ -189,7 +192,8 @@ pub struct Line<'a> {
 const MAX_SPANS: usize = 8;
 const SPANS_OVERFLOW: u8 = u8::MAX;
 
-/// Offsets of `key=value` within a line (value starts at `key_end + 1`).
+/// Offsets of `key=value` within the tag section (value starts at `key_end + 1`). Relative
+/// to the section, not the line, so a line repeating the previous line's tags reuses them.
 #[derive(Debug, Clone, Copy, Default)]
 struct TagSpan {
     key_start: u16,
@@ -205,18 +209,24 @@ impl<'a> Line<'a> {
         if self.n_spans == SPANS_OVERFLOW {
             return Tags {
                 rest: self.tags,
-                src: self.src,
+                src: self.tags,
                 spans: &[],
             };
         }
         Tags {
             rest: "",
-            src: self.src,
+            src: self.tags,
             spans: &self.spans[..self.n_spans as usize],
         }
     }
 
     /// `(key, value)` of each field in input order.
+    /// The tag section exactly as in the input (`,k=v,k=v`, empty without tags): lines
+    /// with equal tag sections have equal tags, which ingest uses to skip their resolution.
+    pub fn tags_raw(&self) -> &'a str {
+        self.tags
+    }
+
     pub fn fields(&self) -> Fields<'a> {
         Fields {
             first: Some(self.first_field),
@@ -225,8 +235,17 @@ impl<'a> Line<'a> {
     }
 
     /// The value of the field named `key` (first occurrence).
+    #[inline]
     pub fn field(&self, key: &str) -> Option<FieldValue<'a>> {
-        self.fields().find(|(k, _)| k == key).map(|(_, v)| v)
+        // The usual line has one field: compare it in place instead of copying it through
+        // the iterator (its mixed-size fields make the copy stall on store forwarding).
+        if self.first_field.0 == key {
+            return Some(self.first_field.1);
+        }
+        self.fields()
+            .skip(1)
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 }
 
@@ -239,6 +258,7 @@ pub struct Tags<'a, 'l> {
 
 impl<'a> Iterator for Tags<'a, '_> {
     type Item = (Text<'a>, Text<'a>);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if let Some((t, rest)) = self.spans.split_first() {
             self.spans = rest;
@@ -259,6 +279,14 @@ impl<'a> Iterator for Tags<'a, '_> {
             };
             return Some((key, val));
         }
+        self.rescan()
+    }
+}
+
+impl<'a> Tags<'a, '_> {
+    /// The next tag of a line with more tags than recorded spans: scan the text again.
+    #[cold]
+    fn rescan(&mut self) -> Option<(Text<'a>, Text<'a>)> {
         let b = self.rest.as_bytes();
         if b.first() != Some(&b',') {
             return None;
@@ -303,301 +331,23 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
-/// Byte classes for scanning: 1 = `,` or space, 2 = `=`, 4 = backslash.
-static CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[b',' as usize] = 1;
-    t[b' ' as usize] = 1;
-    t[b'=' as usize] = 2;
-    t[b'\\' as usize] = 4;
-    t
-};
-
-const LO: u64 = 0x0101_0101_0101_0101;
-const SPLAT_COMMA: u64 = LO * b',' as u64;
-const SPLAT_SPACE: u64 = LO * b' ' as u64;
-const SPLAT_EQ: u64 = LO * b'=' as u64;
-const SPLAT_BACKSLASH: u64 = LO * b'\\' as u64;
-
-/// High bit set in each byte of `x` that is zero. Bytes above the first zero byte may be
-/// flagged spuriously (borrow), so only the lowest flag is meaningful, which is all we use.
-#[inline]
-fn zero_byte(x: u64) -> u64 {
-    x.wrapping_sub(LO) & !x & (LO << 7)
-}
-
-/// Scans a name from `i` up to an unescaped `,` or space (and `=` when `EQ`), or the end.
-/// Returns the end and whether a backslash occurred. A table lookup per byte keeps the loop
-/// to one load and one test.
-#[inline]
-fn scan<const EQ: bool>(b: &[u8], mut i: usize) -> Result<(usize, bool), (usize, ErrorKind)> {
-    let stop = if EQ { 7 } else { 5 };
-    let mut escaped = false;
-    loop {
-        // Eight bytes at a time (SWAR): the lowest byte equal to a stop or a backslash.
-        while let Some(w) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-            let hit = zero_byte(w ^ SPLAT_COMMA)
-                | zero_byte(w ^ SPLAT_SPACE)
-                | zero_byte(w ^ SPLAT_BACKSLASH);
-            let hit = if EQ {
-                hit | zero_byte(w ^ SPLAT_EQ)
-            } else {
-                hit
-            };
-            if hit != 0 {
-                i += (hit.trailing_zeros() / 8) as usize;
-                break;
-            }
-            i += 8;
-        }
-        while i < b.len() && CLASS[b[i] as usize] & stop == 0 {
-            i += 1;
-        }
-        if i < b.len() && b[i] == b'\\' {
-            if i + 1 >= b.len() {
-                return Err((i, ErrorKind::TrailingBackslash));
-            }
-            escaped = true;
-            // Skip the escaped character, including all bytes of a multi-byte one.
-            i += 2;
-            while i < b.len() && (b[i] & 0xC0) == 0x80 {
-                i += 1;
-            }
-            continue;
-        }
-        return Ok((i, escaped));
-    }
-}
-
-/// Parses `key=value` at `i`; returns the key, value and the index just past the value.
-fn parse_field(s: &str, i: usize) -> Result<(Text<'_>, FieldValue<'_>, usize), (usize, ErrorKind)> {
-    let b = s.as_bytes();
-    let (kend, kesc) = scan::<true>(b, i)?;
-    if kend == i {
-        return Err((i, ErrorKind::MissingFieldKey));
-    }
-    if b.get(kend) != Some(&b'=') {
-        return Err((kend, ErrorKind::MissingFieldValue));
-    }
-    let key = Text {
-        raw: &s[i..kend],
-        escaped: kesc,
-        kind: Escapes::Name,
-    };
-    let v = kend + 1;
-    match b.get(v) {
-        None | Some(b',') | Some(b' ') => Err((v, ErrorKind::MissingFieldValue)),
-        Some(b'"') => {
-            let mut j = v + 1;
-            let mut escaped = false;
-            loop {
-                match b.get(j) {
-                    None => return Err((v, ErrorKind::UnterminatedString)),
-                    Some(b'\\') if j + 1 < b.len() => {
-                        escaped = true;
-                        j += 2;
-                    }
-                    Some(b'"') => break,
-                    Some(_) => j += 1,
-                }
-            }
-            // `j` may have stepped into a multi-byte character only via `\`: find the char
-            // boundary-safe slice (the closing quote is ASCII, so `j` is a boundary).
-            let raw = s.get(v + 1..j).ok_or((v, ErrorKind::UnterminatedString))?;
-            let text = Text {
-                raw,
-                escaped,
-                kind: Escapes::Str,
-            };
-            Ok((key, FieldValue::Str(text), j + 1))
-        }
-        Some(_) => {
-            let end = memchr::memchr2(b',', b' ', &b[v..]).map_or(b.len(), |p| v + p);
-            let value = parse_value(&s[v..end]).map_err(|k| (v, k))?;
-            Ok((key, value, end))
-        }
-    }
-}
-
-fn parse_value(t: &str) -> Result<FieldValue<'static>, ErrorKind> {
-    let b = t.as_bytes();
-    let digits = |d: &[u8]| {
-        let d = d
-            .strip_prefix(b"-")
-            .or_else(|| d.strip_prefix(b"+"))
-            .unwrap_or(d);
-        !d.is_empty() && d.iter().all(u8::is_ascii_digit)
-    };
-    match *b.last().unwrap_or(&0) {
-        b'i' => {
-            let d = &t[..t.len() - 1];
-            if !digits(d.as_bytes()) {
-                return Err(ErrorKind::InvalidInteger);
-            }
-            d.parse()
-                .map(FieldValue::Int)
-                .map_err(|_| ErrorKind::IntegerOverflow)
-        }
-        b'u' => {
-            let d = &t[..t.len() - 1];
-            if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(ErrorKind::InvalidUnsigned);
-            }
-            d.parse()
-                .map(FieldValue::UInt)
-                .map_err(|_| ErrorKind::IntegerOverflow)
-        }
-        _ => match t {
-            "t" | "T" | "true" | "True" | "TRUE" => Ok(FieldValue::Bool(true)),
-            "f" | "F" | "false" | "False" | "FALSE" => Ok(FieldValue::Bool(false)),
-            _ => {
-                // Only digits, sign, dot and exponent: rejects "nan", "inf" and "0x10",
-                // which Rust's float parser would otherwise accept or misread.
-                let mut digit = false;
-                let mut other = false;
-                for c in b {
-                    match c {
-                        b'0'..=b'9' => digit = true,
-                        b'.' | b'e' | b'E' | b'+' | b'-' => {}
-                        _ => other = true,
-                    }
-                }
-                if other || !digit {
-                    return Err(
-                        if b.first().is_some_and(|c| c.is_ascii_digit() || *c == b'-') {
-                            ErrorKind::InvalidFloat
-                        } else {
-                            ErrorKind::InvalidFieldValue
-                        },
-                    );
-                }
-                t.parse()
-                    .map(FieldValue::Float)
-                    .map_err(|_| ErrorKind::InvalidFloat)
-            }
-        },
-    }
-}
-
 /// Parses one line (without its newline). `line` is the 1-based number used in errors.
 #[inline]
 pub fn parse_line(s: &str, line: usize) -> Result<Line<'_>, ParseError> {
+    if let Some(l) = fast::parse(s, line) {
+        return Ok(l);
+    }
+    parse_slow(s, line)
+}
+
+/// The general parser alone (no fast path): every line and every error. Public so tests and
+/// the fuzz target can check that the fast path agrees with it.
+#[doc(hidden)]
+pub fn parse_slow(s: &str, line: usize) -> Result<Line<'_>, ParseError> {
     parse_inner(s, line).map_err(|(pos, kind)| ParseError {
         line,
         column: pos + 1,
         kind,
-    })
-}
-
-fn parse_inner(s: &str, line: usize) -> Result<Line<'_>, (usize, ErrorKind)> {
-    let b = s.as_bytes();
-    let (mend, mesc) = scan::<false>(b, 0)?;
-    if mend == 0 {
-        return Err((0, ErrorKind::MissingMeasurement));
-    }
-    let measurement = Text {
-        raw: &s[..mend],
-        escaped: mesc,
-        kind: Escapes::Measurement,
-    };
-    let mut i = mend;
-    let mut spans = [TagSpan::default(); MAX_SPANS];
-    let mut n_spans = if b.len() > u16::MAX as usize {
-        SPANS_OVERFLOW
-    } else {
-        0
-    };
-    while b.get(i) == Some(&b',') {
-        let (kend, kesc) = scan::<true>(b, i + 1)?;
-        if kend == i + 1 {
-            return Err((kend, ErrorKind::MissingTagKey));
-        }
-        if b.get(kend) != Some(&b'=') {
-            return Err((kend, ErrorKind::MissingTagValue));
-        }
-        let (vend, vesc) = scan::<true>(b, kend + 1)?;
-        if vend == kend + 1 {
-            return Err((vend, ErrorKind::MissingTagValue));
-        }
-        if b.get(vend) == Some(&b'=') {
-            return Err((vend, ErrorKind::UnescapedEquals));
-        }
-        if (n_spans as usize) < MAX_SPANS {
-            spans[n_spans as usize] = TagSpan {
-                key_start: (i + 1) as u16,
-                key_end: kend as u16,
-                value_end: vend as u16,
-                key_escaped: kesc,
-                value_escaped: vesc,
-            };
-            n_spans += 1;
-        } else {
-            n_spans = SPANS_OVERFLOW;
-        }
-        i = vend;
-    }
-    let tags = &s[mend..i];
-    if b.get(i) != Some(&b' ') {
-        return Err((i, ErrorKind::MissingFields));
-    }
-    while b.get(i) == Some(&b' ') {
-        i += 1;
-    }
-    if i >= b.len() {
-        return Err((i, ErrorKind::MissingFields));
-    }
-    let (k, v, mut end) = parse_field(s, i)?;
-    let first_field = (k, v);
-    let more_start = end + 1;
-    while b.get(end) == Some(&b',') {
-        let (_, _, e) = parse_field(s, end + 1)?;
-        end = e;
-    }
-    let more_fields = s.get(more_start.min(end)..end).unwrap_or("");
-    i = end;
-    let timestamp = match b.get(i) {
-        None => None,
-        Some(b' ') => {
-            while b.get(i) == Some(&b' ') {
-                i += 1;
-            }
-            let start = i;
-            while i < b.len() && b[i] != b' ' {
-                i += 1;
-            }
-            let tok = &s[start..i];
-            while b.get(i) == Some(&b' ') {
-                i += 1;
-            }
-            if i < b.len() {
-                return Err((i, ErrorKind::UnexpectedCharacter));
-            }
-            if tok.is_empty() {
-                None
-            } else {
-                let d = tok.strip_prefix('-').unwrap_or(tok);
-                if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
-                    return Err((start, ErrorKind::InvalidTimestamp));
-                }
-                Some(
-                    tok.parse()
-                        .map_err(|_| (start, ErrorKind::InvalidTimestamp))?,
-                )
-            }
-        }
-        Some(_) => return Err((i, ErrorKind::UnexpectedCharacter)),
-    };
-    Ok(Line {
-        measurement,
-        timestamp,
-        line,
-        tags,
-        src: s,
-        spans,
-        n_spans,
-        first_field,
-        more_fields,
     })
 }
 
@@ -621,15 +371,16 @@ pub fn parse_lines(body: &[u8]) -> Lines<'_> {
     }
 }
 
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Lines<'a> {
+    /// The next non-blank, non-comment line as text (with its number and the count of leading
+    /// blanks stripped), or the UTF-8 error that stops it from being one.
+    #[inline]
+    fn next_text(&mut self) -> Option<Result<(&'a str, usize, usize), ParseError>> {
         loop {
             if self.rest.is_empty() {
                 return None;
             }
-            let end = memchr::memchr(b'\n', self.rest);
+            let end = fast::find_newline(self.rest);
             let (raw, rest) = match end {
                 Some(p) => (&self.rest[..p], &self.rest[p + 1..]),
                 None => (self.rest, &[][..]),
@@ -671,13 +422,73 @@ impl<'a> Iterator for Lines<'a> {
                     }
                 },
             };
-            return Some(parse_line(s, line).map_err(|mut e| {
-                e.column += lead;
-                e
-            }));
+            return Some(Ok((s, line, lead)));
         }
     }
 }
+
+fn shift_column(lead: usize) -> impl Fn(ParseError) -> ParseError {
+    move |mut e| {
+        e.column += lead;
+        e
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.next_text()? {
+            Ok((s, line, lead)) => parse_line(s, line).map_err(shift_column(lead)),
+            Err(e) => Err(e),
+        })
+    }
+}
+
+/// Like [`parse_lines`], but hands each line to `f` by reference. The hot path of ingest: a
+/// `Line` is a few hundred bytes, and not moving it through an iterator's `Option<Result<..>>`
+/// saves a third of the parse time.
+#[inline]
+pub fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Result<&Line<'a>, ParseError>)) {
+    let mut lines = parse_lines(body);
+    // The tags of the last line parsed in full: most lines repeat them.
+    let mut prev: Option<fast::PrevTags<'a>> = None;
+    while let Some(t) = lines.next_text() {
+        let (s, line, lead) = match t {
+            Ok(t) => t,
+            Err(e) => {
+                f(Err(e));
+                continue;
+            }
+        };
+        if let Some(p) = &prev
+            && let Some(ref l) = fast::parse_same_tags(s, line, p)
+        {
+            f(Ok(l));
+            continue;
+        }
+        match fast::parse(s, line) {
+            Some(ref l) => {
+                prev = fast::PrevTags::of(l);
+                f(Ok(l))
+            }
+            None => match parse_slow(s, line) {
+                Ok(ref l) => {
+                    prev = fast::PrevTags::of(l);
+                    f(Ok(l))
+                }
+                Err(e) => f(Err(shift_column(lead)(e))),
+            },
+        }
+    }
+}
+
+#[path = "lineproto_fast.rs"]
+mod fast;
+
+#[path = "lineproto_general.rs"]
+mod general;
+use general::{parse_field, parse_inner, scan};
 
 #[cfg(test)]
 #[path = "lineproto_tests.rs"]

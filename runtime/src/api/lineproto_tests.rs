@@ -257,3 +257,220 @@ fn arbitrary_bytes_never_panic() {
     }
     assert!(errors > 0);
 }
+
+/// Everything a line exposes, for comparing two parses of it.
+fn render(l: &Line<'_>) -> String {
+    let tags: Vec<String> = l
+        .tags()
+        .map(|(k, v)| format!("{}={}|{}={}", k.raw(), v.raw(), k, v))
+        .collect();
+    let fields: Vec<String> = l
+        .fields()
+        .map(|(k, v)| format!("{}|{k}={v:?}", k.raw()))
+        .collect();
+    format!("{}|{l:?}|{tags:?}|{fields:?}", l.measurement.raw())
+}
+
+/// A line in cc-metric-collector's shape with numbers in many notations, so that both the
+/// fast path and its fallbacks are exercised.
+fn numeric_line(r: &mut Rng, out: &mut Vec<u8>) {
+    let values = [
+        "1",
+        "-0",
+        "0.25",
+        "-12.5",
+        "33.125",
+        "1e5",
+        "1.",
+        ".5",
+        "-",
+        "3i",
+        "-7i",
+        "7u",
+        "+2",
+        "t",
+        "FALSE",
+        "12345678901234567890",
+        "9007199254740993",
+        "0.1234567890123456789",
+        "1234567890.123456789",
+        "99999999999999999999i",
+        "18446744073709551615u",
+        "nan",
+        "\"s\"",
+        "0x10",
+        "1_0",
+        "١",
+    ];
+    let ts = [
+        "",
+        " ",
+        "  ",
+        " 1700000000",
+        " -5",
+        " 1700000000000000000",
+        " 17000000000000000000",
+        " 1x",
+        " 12 ",
+        " 12  3",
+        " +4",
+    ];
+    out.extend_from_slice(["cpu_load", "m", "a=b", "mem used"][r.below(4)].as_bytes());
+    // Up to 9 tags: one more than the fast path records.
+    for _ in 0..r.below(10) {
+        let k = ["cluster", "hostname", "type", "type-id", "k"][r.below(5)];
+        let v = ["alex", "a903", "hwthread", "17", "x=y", "\u{e9}"][r.below(6)];
+        out.extend_from_slice(format!(",{k}={v}").as_bytes());
+    }
+    out.extend_from_slice(b" value=");
+    // Half the values in the plain notations the fast path handles.
+    let n = if r.below(2) == 0 { 5 } else { values.len() };
+    out.extend_from_slice(values[r.below(n)].as_bytes());
+    for _ in 0..r.below(3) {
+        out.extend_from_slice(format!(",f={}", values[r.below(values.len())]).as_bytes());
+    }
+    out.extend_from_slice(ts[r.below(ts.len())].as_bytes());
+}
+
+#[test]
+fn fast_path_agrees_with_the_general_parser() {
+    let mut r = Rng(0x0dd_ba11);
+    let mut line = Vec::new();
+    let (mut fast, mut total) = (0usize, 0usize);
+    for i in 0..400_000 {
+        line.clear();
+        if i % 2 == 0 {
+            numeric_line(&mut r, &mut line);
+        } else {
+            // The general generator's escapes, quotes and strings must all go the slow way.
+            random_line(&mut r, &mut line);
+        }
+        for _ in 0..r.below(3).saturating_sub(1) {
+            let pos = r.below(line.len() + 1);
+            let c = ALPHABET[r.below(ALPHABET.len())];
+            match r.below(3) {
+                0 if pos < line.len() => line[pos] = c,
+                1 if pos < line.len() => {
+                    line.remove(pos);
+                }
+                _ => line.insert(pos, c),
+            }
+        }
+        let Ok(s) = std::str::from_utf8(&line) else {
+            continue;
+        };
+        total += 1;
+        let taken = fast::parse(s, 3);
+        match (parse_line(s, 3), parse_slow(s, 3)) {
+            (Ok(a), Ok(b)) => assert_eq!(render(&a), render(&b), "{s:?}"),
+            (Err(a), Err(b)) => {
+                assert!(taken.is_none(), "fast path accepted {s:?}");
+                assert_eq!(a, b, "{s:?}");
+            }
+            (a, b) => panic!("{s:?}: {a:?} vs {b:?}"),
+        }
+        if taken.is_some() {
+            fast += 1;
+            assert!(!s.contains(['\\', '"']), "{s:?}");
+        }
+    }
+    // Both paths must actually have been compared.
+    assert!(fast > total / 50 && fast < total / 2, "{fast} of {total}");
+}
+
+#[test]
+fn for_each_line_matches_the_iterator() {
+    let mut r = Rng(77);
+    let mut body = Vec::new();
+    for i in 0..20_000 {
+        if i % 3 == 0 {
+            random_line(&mut r, &mut body);
+        } else {
+            numeric_line(&mut r, &mut body);
+        }
+        if r.below(5) == 0 {
+            body.insert(r.below(body.len()), ALPHABET[r.below(ALPHABET.len())]);
+        }
+        body.extend_from_slice(["\n", "\r\n", "\n  # c\n\n"][r.below(3)].as_bytes());
+    }
+    let expected: Vec<String> = parse_lines(&body)
+        .map(|l| match l {
+            Ok(l) => render(&l),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    let mut got = Vec::new();
+    for_each_line(&body, |l| {
+        got.push(match l {
+            Ok(l) => render(l),
+            Err(e) => e.to_string(),
+        })
+    });
+    assert_eq!(got.len(), expected.len());
+    assert_eq!(got, expected);
+    assert!(got.iter().any(|l| l.starts_with("line ")), "no errors seen");
+}
+
+#[test]
+fn repeated_tag_sections_parse_as_in_full() {
+    // Runs of lines sharing a tag section (the shortcut) with measurements of every length
+    // and kind, fields and timestamps in all notations, and mutations anywhere.
+    let mut r = Rng(4242);
+    let measurements = [
+        "m",
+        "cpu_load",
+        "flops_any",
+        "a_much_longer_measurement_name",
+        "a=b",
+        "q\"z",
+        "x\\,y",
+        "mem used",
+        "",
+    ];
+    let tags = [
+        ",cluster=alex,hostname=a903,type=hwthread,type-id=7",
+        ",cluster=alex,hostname=a903",
+        ",a\\ b=c\\,d,e=f",
+        ",k=v,k=v,k=v,k=v,k=v,k=v,k=v,k=v,k=v",
+        ",x=y=z",
+        "",
+    ];
+    let mut body = Vec::new();
+    let mut t = tags[0];
+    for _ in 0..60_000 {
+        if r.below(4) == 0 {
+            t = tags[r.below(tags.len())];
+        }
+        let start = body.len();
+        body.extend_from_slice(measurements[r.below(measurements.len())].as_bytes());
+        body.extend_from_slice(t.as_bytes());
+        let mut rest = Vec::new();
+        numeric_line(&mut r, &mut rest);
+        let fields = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+        body.extend_from_slice(&rest[fields..]);
+        if r.below(8) == 0 {
+            let pos = start + r.below(body.len() - start + 1);
+            body.insert(pos, ALPHABET[r.below(ALPHABET.len())]);
+        }
+        body.push(b'\n');
+    }
+    let expected: Vec<String> = parse_lines(&body)
+        .map(|l| match l {
+            Ok(l) => render(&l),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    let mut got = Vec::new();
+    for_each_line(&body, |l| {
+        got.push(match l {
+            Ok(l) => render(l),
+            Err(e) => e.to_string(),
+        })
+    });
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g, e);
+    }
+    let ok = got.iter().filter(|l| !l.starts_with("line ")).count();
+    assert!(ok > 10_000 && ok < 55_000, "{ok} accepted");
+}

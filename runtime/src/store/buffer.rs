@@ -57,31 +57,36 @@ impl Pool {
 }
 
 /// A page plus its position: slots `block*512 .. block*512+512`; `lo..hi` is the written span.
+/// 16 bytes: an `i32` block covers slots up to ±2^40, i.e. ±35,000 years at a 1 s step.
 pub(crate) struct Buf {
-    pub(crate) block: i64,
+    pub(crate) data: Page,
+    pub(crate) block: i32,
     pub(crate) lo: u16,
     pub(crate) hi: u16,
-    pub(crate) data: Page,
 }
 
 impl Buf {
     pub(crate) fn first_slot(&self) -> i64 {
-        self.block * CAP + self.lo as i64
+        self.block as i64 * CAP + self.lo as i64
     }
     pub(crate) fn end_slot(&self) -> i64 {
-        self.block * CAP + self.hi as i64
+        self.block as i64 * CAP + self.hi as i64
     }
 }
 
 /// All buffers of one series: the newest (`head`) inline, so the hot write path touches the
-/// level's slot and the data page only; `older` buffers oldest first. Blocks strictly increase;
-/// gaps between blocks read as NaN. A chain always holds at least its head.
+/// level's slot and the data page only; `older` buffers oldest first, in an exactly sized
+/// slice (a chain gains a buffer every 512 steps; a Vec's capacity would be dead weight).
+/// Blocks strictly increase; gaps between blocks read as NaN. A chain always holds its head.
 pub(crate) struct Chain {
-    /// Step in seconds. Stored per chain so a snapshot taken under another config still reads
-    /// correctly (and is reported as misaligned if combined with differently-stepped series).
-    pub(crate) freq: i64,
+    /// The metric (registry id) this series belongs to; next to `freq` so a chain is 40 bytes.
+    pub(crate) id: u32,
+    /// Step in seconds (at least 1). Stored per chain so a snapshot taken under another config
+    /// still reads correctly (and is reported as misaligned if combined with differently-stepped
+    /// series).
+    pub(crate) freq: u32,
     head: Buf,
-    older: Vec<Buf>,
+    older: Box<[Buf]>,
 }
 
 /// Slot index of a timestamp: timestamps are rounded to the nearest multiple of `freq`, so
@@ -91,26 +96,56 @@ pub(crate) fn slot_of(ts: i64, freq: i64) -> i64 {
     ts.saturating_add(freq / 2).div_euclid(freq)
 }
 
+/// The block of a slot, if it fits the 32-bit block index.
+fn block_of(slot: i64, ts: i64) -> Result<i32, StoreError> {
+    i32::try_from(slot.div_euclid(CAP)).map_err(|_| StoreError::TimestampOutOfRange { ts })
+}
+
+/// Appends `b` to a boxed slice (one reallocation; chains grow rarely).
+fn push(older: &mut Box<[Buf]>, b: Buf) {
+    insert(older, older.len(), b);
+}
+
+fn insert(older: &mut Box<[Buf]>, i: usize, b: Buf) {
+    let mut v = std::mem::take(older).into_vec();
+    v.reserve_exact(1);
+    v.insert(i, b);
+    *older = v.into_boxed_slice();
+}
+
 impl Chain {
     /// A chain holding one value.
-    pub(crate) fn new(freq: i64, ts: i64, value: f64, pool: &Pool) -> Chain {
-        let slot = slot_of(ts, freq);
-        Chain {
+    pub(crate) fn new(
+        id: u32,
+        freq: u32,
+        ts: i64,
+        value: f64,
+        pool: &Pool,
+    ) -> Result<Chain, StoreError> {
+        let slot = slot_of(ts, freq as i64);
+        Ok(Chain {
+            id,
             freq,
-            head: Buf::new(slot, value, pool),
-            older: Vec::new(),
-        }
+            head: Buf::new(block_of(slot, ts)?, slot, value, pool),
+            older: Box::default(),
+        })
     }
 
     /// A chain from restored buffers (ascending blocks); `None` if there are none.
-    pub(crate) fn from_bufs(freq: i64, mut bufs: Vec<Buf>) -> Option<Chain> {
+    pub(crate) fn from_bufs(id: u32, freq: u32, mut bufs: Vec<Buf>) -> Option<Chain> {
         let head = bufs.pop()?;
-        bufs.shrink_to_fit();
         Some(Chain {
+            id,
             freq,
             head,
-            older: bufs,
+            older: bufs.into_boxed_slice(),
         })
+    }
+
+    /// The step as the i64 the arithmetic uses.
+    #[inline]
+    pub(crate) fn step(&self) -> i64 {
+        self.freq as i64
     }
 
     /// Buffers oldest first.
@@ -123,49 +158,66 @@ impl Chain {
     }
 
     /// Writes one value; overwrites an existing slot; rejects slots older than the oldest buffer.
+    ///
+    /// The common case, the step after the newest one (or the newest one again) landing in the
+    /// head buffer, is recognised with a multiplication instead of a 64-bit division.
     #[inline]
     pub(crate) fn write(&mut self, ts: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
-        let slot = slot_of(ts, self.freq);
-        let block = slot.div_euclid(CAP);
-        let off = slot.rem_euclid(CAP) as usize;
-        if block == self.head.block {
-            set(&mut self.head, off, value);
+        let freq = self.step();
+        let h = &mut self.head;
+        let last = h.block as i64 * CAP + h.hi as i64 - 1;
+        // No overflow on this path: x is exact, and `d` is the distance from `last`'s start.
+        if let Some(d) = ts
+            .checked_add(freq / 2)
+            .zip(last.checked_mul(freq))
+            .and_then(|(x, base)| x.checked_sub(base))
+        {
+            if (0..freq).contains(&d) {
+                h.data[(h.hi - 1) as usize] = value;
+                return Ok(());
+            }
+            if (freq..2 * freq).contains(&d) && (h.hi as usize) < BUFFER_CAP {
+                h.data[h.hi as usize] = value;
+                h.hi += 1;
+                return Ok(());
+            }
+        }
+        // Anywhere else in the head buffer (an overwrite or a gap) is still common enough to
+        // stay inline.
+        let slot = slot_of(ts, freq);
+        if slot.div_euclid(CAP) == h.block as i64 {
+            set(h, slot.rem_euclid(CAP) as usize, value);
             return Ok(());
         }
-        self.write_slow(ts, block, off, value, pool)
+        self.write_slow(ts, slot, value, pool)
     }
 
     #[cold]
     fn write_slow(
         &mut self,
         ts: i64,
-        block: i64,
-        off: usize,
+        slot: i64,
         value: f64,
         pool: &Pool,
     ) -> Result<(), StoreError> {
-        let slot = block * CAP + off as i64;
+        let block = block_of(slot, ts)?;
+        let off = slot.rem_euclid(CAP) as usize;
         if block > self.head.block {
-            let old = std::mem::replace(&mut self.head, Buf::new(slot, value, pool));
-            // Grow by one: chains are long-lived and a doubling Vec would waste headers.
-            self.older.reserve_exact(1);
-            self.older.push(old);
+            let old = std::mem::replace(&mut self.head, Buf::new(block, slot, value, pool));
+            push(&mut self.older, old);
             return Ok(());
         }
         let oldest = self.older.first().map_or(self.head.block, |b| b.block);
         if block < oldest {
             return Err(StoreError::TooOld {
                 ts,
-                oldest: oldest * CAP * self.freq,
+                oldest: oldest as i64 * CAP * self.step(),
             });
         }
         match self.older.binary_search_by_key(&block, |b| b.block) {
             Ok(i) => set(&mut self.older[i], off, value),
-            Err(i) => {
-                // A gap inside the chain: fill it with a new page.
-                self.older.reserve_exact(1);
-                self.older.insert(i, Buf::new(slot, value, pool));
-            }
+            // A gap inside the chain: fill it with a new page.
+            Err(i) => insert(&mut self.older, i, Buf::new(block, slot, value, pool)),
         }
         Ok(())
     }
@@ -210,7 +262,9 @@ impl Chain {
         debug_assert_eq!(out.len() as i64, k1 - k0);
         let mut k = k0;
         let first_block = k0.div_euclid(CAP);
-        let start = self.older.partition_point(|b| b.block < first_block);
+        let start = self
+            .older
+            .partition_point(|b| (b.block as i64) < first_block);
         for b in self.older[start..]
             .iter()
             .chain(std::iter::once(&self.head))
@@ -218,7 +272,7 @@ impl Chain {
             if k >= k1 {
                 break;
             }
-            let bstart = b.block * CAP;
+            let bstart = b.block as i64 * CAP;
             if bstart >= k1 {
                 break;
             }
@@ -242,13 +296,15 @@ impl Chain {
     /// Releases buffers whose written data lies entirely before time `t`. Returns the count
     /// and whether the whole chain went (then it must be dropped via [`Chain::release`]).
     pub(crate) fn free_before(&mut self, t: i64, pool: &Pool) -> (usize, bool) {
-        let old = |b: &Buf| (b.end_slot() - 1) * self.freq < t;
+        let freq = self.step();
+        let old = |b: &Buf| (b.end_slot() - 1) * freq < t;
         let n = self.older.partition_point(old);
-        for b in self.older.drain(..n) {
-            pool.put(b.data);
-        }
         if n > 0 {
-            self.older.shrink_to_fit();
+            let mut v = std::mem::take(&mut self.older).into_vec();
+            for b in v.drain(..n) {
+                pool.put(b.data);
+            }
+            self.older = v.into_boxed_slice();
         }
         if self.older.is_empty() && old(&self.head) {
             // The caller releases the head with the chain.
@@ -257,14 +313,19 @@ impl Chain {
         (n, false)
     }
 
+    /// Whether every buffer (only the head remains after `free_before`) lies before `t`.
+    pub(crate) fn is_expired(&self, t: i64) -> bool {
+        self.older.is_empty() && (self.head.end_slot() - 1) * self.step() < t
+    }
+
     /// Most recent written slot's time and value (NaN slots skipped within the newest buffer).
     pub(crate) fn latest(&self) -> Option<(i64, f64)> {
         let b = &self.head;
         (b.lo..b.hi)
             .rev()
-            .map(|o| (b.block * CAP + o as i64, b.data[o as usize]))
+            .map(|o| (b.block as i64 * CAP + o as i64, b.data[o as usize]))
             .find(|(_, v)| !v.is_nan())
-            .map(|(k, v)| (k * self.freq, v))
+            .map(|(k, v)| (k * self.step(), v))
     }
 
     pub(crate) fn samples(&self) -> usize {
@@ -274,7 +335,7 @@ impl Chain {
     /// Returns every page to the pool; the count of buffers.
     pub(crate) fn release(self, pool: &Pool) -> usize {
         let n = self.buffer_count();
-        for b in self.older {
+        for b in self.older.into_vec() {
             pool.put(b.data);
         }
         pool.put(self.head.data);
@@ -283,10 +344,10 @@ impl Chain {
 }
 
 impl Buf {
-    fn new(slot: i64, value: f64, pool: &Pool) -> Buf {
+    fn new(block: i32, slot: i64, value: f64, pool: &Pool) -> Buf {
         let off = slot.rem_euclid(CAP) as usize;
         let mut b = Buf {
-            block: slot.div_euclid(CAP),
+            block,
             lo: off as u16,
             hi: off as u16 + 1,
             data: pool.get(),
@@ -315,7 +376,7 @@ mod tests {
     #[test]
     fn write_read_gaps_and_overwrite() {
         let pool = Pool::new(8);
-        let mut c = Chain::new(10, 100, 1.0, &pool);
+        let mut c = Chain::new(0, 10, 100, 1.0, &pool).unwrap();
         c.write(121, 3.0, &pool).unwrap(); // rounds to 120
         c.write(104, 2.0, &pool).unwrap(); // rounds to 100: overwrite
         assert_eq!(c.span(), (10, 13));
@@ -330,7 +391,7 @@ mod tests {
     #[test]
     fn chain_spans_buffers_and_fills_gaps() {
         let pool = Pool::new(8);
-        let mut c = Chain::new(1, 0, 0.0, &pool);
+        let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
         for t in 1..1100 {
             c.write(t, t as f64, &pool).unwrap();
         }
@@ -338,7 +399,7 @@ mod tests {
         // Far jump leaves a gap of blocks; a write into the gap creates a page there.
         c.write(5000, 5.0, &pool).unwrap();
         c.write(3000, 3.0, &pool).unwrap();
-        let blocks: Vec<i64> = c.bufs().map(|b| b.block).collect();
+        let blocks: Vec<i32> = c.bufs().map(|b| b.block).collect();
         assert_eq!(blocks, vec![0, 1, 2, 5, 9]);
         let mut out = vec![0.0; 5001];
         c.copy_into(0, 5001, &mut out);
@@ -355,6 +416,52 @@ mod tests {
         assert_eq!(c.free_before(i64::MAX, &pool), (3, true));
         assert_eq!(c.release(&pool), 1);
         assert_eq!(pool.len(), 5);
+    }
+
+    #[test]
+    fn headers_stay_small() {
+        // The memory goal (bytes per sample including headers) depends on these.
+        assert_eq!(std::mem::size_of::<Buf>(), 16);
+        assert_eq!(std::mem::size_of::<Chain>(), 40);
+    }
+
+    #[test]
+    fn fast_path_agrees_with_division() {
+        // Steps with jitter around the rounding boundary, repeats, gaps and a buffer change.
+        let pool = Pool::new(8);
+        for freq in [1u32, 2, 7, 60] {
+            let f = freq as i64;
+            let mut c = Chain::new(0, freq, 5 * f, 0.0, &pool).unwrap();
+            let mut expect = std::collections::BTreeMap::new();
+            expect.insert(5, 0.0);
+            let mut ts = 5 * f;
+            for i in 1..1500i64 {
+                ts += [f, f, 0, f + f / 2, f - f / 2, 2 * f][(i % 6) as usize];
+                let t = ts + [0, f / 2, -(f / 2), (f - 1) / 2][(i % 4) as usize];
+                c.write(t, i as f64, &pool).unwrap();
+                expect.insert(slot_of(t, f), i as f64);
+            }
+            let (k0, k1) = c.span();
+            let mut out = vec![0.0; (k1 - k0) as usize];
+            c.copy_into(k0, k1, &mut out);
+            for (k, v) in out.iter().enumerate() {
+                match expect.get(&(k0 + k as i64)) {
+                    Some(e) => assert_eq!(v, e, "freq {freq} slot {}", k0 + k as i64),
+                    None => assert!(v.is_nan()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn timestamps_beyond_the_block_range_are_refused() {
+        let pool = Pool::new(1);
+        let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
+        assert!(matches!(
+            c.write(i64::MAX, 1.0, &pool),
+            Err(StoreError::TimestampOutOfRange { .. })
+        ));
+        assert!(Chain::new(0, 1, i64::MIN, 0.0, &pool).is_err());
     }
 
     #[test]

@@ -1,18 +1,16 @@
 //! The buffer store (cc-metric-store's memory store): a tree of levels (cluster → host →
 //! component → sub-component), each holding one buffer chain per metric. Owns writes, reads
 //! with aggregation over children, stats, free/retention and the metric registry; persistence
-//! lives in `wal`, `snapshot` and `workers`.
-//!
-//! Locking: every level has an `RwLock` on its children map (read-mostly; taken for writing
-//! only when a child is created) and a `Mutex` over its metric chains. A write takes one mutex
-//! (plus read locks while descending); there is no store-wide lock on the hot path.
+//! lives in `wal`, `snapshot` and `workers`; the tree and its locking in `level`.
 
 mod buffer;
 pub mod config;
+mod level;
 mod query;
 mod registry;
 mod selector;
 pub mod snapshot;
+mod spin;
 mod wal;
 pub mod workers;
 
@@ -28,7 +26,9 @@ pub use selector::{SelectorElement, selector};
 pub use wal::WalBatch;
 pub use workers::run_workers;
 
-use buffer::{Chain, Pool};
+use buffer::Pool;
+pub use level::Level;
+use level::walk;
 use registry::Registry;
 pub use registry::validate_name;
 
@@ -44,6 +44,8 @@ pub enum StoreError {
     InvalidName { name: String, reason: &'static str },
     #[error("cannot write to the past: timestamp {ts} is older than the oldest buffer ({oldest})")]
     TooOld { ts: i64, oldest: i64 },
+    #[error("timestamp {ts} is out of range (more than 35,000 years from 1970 at a 1 s step)")]
+    TimestampOutOfRange { ts: i64 },
     #[error("metric or host not found")]
     NotFound,
     #[error("invalid time range")]
@@ -100,145 +102,6 @@ pub(crate) fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     l.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A node of the level tree. Obtain with [`Store::level`]; writing through a cached level
-/// skips the descent from the root (what the line-protocol ingest does per host).
-pub struct Level {
-    /// The selector path, pre-encoded for WAL records.
-    wal_path: Box<[u8]>,
-    depth: usize,
-    children: RwLock<FastMap<Box<str>, Arc<Level>>>,
-    /// This level's own series; a handful per level, so a linear search beats a map.
-    metrics: Mutex<Vec<Slot>>,
-}
-
-/// One series of a level: metric id and its chain (64 bytes, one cache line).
-pub(crate) struct Slot {
-    pub(crate) id: u32,
-    pub(crate) chain: Chain,
-}
-
-impl Level {
-    fn new(wal_path: Box<[u8]>, depth: usize) -> Level {
-        Level {
-            wal_path,
-            depth,
-            children: RwLock::default(),
-            metrics: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The child `name`, created if missing.
-    pub fn child(&self, name: &str) -> Result<Arc<Level>, StoreError> {
-        if let Some(c) = read(&self.children).get(name) {
-            return Ok(c.clone());
-        }
-        self.create_child(name)
-    }
-
-    #[cold]
-    fn create_child(&self, name: &str) -> Result<Arc<Level>, StoreError> {
-        validate_name(name)?;
-        if self.depth >= 32 {
-            // The WAL encodes depth in a byte; real trees are 4 deep.
-            return Err(StoreError::InvalidName {
-                name: name.to_string(),
-                reason: "level tree deeper than 32",
-            });
-        }
-        let mut children = write(&self.children);
-        if let Some(c) = children.get(name) {
-            return Ok(c.clone());
-        }
-        let path = wal::extend_path(&self.wal_path, name);
-        let c = Arc::new(Level::new(path, self.depth + 1));
-        children.insert(name.into(), c.clone());
-        Ok(c)
-    }
-
-    fn get_child(&self, name: &str) -> Option<Arc<Level>> {
-        read(&self.children).get(name).cloned()
-    }
-
-    fn children(&self) -> Vec<(Box<str>, Arc<Level>)> {
-        read(&self.children)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    /// Memory-only write of one sample.
-    #[inline]
-    fn write(&self, m: MetricInfo, ts: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
-        let mut metrics = lock(&self.metrics);
-        match metrics.iter_mut().find(|s| s.id == m.id) {
-            Some(s) => s.chain.write(ts, value, pool),
-            None => {
-                metrics.push(Slot {
-                    id: m.id,
-                    chain: Chain::new(m.frequency, ts, value, pool),
-                });
-                Ok(())
-            }
-        }
-    }
-
-    /// Memory-only write of several samples under one lock acquisition. Besides saving
-    /// atomics, the stores to the different pages are not separated by a locked instruction,
-    /// so their cache misses overlap instead of being paid one after the other.
-    fn write_group<T>(
-        &self,
-        items: &[T],
-        get: impl Fn(&T) -> Pending<'_>,
-        pool: &Pool,
-        mut result: impl FnMut(usize, Result<(), StoreError>),
-    ) {
-        let mut metrics = lock(&self.metrics);
-        for (i, it) in items.iter().enumerate() {
-            let it = get(it);
-            let r = match metrics.iter_mut().find(|s| s.id == it.metric.id) {
-                Some(s) => s.chain.write(it.ts, it.value, pool),
-                None => {
-                    metrics.push(Slot {
-                        id: it.metric.id,
-                        chain: Chain::new(it.metric.frequency, it.ts, it.value, pool),
-                    });
-                    Ok(())
-                }
-            };
-            result(i, r);
-        }
-    }
-
-    /// Runs `f` on this level's chain for metric `id`, if it has one.
-    pub(crate) fn with_chain<R>(&self, id: u32, f: impl FnOnce(&Chain) -> R) -> Option<R> {
-        lock(&self.metrics)
-            .iter()
-            .find(|s| s.id == id)
-            .map(|s| f(&s.chain))
-    }
-
-    fn free(&self, t: i64, pool: &Pool) -> usize {
-        let mut n = 0;
-        {
-            let mut metrics = lock(&self.metrics);
-            let mut i = 0;
-            while i < metrics.len() {
-                let (freed, gone) = metrics[i].chain.free_before(t, pool);
-                n += freed;
-                if gone {
-                    metrics.swap_remove(i).chain.release(pool);
-                } else {
-                    i += 1;
-                }
-            }
-        }
-        for (_, c) in self.children() {
-            n += c.free(t, pool);
-        }
-        n
-    }
-}
-
 /// The in-memory time-series store. Cheap to share as `Arc<Store>`.
 pub struct Store {
     config: StoreConfig,
@@ -259,7 +122,7 @@ impl Store {
             registry: Registry::new(&config),
             pool: Pool::new(config.buffer_pool_max),
             config,
-            root: Arc::new(Level::new(wal::root_path(), 0)),
+            root: Arc::new(Level::root()),
             counters: StoreCounters::default(),
             data_dir: None,
             wal: None,
@@ -353,8 +216,9 @@ impl Store {
 
     /// The hot path: writes one sample into `level` and records it in `batch` for the WAL.
     /// Memory is written first, WAL second: a snapshot that misses the value is followed by
-    /// the WAL generation that holds it (see `snapshot::checkpoint`).
-    #[inline]
+    /// the WAL generation that holds it (see `snapshot::checkpoint`). Always inlined: the
+    /// caller's loop then overlaps one write's bookkeeping with the previous one's store.
+    #[inline(always)]
     pub fn write_to(
         &self,
         batch: &mut WalBatch,
@@ -369,7 +233,7 @@ impl Store {
                 // Counted per batch: a shared atomic per sample would bounce between cores.
                 batch.samples += 1;
                 if self.wal.is_some() {
-                    batch.push(&level.wal_path, metric_name, ts, value);
+                    batch.push(&level.wal_path, m.id, metric_name, ts, value);
                 }
                 Ok(())
             }
@@ -384,6 +248,7 @@ impl Store {
 
     /// Writes several samples into one level (one lock acquisition) and records them in
     /// `batch`; `result(i, r)` reports each item's outcome.
+    #[inline]
     pub fn write_group<T>(
         &self,
         batch: &mut WalBatch,
@@ -393,23 +258,41 @@ impl Store {
         mut result: impl FnMut(usize, Result<(), StoreError>),
     ) {
         let wal = self.wal.is_some();
-        level.write_group(items, get, &self.pool, |i, r| {
-            match &r {
-                Ok(()) => {
-                    batch.samples += 1;
-                    if wal {
-                        let it = get(&items[i]);
-                        batch.push(&level.wal_path, it.name, it.ts, it.value);
+        let mut rejected = 0;
+        level.write_group(
+            items,
+            |it| {
+                let p = get(it);
+                (p.metric, p.ts, p.value)
+            },
+            &self.pool,
+            |i, r| {
+                match &r {
+                    Ok(()) => {
+                        batch.samples += 1;
+                        if wal {
+                            let it = get(&items[i]);
+                            batch.push(&level.wal_path, it.metric.id, it.name, it.ts, it.value);
+                        }
                     }
+                    Err(_) => rejected += 1,
                 }
-                Err(_) => {
-                    self.counters
-                        .samples_rejected
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            result(i, r)
-        });
+                result(i, r)
+            },
+        );
+        if rejected > 0 {
+            self.counters
+                .samples_rejected
+                .fetch_add(rejected, Ordering::Relaxed);
+        }
+    }
+
+    /// An empty batch sized for about `samples` samples (no allocation without a WAL).
+    pub fn batch_for(&self, samples: usize) -> WalBatch {
+        match self.wal {
+            Some(_) => WalBatch::with_capacity(samples * 16 + 1024),
+            None => WalBatch::default(),
+        }
     }
 
     /// Hands a batch to the WAL (no wait). Returns the sequence number to wait for.
@@ -466,7 +349,7 @@ impl Store {
     /// Names of the children of the level at `path` (empty if it does not exist).
     pub fn list_children(&self, path: &[&str]) -> Vec<String> {
         match self.find_level(path) {
-            Some(l) => read(&l.children).keys().map(|k| k.to_string()).collect(),
+            Some(l) => l.children().iter().map(|c| c.name().to_string()).collect(),
             None => Vec::new(),
         }
     }
@@ -476,10 +359,10 @@ impl Store {
         let names = self.registry.all_names();
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |path, level| {
-            let metrics = lock(&level.metrics);
+            let metrics = level.metrics.lock();
             let p: Vec<&str> = path.iter().map(|s| &**s).collect();
             for s in metrics.iter() {
-                if let Some((ts, v)) = s.chain.latest() {
+                if let Some((ts, v)) = s.latest() {
                     f(&p, &names[s.id as usize], ts, v);
                 }
             }
@@ -493,8 +376,8 @@ impl Store {
         let mut newest = None;
         let mut p = Vec::new();
         walk(&level, &mut p, &mut |_, l| {
-            for s in lock(&l.metrics).iter() {
-                if let Some((ts, _)) = s.chain.latest() {
+            for s in l.metrics.lock().iter() {
+                if let Some((ts, _)) = s.latest() {
                     newest = newest.max(Some(ts));
                 }
             }
@@ -511,10 +394,10 @@ impl Store {
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |_, level| {
             u.levels += 1;
-            for s in lock(&level.metrics).iter() {
+            for s in level.metrics.lock().iter() {
                 u.series += 1;
-                u.buffers += s.chain.buffer_count();
-                u.samples += s.chain.samples();
+                u.buffers += s.buffer_count();
+                u.samples += s.samples();
             }
         });
         u
@@ -556,39 +439,26 @@ pub struct Sample<'a> {
     pub value: f64,
 }
 
-/// Depth-first walk, handing each level with its path to `f`.
-fn walk(level: &Arc<Level>, path: &mut Vec<Box<str>>, f: &mut dyn FnMut(&[Box<str>], &Level)) {
-    f(path, level);
-    let mut children = level.children();
-    children.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, c) in children {
-        path.push(name);
-        walk(&c, path, f);
-        path.pop();
-    }
-}
-
 fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
     let mut metrics = serde_json::Map::new();
-    for s in lock(&level.metrics).iter() {
-        let c = &s.chain;
+    for c in level.metrics.lock().iter() {
         let (k0, k1) = c.span();
         {
             metrics.insert(
-                names[s.id as usize].to_string(),
+                names[c.id as usize].to_string(),
                 serde_json::json!({
                     "frequency": c.freq,
                     "buffers": c.buffer_count(),
-                    "first": k0 * c.freq,
-                    "last": (k1 - 1) * c.freq,
+                    "first": k0 * c.step(),
+                    "last": (k1 - 1) * c.step(),
                     "samples": c.samples(),
                 }),
             );
         }
     }
     let mut children = serde_json::Map::new();
-    for (name, c) in level.children() {
-        children.insert(name.to_string(), dump(&c, names));
+    for c in level.children() {
+        children.insert(c.name().to_string(), dump(&c, names));
     }
     serde_json::json!({ "metrics": metrics, "children": children })
 }

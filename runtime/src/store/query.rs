@@ -118,8 +118,8 @@ impl Store {
         for l in &levels {
             with_chain(l, m.id, |c| {
                 if freq == 0 {
-                    freq = c.freq;
-                } else if freq != c.freq {
+                    freq = c.step();
+                } else if freq != c.step() {
                     return Err(StoreError::DataDoesNotAlign);
                 }
                 let (a, b) = c.span();
@@ -178,13 +178,13 @@ impl Store {
         for l in &levels {
             with_chain(l, m.id, |c| {
                 let (a, b) = c.span();
-                let k0 = slot_of(from, c.freq).max(a);
-                let k1 = (slot_of(to, c.freq) + 1).min(b).max(k0);
+                let k0 = slot_of(from, c.step()).max(a);
+                let k1 = (slot_of(to, c.step()) + 1).min(b).max(k0);
                 let mut buf = vec![0.0; (k1 - k0) as usize];
                 c.copy_into(k0, k1, &mut buf);
                 all.extend_from_slice(&buf);
-                rfrom = rfrom.min(k0 * c.freq);
-                rto = rto.max(k1 * c.freq);
+                rfrom = rfrom.min(k0 * c.step());
+                rto = rto.max(k1 * c.step());
                 Ok(())
             })?;
         }
@@ -213,7 +213,7 @@ fn collect(level: &Arc<Level>, selector: &[SelectorElement], id: u32, out: &mut 
         if has_chain(level, id) {
             out.push(level.clone());
         } else {
-            for (_, c) in level.children() {
+            for c in level.children() {
                 collect(&c, &[], id, out);
             }
         }
@@ -233,7 +233,7 @@ fn collect(level: &Arc<Level>, selector: &[SelectorElement], id: u32, out: &mut 
             }
         }
         SelectorElement::Any => {
-            for (_, c) in level.children() {
+            for c in level.children() {
                 collect(&c, rest, id, out);
             }
         }

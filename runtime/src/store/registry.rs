@@ -23,7 +23,8 @@ impl Registry {
         for (name, mc) in &cfg.metrics {
             let info = MetricInfo {
                 id: names.len() as u32,
-                frequency: mc.frequency.max(1) as i64,
+                // Chains keep the step as a u32 (136 years is plenty).
+                frequency: mc.frequency.clamp(1, u32::MAX as u64) as i64,
                 aggregation: mc.aggregation,
             };
             fixed.insert(name.as_str().into(), info);
@@ -33,7 +34,7 @@ impl Registry {
             fixed,
             dynamic: RwLock::default(),
             names: RwLock::new(names),
-            default_frequency: cfg.default_frequency.max(1) as i64,
+            default_frequency: cfg.default_frequency.clamp(1, u32::MAX as u64) as i64,
             refuse_unknown: cfg.refuse_unknown_metrics,
         }
     }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 use super::buffer::{BUFFER_CAP, Buf, Chain};
 use super::wal::{self, sync_dir};
-use super::{Slot, Store, StoreError, lock, walk};
+use super::{Store, StoreError, walk};
 
 const MAGIC: &[u8; 8] = b"WMSNAP01";
 const HEADER_LEN: usize = 24;
@@ -84,25 +84,27 @@ impl Store {
             .map_err(io)?;
         let names = self.registry.all_names();
         let mut payload = Vec::new();
+        let mut frames = Vec::new();
         let mut result = Ok(());
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |_, level| {
             if result.is_err() {
                 return;
             }
-            let metrics = lock(&level.metrics);
-            for slot in metrics.iter() {
+            // Encode under the level's lock, write after releasing it: writers spin on it.
+            frames.clear();
+            for chain in level.metrics.lock().iter() {
                 payload.clear();
                 encode_series(
                     &mut payload,
                     &level.wal_path,
-                    &names[slot.id as usize],
-                    &slot.chain,
+                    &names[chain.id as usize],
+                    chain,
                 );
-                if let Err(e) = write_frame(&mut w, &payload) {
-                    result = Err(e);
-                    return;
-                }
+                write_frame(&mut frames, &payload).expect("writing to a Vec cannot fail");
+            }
+            if let Err(e) = w.write_all(&frames) {
+                result = Err(e);
             }
         });
         result.map_err(io)?;
@@ -148,10 +150,10 @@ fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
     out.extend_from_slice(path);
     out.extend_from_slice(&(metric.len() as u16).to_le_bytes());
     out.extend_from_slice(metric.as_bytes());
-    out.extend_from_slice(&c.freq.to_le_bytes());
+    out.extend_from_slice(&c.step().to_le_bytes());
     out.extend_from_slice(&(c.buffer_count() as u32).to_le_bytes());
     for b in c.bufs() {
-        out.extend_from_slice(&b.block.to_le_bytes());
+        out.extend_from_slice(&(b.block as i64).to_le_bytes());
         out.extend_from_slice(&b.lo.to_le_bytes());
         out.extend_from_slice(&b.hi.to_le_bytes());
         for v in &b.data[b.lo as usize..b.hi as usize] {
@@ -290,12 +292,11 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
     let metric = string(&mut p)?;
     let freq = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
     let n = u32::from_le_bytes(take(&mut p, 4)?.try_into().ok()?) as usize;
-    if freq <= 0 {
-        return None;
-    }
+    let freq = u32::try_from(freq).ok().filter(|f| *f > 0)?;
     let mut bufs: Vec<Buf> = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
         let block = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+        let block = i32::try_from(block).ok()?;
         let lo = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
         let hi = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
         if lo >= hi || hi as usize > BUFFER_CAP {
@@ -329,15 +330,9 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
         tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
         return Some(());
     };
-    let Some(chain) = Chain::from_bufs(freq, bufs) else {
+    let Some(chain) = Chain::from_bufs(m.id, freq, bufs) else {
         return Some(());
     };
-    let mut metrics = lock(&level.metrics);
-    match metrics.iter_mut().find(|s| s.id == m.id) {
-        Some(s) => {
-            std::mem::replace(&mut s.chain, chain).release(&store.pool);
-        }
-        None => metrics.push(Slot { id: m.id, chain }),
-    }
+    level.put_chain(chain, &store.pool);
     Some(())
 }

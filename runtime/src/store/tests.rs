@@ -198,11 +198,11 @@ fn no_aggregation_and_misaligned_children_are_errors() {
     // A chain with another step (as a snapshot from another configuration would restore).
     let l = s.level(&["h", "c1"]).unwrap();
     let id = s.metric("x").unwrap().id;
-    lock(&l.metrics)
+    l.metrics
+        .lock()
         .iter_mut()
         .find(|s| s.id == id)
         .unwrap()
-        .chain
         .freq = 7;
     assert!(matches!(
         s.read(&sel(&["h"]), "x", 0, 200, 0),
@@ -411,4 +411,11 @@ fn concurrent_writers_and_readers() {
     }
     let all = s.read(&sel(&["cluster"]), "a", 0, n, 0).unwrap();
     assert_eq!(all.data[100], 400.0);
+}
+
+#[test]
+fn level_stays_small() {
+    // The memory goal (≤ 8.1 bytes per sample including the tree) depends on it: most levels
+    // are hardware threads with four series.
+    assert_eq!(std::mem::size_of::<Level>(), 72);
 }

@@ -316,3 +316,71 @@ fn acknowledged_writes_survive_kill_9() {
         .unwrap();
     assert_eq!(r.data, vec![-(acked as f64)]);
 }
+
+#[tokio::test]
+async fn one_frame_with_many_levels_metrics_and_times_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: [&[&str]; 3] = [&["c", "h0"], &["c", "h1", "cpu0"], &["c", "h1", "cpu1"]];
+    let before;
+    {
+        let s = Store::open(pcfg(), dir.path()).unwrap();
+        let mut samples = Vec::new();
+        // Levels, metrics and timestamps change in every pattern within one frame, and a
+        // dynamic metric is named in the middle of it.
+        for i in 0..600i64 {
+            let p = paths[(i % 3) as usize];
+            let m = ["a", "b", "dyn"][(i / 3 % 3) as usize];
+            samples.push(Sample {
+                path: p,
+                metric: m,
+                ts: (i / 7) * 10,
+                value: i as f64,
+            });
+        }
+        assert!(s.write_batch(&samples).is_empty());
+        s.commit().await.unwrap();
+        before = queries(&s);
+        assert!(
+            s.read(&sel(&["c", "h1", "cpu1"]), "dyn", 0, 10_000, 0)
+                .is_ok()
+        );
+    }
+    let s = Store::open(pcfg(), dir.path()).unwrap();
+    assert!(same(&before, &queries(&s)));
+    assert_eq!(
+        s.counters().wal_records_replayed.load(Ordering::Relaxed),
+        600
+    );
+    assert_eq!(s.counters().wal_damage.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn format_1_wal_files_still_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = b"WMWAL001".to_vec();
+    file.extend_from_slice(&1u64.to_le_bytes());
+    let mut payload = Vec::new();
+    for (i, (path, m)) in [(&["c", "h0"][..], "a"), (&["c", "h1", "cpu0"][..], "b")]
+        .iter()
+        .enumerate()
+    {
+        payload.push(path.len() as u8);
+        for p in *path {
+            payload.extend_from_slice(&(p.len() as u16).to_le_bytes());
+            payload.extend_from_slice(p.as_bytes());
+        }
+        payload.extend_from_slice(&(m.len() as u16).to_le_bytes());
+        payload.extend_from_slice(m.as_bytes());
+        payload.extend_from_slice(&100i64.to_le_bytes());
+        payload.extend_from_slice(&(i as f64 + 0.5).to_le_bytes());
+    }
+    file.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    file.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    file.extend_from_slice(&payload);
+    std::fs::write(wal::wal_file(dir.path(), 1), &file).unwrap();
+    let s = Store::open(pcfg(), dir.path()).unwrap();
+    assert_eq!(s.counters().wal_damage.load(Ordering::Relaxed), 0);
+    let r = |p: &[&str], m| s.read(&sel(p), m, 100, 100, 0).unwrap().data;
+    assert_eq!(r(&["c", "h0"], "a"), vec![0.5]);
+    assert_eq!(r(&["c", "h1", "cpu0"], "b"), vec![1.5]);
+}

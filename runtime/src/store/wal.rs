@@ -4,8 +4,17 @@
 //! `wal-<generation>.log`; a checkpoint rotates to a new generation and deletes older ones once
 //! the snapshot is durable. Replay stops at the first torn or corrupt frame of a file.
 //!
-//! Frame: `u32 len | u32 crc32(payload) | payload`, payload = entries of
-//! `u8 depth | (u16 len, bytes)*depth | u16 len, metric | i64 ts | f64 value` (little endian).
+//! Frame: `u32 len | u32 crc32(payload) | payload` (little endian). A payload is a sequence
+//! of records that set context once for the samples after them, so a sample of a run with
+//! one level and timestamp (a body is mostly that) costs 13 bytes and no strings (format 2,
+//! `WMWAL002`):
+//! - `1 | u8 depth | (u16 len, name)*depth`: the level of the following samples;
+//! - `2 | u32 id | u16 len | name`: names the metric `id` stands for within this frame;
+//! - `4 | i64 ts`: the timestamp of the following samples;
+//! - `3 | u32 id | f64 value`: a sample.
+//!
+//! Format 1 (`WMWAL001`, still replayed) had one self-contained entry per sample:
+//! `u8 depth | (u16 len, bytes)*depth | u16 len, metric | i64 ts | f64 value`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -16,7 +25,12 @@ use std::thread::JoinHandle;
 
 use super::{Store, StoreError, lock};
 
-const MAGIC: &[u8; 8] = b"WMWAL001";
+const MAGIC: &[u8; 8] = b"WMWAL002";
+const MAGIC_V1: &[u8; 8] = b"WMWAL001";
+const REC_PATH: u8 = 1;
+const REC_METRIC: u8 = 2;
+const REC_SAMPLE: u8 = 3;
+const REC_TIME: u8 = 4;
 const HEADER_LEN: usize = 16;
 /// A frame larger than this is treated as corruption (a body is limited far below it).
 const MAX_FRAME: usize = 1 << 30;
@@ -35,28 +49,108 @@ pub(crate) fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
     v.into_boxed_slice()
 }
 
-/// Samples encoded for one WAL append.
+thread_local! {
+    /// The last appended batch's buffer on this thread, reused by the next
+    /// [`WalBatch::with_capacity`]: an ingest's batch is hundreds of KiB, and a fresh one
+    /// page-faults its way through every body.
+    static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+/// Buffers above this are freed rather than kept per thread.
+const MAX_SPARE: usize = 8 << 20;
+/// Buffers below this are not worth keeping (a single `Store::write`).
+const SPARE_MIN: usize = 4096;
+
+/// Samples encoded for one WAL append (one frame).
 #[derive(Default)]
 pub struct WalBatch {
     buf: Vec<u8>,
     pub(crate) samples: u64,
+    /// Address of the encoded path the last path record wrote: consecutive samples of one
+    /// level share it. Levels are never dropped while their store lives, and the batch is
+    /// reset whenever it is handed to the WAL, so an address cannot stand for another level.
+    path: usize,
+    /// Metric ids already named in this frame (bitset).
+    named: Vec<u64>,
+    /// The timestamp the last time record set (`None` before the first).
+    ts: Option<i64>,
 }
 
 impl WalBatch {
+    /// A batch with room for `bytes` of records (a 13-byte sample per ~90-byte line: growing
+    /// from empty would copy and page-fault the buffer several times per body).
+    pub fn with_capacity(bytes: usize) -> WalBatch {
+        let mut buf = SPARE.take();
+        buf.reserve(bytes);
+        WalBatch {
+            buf,
+            ..WalBatch::default()
+        }
+    }
+
+    /// Keeps the (now empty) buffer for this thread's next batch, unless it is huge.
+    fn recycle(&mut self) {
+        if self.buf.capacity() <= MAX_SPARE && self.buf.capacity() > SPARE_MIN {
+            self.buf.clear();
+            SPARE.set(std::mem::take(&mut self.buf));
+        }
+    }
+
     #[inline]
-    pub(crate) fn push(&mut self, path: &[u8], metric: &str, ts: i64, value: f64) {
+    pub(crate) fn push(&mut self, path: &[u8], id: u32, metric: &str, ts: i64, value: f64) {
+        if path.as_ptr() as usize != self.path {
+            self.set_path(path);
+        }
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        if self.named.get(word).is_none_or(|w| w & bit == 0) {
+            self.name(id, metric);
+        }
+        if self.ts != Some(ts) {
+            self.set_time(ts);
+        }
+        let mut rec = [0u8; 13];
+        rec[0] = REC_SAMPLE;
+        rec[1..5].copy_from_slice(&id.to_le_bytes());
+        rec[5..].copy_from_slice(&value.to_le_bytes());
+        self.buf.extend_from_slice(&rec);
+    }
+
+    #[cold]
+    fn set_time(&mut self, ts: i64) {
+        self.ts = Some(ts);
+        self.buf.push(REC_TIME);
+        self.buf.extend_from_slice(&ts.to_le_bytes());
+    }
+
+    #[cold]
+    fn set_path(&mut self, path: &[u8]) {
+        self.path = path.as_ptr() as usize;
+        self.buf.push(REC_PATH);
         self.buf.extend_from_slice(path);
+    }
+
+    #[cold]
+    fn name(&mut self, id: u32, metric: &str) {
+        let word = id as usize / 64;
+        if self.named.len() <= word {
+            self.named.resize(word + 1, 0);
+        }
+        self.named[word] |= 1 << (id % 64);
+        self.buf.push(REC_METRIC);
+        self.buf.extend_from_slice(&id.to_le_bytes());
         self.buf
             .extend_from_slice(&(metric.len() as u16).to_le_bytes());
         self.buf.extend_from_slice(metric.as_bytes());
-        self.buf.extend_from_slice(&ts.to_le_bytes());
-        self.buf.extend_from_slice(&value.to_le_bytes());
     }
+
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+
     pub(crate) fn clear(&mut self) {
         self.buf.clear();
+        self.path = 0;
+        self.named.fill(0);
+        self.ts = None;
     }
 }
 
@@ -150,6 +244,7 @@ impl Wal {
         };
         self.shared.wake.notify_one();
         batch.clear();
+        batch.recycle();
         Ok(seq)
     }
 
@@ -287,9 +382,14 @@ pub(crate) fn replay(store: &Store, dir: &Path, from_generation: u64) -> u64 {
 
 /// Applies the frames of one file; returns the length of the intact prefix and the damage.
 fn replay_bytes(store: &Store, bytes: &[u8]) -> (usize, Option<&'static str>) {
-    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+    if bytes.len() < HEADER_LEN {
         return (0, Some("bad header"));
     }
+    let v1 = match &bytes[..8] {
+        m if m == MAGIC => false,
+        m if m == MAGIC_V1 => true,
+        _ => return (0, Some("bad header")),
+    };
     let mut pos = HEADER_LEN;
     while pos < bytes.len() {
         let Some(head) = bytes.get(pos..pos + 8) else {
@@ -306,17 +406,20 @@ fn replay_bytes(store: &Store, bytes: &[u8]) -> (usize, Option<&'static str>) {
         if crc32fast::hash(payload) != crc {
             return (pos, Some("checksum mismatch"));
         }
-        if decode_entries(payload, |path, metric, ts, v| {
-            // Rejections (too old after retention, refused metric) are not damage.
-            if store.apply(path, metric, ts, v).is_ok() {
-                store
-                    .counters
-                    .wal_records_replayed
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        })
-        .is_none()
-        {
+        let ok = if v1 {
+            decode_entries(payload, |path, metric, ts, v| {
+                // Rejections (too old after retention, refused metric) are not damage.
+                if store.apply(path, metric, ts, v).is_ok() {
+                    store
+                        .counters
+                        .wal_records_replayed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        } else {
+            replay_records(store, payload)
+        };
+        if ok.is_none() {
             return (pos, Some("undecodable frame"));
         }
         pos += 8 + len;
@@ -324,17 +427,73 @@ fn replay_bytes(store: &Store, bytes: &[u8]) -> (usize, Option<&'static str>) {
     (pos, None)
 }
 
-/// Decodes a payload; `None` if it is malformed (only possible with a colliding checksum).
+fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (a, b) = (p.get(..n)?, p.get(n..)?);
+    *p = b;
+    Some(a)
+}
+
+fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
+    let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
+    std::str::from_utf8(take(p, len)?).ok()
+}
+
+fn le<const N: usize>(p: &mut &[u8]) -> Option<[u8; N]> {
+    take(p, N)?.try_into().ok()
+}
+
+/// Applies a format-2 payload; `None` if it is malformed (only possible with a colliding
+/// checksum). A sample whose level or metric the store refuses now is skipped, not damage.
+fn replay_records(store: &Store, mut p: &[u8]) -> Option<()> {
+    let mut level: Option<Arc<super::Level>> = None;
+    let mut metrics: super::FastMap<u32, Option<super::MetricInfo>> = Default::default();
+    let mut path: Vec<&str> = Vec::with_capacity(4);
+    let mut have_path = false;
+    let mut time = None;
+    while let Some((&kind, rest)) = p.split_first() {
+        p = rest;
+        match kind {
+            REC_PATH => {
+                let depth = take(&mut p, 1)?[0] as usize;
+                path.clear();
+                for _ in 0..depth {
+                    path.push(string(&mut p)?);
+                }
+                level = store.level(&path).ok();
+                have_path = true;
+            }
+            REC_METRIC => {
+                let id = u32::from_le_bytes(le(&mut p)?);
+                let name = string(&mut p)?;
+                metrics.insert(id, store.metric(name).ok());
+            }
+            REC_TIME => time = Some(i64::from_le_bytes(le(&mut p)?)),
+            REC_SAMPLE => {
+                let id = u32::from_le_bytes(le(&mut p)?);
+                let v = f64::from_le_bytes(le(&mut p)?);
+                // A sample before its path, name or time record is malformed.
+                let m = *metrics.get(&id)?;
+                let ts = time?;
+                if !have_path {
+                    return None;
+                }
+                if let (Some(l), Some(m)) = (&level, m)
+                    && l.write(m, ts, v, &store.pool).is_ok()
+                {
+                    store
+                        .counters
+                        .wal_records_replayed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
+/// Decodes a format-1 payload; `None` if it is malformed.
 fn decode_entries(mut p: &[u8], mut f: impl FnMut(&[&str], &str, i64, f64)) -> Option<()> {
-    fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (a, b) = (p.get(..n)?, p.get(n..)?);
-        *p = b;
-        Some(a)
-    }
-    fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
-        let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
-        std::str::from_utf8(take(p, len)?).ok()
-    }
     let mut path: Vec<&str> = Vec::with_capacity(4);
     while !p.is_empty() {
         let depth = take(&mut p, 1)?[0] as usize;

@@ -4,9 +4,10 @@
 //! other tags are ignored; the numeric field `value` is the sample; timestamps in s, ms, us or
 //! ns are recognised by magnitude; a missing timestamp means now. Shared by HTTP and NATS.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::api::lineproto::{FieldValue, parse_lines};
+use crate::api::lineproto::{FieldValue, Line, Text, for_each_line};
 use crate::store::{Level, MetricInfo, Pending, Store, StoreError, WalBatch};
 
 /// A rejected line of a body.
@@ -83,119 +84,34 @@ pub fn ingest(
     default_cluster: Option<&str>,
     now: i64,
 ) -> IngestOutcome {
-    let mut out = IngestOutcome::default();
-    let mut batch = WalBatch::default();
-    // The previous line's host level: bodies are usually grouped by host, so most lines skip
-    // the descent from the root (cc-metric-store does the same).
-    let mut host_cache: Option<(String, String, Arc<Level>)> = None;
-    let mut comp_cache: Option<(String, String, Arc<Level>)> = None;
-    let mut group_level: Option<Arc<Level>> = None;
-    let mut items: Vec<GroupItem<'_>> = Vec::with_capacity(16);
-    let mut name = String::new();
-    let mut sub = String::new();
-    for res in parse_lines(body) {
-        let line = match res {
-            Ok(l) => l,
-            Err(e) => {
-                out.errors.push(LineError {
-                    line: e.line,
-                    reason: format!("column {}: {}", e.column, e.kind),
-                });
-                continue;
-            }
-        };
-        let n = line.line;
-        let r = (|| -> Result<Resolved<'_>, String> {
-            let metric = line.measurement.as_str();
-            let (mut cluster, mut host) = (default_cluster.map(std::borrow::Cow::Borrowed), None);
-            let (mut typ, mut typ_id, mut styp, mut styp_id) = (None, None, None, None);
-            for (k, v) in line.tags() {
-                let slot = match tag_key(k.raw().as_bytes()) {
-                    Tag::Cluster => &mut cluster,
-                    Tag::Host => &mut host,
-                    Tag::Type => &mut typ,
-                    Tag::TypeId => &mut typ_id,
-                    Tag::SubType => &mut styp,
-                    Tag::SubTypeId => &mut styp_id,
-                    Tag::Other => continue, // e.g. a unit tag cc-metric-collector sends
-                };
-                *slot = Some(v.as_str());
-            }
-            let cluster = cluster.ok_or("no cluster tag and no ?cluster= default")?;
-            let host = host.ok_or("no hostname tag")?;
-            let value = match line.field("value") {
-                Some(v) => v.as_f64().ok_or(match v {
-                    FieldValue::Bool(_) => "field 'value' is a bool, not a number",
-                    _ => "field 'value' is a string, not a number",
-                })?,
-                None => return Err("no field 'value'".into()),
-            };
-            let ts = line.timestamp.map_or(now, timestamp_secs);
-            let m = store.metric(&metric).map_err(|e| e.to_string())?;
-
-            let host_changed =
-                !matches!(&host_cache, Some((c, h, _)) if *c == *cluster && *h == *host);
-            if host_changed {
-                let l = store.level(&[&cluster, &host]).map_err(|e| e.to_string())?;
-                host_cache = Some((cluster.to_string(), host.to_string(), l));
-                comp_cache = None;
-            }
-            let host_level = &host_cache.as_ref().expect("set above").2;
-            name.clear();
-            sub.clear();
-            match (typ.as_deref(), typ_id.as_deref()) {
-                (None, _) | (Some("node"), _) => {
-                    if styp.is_some() {
-                        return Err("tag 'stype' without a component 'type'".into());
-                    }
-                }
-                (Some(_), None) => return Err("tag 'type' without 'type-id'".into()),
-                (Some(t), Some(id)) => {
-                    name.push_str(t);
-                    name.push_str(id);
-                    match (styp.as_deref(), styp_id.as_deref()) {
-                        (None, _) => {}
-                        (Some(_), None) => return Err("tag 'stype' without 'stype-id'".into()),
-                        (Some(s), Some(id)) => {
-                            sub.push_str(s);
-                            sub.push_str(id);
-                        }
-                    }
-                }
-            }
-            // Consecutive lines usually address the same component (one line per metric).
-            let level = if name.is_empty() {
-                host_level.clone()
-            } else {
-                match &comp_cache {
-                    Some((n, s, l)) if *n == name && *s == sub => l.clone(),
-                    _ => {
-                        let mut l = host_level.child(&name).map_err(|e| e.to_string())?;
-                        if !sub.is_empty() {
-                            l = l.child(&sub).map_err(|e| e.to_string())?;
-                        }
-                        comp_cache = Some((name.clone(), sub.clone(), l.clone()));
-                        l
-                    }
-                }
-            };
-            Ok((level, metric, m, ts, value))
-        })();
-        match r {
-            Ok((level, metric, m, ts, value)) => {
-                // Consecutive samples of one level are written under one lock.
-                if !group_level.as_ref().is_some_and(|l| Arc::ptr_eq(l, &level)) {
-                    flush(store, &mut batch, &group_level, &mut items, &mut out);
-                    group_level = Some(level);
-                }
-                items.push((n, metric, m, ts, value));
-            }
-            Err(reason) => out.errors.push(LineError { line: n, reason }),
-        }
-    }
-    flush(store, &mut batch, &group_level, &mut items, &mut out);
+    let mut st = Ingest {
+        store,
+        default_cluster,
+        now,
+        out: IngestOutcome::default(),
+        // Lines are rarely shorter than 50 bytes.
+        batch: store.batch_for(body.len() / 50),
+        metrics: MetricCache::default(),
+        host: None,
+        comp: None,
+        retired: None,
+        group: Group::None,
+        last_tags: None,
+        items: Vec::with_capacity(64),
+        name: String::new(),
+        sub: String::new(),
+    };
+    for_each_line(body, |res| match res {
+        Ok(line) => st.line(line),
+        Err(e) => st.out.errors.push(LineError {
+            line: e.line,
+            reason: format!("column {}: {}", e.column, e.kind),
+        }),
+    });
+    st.flush();
+    let mut out = std::mem::take(&mut st.out);
     out.errors.sort_by_key(|e| e.line);
-    match store.submit(&mut batch) {
+    match store.submit(&mut st.batch) {
         Ok(seq) => out.wal_seq = seq,
         Err(e) => out.errors.push(LineError {
             line: 0,
@@ -205,35 +121,293 @@ pub fn ingest(
     out
 }
 
-/// A parsed line resolved to its level: (level, metric name, metric, ts, value).
-type Resolved<'a> = (Arc<Level>, std::borrow::Cow<'a, str>, MetricInfo, i64, f64);
+/// Which cached level the pending items belong to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Group {
+    None,
+    Host,
+    Comp,
+}
 
-type GroupItem<'a> = (usize, std::borrow::Cow<'a, str>, MetricInfo, i64, f64);
+/// A line resolved to a sample of the current group's level.
+struct Item<'a> {
+    line: usize,
+    name: Cow<'a, str>,
+    metric: MetricInfo,
+    ts: i64,
+    value: f64,
+}
 
-fn flush(
-    store: &Store,
-    batch: &mut WalBatch,
-    level: &Option<Arc<Level>>,
-    items: &mut Vec<GroupItem<'_>>,
-    out: &mut IngestOutcome,
-) {
-    let Some(level) = level else { return };
-    fn get<'x>(it: &'x GroupItem<'_>) -> Pending<'x> {
-        Pending {
-            name: &it.1,
-            metric: it.2,
-            ts: it.3,
-            value: it.4,
+/// The per-body state of [`ingest`]. Lines from cc-metric-collector come grouped by host
+/// and component, so the levels of the previous line are kept (keyed by the tags' raw text:
+/// equal raw text means an equal name) and most lines resolve without a lookup; consecutive
+/// samples of one level are written under one lock. No allocation per line.
+struct Ingest<'a, 's> {
+    store: &'s Store,
+    default_cluster: Option<&'s str>,
+    now: i64,
+    out: IngestOutcome,
+    batch: WalBatch,
+    metrics: MetricCache<'a>,
+    /// (cluster, host) raw text and their level.
+    host: Option<(Option<&'a str>, &'a str, Arc<Level>)>,
+    /// (type, type-id, stype, stype-id) raw text and their level below `host`.
+    comp: Option<([&'a str; 4], Arc<Level>)>,
+    /// The component level replaced last. Dropping an `Arc` is an atomic, which would wait
+    /// for the page stores of the flush just before it; it is dropped at the next change,
+    /// before that change's flush.
+    retired: Option<Arc<Level>>,
+    group: Group,
+    /// The previous line's tag section and the group it resolved to: a line with the same
+    /// tags (most lines) resolves to the same level without looking at them.
+    last_tags: Option<(&'a str, Group)>,
+    items: Vec<Item<'a>>,
+    /// Scratch for component names (type + type-id), reused across lines.
+    name: String,
+    sub: String,
+}
+
+impl<'a> Ingest<'a, '_> {
+    #[inline]
+    fn line(&mut self, line: &Line<'a>) {
+        match self.resolve(line) {
+            Ok((group, item)) => {
+                if group != self.group {
+                    self.flush();
+                    self.group = group;
+                }
+                self.items.push(item);
+            }
+            Err(reason) => self.out.errors.push(LineError {
+                line: line.line,
+                reason,
+            }),
         }
     }
-    store.write_group(batch, level, items, get, |i, r| match r {
-        Ok(()) => out.stored += 1,
-        Err(e) => out.errors.push(LineError {
-            line: items[i].0,
-            reason: e.to_string(),
-        }),
-    });
-    items.clear();
+
+    #[inline]
+    fn resolve(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
+        let tags_raw = line.tags_raw();
+        if let Some((t, group)) = self.last_tags
+            && eq_bytes(t.as_bytes(), tags_raw.as_bytes())
+        {
+            let item = self.sample(line)?;
+            return Ok((group, item));
+        }
+        self.last_tags = None;
+        let r = self.resolve_tags(line)?;
+        self.last_tags = Some((tags_raw, r.0));
+        Ok(r)
+    }
+
+    /// The value, timestamp and metric of a line.
+    #[inline(always)]
+    fn sample(&mut self, line: &Line<'a>) -> Result<Item<'a>, String> {
+        let value = match line.field("value") {
+            Some(v) => v.as_f64().ok_or(match v {
+                FieldValue::Bool(_) => "field 'value' is a bool, not a number",
+                _ => "field 'value' is a string, not a number",
+            })?,
+            None => return Err("no field 'value'".into()),
+        };
+        let ts = line.timestamp.map_or(self.now, timestamp_secs);
+        let (name, metric) = self
+            .metrics
+            .get(self.store, line.measurement)
+            .map_err(|e| e.to_string())?;
+        Ok(Item {
+            line: line.line,
+            name,
+            metric,
+            ts,
+            value,
+        })
+    }
+
+    /// Resolves a line whose tags differ from the previous line's.
+    fn resolve_tags(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
+        let mut tags: [Option<Text<'a>>; 6] = [None; 6];
+        for (k, v) in line.tags() {
+            let i = match tag_key(k.raw().as_bytes()) {
+                Tag::Cluster => 0,
+                Tag::Host => 1,
+                Tag::Type => 2,
+                Tag::TypeId => 3,
+                Tag::SubType => 4,
+                Tag::SubTypeId => 5,
+                Tag::Other => continue, // e.g. a unit tag cc-metric-collector sends
+            };
+            tags[i] = Some(v);
+        }
+        let [cluster, host, typ, typ_id, styp, styp_id] = tags;
+        if cluster.is_none() && self.default_cluster.is_none() {
+            return Err("no cluster tag and no ?cluster= default".into());
+        }
+        let host = host.ok_or("no hostname tag")?;
+        let item = self.sample(line)?;
+
+        let cluster_raw = cluster.map(|c| c.raw());
+        let host_hit =
+            matches!(&self.host, Some((c, h, _)) if *c == cluster_raw && *h == host.raw());
+        if !host_hit {
+            let c = match cluster {
+                Some(c) => c.as_str(),
+                None => Cow::Borrowed(self.default_cluster.unwrap_or_default()),
+            };
+            let l = self
+                .store
+                .level(&[&c, &host.as_str()])
+                .map_err(|e| e.to_string())?;
+            l.prefetch();
+            // The pending items belong to the levels being replaced. Written only now, after
+            // the lookup's atomics: their page stores then complete while the next lines are
+            // parsed, instead of holding up those atomics (see `store::spin`).
+            self.flush();
+            self.host = Some((cluster_raw, host.raw(), l));
+            self.comp = None;
+        }
+        let component = match (typ, typ_id) {
+            (None, _) => None,
+            (Some(t), _) if t == "node" => None,
+            (Some(_), None) => return Err("tag 'type' without 'type-id'".into()),
+            (Some(t), Some(id)) => Some((t, id)),
+        };
+        let Some((typ, typ_id)) = component else {
+            if styp.is_some() {
+                return Err("tag 'stype' without a component 'type'".into());
+            }
+            return Ok((Group::Host, item));
+        };
+        let sub = match (styp, styp_id) {
+            (None, _) => None,
+            (Some(_), None) => return Err("tag 'stype' without 'stype-id'".into()),
+            (Some(s), Some(id)) => Some((s, id)),
+        };
+        let key = [
+            typ.raw(),
+            typ_id.raw(),
+            sub.map_or("", |s| s.0.raw()),
+            sub.map_or("", |s| s.1.raw()),
+        ];
+        if !matches!(&self.comp, Some((k, _)) if *k == key) {
+            let host_level = &self.host.as_ref().expect("set above").2;
+            self.name.clear();
+            self.name.push_str(&typ.as_str());
+            self.name.push_str(&typ_id.as_str());
+            let mut l = host_level.child(&self.name).map_err(|e| e.to_string())?;
+            if let Some((s, id)) = sub {
+                self.sub.clear();
+                self.sub.push_str(&s.as_str());
+                self.sub.push_str(&id.as_str());
+                l = l.child(&self.sub).map_err(|e| e.to_string())?;
+            }
+            l.prefetch();
+            self.retired = None;
+            // As above: look up first, then write the previous component's samples.
+            if self.group == Group::Comp {
+                self.flush();
+            }
+            self.retired = self.comp.take().map(|c| c.1);
+            self.comp = Some((key, l));
+        }
+        Ok((Group::Comp, item))
+    }
+
+    /// Writes the pending items into their level.
+    fn flush(&mut self) {
+        let level = match self.group {
+            Group::None => return,
+            Group::Host => self.host.as_ref().map(|h| &h.2),
+            Group::Comp => self.comp.as_ref().map(|c| &c.1),
+        };
+        self.group = Group::None;
+        let Some(level) = level else {
+            self.items.clear();
+            return;
+        };
+        fn get<'x>(it: &'x Item<'_>) -> Pending<'x> {
+            Pending {
+                name: &it.name,
+                metric: it.metric,
+                ts: it.ts,
+                value: it.value,
+            }
+        }
+        let (items, out) = (&self.items, &mut self.out);
+        self.store
+            .write_group(&mut self.batch, level, items, get, |i, r| match r {
+                Ok(()) => out.stored += 1,
+                Err(e) => out.errors.push(LineError {
+                    line: items[i].line,
+                    reason: e.to_string(),
+                }),
+            });
+        self.items.clear();
+    }
+}
+
+/// `a == b` without a `memcmp` call: word by word, the last word overlapping. For the short
+/// names and tag sections compared per line, the call and its dispatch cost more than the
+/// compare itself.
+#[inline]
+fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    if n < 8 {
+        return a == b;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut diff = word(a, n - 8) ^ word(b, n - 8);
+    let mut i = 0;
+    while i + 8 <= n {
+        diff |= word(a, i) ^ word(b, i);
+        i += 8;
+    }
+    diff == 0
+}
+
+/// Recently seen measurements and their metrics: a direct-mapped table keyed by the raw
+/// measurement text, so a line costs a short hash and a compare instead of a registry
+/// lookup (a body cycles through a dozen metrics).
+struct MetricCache<'a> {
+    slots: [Option<(&'a str, MetricInfo)>; 64],
+}
+
+impl Default for MetricCache<'_> {
+    fn default() -> Self {
+        MetricCache { slots: [None; 64] }
+    }
+}
+
+impl<'a> MetricCache<'a> {
+    #[inline(always)]
+    fn get(
+        &mut self,
+        store: &Store,
+        m: Text<'a>,
+    ) -> Result<(Cow<'a, str>, MetricInfo), StoreError> {
+        let raw = m.raw();
+        let b = raw.as_bytes();
+        // First and last (up to) eight bytes and the length.
+        let mut head = [0u8; 8];
+        let n = b.len().min(8);
+        head[..n].copy_from_slice(&b[..n]);
+        let tail = b.last_chunk::<8>().copied().unwrap_or(head);
+        let mix = u64::from_le_bytes(head) ^ u64::from_le_bytes(tail).rotate_left(29);
+        let h = (mix ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        let slot = &mut self.slots[h as usize];
+        if let Some((k, info)) = slot
+            && eq_bytes(k.as_bytes(), b)
+        {
+            return Ok((m.as_str(), *info));
+        }
+        let name = m.as_str();
+        let info = store.metric(&name)?;
+        *slot = Some((raw, info));
+        Ok((name, info))
+    }
 }
 
 /// [`ingest`] and wait until the stored lines are durable (no-op without a WAL).
@@ -252,6 +426,21 @@ pub async fn ingest_durable(
 mod tests {
     use super::*;
     use crate::store::{StoreConfig, selector};
+
+    #[test]
+    fn word_compare_matches_slice_compare() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for n in 0..40 {
+            for flip in 0..n {
+                let a = &base[..n];
+                let mut b = a.to_vec();
+                assert!(eq_bytes(a, &b));
+                b[flip] ^= 1;
+                assert!(!eq_bytes(a, &b), "{n} {flip}");
+            }
+            assert!(!eq_bytes(&base[..n], &base[..n + 1]));
+        }
+    }
 
     #[test]
     fn timestamp_units() {

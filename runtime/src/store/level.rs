@@ -1,0 +1,303 @@
+//! The level tree: a node per cluster, host, component and sub-component, each holding its
+//! own series (one [`Chain`] per metric) and its children. Owns the per-level locking and the
+//! memory layout of a node (the store's per-series overhead is mostly here).
+//!
+//! Locking: every level has an `RwLock` on its children table (read-mostly; taken for writing
+//! only when a child is created) and a `SpinLock` over its series (see `spin` for why). A write takes one mutex (plus
+//! read locks while descending); there is no store-wide lock on the hot path.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, LazyLock, RwLock};
+
+use hashbrown::HashTable;
+
+use super::buffer::{Chain, Pool};
+use super::spin::SpinLock;
+use super::{MetricInfo, StoreError, read, validate_name, wal, write};
+
+/// One series of a level: its chain, which carries the metric id (40 bytes).
+pub(crate) type Slot = Chain;
+
+/// Children by name. The name is not stored twice: it is the tail of the child's encoded
+/// path, so a bucket is one pointer.
+type Children = HashTable<Arc<Level>>;
+
+/// One seed for every children table (a table per level would cost 8 bytes per level).
+static SEED: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
+
+fn hash(name: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    SEED.hash_one(name)
+}
+
+/// A node of the level tree. Obtain with [`super::Store::level`]; writing through a cached
+/// level skips the descent from the root (what the line-protocol ingest does per host).
+/// 72 bytes: most levels are leaves (hardware threads) with a few series each.
+/// `repr(C)` keeps `slots_at` next to the `Arc`'s counts, which the ingest has just touched.
+#[repr(C)]
+pub struct Level {
+    /// Where `metrics`' slice lives, published under the lock whenever it moves, so that
+    /// [`Level::prefetch`] can start loading it without the lock (a stale value only
+    /// prefetches something useless; it is never dereferenced).
+    slots_at: AtomicPtr<Slot>,
+    /// The selector path, pre-encoded for WAL records: `depth, (u16 len, name)*depth`.
+    pub(crate) wal_path: Box<[u8]>,
+    /// `None` until the first child (leaves do not pay for an empty table).
+    children: RwLock<Option<Box<Children>>>,
+    /// This level's own series; a handful per level, so a linear search beats a map, and an
+    /// exactly sized slice (a series is added rarely) beats a Vec's spare capacity.
+    pub(crate) metrics: SpinLock<Box<[Slot]>>,
+}
+
+impl Level {
+    pub(crate) fn root() -> Level {
+        Level::new(wal::root_path())
+    }
+
+    fn new(wal_path: Box<[u8]>) -> Level {
+        Level {
+            wal_path,
+            children: RwLock::new(None),
+            metrics: SpinLock::default(),
+            slots_at: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn depth(&self) -> usize {
+        self.wal_path[0] as usize
+    }
+
+    /// This level's name (empty for the root).
+    pub(crate) fn name(&self) -> &str {
+        let mut p = &self.wal_path[1..];
+        let mut name: &[u8] = &[];
+        while let Some((len, rest)) = p.split_first_chunk::<2>() {
+            let len = u16::from_le_bytes(*len) as usize;
+            (name, p) = rest.split_at(len.min(rest.len()));
+        }
+        // Paths are built from `&str` names only.
+        std::str::from_utf8(name).unwrap_or_default()
+    }
+
+    /// Whether `child` (a child of this level) is called `name`: its name starts right after
+    /// this level's path plus the length prefix.
+    #[inline]
+    fn is_named(&self, child: &Level, name: &[u8]) -> bool {
+        child
+            .wal_path
+            .get(self.wal_path.len() + 2..)
+            .is_some_and(|n| eq_short(n, name))
+    }
+
+    /// The child `name`, created if missing.
+    pub fn child(&self, name: &str) -> Result<Arc<Level>, StoreError> {
+        if let Some(c) = self.get_child(name) {
+            return Ok(c);
+        }
+        self.create_child(name)
+    }
+
+    #[cold]
+    fn create_child(&self, name: &str) -> Result<Arc<Level>, StoreError> {
+        validate_name(name)?;
+        if self.depth() >= 32 {
+            // The WAL encodes depth in a byte; real trees are 4 deep.
+            return Err(StoreError::InvalidName {
+                name: name.to_string(),
+                reason: "level tree deeper than 32",
+            });
+        }
+        let mut children = write(&self.children);
+        let table = children.get_or_insert_with(Box::default);
+        let h = hash(name.as_bytes());
+        if let Some(c) = table.find(h, |c| self.is_named(c, name.as_bytes())) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Level::new(wal::extend_path(&self.wal_path, name)));
+        let plen = self.wal_path.len() + 2;
+        table.insert_unique(h, c.clone(), |c| hash(&c.wal_path[plen..]));
+        Ok(c)
+    }
+
+    pub(crate) fn get_child(&self, name: &str) -> Option<Arc<Level>> {
+        let children = read(&self.children);
+        let table = children.as_ref()?;
+        table
+            .find(hash(name.as_bytes()), |c| self.is_named(c, name.as_bytes()))
+            .cloned()
+    }
+
+    /// The children (unordered).
+    pub(crate) fn children(&self) -> Vec<Arc<Level>> {
+        read(&self.children)
+            .as_ref()
+            .map_or_else(Vec::new, |t| t.iter().cloned().collect())
+    }
+
+    /// Starts loading this level's series into the cache: ingest calls it when it resolves
+    /// a level and writes the level's samples a few lines later, by when the slots (a cache
+    /// miss at 16,896 series) have arrived.
+    #[inline]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let p = self.slots_at.load(Ordering::Relaxed) as *const i8;
+            // Four series are 160 bytes: three cache lines.
+            for off in [0, 64, 128] {
+                // SAFETY: a prefetch is a hint; it never faults and reads nothing into Rust.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+            }
+        }
+    }
+
+    fn publish(&self, metrics: &[Slot]) {
+        self.slots_at
+            .store(metrics.as_ptr().cast_mut(), Ordering::Relaxed);
+    }
+
+    /// Memory-only write of one sample.
+    #[inline(always)]
+    pub(crate) fn write(
+        &self,
+        m: MetricInfo,
+        ts: i64,
+        value: f64,
+        pool: &Pool,
+    ) -> Result<(), StoreError> {
+        let mut metrics = self.metrics.lock();
+        match metrics.iter_mut().find(|s| s.id == m.id) {
+            Some(s) => s.write(ts, value, pool),
+            None => {
+                let r = add(&mut metrics, m, ts, value, pool);
+                self.publish(&metrics);
+                r
+            }
+        }
+    }
+
+    /// Memory-only write of several samples under one lock acquisition. Besides saving
+    /// atomics, the stores to the different pages are not separated by a locked instruction,
+    /// so their cache misses overlap instead of being paid one after the other.
+    #[inline]
+    pub(crate) fn write_group<T>(
+        &self,
+        items: &[T],
+        get: impl Fn(&T) -> (MetricInfo, i64, f64),
+        pool: &Pool,
+        mut result: impl FnMut(usize, Result<(), StoreError>),
+    ) {
+        let mut metrics = self.metrics.lock();
+        for (i, it) in items.iter().enumerate() {
+            let (m, ts, value) = get(it);
+            let r = match metrics.iter_mut().find(|s| s.id == m.id) {
+                Some(s) => s.write(ts, value, pool),
+                None => {
+                    let r = add(&mut metrics, m, ts, value, pool);
+                    self.publish(&metrics);
+                    r
+                }
+            };
+            result(i, r);
+        }
+    }
+
+    /// Runs `f` on this level's chain for metric `id`, if it has one.
+    pub(crate) fn with_chain<R>(&self, id: u32, f: impl FnOnce(&Chain) -> R) -> Option<R> {
+        self.metrics.lock().iter().find(|s| s.id == id).map(f)
+    }
+
+    /// Installs a restored chain, replacing (and releasing) an existing one of its metric.
+    pub(crate) fn put_chain(&self, chain: Chain, pool: &Pool) {
+        let mut metrics = self.metrics.lock();
+        match metrics.iter_mut().find(|s| s.id == chain.id) {
+            Some(s) => {
+                std::mem::replace(s, chain).release(pool);
+            }
+            None => {
+                grow(&mut metrics, chain);
+                self.publish(&metrics);
+            }
+        }
+    }
+
+    pub(crate) fn free(&self, t: i64, pool: &Pool) -> usize {
+        let mut n = 0;
+        {
+            let mut metrics = self.metrics.lock();
+            let mut gone = false;
+            for s in metrics.iter_mut() {
+                let (freed, all) = s.free_before(t, pool);
+                n += freed;
+                gone |= all;
+            }
+            if gone {
+                let (dead, keep): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut *metrics)
+                    .into_vec()
+                    .into_iter()
+                    .partition(|s| s.is_expired(t));
+                for s in dead {
+                    s.release(pool);
+                }
+                *metrics = keep.into_boxed_slice();
+                self.publish(&metrics);
+            }
+        }
+        for c in self.children() {
+            n += c.free(t, pool);
+        }
+        n
+    }
+}
+
+/// A new series with its first sample.
+#[cold]
+fn add(
+    metrics: &mut Box<[Slot]>,
+    m: MetricInfo,
+    ts: i64,
+    value: f64,
+    pool: &Pool,
+) -> Result<(), StoreError> {
+    let c = Chain::new(m.id, m.frequency as u32, ts, value, pool)?;
+    grow(metrics, c);
+    Ok(())
+}
+
+fn grow(metrics: &mut Box<[Slot]>, c: Chain) {
+    let mut v = std::mem::take(metrics).into_vec();
+    v.reserve_exact(1);
+    v.push(c);
+    *metrics = v.into_boxed_slice();
+}
+
+/// `a == b` for names: up to 16 bytes with two overlapping word loads per side instead of a
+/// `memcmp` call (level names are host and component names, mostly under 16 bytes).
+#[inline]
+fn eq_short(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    match n {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
+/// Depth-first walk in name order, handing each level with its path to `f`.
+pub(crate) fn walk(
+    level: &Arc<Level>,
+    path: &mut Vec<Box<str>>,
+    f: &mut dyn FnMut(&[Box<str>], &Level),
+) {
+    f(path, level);
+    let mut children = level.children();
+    children.sort_by(|a, b| a.name().cmp(b.name()));
+    for c in children {
+        path.push(c.name().into());
+        walk(&c, path, f);
+        path.pop();
+    }
+}
