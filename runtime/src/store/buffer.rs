@@ -11,8 +11,7 @@ use super::StoreError;
 pub const BUFFER_CAP: usize = 512;
 const CAP: i64 = BUFFER_CAP as i64;
 
-/// One page of samples. Unwritten slots hold NaN.
-pub(crate) type Page = Box<[f64; BUFFER_CAP]>;
+pub(crate) use super::page::Page;
 
 /// Recycles pages released by retention/free so steady-state ingest does not hit the allocator.
 pub(crate) struct Pool {
@@ -36,11 +35,7 @@ impl Pool {
                 p.fill(f64::NAN);
                 p
             }
-            None => {
-                // Allocate directly on the heap: a 4 KiB stack temporary would be copied.
-                let v: Box<[f64]> = vec![f64::NAN; BUFFER_CAP].into_boxed_slice();
-                v.try_into().expect("length is BUFFER_CAP")
-            }
+            None => Page::new_nan(),
         }
     }
 

@@ -6,6 +6,7 @@
 mod buffer;
 pub mod config;
 mod level;
+mod page;
 mod query;
 mod registry;
 mod selector;
