@@ -393,19 +393,7 @@ fn for_each_line_matches_the_iterator() {
         }
         body.extend_from_slice(["\n", "\r\n", "\n  # c\n\n"][r.below(3)].as_bytes());
     }
-    let expected: Vec<String> = parse_lines(&body)
-        .map(|l| match l {
-            Ok(l) => render(&l),
-            Err(e) => e.to_string(),
-        })
-        .collect();
-    let mut got = Vec::new();
-    for_each_line(&body, |l| {
-        got.push(match l {
-            Ok(l) => render(l),
-            Err(e) => e.to_string(),
-        })
-    });
+    let (got, expected) = both_parsers(&body);
     assert_eq!(got.len(), expected.len());
     assert_eq!(got, expected);
     assert!(got.iter().any(|l| l.starts_with("line ")), "no errors seen");
@@ -454,23 +442,30 @@ fn repeated_tag_sections_parse_as_in_full() {
         }
         body.push(b'\n');
     }
-    let expected: Vec<String> = parse_lines(&body)
-        .map(|l| match l {
-            Ok(l) => render(&l),
-            Err(e) => e.to_string(),
-        })
-        .collect();
-    let mut got = Vec::new();
-    for_each_line(&body, |l| {
-        got.push(match l {
-            Ok(l) => render(l),
-            Err(e) => e.to_string(),
-        })
-    });
+    let (got, expected) = both_parsers(&body);
     assert_eq!(got.len(), expected.len());
     for (g, e) in got.iter().zip(&expected) {
         assert_eq!(g, e);
     }
     let ok = got.iter().filter(|l| !l.starts_with("line ")).count();
     assert!(ok > 10_000 && ok < 55_000, "{ok} accepted");
+}
+
+/// Every line of `body` rendered by `for_each_line` (the fast path) and by `parse_lines` (the
+/// general parser), in that order.
+fn both_parsers(body: &[u8]) -> (Vec<String>, Vec<String>) {
+    let expected = parse_lines(body)
+        .map(|l| match l {
+            Ok(l) => render(&l),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    let mut got = Vec::new();
+    for_each_line(body, |l| {
+        got.push(match l {
+            Ok(l) => render(l),
+            Err(e) => e.to_string(),
+        })
+    });
+    (got, expected)
 }

@@ -227,7 +227,10 @@ fn counts_fds_of_a_child() {
         if n == Some(53) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "fd count stays at {n:?}, expected 53");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fd count stays at {n:?}, expected 53"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -94,7 +94,10 @@ impl DerefMut for Page {
 
 impl Drop for Page {
     fn drop(&mut self) {
-        FREE.lock().unwrap_or_else(|e| e.into_inner()).0.push(self.0);
+        FREE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .push(self.0);
     }
 }
 
