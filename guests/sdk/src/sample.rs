@@ -7,13 +7,14 @@ use std::rc::Rc;
 pub type Str = Rc<str>;
 
 thread_local! {
-    static ATOMS: std::cell::RefCell<std::collections::HashSet<Str>> = Default::default();
+    static ATOMS: std::cell::RefCell<std::collections::HashSet<Str, crate::FxBuildHasher>> =
+        Default::default();
 }
 
 /// The one shared allocation of `text` for strings a transformer compares samples against
 /// (meter names, targets): the host's strings of the same text decode to this very `Rc`, so
-/// comparing them is a pointer comparison (`Rc<str>`'s `==` tries that first), not a byte
-/// loop. Call it at configure time: what it holds lives as long as the instance.
+/// [`crate::same`] and [`crate::Key`] answer by comparing addresses, not bytes. Call it at
+/// configure time: what it holds lives as long as the instance.
 pub fn intern(text: &str) -> Str {
     ATOMS.with(|atoms| {
         let mut atoms = atoms.borrow_mut();

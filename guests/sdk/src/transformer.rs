@@ -246,3 +246,41 @@ impl<T: Transformer> Guest for Export<T> {
         encode(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(new_strings: &[&str], names: Vec<u32>) -> wit::Batch {
+        let n = names.len();
+        wit::Batch {
+            reset: false,
+            new_strings: new_strings.iter().map(|s| s.to_string()).collect(),
+            metadata: vec![Vec::new()],
+            resources: names.clone(),
+            units: names.clone(),
+            names,
+            kinds: vec![wit::SampleKind::Gauge; n],
+            values: vec![1.0; n],
+            timestamps_ns: vec![0; n],
+            metadata_ids: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn interned_strings_are_the_allocations_samples_decode_to() {
+        let meter = crate::intern("memory.usage");
+        let other = Str::from("memory.usage");
+        let samples = decode(batch(&["memory.usage", "cpu"], vec![0, 1, 0]));
+        assert!(Rc::ptr_eq(&samples[0].name, &meter));
+        assert!(Rc::ptr_eq(&samples[2].resource, &meter));
+        assert!(!Rc::ptr_eq(&samples[1].name, &meter));
+        assert_eq!(&*samples[1].name, "cpu");
+        // A string not interned still compares equal by content.
+        assert!(crate::same(&samples[0].name, &other));
+        // Encoding the decoded samples sends no string again: the host has them all.
+        let out = encode(samples);
+        assert!(out.new_strings.is_empty(), "{:?}", out.new_strings);
+        assert_eq!(out.names, vec![0, 1, 0]);
+    }
+}
