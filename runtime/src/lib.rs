@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod guests;
 pub mod host;
 pub mod namespace;
+pub mod nats;
 pub mod notify;
 pub mod pipeline;
 pub mod procfs;

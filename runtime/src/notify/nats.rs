@@ -43,19 +43,8 @@ fn default_capacity() -> usize {
     4096
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum NatsSinkError {
-    #[error("connecting to {address}: {source}")]
-    Connect {
-        address: String,
-        source: async_nats::ConnectError,
-    },
-    #[error("reading credentials {path}: {source}")]
-    Credentials {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+/// Why the sink could not start.
+pub type NatsSinkError = crate::nats::ConnectError;
 
 /// Connect, attach a sink to the notifier and publish until `shutdown` is cancelled.
 pub async fn run_nats_sink(
@@ -63,26 +52,13 @@ pub async fn run_nats_sink(
     cfg: NatsSinkConfig,
     shutdown: CancellationToken,
 ) -> Result<(), NatsSinkError> {
-    let mut opts = async_nats::ConnectOptions::new();
-    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
-        opts = opts.user_and_password(u.clone(), p.clone());
-    }
-    if let Some(path) = &cfg.creds_file_path {
-        opts = opts
-            .credentials_file(path)
-            .await
-            .map_err(|source| NatsSinkError::Credentials {
-                path: path.clone(),
-                source,
-            })?;
-    }
-    let client =
-        opts.connect(cfg.address.as_str())
-            .await
-            .map_err(|source| NatsSinkError::Connect {
-                address: cfg.address.clone(),
-                source,
-            })?;
+    let client = crate::nats::connect(
+        &cfg.address,
+        cfg.username.as_deref(),
+        cfg.password.as_deref(),
+        cfg.creds_file_path.as_deref(),
+    )
+    .await?;
     // Attach only once connected: while the server is unreachable nothing piles up.
     let (sink, rx) = ChannelSink::new(cfg.queue_capacity);
     notifier.add_sink(sink.clone());

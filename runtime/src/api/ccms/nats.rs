@@ -44,16 +44,8 @@ pub struct NatsSubscription {
 
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
-    #[error("connecting to {address}: {source}")]
-    Connect {
-        address: String,
-        source: async_nats::ConnectError,
-    },
-    #[error("reading credentials {path}: {source}")]
-    Credentials {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Connect(#[from] crate::nats::ConnectError),
     #[error("subscribing to {subject}: {source}")]
     Subscribe {
         subject: String,
@@ -67,26 +59,13 @@ pub async fn run_nats_ingest(
     cfg: NatsConfig,
     shutdown: CancellationToken,
 ) -> Result<(), NatsError> {
-    let mut opts = async_nats::ConnectOptions::new();
-    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
-        opts = opts.user_and_password(u.clone(), p.clone());
-    }
-    if let Some(path) = &cfg.creds_file_path {
-        opts = opts
-            .credentials_file(path)
-            .await
-            .map_err(|source| NatsError::Credentials {
-                path: path.clone(),
-                source,
-            })?;
-    }
-    let client = opts
-        .connect(cfg.address.as_str())
-        .await
-        .map_err(|source| NatsError::Connect {
-            address: cfg.address.clone(),
-            source,
-        })?;
+    let client = crate::nats::connect(
+        &cfg.address,
+        cfg.username.as_deref(),
+        cfg.password.as_deref(),
+        cfg.creds_file_path.as_deref(),
+    )
+    .await?;
     let mut tasks = Vec::new();
     for sc in cfg.subscriptions {
         let mut sub = client
