@@ -484,7 +484,7 @@ pub fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Result<&Line<'a>, Par
 }
 
 #[path = "lineproto_fast.rs"]
-mod fast;
+pub(crate) mod fast;
 
 #[path = "lineproto_general.rs"]
 mod general;

@@ -250,9 +250,11 @@ pub(super) fn parse_same_tags<'a>(
     })
 }
 
-/// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call.
+/// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call: for the
+/// short names and tag sections compared per line, the call and its dispatch cost more than
+/// the compare itself.
 #[inline(always)]
-fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

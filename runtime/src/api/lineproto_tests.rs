@@ -1,6 +1,7 @@
 //! Tests of the line-protocol parser: the spec's escaping, typed errors, and a million random
 //! and mutated lines without a panic.
 
+use super::fast::eq_bytes;
 use super::*;
 
 fn one(s: &str) -> Line<'_> {
@@ -468,4 +469,19 @@ fn both_parsers(body: &[u8]) -> (Vec<String>, Vec<String>) {
         })
     });
     (got, expected)
+}
+
+#[test]
+fn word_compare_matches_slice_compare() {
+    let base: Vec<u8> = (0..40u8).collect();
+    for n in 0..40 {
+        for flip in 0..n {
+            let a = &base[..n];
+            let mut b = a.to_vec();
+            assert!(eq_bytes(a, &b));
+            b[flip] ^= 1;
+            assert!(!eq_bytes(a, &b), "{n} {flip}");
+        }
+        assert!(!eq_bytes(&base[..n], &base[..n + 1]));
+    }
 }

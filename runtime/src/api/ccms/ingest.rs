@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::api::lineproto::fast::eq_bytes;
 use crate::api::lineproto::{FieldValue, Line, Text, for_each_line};
 use crate::store::{Level, MetricInfo, Pending, Store, StoreError, WalBatch};
 
@@ -346,28 +347,6 @@ impl<'a> Ingest<'a, '_> {
     }
 }
 
-/// `a == b` without a `memcmp` call: word by word, the last word overlapping. For the short
-/// names and tag sections compared per line, the call and its dispatch cost more than the
-/// compare itself.
-#[inline]
-fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let n = a.len();
-    if n < 8 {
-        return a == b;
-    }
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
-    let mut diff = word(a, n - 8) ^ word(b, n - 8);
-    let mut i = 0;
-    while i + 8 <= n {
-        diff |= word(a, i) ^ word(b, i);
-        i += 8;
-    }
-    diff == 0
-}
-
 /// Recently seen measurements and their metrics: a direct-mapped table keyed by the raw
 /// measurement text, so a line costs a short hash and a compare instead of a registry
 /// lookup (a body cycles through a dozen metrics).
@@ -426,21 +405,6 @@ pub async fn ingest_durable(
 mod tests {
     use super::*;
     use crate::store::{StoreConfig, selector};
-
-    #[test]
-    fn word_compare_matches_slice_compare() {
-        let base: Vec<u8> = (0..40u8).collect();
-        for n in 0..40 {
-            for flip in 0..n {
-                let a = &base[..n];
-                let mut b = a.to_vec();
-                assert!(eq_bytes(a, &b));
-                b[flip] ^= 1;
-                assert!(!eq_bytes(a, &b), "{n} {flip}");
-            }
-            assert!(!eq_bytes(&base[..n], &base[..n + 1]));
-        }
-    }
 
     #[test]
     fn timestamp_units() {
