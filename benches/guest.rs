@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use wasmon::host::{GuestConfig, Image, Runtime, TransformerWorld};
-use wasmon::pipeline::{Pipeline, Sample, Sink};
+use wasmon::pipeline::{Name, Pipeline, Sample, Sink};
 use wasmon_guest::Transformer;
 
 const EXPR: &str = "100.0 * $(memory.usage) / $(memory)";
@@ -21,17 +21,15 @@ fn guest(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/{name}.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap()
 }
 
-/// 256 resources x (memory, memory.usage): one flush yields 256 samples. Strings are shared
-/// as a source that keeps its names produces them (and as `guest_batch` has them).
+/// 256 resources x (memory, memory.usage): one flush yields 256 samples. Resources are shared
+/// as a source that keeps them produces them (and as `guest_batch` has them).
 fn host_batch() -> Vec<Sample> {
-    let names: [Arc<str>; 2] = ["memory".into(), "memory.usage".into()];
-    let unit: Arc<str> = "".into();
+    let names = [Name::new("memory"), Name::new("memory.usage")];
     let resources: Vec<Arc<str>> = (0..BATCH / 2).map(|i| format!("host{i}").into()).collect();
     (0..BATCH)
         .map(|i| Sample {
-            name: names[i % 2].clone(),
+            name: names[i % 2],
             resource: resources[i / 2].clone(),
-            unit: unit.clone(),
             ..Sample::new("", "", 1000.0 + i as f64, 1_700_000_000_000_000_000)
         })
         .collect()

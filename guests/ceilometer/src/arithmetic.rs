@@ -15,7 +15,7 @@
 
 use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
 
-use crate::expr::{Env, Expr, Field, Mode, Val, field_of};
+use crate::expr::{Env, Expr, Field, Mode, Val, field_of, volume_or_time};
 use crate::hash::{FxHashMap, Key, same};
 use crate::params::P;
 
@@ -56,6 +56,12 @@ impl Env for Slots<'_> {
             Some(s) => field_of(s, field),
             None => Val::Missing,
         }
+    }
+
+    #[inline]
+    fn num(&self, slot: u16, timestamp: bool) -> Option<f64> {
+        let s = self.0[slot as usize].as_ref()?;
+        Some(volume_or_time(s, timestamp))
     }
 }
 

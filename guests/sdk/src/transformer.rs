@@ -28,8 +28,10 @@ struct StringTable {
     by_text: FastMap<Str, u32>,
     /// Output strings are nearly always the very `Rc`s decoding handed out: a direct-mapped
     /// cache of table entries by address finds them without hashing (fixed size: it cannot
-    /// grow, and a stale slot is caught by comparing the `Rc` itself).
+    /// grow; only [`Self::append`] fills it, with addresses of `by_id`'s own `Rc`s).
     by_ptr: Box<[(usize, u32)]>,
+    /// What an unknown id reads as.
+    empty: Str,
 }
 
 const PTR_CACHE: usize = 4096;
@@ -45,6 +47,7 @@ impl Default for StringTable {
             by_id: Vec::new(),
             by_text: FastMap::default(),
             by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
+            empty: Str::from(""),
         }
     }
 }
@@ -59,21 +62,16 @@ impl StringTable {
 
     fn get(&self, id: u32) -> Str {
         // The host only sends ids it has defined; an unknown one reads as "".
-        self.by_id
-            .get(id as usize)
-            .cloned()
-            .unwrap_or_else(|| Str::from(""))
+        self.by_id.get(id as usize).unwrap_or(&self.empty).clone()
     }
 
     /// The id of `s`; a string the host has not seen is appended and goes in `new`.
     #[inline]
     fn id(&mut self, s: &Str, new: &mut Vec<String>) -> u32 {
-        // A pointer match is only trusted if the entry still holds that very allocation
-        // (an address can be reused after its `Rc` was freed).
+        // The cache only holds addresses of the table's own `Rc`s, which live as long as the
+        // table: a string at a cached address is that very allocation.
         let (ptr, i) = self.by_ptr[slot(s)];
-        if ptr == s.as_ptr() as usize
-            && self.by_id.get(i as usize).is_some_and(|t| Rc::ptr_eq(t, s))
-        {
+        if ptr == s.as_ptr() as usize {
             return i;
         }
         self.id_by_text(s, new)
@@ -99,11 +97,12 @@ thread_local! {
     static STRINGS: RefCell<StringTable> = RefCell::new(StringTable::default());
 }
 
-fn kind(k: wit::SampleKind) -> Kind {
+/// A `kinds` entry (the `sample-kind` enum's discriminant); the host sends no other values.
+fn kind(k: u8) -> Kind {
     match k {
-        wit::SampleKind::Gauge => Kind::Gauge,
-        wit::SampleKind::Delta => Kind::Delta,
-        wit::SampleKind::Cumulative => Kind::Cumulative,
+        1 => Kind::Delta,
+        2 => Kind::Cumulative,
+        _ => Kind::Gauge,
     }
 }
 
@@ -144,63 +143,63 @@ pub fn decode(batch: wit::Batch) -> Vec<Sample> {
     })
 }
 
-/// Encodes samples for the host: column-wise, strings as table ids, new ones sent once.
+/// Encodes samples for the host: column-wise, strings as table ids, new ones sent once. One
+/// column at a time: each pass is a tight loop into a vector of known length.
 pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     STRINGS.with(|t| {
         let mut t = t.borrow_mut();
-        let n = samples.len();
-        let mut new_strings = Vec::new();
+        let mut new = Vec::new();
+        let names = samples.iter().map(|x| t.id(&x.name, &mut new)).collect();
+        let resources = samples
+            .iter()
+            .map(|x| t.id(&x.resource, &mut new))
+            .collect();
+        let units = samples.iter().map(|x| t.id(&x.unit, &mut new)).collect();
         let mut metadata: Vec<wit::MetadataSet> = Vec::new();
-        let mut meta_ids: FastMap<*const (Str, Str), u32> = FastMap::default();
-        let mut empty_set: Option<u32> = None;
-        let mut b = wit::Batch {
-            reset: false,
-            new_strings: Vec::new(),
-            metadata: Vec::new(),
-            names: Vec::with_capacity(n),
-            resources: Vec::with_capacity(n),
-            units: Vec::with_capacity(n),
-            kinds: Vec::with_capacity(n),
-            values: Vec::with_capacity(n),
-            timestamps_ns: Vec::with_capacity(n),
-            metadata_ids: Vec::with_capacity(n),
-        };
-        for x in &samples {
-            let pairs = &x.metadata.0;
-            let metadata_id = if pairs.is_empty() {
-                // Every empty set is the same set.
-                *empty_set.get_or_insert_with(|| {
-                    metadata.push(Vec::new());
+        let mut by_addr: FastMap<*const (Str, Str), u32> = FastMap::default();
+        let mut empty: Option<u32> = None;
+        let metadata_ids = samples
+            .iter()
+            .map(|x| {
+                let pairs = &x.metadata.0;
+                if pairs.is_empty() {
+                    // Every empty set is the same set.
+                    return *empty.get_or_insert_with(|| {
+                        metadata.push(Vec::new());
+                        metadata.len() as u32 - 1
+                    });
+                }
+                *by_addr.entry(pairs.as_ptr()).or_insert_with(|| {
+                    let set = pairs
+                        .iter()
+                        .map(|(k, v)| (t.id(k, &mut new), t.id(v, &mut new)))
+                        .collect();
+                    metadata.push(set);
                     metadata.len() as u32 - 1
                 })
-            } else if let Some(&i) = meta_ids.get(&pairs.as_ptr()) {
-                i
-            } else {
-                let set = pairs
-                    .iter()
-                    .map(|(k, v)| (t.id(k, &mut new_strings), t.id(v, &mut new_strings)))
-                    .collect();
-                metadata.push(set);
-                let i = metadata.len() as u32 - 1;
-                meta_ids.insert(pairs.as_ptr(), i);
-                i
-            };
-            b.names.push(t.id(&x.name, &mut new_strings));
-            b.resources.push(t.id(&x.resource, &mut new_strings));
-            b.units.push(t.id(&x.unit, &mut new_strings));
-            b.kinds.push(match x.kind {
-                Kind::Gauge => wit::SampleKind::Gauge,
-                Kind::Delta => wit::SampleKind::Delta,
-                Kind::Cumulative => wit::SampleKind::Cumulative,
-            });
-            b.values.push(x.value);
-            b.timestamps_ns.push(x.timestamp_ns);
-            b.metadata_ids.push(metadata_id);
+            })
+            .collect();
+        wit::Batch {
+            reset: false,
+            new_strings: new,
+            metadata,
+            names,
+            resources,
+            units,
+            kinds: samples.iter().map(|x| kind_id(x.kind)).collect(),
+            values: samples.iter().map(|x| x.value).collect(),
+            timestamps_ns: samples.iter().map(|x| x.timestamp_ns).collect(),
+            metadata_ids,
         }
-        b.new_strings = new_strings;
-        b.metadata = metadata;
-        b
     })
+}
+
+fn kind_id(k: Kind) -> u8 {
+    (match k {
+        Kind::Gauge => wit::SampleKind::Gauge,
+        Kind::Delta => wit::SampleKind::Delta,
+        Kind::Cumulative => wit::SampleKind::Cumulative,
+    }) as u8
 }
 
 type FastMap<K, V> = HashMap<K, V, crate::hash::FxBuildHasher>;
@@ -260,7 +259,7 @@ mod tests {
             resources: names.clone(),
             units: names.clone(),
             names,
-            kinds: vec![wit::SampleKind::Gauge; n],
+            kinds: vec![wit::SampleKind::Gauge as u8; n],
             values: vec![1.0; n],
             timestamps_ns: vec![0; n],
             metadata_ids: vec![0; n],

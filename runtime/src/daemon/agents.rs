@@ -13,7 +13,7 @@ use crate::host::agent_types as wit;
 use crate::namespace::{
     Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values,
 };
-use crate::pipeline::{Kind, Metadata, Sample};
+use crate::pipeline::{Kind, Metadata, Name, Sample};
 
 /// A WASM agent seen through the namespace's [`Agent`] contract.
 pub struct GuestAgent(pub AgentInstance);
@@ -267,8 +267,8 @@ impl AgentSet {
 pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
     let mut out = Vec::new();
     for f in fetched.iter().filter(|f| f.error.is_none()) {
-        let name: Arc<str> = f.name.as_str().into();
-        let unit: Arc<str> = f.units.as_str().into();
+        let name = Name::new(&f.name);
+        let unit = Name::new(&f.units);
         let semantics = f.semantics.unwrap_or(Semantics::Instant);
         let kind = if semantics == Semantics::Counter {
             Kind::Cumulative
@@ -283,13 +283,13 @@ pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
         let metadata = Metadata::new(vec![
             ("pmid".into(), f.pmid.as_str().into()),
             ("semantics".into(), sem.into()),
-            ("units".into(), unit.clone()),
+            ("units".into(), f.units.as_str().into()),
         ]);
         for (inst, value) in &f.values {
             out.push(Sample {
-                name: name.clone(),
+                name,
                 resource: inst.as_str().into(),
-                unit: unit.clone(),
+                unit,
                 kind,
                 value: *value,
                 timestamp_ns,

@@ -7,33 +7,45 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::limits::{MAX_OUTPUT_STRING_BYTES, MAX_STRING_TABLE};
+use crate::pipeline::Name;
 
 /// Strings known to both sides, by id and by text.
+#[derive(Clone)]
 pub struct StringTable {
     by_id: Vec<Arc<str>>,
+    /// The interned [`Name`] of each id that has been a sample's name or unit (lazily).
+    names: Vec<Option<Name>>,
+    /// Id + 1 of each [`Name`] the table holds, by the name's index (0: not yet).
+    by_name: Vec<u32>,
     by_text: HashMap<Arc<str>, u32, foldhash::fast::FixedState>,
-    /// Samples of a source share their strings' allocations batch after batch, so most
-    /// look-ups are answered by address, without hashing the text: a direct-mapped cache of
-    /// (address, id), small enough to stay in L1...
+    /// Samples of a source share their resources' allocations batch after batch, so most
+    /// look-ups are answered by address, without hashing the text: a 2-way set-associative
+    /// cache of (address, id), small enough to stay in L1 (direct-mapped, a few dozen of 256
+    /// resources evicted each other every batch)...
     by_ptr: Box<[(usize, u32)]>,
     /// ...and beside it, out of the hot lines, a clone of each cached `Arc`, so that an
     /// address in the cache cannot be freed and reused for other text while its slot lives.
     pinned: Box<[Option<Arc<str>>]>,
 }
 
-/// Slots of the address cache: a source's names, units and a few hundred resources stay
-/// cached; more collide and fall back to hashing.
+/// Slots of the address cache (pairs of them form a set): a source's few hundred resources
+/// stay cached; more collide and fall back to hashing.
 const PTR_CACHE: usize = 1024;
 
+/// The first slot of `p`'s set. Allocations are at least 32 bytes apart, and a source's
+/// strings are mostly allocated one after the other: consecutive sets, 16 KiB before the
+/// sets wrap.
 #[inline]
-fn slot(p: usize) -> usize {
-    ((p >> 4) ^ (p >> 14)) & (PTR_CACHE - 1)
+fn set(p: usize) -> usize {
+    (p >> 4) & (PTR_CACHE - 2)
 }
 
 impl Default for StringTable {
     fn default() -> Self {
         StringTable {
             by_id: Vec::new(),
+            names: Vec::new(),
+            by_name: Vec::new(),
             by_text: HashMap::default(),
             by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
             pinned: vec![None; PTR_CACHE].into_boxed_slice(),
@@ -57,9 +69,12 @@ impl StringTable {
     #[inline]
     pub fn id(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
         let addr = s.as_ptr() as usize;
-        let (cached, i) = self.by_ptr[slot(addr)];
-        if cached == addr {
-            return i;
+        let k = set(addr);
+        if self.by_ptr[k].0 == addr {
+            return self.by_ptr[k].1;
+        }
+        if self.by_ptr[k + 1].0 == addr {
+            return self.by_ptr[k + 1].1;
         }
         self.id_by_text(s, new)
     }
@@ -70,17 +85,49 @@ impl StringTable {
     fn id_by_text(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
         let i = match self.by_text.get(&**s) {
             Some(&i) => i,
-            None => {
-                let i = self.by_id.len() as u32;
-                self.by_id.push(s.clone());
-                self.by_text.insert(s.clone(), i);
-                new.push(s.to_string());
-                i
-            }
+            None => self.push(s.clone(), None, new),
         };
-        let k = slot(s.as_ptr() as usize);
+        // The set's newer entry moves over; the older one is evicted.
+        let k = set(s.as_ptr() as usize);
+        self.by_ptr[k + 1] = self.by_ptr[k];
+        self.pinned[k + 1] = self.pinned[k].take();
         self.by_ptr[k] = (s.as_ptr() as usize, i);
         self.pinned[k] = Some(s.clone());
+        i
+    }
+
+    fn push(&mut self, s: Arc<str>, name: Option<Name>, new: &mut Vec<String>) -> u32 {
+        let i = self.by_id.len() as u32;
+        new.push(s.to_string());
+        self.by_text.insert(s.clone(), i);
+        self.by_id.push(s);
+        self.names.push(name);
+        i
+    }
+
+    /// The id of a name or unit, by the name's index.
+    #[inline]
+    pub fn name_id(&mut self, n: Name, new: &mut Vec<String>) -> u32 {
+        match self.by_name.get(n.index()) {
+            Some(&i) if i != 0 => i - 1,
+            _ => self.name_id_by_text(n, new),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn name_id_by_text(&mut self, n: Name, new: &mut Vec<String>) -> u32 {
+        let i = match self.by_text.get(n.as_str()) {
+            Some(&i) => {
+                self.names[i as usize] = Some(n);
+                i
+            }
+            None => self.push(n.as_str().into(), Some(n), new),
+        };
+        if self.by_name.len() <= n.index() {
+            self.by_name.resize(n.index() + 1, 0);
+        }
+        self.by_name[n.index()] = i + 1;
         i
     }
 
@@ -103,13 +150,47 @@ impl StringTable {
             let i = self.by_id.len() as u32;
             self.by_text.entry(s.clone()).or_insert(i);
             self.by_id.push(s);
+            self.names.push(None);
         }
         Ok(())
+    }
+
+    /// Checks that `ids` are strings of the table and interns those not yet used as names,
+    /// so that [`Self::names`] has each of them.
+    pub fn intern_names(&mut self, ids: &[u32]) -> Result<(), String> {
+        for (i, &id) in ids.iter().enumerate() {
+            match self.names.get(id as usize) {
+                Some(Some(_)) => {}
+                Some(None) => {
+                    let n = Name::try_new(&self.by_id[id as usize]).map_err(|e| e.to_string())?;
+                    self.names[id as usize] = Some(n);
+                }
+                None => return Err(self.unknown(i, id)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that `ids` are strings of the table.
+    pub fn check(&self, ids: &[u32]) -> Result<(), String> {
+        match ids.iter().position(|&id| id as usize >= self.by_id.len()) {
+            Some(i) => Err(self.unknown(i, ids[i])),
+            None => Ok(()),
+        }
+    }
+
+    fn unknown(&self, i: usize, id: u32) -> String {
+        format!("sample {i} refers to string {id} of {}", self.by_id.len())
     }
 
     /// Every string, by id.
     pub fn all(&self) -> &[Arc<str>] {
         &self.by_id
+    }
+
+    /// The interned name of each id that [`Self::intern_names`] has seen.
+    pub fn names(&self) -> &[Option<Name>] {
+        &self.names
     }
 
     pub fn get(&self, id: u32) -> Result<&Arc<str>, String> {

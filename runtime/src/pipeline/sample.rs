@@ -1,9 +1,12 @@
-//! The runtime's sample: what sources produce, transformers rewrite and sinks consume. Strings
-//! are `Arc<str>` so a batch shares one allocation per distinct name, resource and unit.
+//! The runtime's sample: what sources produce, transformers rewrite and sinks consume. Names
+//! and units are interned [`Name`]s; resources and metadata are `Arc<str>`, so a batch shares
+//! one allocation per distinct string.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use super::Name;
 
 /// How a sample's value relates to earlier ones (Ceilometer's meter types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -51,9 +54,9 @@ impl Metadata {
 /// One sample.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    pub name: Arc<str>,
+    pub name: Name,
     pub resource: Arc<str>,
-    pub unit: Arc<str>,
+    pub unit: Name,
     pub kind: Kind,
     pub value: f64,
     /// Nanoseconds since the Unix epoch.
@@ -64,9 +67,9 @@ pub struct Sample {
 impl Sample {
     pub fn new(name: &str, resource: &str, value: f64, timestamp_ns: i64) -> Sample {
         Sample {
-            name: name.into(),
+            name: Name::new(name),
             resource: resource.into(),
-            unit: "".into(),
+            unit: Name::EMPTY,
             kind: Kind::Gauge,
             value,
             timestamp_ns,

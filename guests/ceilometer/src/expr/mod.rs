@@ -18,6 +18,7 @@
 mod eval;
 mod lexer;
 mod parser;
+mod program;
 
 use std::fmt;
 
@@ -64,6 +65,23 @@ pub(crate) enum Val<'a> {
 /// Where variables get their values from.
 pub(crate) trait Env {
     fn get(&self, slot: u16, field: &Field) -> Val<'_>;
+
+    /// The volume (or, with `timestamp`, the timestamp) of a slot as a number, if it is one:
+    /// what the numeric fast path reads, without going through a [`Val`].
+    #[inline]
+    fn num(&self, slot: u16, timestamp: bool) -> Option<f64> {
+        match self.get(
+            slot,
+            if timestamp {
+                &Field::Timestamp
+            } else {
+                &Field::Volume
+            },
+        ) {
+            Val::Num(x) => Some(x),
+            _ => None,
+        }
+    }
 }
 
 /// A single sample is the environment of a `scale` expression.
@@ -71,13 +89,28 @@ impl Env for Sample {
     fn get(&self, _slot: u16, field: &Field) -> Val<'_> {
         field_of(self, field)
     }
+
+    #[inline]
+    fn num(&self, _slot: u16, timestamp: bool) -> Option<f64> {
+        Some(volume_or_time(self, timestamp))
+    }
+}
+
+/// A sample's volume, or its timestamp in seconds.
+#[inline]
+pub(crate) fn volume_or_time(s: &Sample, timestamp: bool) -> f64 {
+    if timestamp {
+        s.timestamp_ns as f64 / 1e9
+    } else {
+        s.value
+    }
 }
 
 /// Reads one field of a sample as an expression value.
 pub(crate) fn field_of<'a>(s: &'a Sample, field: &Field) -> Val<'a> {
     match field {
-        Field::Volume => Val::Num(s.value),
-        Field::Timestamp => Val::Num(s.timestamp_ns as f64 / 1e9),
+        Field::Volume => Val::Num(volume_or_time(s, false)),
+        Field::Timestamp => Val::Num(volume_or_time(s, true)),
         Field::Name => Val::Str(&s.name),
         Field::Unit => Val::Str(&s.unit),
         Field::Kind => Val::Str(s.kind.as_str()),
@@ -136,12 +169,16 @@ pub(crate) struct Expr {
     root: u32,
     /// In [`Mode::Meters`], the meter of each slot, in order of first reference.
     meters: Vec<wasmon_guest::Str>,
+    /// The same expression as a flat program, when it is purely numeric.
+    program: Option<Box<[program::Op]>>,
 }
 
 impl Expr {
     /// Parses `src`; in [`Mode::Meters`] each distinct `$(name)` gets the next slot.
     pub(crate) fn parse(src: &str, mode: Mode) -> Result<Expr, ParseError> {
-        parser::parse(src, mode)
+        let mut e = parser::parse(src, mode)?;
+        e.program = program::compile(&e.nodes, &e.args, e.root);
+        Ok(e)
     }
 
     /// The meters referenced, slot by slot (empty in [`Mode::Sample`]).
@@ -152,6 +189,16 @@ impl Expr {
     /// Evaluates to a number; a string or missing result is an error, as `float()` of it would
     /// be in Ceilometer.
     pub(crate) fn eval_f64<E: Env + ?Sized>(&self, env: &E) -> Result<f64, EvalError> {
+        if let Some(ops) = &self.program
+            && let Some(result) = program::run(ops, env)
+        {
+            return result;
+        }
+        self.walk(env)
+    }
+
+    /// [`Self::eval_f64`] by walking the tree, even when there is a program.
+    fn walk<E: Env + ?Sized>(&self, env: &E) -> Result<f64, EvalError> {
         eval::num(self.eval_node(self.root, env)?)
     }
 

@@ -50,6 +50,7 @@ pub(super) fn parse(src: &str, mode: Mode) -> Result<Expr, ParseError> {
             args: Vec::new(),
             root: 0,
             meters: Vec::new(),
+            program: None,
         },
     };
     if p.peek() == &Tok::End {

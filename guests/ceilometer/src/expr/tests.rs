@@ -262,3 +262,61 @@ fn parse_errors_name_position_and_expectation() {
     let e = parse_err("", Mode::Sample);
     assert_eq!(e.offset, 0);
 }
+
+/// Variables of a `$(meter)` expression: slot i's volume is `vols[i]`, its timestamp 10 s.
+struct Vars(Vec<Option<f64>>);
+
+impl Env for Vars {
+    fn get(&self, slot: u16, field: &Field) -> Val<'_> {
+        match (self.0[slot as usize], field) {
+            (None, _) => Val::Missing,
+            (Some(_), Field::Timestamp) => Val::Num(10.0),
+            (Some(x), _) => Val::Num(x),
+        }
+    }
+}
+
+#[test]
+fn the_numeric_program_agrees_with_the_tree_walk() {
+    let exprs = [
+        "100.0 * $(a) / $(b)",
+        "$(a) + 2",
+        "-$(a) ** 2 - +$(b)",
+        "$(a) // $(b) + $(a) % $(b)",
+        "abs($(a) - $(b)) * 2 ** -1",
+        "min($(a), $(b), 3) + max($(b), $(a)) + pow($(a), 2)",
+        "($(a) - $(b)) / ($(a).timestamp - $(b).timestamp)",
+        "$(a) ** $(b)",
+        "float('nan') * $(a) / $(b)",
+    ];
+    let values = [0.0, -0.0, 1.0, -2.5, 3.0, 1e308, f64::NAN, f64::INFINITY];
+    for src in exprs {
+        let e = Expr::parse(src, Mode::Meters).unwrap();
+        assert!(e.program.is_some(), "{src} has no program");
+        for a in values {
+            for b in values {
+                let vars = Vars(vec![Some(a), Some(b)]);
+                let (fast, walk) = (e.eval_f64(&vars), e.walk(&vars));
+                let same = match (fast, walk) {
+                    (Ok(x), Ok(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    (x, y) => x == y,
+                };
+                assert!(same, "{src} with a={a} b={b}: {fast:?} vs {walk:?}");
+            }
+        }
+        // A missing variable leaves the error to the tree walk.
+        let vars = Vars(vec![None, None]);
+        assert_eq!(e.eval_f64(&vars), e.walk(&vars), "{src}");
+        assert_eq!(e.eval_f64(&vars), Err(EvalError::Missing), "{src}");
+    }
+    for src in [
+        "$(a) or 1",
+        "$(a).resource_metadata.n * 2",
+        "1 if $(a) else 2",
+    ] {
+        assert!(
+            Expr::parse(src, Mode::Meters).unwrap().program.is_none(),
+            "{src}"
+        );
+    }
+}
