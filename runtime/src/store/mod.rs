@@ -6,6 +6,7 @@
 mod buffer;
 pub mod config;
 mod level;
+mod level_cache;
 mod page;
 mod query;
 mod registry;
@@ -30,6 +31,7 @@ pub use workers::run_workers;
 use buffer::Pool;
 pub use level::Level;
 use level::walk;
+pub use level_cache::{LevelCache, LevelCacheGuard};
 use registry::Registry;
 pub use registry::validate_name;
 
@@ -114,6 +116,7 @@ pub struct Store {
     wal: Option<wal::Wal>,
     /// Serialises snapshot/rotation so two checkpoints never interleave.
     checkpoint_lock: tokio::sync::Mutex<()>,
+    level_caches: level_cache::Pool,
 }
 
 impl Store {
@@ -128,6 +131,7 @@ impl Store {
             data_dir: None,
             wal: None,
             checkpoint_lock: tokio::sync::Mutex::new(()),
+            level_caches: Default::default(),
         }
     }
 
@@ -161,6 +165,15 @@ impl Store {
     #[inline]
     pub fn metric(&self, name: &str) -> Result<MetricInfo, StoreError> {
         self.registry.get(name)
+    }
+
+    /// A cache of levels by key text for one request (see `level_cache`); `context` is what
+    /// else gives the keys their meaning (the request's default cluster).
+    pub fn level_cache(&self, context: &str) -> LevelCacheGuard<'_> {
+        LevelCacheGuard {
+            pool: &self.level_caches,
+            cache: self.level_caches.take(context),
+        }
     }
 
     /// The level at `path` (created if missing), e.g. `["alex", "a903", "hwthread1"]`.

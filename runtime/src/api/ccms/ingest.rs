@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::api::lineproto::fast::eq_bytes;
 use crate::api::lineproto::{FieldValue, Line, Text, for_each_line};
-use crate::store::{Level, MetricInfo, Pending, Store, StoreError, WalBatch};
+use crate::store::{Level, LevelCacheGuard, MetricInfo, Pending, Store, StoreError, WalBatch};
 
 /// A rejected line of a body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +93,11 @@ pub fn ingest(
         // Lines are rarely shorter than 50 bytes.
         batch: store.batch_for(body.len() / 50),
         metrics: MetricCache::default(),
-        host: None,
-        comp: None,
-        retired: None,
-        group: Group::None,
+        levels: store.level_cache(default_cluster.unwrap_or_default()),
+        target: None,
         last_tags: None,
         items: Vec::with_capacity(64),
         name: String::new(),
-        sub: String::new(),
     };
     for_each_line(body, |res| match res {
         Ok(line) => st.line(line),
@@ -122,15 +119,7 @@ pub fn ingest(
     out
 }
 
-/// Which cached level the pending items belong to.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Group {
-    None,
-    Host,
-    Comp,
-}
-
-/// A line resolved to a sample of the current group's level.
+/// A line resolved to a sample of the current target level.
 struct Item<'a> {
     line: usize,
     name: Cow<'a, str>,
@@ -140,9 +129,10 @@ struct Item<'a> {
 }
 
 /// The per-body state of [`ingest`]. Lines from cc-metric-collector come grouped by host
-/// and component, so the levels of the previous line are kept (keyed by the tags' raw text:
-/// equal raw text means an equal name) and most lines resolve without a lookup; consecutive
-/// samples of one level are written under one lock. No allocation per line.
+/// and component, and the same tag sections come back every interval: a line's tag section
+/// (as raw text: equal text means equal tags) is looked up in the store's level cache, most
+/// lines repeat the previous line's and skip even that, and consecutive samples of one level
+/// are written under one lock. No allocation per line.
 struct Ingest<'a, 's> {
     store: &'s Store,
     default_cluster: Option<&'s str>,
@@ -150,32 +140,27 @@ struct Ingest<'a, 's> {
     out: IngestOutcome,
     batch: WalBatch,
     metrics: MetricCache<'a>,
-    /// (cluster, host) raw text and their level.
-    host: Option<(Option<&'a str>, &'a str, Arc<Level>)>,
-    /// (type, type-id, stype, stype-id) raw text and their level below `host`.
-    comp: Option<([&'a str; 4], Arc<Level>)>,
-    /// The component level replaced last. Dropping an `Arc` is an atomic, which would wait
-    /// for the page stores of the flush just before it; it is dropped at the next change,
-    /// before that change's flush.
-    retired: Option<Arc<Level>>,
-    group: Group,
-    /// The previous line's tag section and the group it resolved to: a line with the same
-    /// tags (most lines) resolves to the same level without looking at them.
-    last_tags: Option<(&'a str, Group)>,
+    levels: LevelCacheGuard<'s>,
+    /// The level (a handle of `levels`) the pending `items` belong to.
+    target: Option<u32>,
+    /// The previous line's tag section and its level.
+    last_tags: Option<(&'a str, u32)>,
     items: Vec<Item<'a>>,
     /// Scratch for component names (type + type-id), reused across lines.
     name: String,
-    sub: String,
 }
 
 impl<'a> Ingest<'a, '_> {
     #[inline]
     fn line(&mut self, line: &Line<'a>) {
         match self.resolve(line) {
-            Ok((group, item)) => {
-                if group != self.group {
+            Ok((target, item)) => {
+                if self.target != Some(target) {
+                    // Start loading the new level's series, then write the old one's: its
+                    // page stores complete while the next lines are parsed.
+                    self.levels.level(target).prefetch();
                     self.flush();
-                    self.group = group;
+                    self.target = Some(target);
                 }
                 self.items.push(item);
             }
@@ -187,16 +172,23 @@ impl<'a> Ingest<'a, '_> {
     }
 
     #[inline]
-    fn resolve(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
+    fn resolve(&mut self, line: &Line<'a>) -> Result<(u32, Item<'a>), String> {
         let tags_raw = line.tags_raw();
-        if let Some((t, group)) = self.last_tags
+        if let Some((t, target)) = self.last_tags
             && eq_bytes(t.as_bytes(), tags_raw.as_bytes())
         {
-            let item = self.sample(line)?;
-            return Ok((group, item));
+            return Ok((target, self.sample(line)?));
         }
         self.last_tags = None;
-        let r = self.resolve_tags(line)?;
+        let r = match self.levels.get(tags_raw) {
+            Some(target) => (target, self.sample(line)?),
+            None => {
+                let (level, item) = self.resolve_tags(line)?;
+                // Pending items refer to a handle that an insert may invalidate.
+                self.flush();
+                (self.levels.insert(tags_raw, level), item)
+            }
+        };
         self.last_tags = Some((tags_raw, r.0));
         Ok(r)
     }
@@ -225,8 +217,10 @@ impl<'a> Ingest<'a, '_> {
         })
     }
 
-    /// Resolves a line whose tags differ from the previous line's.
-    fn resolve_tags(&mut self, line: &Line<'a>) -> Result<(Group, Item<'a>), String> {
+    /// Resolves a tag section not in the cache: checks the tags, then finds (or creates) the
+    /// level they name.
+    #[cold]
+    fn resolve_tags(&mut self, line: &Line<'a>) -> Result<(Arc<Level>, Item<'a>), String> {
         let mut tags: [Option<Text<'a>>; 6] = [None; 6];
         for (k, v) in line.tags() {
             let i = match tag_key(k.raw().as_bytes()) {
@@ -246,27 +240,14 @@ impl<'a> Ingest<'a, '_> {
         }
         let host = host.ok_or("no hostname tag")?;
         let item = self.sample(line)?;
-
-        let cluster_raw = cluster.map(|c| c.raw());
-        let host_hit =
-            matches!(&self.host, Some((c, h, _)) if *c == cluster_raw && *h == host.raw());
-        if !host_hit {
-            let c = match cluster {
-                Some(c) => c.as_str(),
-                None => Cow::Borrowed(self.default_cluster.unwrap_or_default()),
-            };
-            let l = self
-                .store
-                .level(&[&c, &host.as_str()])
-                .map_err(|e| e.to_string())?;
-            l.prefetch();
-            // The pending items belong to the levels being replaced. Written only now, after
-            // the lookup's atomics: their page stores then complete while the next lines are
-            // parsed, instead of holding up those atomics (see `store::spin`).
-            self.flush();
-            self.host = Some((cluster_raw, host.raw(), l));
-            self.comp = None;
-        }
+        let cluster = match cluster {
+            Some(c) => c.as_str(),
+            None => Cow::Borrowed(self.default_cluster.unwrap_or_default()),
+        };
+        let mut level = self
+            .store
+            .level(&[&cluster, &host.as_str()])
+            .map_err(|e| e.to_string())?;
         let component = match (typ, typ_id) {
             (None, _) => None,
             (Some(t), _) if t == "node" => None,
@@ -277,53 +258,25 @@ impl<'a> Ingest<'a, '_> {
             if styp.is_some() {
                 return Err("tag 'stype' without a component 'type'".into());
             }
-            return Ok((Group::Host, item));
+            return Ok((level, item));
         };
         let sub = match (styp, styp_id) {
             (None, _) => None,
             (Some(_), None) => return Err("tag 'stype' without 'stype-id'".into()),
             (Some(s), Some(id)) => Some((s, id)),
         };
-        let key = [
-            typ.raw(),
-            typ_id.raw(),
-            sub.map_or("", |s| s.0.raw()),
-            sub.map_or("", |s| s.1.raw()),
-        ];
-        if !matches!(&self.comp, Some((k, _)) if *k == key) {
-            let host_level = &self.host.as_ref().expect("set above").2;
+        for (kind, id) in std::iter::once((typ, typ_id)).chain(sub) {
             self.name.clear();
-            self.name.push_str(&typ.as_str());
-            self.name.push_str(&typ_id.as_str());
-            let mut l = host_level.child(&self.name).map_err(|e| e.to_string())?;
-            if let Some((s, id)) = sub {
-                self.sub.clear();
-                self.sub.push_str(&s.as_str());
-                self.sub.push_str(&id.as_str());
-                l = l.child(&self.sub).map_err(|e| e.to_string())?;
-            }
-            l.prefetch();
-            self.retired = None;
-            // As above: look up first, then write the previous component's samples.
-            if self.group == Group::Comp {
-                self.flush();
-            }
-            self.retired = self.comp.take().map(|c| c.1);
-            self.comp = Some((key, l));
+            self.name.push_str(&kind.as_str());
+            self.name.push_str(&id.as_str());
+            level = level.child(&self.name).map_err(|e| e.to_string())?;
         }
-        Ok((Group::Comp, item))
+        Ok((level, item))
     }
 
     /// Writes the pending items into their level.
     fn flush(&mut self) {
-        let level = match self.group {
-            Group::None => return,
-            Group::Host => self.host.as_ref().map(|h| &h.2),
-            Group::Comp => self.comp.as_ref().map(|c| &c.1),
-        };
-        self.group = Group::None;
-        let Some(level) = level else {
-            self.items.clear();
+        let Some(target) = self.target.take() else {
             return;
         };
         fn get<'x>(it: &'x Item<'_>) -> Pending<'x> {
@@ -335,14 +288,19 @@ impl<'a> Ingest<'a, '_> {
             }
         }
         let (items, out) = (&self.items, &mut self.out);
-        self.store
-            .write_group(&mut self.batch, level, items, get, |i, r| match r {
+        self.store.write_group(
+            &mut self.batch,
+            self.levels.level(target),
+            items,
+            get,
+            |i, r| match r {
                 Ok(()) => out.stored += 1,
                 Err(e) => out.errors.push(LineError {
                     line: items[i].line,
                     reason: e.to_string(),
                 }),
-            });
+            },
+        );
         self.items.clear();
     }
 }
@@ -458,5 +416,31 @@ bad line\n";
         );
         let out = ingest(&s, b"m,host=h value=9", None, 1200);
         assert_eq!(out.errors[0].line, 1);
+    }
+
+    #[test]
+    fn cached_tag_sections_keep_their_meaning_across_bodies_and_default_clusters() {
+        let s = Store::new(StoreConfig::default());
+        let body = |ts: i64, v: i64| {
+            format!(
+                "m,host=h,type=socket,type-id=0 value={v} {ts}\nm,host=h value={} {ts}\n",
+                v + 1
+            )
+        };
+        // The same tag sections, first with default cluster a, then b, then a again.
+        for (cluster, ts, v) in [("a", 60, 1), ("b", 60, 10), ("a", 120, 2)] {
+            let out = ingest(&s, body(ts, v).as_bytes(), Some(cluster), 0);
+            assert_eq!(out.stored, 2, "{:?}", out.errors);
+        }
+        let read = |p: &[&str], from| s.read(&selector(p), "m", from, 120, 0).unwrap().data;
+        assert_eq!(read(&["a", "h", "socket0"], 60), vec![1.0, 2.0]);
+        assert_eq!(read(&["a", "h"], 60), vec![2.0, 3.0]);
+        assert_eq!(read(&["b", "h", "socket0"], 60), vec![10.0]);
+        assert_eq!(read(&["b", "h"], 60), vec![11.0]);
+        // A tag section that failed is not remembered as good: it fails again.
+        for _ in 0..2 {
+            let out = ingest(&s, b"m,cluster=c,host=h,type=core value=1 60\n", None, 0);
+            assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        }
     }
 }
