@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use crate::{Kind, Metadata, Sample, Str, Transformer};
 
@@ -249,6 +248,7 @@ impl<T: Transformer> Guest for Export<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::rc::Rc;
 
     fn batch(new_strings: &[&str], names: Vec<u32>) -> wit::Batch {
         let n = names.len();
