@@ -81,7 +81,7 @@ fn arithmetic(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("native", BATCH), |b| {
         b.iter(|| {
             let mut out = Vec::new();
-            native.handle(input.clone(), &mut out);
+            native.handle(input.iter().cloned(), &mut out);
             native.flush(&mut out);
             assert_eq!(out.len(), BATCH / 2);
         })

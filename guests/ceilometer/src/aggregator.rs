@@ -17,7 +17,7 @@
 use std::collections::hash_map::Entry;
 
 use serde_json::Value;
-use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
+use wasmon_guest::{Input, Kind, Params, Sample, Str, Transformer};
 
 use crate::conversion::Target;
 use crate::hash::FxHashMap;
@@ -183,7 +183,7 @@ impl Transformer for Aggregator {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         for s in input {
             let v = match self.target.scaled(&s) {
                 Ok(v) => v,

@@ -13,7 +13,7 @@
 //! A NaN or infinite result, or an evaluation error (division by zero, a missing metadata key
 //! without `or`, non-numeric metadata), logs a warning and yields nothing for that resource.
 
-use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
+use wasmon_guest::{Input, Kind, Params, Sample, Str, Transformer};
 
 use crate::expr::{Env, Expr, Field, Mode, Val, field_of, volume_or_time};
 use crate::hash::{FxHashMap, Key, same};
@@ -104,7 +104,7 @@ impl Transformer for Arithmetic {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, _out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, _out: &mut Vec<Sample>) {
         for s in input {
             // Expressions name a handful of meters: a linear scan beats hashing. The meters
             // are interned, so a match is a pointer comparison.

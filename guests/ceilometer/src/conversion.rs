@@ -15,7 +15,7 @@
 //! drops the sample, which is what an exception in Ceilometer's `handle_sample` amounts to.
 
 use serde_json::Value;
-use wasmon_guest::{Kind, Params, Sample, Str, Transformer};
+use wasmon_guest::{Input, Kind, Params, Sample, Str, Transformer};
 
 use crate::expr::{EvalError, Expr, Mode};
 use crate::mapping::Mapper;
@@ -182,7 +182,7 @@ impl Transformer for UnitConversion {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         out.reserve(input.len());
         for s in input {
             if self.source_unit.as_ref().is_some_and(|u| *u != s.unit) {

@@ -6,7 +6,7 @@
 //! and metadata; with `growth_only` a negative difference is dropped (but still becomes the
 //! new reference). The name comes from `map_from`/`map_to`, else `target.name`, else the input.
 
-use wasmon_guest::{Kind, Params, Sample, Transformer};
+use wasmon_guest::{Input, Kind, Params, Sample, Transformer};
 
 use crate::conversion::Target;
 use crate::hash::{FxHashMap, Key};
@@ -35,7 +35,7 @@ impl Transformer for Delta {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         use std::collections::hash_map::Entry;
         for s in input {
             let now = (s.value, s.timestamp_ns);

@@ -9,7 +9,7 @@
 //! (a factor or an expression over the current sample, default 1) and clamped to `max`.
 //! Name and unit go through the shared target handling ([`crate::conversion`]).
 
-use wasmon_guest::{Kind, Params, Sample, Transformer};
+use wasmon_guest::{Input, Kind, Params, Sample, Transformer};
 
 use crate::conversion::Target;
 use crate::hash::{FxHashMap, Key};
@@ -50,7 +50,7 @@ impl Transformer for RateOfChange {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         use std::collections::hash_map::Entry;
         for s in input {
             let now = Prev {

@@ -11,8 +11,8 @@
 //!     fn configure(params: &Params) -> Result<Self, String> {
 //!         Ok(Scale(params.get("factor").and_then(|v| v.as_f64()).unwrap_or(1.0)))
 //!     }
-//!     fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
-//!         out.extend(input.into_iter().map(|mut s| { s.value *= self.0; s }));
+//!     fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
+//!         out.extend(input.map(|mut s| { s.value *= self.0; s }));
 //!     }
 //! }
 //! wasmon_guest::export_transformer!(Scale);
@@ -27,6 +27,14 @@ pub mod transformer;
 pub use hash::{FxBuildHasher, FxHasher, Key, same};
 pub use sample::{Kind, Metadata, Sample, Str, intern};
 
+/// The samples of a batch handed to [`Transformer::handle`]: iterate them (`for s in input`);
+/// `input.len()` says how many. In a guest each sample is decoded from the host's batch when
+/// the loop reaches it; natively (tests, benches) any such iterator will do, e.g.
+/// `vec.into_iter()`.
+pub trait Input: ExactSizeIterator<Item = Sample> {}
+
+impl<I: ExactSizeIterator<Item = Sample>> Input for I {}
+
 /// A transformer's parameters: the JSON object from the pipeline config.
 pub type Params = serde_json::Map<String, serde_json::Value>;
 
@@ -36,7 +44,7 @@ pub trait Transformer: Sized + 'static {
     fn configure(params: &Params) -> Result<Self, String>;
 
     /// Handles one batch; pushes what is to be passed on now onto `out`.
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>);
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>);
 
     /// Pushes whatever is cached and ready onto `out`. Called on the pipeline's flush
     /// interval, before the guest is replaced, and at shutdown.

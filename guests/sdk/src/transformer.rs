@@ -105,40 +105,53 @@ fn kind(k: u8) -> Kind {
     }
 }
 
-/// Decodes the host's batch: its new strings join the table (each allocated once per
-/// instance), then every sample shares them.
-pub fn decode(batch: wit::Batch) -> Vec<Sample> {
+/// Takes in the host's batch: its new strings join the table (each allocated once per
+/// instance), and its metadata sets are decoded (each once per batch).
+fn receive(t: &mut StringTable, batch: &mut wit::Batch) -> Vec<Metadata> {
+    if batch.reset {
+        *t = StringTable::default();
+    }
+    for s in std::mem::take(&mut batch.new_strings) {
+        t.append(crate::sample::from_host(s));
+    }
+    std::mem::take(&mut batch.metadata)
+        .into_iter()
+        .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()))
+        .collect()
+}
+
+/// The batch's samples, each decoded when it is reached: the transformer's loop consumes
+/// them one by one, with no vector of them in between (that vector, written and read back,
+/// was a tenth of a 512-sample `arithmetic` call).
+fn samples<'t>(
+    t: &'t StringTable,
+    batch: &'t wit::Batch,
+    metadata: &'t [Metadata],
+) -> impl ExactSizeIterator<Item = Sample> + 't {
+    // The host sends columns of one length; zipping them needs no bounds checks (and
+    // would stop at the shortest rather than trap).
+    let columns = batch.names.iter().zip(&batch.resources).zip(&batch.units);
+    let columns = columns.zip(&batch.kinds).zip(&batch.values);
+    let columns = columns.zip(&batch.timestamps_ns).zip(&batch.metadata_ids);
+    columns.map(
+        |((((((&n, &r), &u), &k), &value), &timestamp_ns), &m)| Sample {
+            name: t.get(n),
+            resource: t.get(r),
+            unit: t.get(u),
+            kind: kind(k),
+            value,
+            timestamp_ns,
+            metadata: metadata.get(m as usize).cloned().unwrap_or_default(),
+        },
+    )
+}
+
+/// Decodes the host's batch into samples.
+pub fn decode(mut batch: wit::Batch) -> Vec<Sample> {
     STRINGS.with(|t| {
         let mut t = t.borrow_mut();
-        if batch.reset {
-            *t = StringTable::default();
-        }
-        for s in batch.new_strings {
-            t.append(crate::sample::from_host(s));
-        }
-        let metadata: Vec<Metadata> = batch
-            .metadata
-            .into_iter()
-            .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()))
-            .collect();
-        // The host sends columns of one length; zipping them needs no bounds checks (and
-        // would stop at the shortest rather than trap).
-        let columns = batch.names.iter().zip(&batch.resources).zip(&batch.units);
-        let columns = columns.zip(&batch.kinds).zip(&batch.values);
-        let columns = columns.zip(&batch.timestamps_ns).zip(&batch.metadata_ids);
-        columns
-            .map(
-                |((((((&n, &r), &u), &k), &value), &timestamp_ns), &m)| Sample {
-                    name: t.get(n),
-                    resource: t.get(r),
-                    unit: t.get(u),
-                    kind: kind(k),
-                    value,
-                    timestamp_ns,
-                    metadata: metadata.get(m as usize).cloned().unwrap_or_default(),
-                },
-            )
-            .collect()
+        let metadata = receive(&mut t, &mut batch);
+        samples(&t, &batch, &metadata).collect()
     })
 }
 
@@ -227,10 +240,17 @@ impl<T: Transformer> Guest for Export<T> {
         Ok(())
     }
 
-    fn handle(input: wit::Batch) -> wit::Batch {
-        let input = decode(input);
+    fn handle(mut input: wit::Batch) -> wit::Batch {
         let mut out = Vec::new();
-        if with_state::<T, _>(|t| t.handle(input, &mut out)).is_none() {
+        let configured = STRINGS.with(|t| {
+            let mut t = t.borrow_mut();
+            let metadata = receive(&mut t, &mut input);
+            // The table stays borrowed while the transformer runs; it is only written by
+            // `receive` and `encode`, which the SDK calls outside of `handle`.
+            let t = &*t;
+            with_state::<T, _>(|tr| tr.handle(samples(t, &input, &metadata), &mut out))
+        });
+        if configured.is_none() {
             // Not configured: the host always configures first, so this is a host bug; pass
             // nothing on rather than trap.
             crate::log::log(crate::log::Level::Error, "handle called before configure");

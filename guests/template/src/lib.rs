@@ -11,7 +11,7 @@
 //! `target/wasm32-wasip2/release/template.wasm`. Try it offline:
 //! `echo '{"name":"disk.read","resource":"sda","value":2048,"type":"gauge"}' | wasmon transform --guest template.wasm --params p.json`
 
-use wasmon_guest::{Params, Sample, Str, Transformer};
+use wasmon_guest::{Input, Params, Sample, Str, Transformer};
 
 pub struct Scale {
     factor: f64,
@@ -49,7 +49,7 @@ impl Transformer for Scale {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         for mut s in input {
             if s.name.starts_with(&self.prefix) {
                 s.value *= self.factor;

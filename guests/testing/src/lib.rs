@@ -11,7 +11,7 @@
 //! `{"tag": "v2"}` adds metadata `version=v2` to what it emits (hot-reload tests tell versions
 //! apart by it); `{"fail": "why"}` refuses the configuration.
 
-use wasmon_guest::{Metadata, Params, Sample, Str, Transformer};
+use wasmon_guest::{Input, Metadata, Params, Sample, Str, Transformer};
 
 pub struct Testing {
     hold: bool,
@@ -51,7 +51,7 @@ impl Transformer for Testing {
         })
     }
 
-    fn handle(&mut self, input: Vec<Sample>, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
         for s in input {
             match &*s.name {
                 "test.loop" => {

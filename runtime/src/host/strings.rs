@@ -19,25 +19,28 @@ pub struct StringTable {
     by_name: Vec<u32>,
     by_text: HashMap<Arc<str>, u32, foldhash::fast::FixedState>,
     /// Samples of a source share their resources' allocations batch after batch, so most
-    /// look-ups are answered by address, without hashing the text: a 2-way set-associative
-    /// cache of (address, id), small enough to stay in L1 (direct-mapped, a few dozen of 256
-    /// resources evicted each other every batch)...
-    by_ptr: Box<[(usize, u32)]>,
+    /// look-ups are answered by address, without hashing the text: a 4-way set-associative
+    /// cache of (address, id), a cache line per set. (Direct-mapped, and then 2-way, a few of
+    /// 256 resources scattered over the heap kept evicting each other every batch.)...
+    by_ptr: Box<[Set]>,
     /// ...and beside it, out of the hot lines, a clone of each cached `Arc`, so that an
     /// address in the cache cannot be freed and reused for other text while its slot lives.
-    pinned: Box<[Option<Arc<str>>]>,
+    pinned: Box<[[Option<Arc<str>>; WAYS]]>,
 }
 
-/// Slots of the address cache (pairs of them form a set): a source's few hundred resources
-/// stay cached; more collide and fall back to hashing.
-const PTR_CACHE: usize = 1024;
+/// Sets of the address cache: a source's few hundred resources stay cached (2,048 slots,
+/// 32 KiB); more collide and fall back to hashing.
+const SETS: usize = 512;
+const WAYS: usize = 4;
 
-/// The first slot of `p`'s set. Allocations are at least 32 bytes apart, and a source's
-/// strings are mostly allocated one after the other: consecutive sets, 16 KiB before the
-/// sets wrap.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct Set([(usize, u32); WAYS]);
+
+/// The set of address `p`: a multiplicative hash, as heap addresses are anything but uniform.
 #[inline]
 fn set(p: usize) -> usize {
-    (p >> 4) & (PTR_CACHE - 2)
+    ((p as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.trailing_zeros())) as usize
 }
 
 impl Default for StringTable {
@@ -47,8 +50,8 @@ impl Default for StringTable {
             names: Vec::new(),
             by_name: Vec::new(),
             by_text: HashMap::default(),
-            by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
-            pinned: vec![None; PTR_CACHE].into_boxed_slice(),
+            by_ptr: vec![Set::default(); SETS].into_boxed_slice(),
+            pinned: vec![Default::default(); SETS].into_boxed_slice(),
         }
     }
 }
@@ -69,12 +72,11 @@ impl StringTable {
     #[inline]
     pub fn id(&mut self, s: &Arc<str>, new: &mut Vec<String>) -> u32 {
         let addr = s.as_ptr() as usize;
-        let k = set(addr);
-        if self.by_ptr[k].0 == addr {
-            return self.by_ptr[k].1;
-        }
-        if self.by_ptr[k + 1].0 == addr {
-            return self.by_ptr[k + 1].1;
+        let ways = &self.by_ptr[set(addr)].0;
+        for &(a, i) in ways {
+            if a == addr {
+                return i;
+            }
         }
         self.id_by_text(s, new)
     }
@@ -87,12 +89,12 @@ impl StringTable {
             Some(&i) => i,
             None => self.push(s.clone(), None, new),
         };
-        // The set's newer entry moves over; the older one is evicted.
+        // The set's entries move over by one; the oldest is evicted.
         let k = set(s.as_ptr() as usize);
-        self.by_ptr[k + 1] = self.by_ptr[k];
-        self.pinned[k + 1] = self.pinned[k].take();
-        self.by_ptr[k] = (s.as_ptr() as usize, i);
-        self.pinned[k] = Some(s.clone());
+        self.by_ptr[k].0.rotate_right(1);
+        self.pinned[k].rotate_right(1);
+        self.by_ptr[k].0[0] = (s.as_ptr() as usize, i);
+        self.pinned[k][0] = Some(s.clone());
         i
     }
 

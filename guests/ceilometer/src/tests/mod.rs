@@ -34,7 +34,7 @@ pub(crate) fn configure_err<T: Transformer + std::fmt::Debug>(v: Value) -> Strin
 
 pub(crate) fn handle<T: Transformer>(t: &mut T, input: Vec<Sample>) -> Vec<Sample> {
     let mut out = Vec::new();
-    t.handle(input, &mut out);
+    t.handle(input.into_iter(), &mut out);
     out
 }
 
