@@ -130,20 +130,21 @@ fn samples<'t>(
 ) -> impl ExactSizeIterator<Item = Sample> + 't {
     // The host sends columns of one length; zipping them needs no bounds checks (and
     // would stop at the shortest rather than trap).
-    let columns = batch.names.iter().zip(&batch.resources).zip(&batch.units);
-    let columns = columns.zip(&batch.kinds).zip(&batch.values);
-    let columns = columns.zip(&batch.timestamps_ns).zip(&batch.metadata_ids);
-    columns.map(
-        |((((((&n, &r), &u), &k), &value), &timestamp_ns), &m)| Sample {
-            name: t.get(n),
-            resource: t.get(r),
-            unit: t.get(u),
+    let rows = batch
+        .ids
+        .chunks_exact(4)
+        .zip(&batch.kinds)
+        .zip(&batch.values);
+    rows.zip(&batch.timestamps_ns)
+        .map(|(((row, &k), &value), &timestamp_ns)| Sample {
+            name: t.get(row[0]),
+            resource: t.get(row[1]),
+            unit: t.get(row[2]),
             kind: kind(k),
             value,
             timestamp_ns,
-            metadata: metadata.get(m as usize).cloned().unwrap_or_default(),
-        },
-    )
+            metadata: metadata.get(row[3] as usize).cloned().unwrap_or_default(),
+        })
 }
 
 /// Decodes the host's batch into samples.
@@ -161,26 +162,28 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     STRINGS.with(|t| {
         let mut t = t.borrow_mut();
         let mut new = Vec::new();
-        let names = samples.iter().map(|x| t.id(&x.name, &mut new)).collect();
-        let resources = samples
-            .iter()
-            .map(|x| t.id(&x.resource, &mut new))
-            .collect();
-        let units = samples.iter().map(|x| t.id(&x.unit, &mut new)).collect();
+        let mut ids = vec![0u32; 4 * samples.len()];
+        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
+            row[0] = t.id(&x.name, &mut new);
+        }
+        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
+            row[1] = t.id(&x.resource, &mut new);
+        }
+        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
+            row[2] = t.id(&x.unit, &mut new);
+        }
         let mut metadata: Vec<wit::MetadataSet> = Vec::new();
         let mut by_addr: FastMap<*const (Str, Str), u32> = FastMap::default();
         let mut empty: Option<u32> = None;
-        let metadata_ids = samples
-            .iter()
-            .map(|x| {
-                let pairs = &x.metadata.0;
-                if pairs.is_empty() {
-                    // Every empty set is the same set.
-                    return *empty.get_or_insert_with(|| {
-                        metadata.push(Vec::new());
-                        metadata.len() as u32 - 1
-                    });
-                }
+        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
+            let pairs = &x.metadata.0;
+            row[3] = if pairs.is_empty() {
+                // Every empty set is the same set.
+                *empty.get_or_insert_with(|| {
+                    metadata.push(Vec::new());
+                    metadata.len() as u32 - 1
+                })
+            } else {
                 *by_addr.entry(pairs.as_ptr()).or_insert_with(|| {
                     let set = pairs
                         .iter()
@@ -189,19 +192,16 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
                     metadata.push(set);
                     metadata.len() as u32 - 1
                 })
-            })
-            .collect();
+            };
+        }
         wit::Batch {
             reset: false,
             new_strings: new,
             metadata,
-            names,
-            resources,
-            units,
+            ids,
             kinds: samples.iter().map(|x| kind_id(x.kind)).collect(),
             values: samples.iter().map(|x| x.value).collect(),
             timestamps_ns: samples.iter().map(|x| x.timestamp_ns).collect(),
-            metadata_ids,
         }
     })
 }
@@ -276,13 +276,11 @@ mod tests {
             reset: false,
             new_strings: new_strings.iter().map(|s| s.to_string()).collect(),
             metadata: vec![Vec::new()],
-            resources: names.clone(),
-            units: names.clone(),
-            names,
+            // Each string is the sample's name, resource and unit.
+            ids: names.iter().flat_map(|&s| [s, s, s, 0]).collect(),
             kinds: vec![wit::SampleKind::Gauge as u8; n],
             values: vec![1.0; n],
             timestamps_ns: vec![0; n],
-            metadata_ids: vec![0; n],
         }
     }
 
@@ -300,6 +298,6 @@ mod tests {
         // Encoding the decoded samples sends no string again: the host has them all.
         let out = encode(samples);
         assert!(out.new_strings.is_empty(), "{:?}", out.new_strings);
-        assert_eq!(out.names, vec![0, 1, 0]);
+        assert_eq!(out.ids, vec![0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0]);
     }
 }

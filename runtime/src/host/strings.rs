@@ -159,8 +159,8 @@ impl StringTable {
 
     /// Checks that `ids` are strings of the table and interns those not yet used as names,
     /// so that [`Self::names`] has each of them.
-    pub fn intern_names(&mut self, ids: &[u32]) -> Result<(), String> {
-        for (i, &id) in ids.iter().enumerate() {
+    pub fn intern_names(&mut self, ids: impl Iterator<Item = u32>) -> Result<(), String> {
+        for (i, id) in ids.enumerate() {
             match self.names.get(id as usize) {
                 Some(Some(_)) => {}
                 Some(None) => {
@@ -174,9 +174,10 @@ impl StringTable {
     }
 
     /// Checks that `ids` are strings of the table.
-    pub fn check(&self, ids: &[u32]) -> Result<(), String> {
-        match ids.iter().position(|&id| id as usize >= self.by_id.len()) {
-            Some(i) => Err(self.unknown(i, ids[i])),
+    pub fn check(&self, ids: impl Iterator<Item = u32>) -> Result<(), String> {
+        let len = self.by_id.len();
+        match ids.enumerate().find(|&(_, id)| id as usize >= len) {
+            Some((i, id)) => Err(self.unknown(i, id)),
             None => Ok(()),
         }
     }

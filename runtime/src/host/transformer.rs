@@ -105,58 +105,48 @@ const KINDS: u8 = 3;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// A batch for the guest: column-wise, strings as ids of the instance's string table (only
-/// strings the guest has not seen yet travel, in `new-strings`). Built one column at a time:
-/// each pass is a tight loop into a vector of known length, without a capacity check per push.
+/// strings the guest has not seen yet travel, in `new-strings`). Built into vectors of known
+/// length, without a capacity check per push.
 pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
     let reset = table.begin_send();
     let mut new = Vec::new();
-    let names = samples
-        .iter()
-        .map(|s| table.name_id(s.name, &mut new))
-        .collect();
-    let resources = samples
-        .iter()
-        .map(|s| table.id(&s.resource, &mut new))
-        .collect();
-    let units = samples
-        .iter()
-        .map(|s| table.name_id(s.unit, &mut new))
-        .collect();
-    let (metadata, metadata_ids) = encode_metadata(samples, table, &mut new);
+    let mut ids = vec![0u32; 4 * samples.len()];
+    for (row, s) in ids.chunks_exact_mut(4).zip(samples) {
+        row[0] = table.name_id(s.name, &mut new);
+        row[1] = table.id(&s.resource, &mut new);
+        row[2] = table.name_id(s.unit, &mut new);
+    }
+    let metadata = encode_metadata(samples, &mut ids, table, &mut new);
     wit::Batch {
         reset,
         new_strings: new,
         metadata,
-        names,
-        resources,
-        units,
+        ids,
         kinds: samples.iter().map(|s| wit_kind(s.kind)).collect(),
         values: samples.iter().map(|s| s.value).collect(),
         timestamps_ns: samples.iter().map(|s| s.timestamp_ns).collect(),
-        metadata_ids,
     }
 }
 
-/// The batch's metadata sets and each sample's set: samples that share a set's allocation
-/// share its entry, and every empty set is the same set.
+/// The batch's metadata sets, and each sample's set in its fourth id: samples that share a
+/// set's allocation share its entry, and every empty set is the same set.
 fn encode_metadata(
     samples: &[Sample],
+    ids: &mut [u32],
     table: &mut StringTable,
     new: &mut Vec<String>,
-) -> (Vec<wit::MetadataSet>, Vec<u32>) {
+) -> Vec<wit::MetadataSet> {
     let mut sets: Vec<wit::MetadataSet> = Vec::new();
     let mut by_addr: FastMap<*const (Arc<str>, Arc<str>), u32> = FastMap::default();
     let mut empty: Option<u32> = None;
-    let ids = samples
-        .iter()
-        .map(|s| {
-            let pairs = s.metadata.pairs();
-            if pairs.is_empty() {
-                return *empty.get_or_insert_with(|| {
-                    sets.push(Vec::new());
-                    sets.len() as u32 - 1
-                });
-            }
+    for (row, s) in ids.chunks_exact_mut(4).zip(samples) {
+        let pairs = s.metadata.pairs();
+        row[3] = if pairs.is_empty() {
+            *empty.get_or_insert_with(|| {
+                sets.push(Vec::new());
+                sets.len() as u32 - 1
+            })
+        } else {
             *by_addr.entry(pairs.as_ptr()).or_insert_with(|| {
                 let set = pairs
                     .iter()
@@ -165,9 +155,9 @@ fn encode_metadata(
                 sets.push(set);
                 sets.len() as u32 - 1
             })
-        })
-        .collect();
-    (sets, ids)
+        };
+    }
+    sets
 }
 
 /// Samples from a guest's batch; refuses one that is too large, whose columns disagree, or
@@ -181,17 +171,12 @@ fn decode(
     if n > max_samples {
         return Err(format!("{n} samples returned, the cap is {max_samples}"));
     }
-    let lens = [
-        b.names.len(),
-        b.resources.len(),
-        b.units.len(),
-        b.kinds.len(),
-        b.timestamps_ns.len(),
-        b.metadata_ids.len(),
-    ];
-    if lens.iter().any(|&l| l != n) {
+    let lens = [b.ids.len(), b.kinds.len(), b.timestamps_ns.len()];
+    if lens != [4 * n, n, n] {
         return Err(format!(
-            "the batch's columns have different lengths: {n} values, others {lens:?}"
+            "the batch's columns have different lengths: {n} values, {} ids (4 a sample), \
+             {} kinds, {} timestamps",
+            lens[0], lens[1], lens[2]
         ));
     }
     if b.reset {
@@ -209,15 +194,15 @@ fn decode(
         })
         .collect::<Result<_, _>>()?;
     // Ids are checked once, column by column, so that building the samples cannot fail.
-    table.intern_names(&b.names)?;
-    table.intern_names(&b.units)?;
-    table.check(&b.resources)?;
-    if let Some(i) = b
-        .metadata_ids
-        .iter()
-        .position(|&id| id as usize >= metadata.len())
+    let column = |k: usize| b.ids.iter().skip(k).step_by(4).copied();
+    table.intern_names(column(0))?;
+    table.check(column(1))?;
+    table.intern_names(column(2))?;
+    if let Some((i, id)) = column(3)
+        .enumerate()
+        .find(|&(_, id)| id as usize >= metadata.len())
     {
-        let (id, known) = (b.metadata_ids[i], metadata.len());
+        let known = metadata.len();
         return Err(format!("sample {i} refers to metadata set {id} of {known}"));
     }
     if let Some(i) = b.kinds.iter().position(|&k| k >= KINDS) {
@@ -228,21 +213,19 @@ fn decode(
     }
     let (strings, names) = (table.all(), table.names());
     // Zipped columns of one length: one loop without per-column bounds checks.
-    let ids = b.names.iter().zip(&b.resources).zip(&b.units);
-    let columns = ids.zip(&b.kinds).zip(&b.values).zip(&b.timestamps_ns);
-    let out = columns
-        .zip(&b.metadata_ids)
-        .map(
-            |((((((&n, &r), &u), &k), &value), &timestamp_ns), &m)| Sample {
-                name: names[n as usize].unwrap_or_default(),
-                resource: strings[r as usize].clone(),
-                unit: names[u as usize].unwrap_or_default(),
-                kind: kind_of(k),
-                value,
-                timestamp_ns,
-                metadata: metadata[m as usize].clone(),
-            },
-        )
+    let rows = b.ids.chunks_exact(4).zip(&b.kinds);
+    let out = rows
+        .zip(&b.values)
+        .zip(&b.timestamps_ns)
+        .map(|(((row, &k), &value), &timestamp_ns)| Sample {
+            name: names[row[0] as usize].unwrap_or_default(),
+            resource: strings[row[1] as usize].clone(),
+            unit: names[row[2] as usize].unwrap_or_default(),
+            kind: kind_of(k),
+            value,
+            timestamp_ns,
+            metadata: metadata[row[3] as usize].clone(),
+        })
         .collect();
     Ok(out)
 }
@@ -307,13 +290,13 @@ mod tests {
         assert_eq!(refuse(&|_| {}, 1), "2 samples returned, the cap is 1");
         let e = refuse(&|b| b.kinds[1] = 3, 10);
         assert_eq!(e, "sample 1 has kind 3, not a sample-kind");
-        let e = refuse(&|b| b.names[1] = 99, 10);
+        let e = refuse(&|b| b.ids[4] = 99, 10);
         assert_eq!(e, "sample 1 refers to string 99 of 7");
-        let e = refuse(&|b| b.resources[0] = 7, 10);
+        let e = refuse(&|b| b.ids[1] = 7, 10);
         assert_eq!(e, "sample 0 refers to string 7 of 7");
-        let e = refuse(&|b| b.metadata_ids[0] = 2, 10);
+        let e = refuse(&|b| b.ids[3] = 2, 10);
         assert_eq!(e, "sample 0 refers to metadata set 2 of 2");
-        let e = refuse(&|b| b.units.truncate(1), 10);
+        let e = refuse(&|b| b.ids.truncate(7), 10);
         assert!(
             e.starts_with("the batch's columns have different lengths"),
             "{e}"
@@ -330,14 +313,14 @@ mod tests {
         let b = encode(&samples(), &mut table);
         let mut out = echo(&b);
         out.new_strings = vec!["util".into(), "node7".into()];
-        out.names[0] = 7;
-        out.resources[0] = 8;
+        out.ids[0] = 7;
+        out.ids[1] = 8;
         let got = decode(out, &mut table, 10).unwrap();
         assert_eq!(got[0].name, Name::new("util"));
         assert_eq!(&*got[0].resource, "node7");
         // The host's next batch refers to them by id.
         let again = encode(&got, &mut table);
         assert!(again.new_strings.is_empty(), "{:?}", again.new_strings);
-        assert_eq!((again.names[0], again.resources[0]), (7, 8));
+        assert_eq!(again.ids[..2], [7, 8]);
     }
 }
