@@ -31,6 +31,8 @@ struct StringTable {
     by_ptr: Box<[(usize, u32)]>,
     /// What an unknown id reads as.
     empty: Str,
+    /// The empty metadata set most batches carry, allocated once.
+    no_metadata: Metadata,
 }
 
 const PTR_CACHE: usize = 4096;
@@ -47,6 +49,7 @@ impl Default for StringTable {
             by_text: FastMap::default(),
             by_ptr: vec![(0, 0); PTR_CACHE].into_boxed_slice(),
             empty: Str::from(""),
+            no_metadata: Metadata::default(),
         }
     }
 }
@@ -116,7 +119,10 @@ fn receive(t: &mut StringTable, batch: &mut wit::Batch) -> Vec<Metadata> {
     }
     std::mem::take(&mut batch.metadata)
         .into_iter()
-        .map(|set| Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()))
+        .map(|set| match set.is_empty() {
+            true => t.no_metadata.clone(),
+            false => Metadata::new(set.into_iter().map(|(k, v)| (t.get(k), t.get(v))).collect()),
+        })
         .collect()
 }
 
@@ -162,22 +168,15 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
     STRINGS.with(|t| {
         let mut t = t.borrow_mut();
         let mut new = Vec::new();
-        let mut ids = vec![0u32; 4 * samples.len()];
-        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
-            row[0] = t.id(&x.name, &mut new);
-        }
-        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
-            row[1] = t.id(&x.resource, &mut new);
-        }
-        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
-            row[2] = t.id(&x.unit, &mut new);
-        }
         let mut metadata: Vec<wit::MetadataSet> = Vec::new();
         let mut by_addr: FastMap<*const (Str, Str), u32> = FastMap::default();
         let mut empty: Option<u32> = None;
-        for (row, x) in ids.chunks_exact_mut(4).zip(&samples) {
+        // One pass, a sample's four ids appended at once (no zeroed vector to fill in: in
+        // a guest, zeroing is a call out of the sandbox).
+        let mut ids = Vec::with_capacity(4 * samples.len());
+        for x in &samples {
             let pairs = &x.metadata.0;
-            row[3] = if pairs.is_empty() {
+            let m = if pairs.is_empty() {
                 // Every empty set is the same set.
                 *empty.get_or_insert_with(|| {
                     metadata.push(Vec::new());
@@ -193,6 +192,12 @@ pub fn encode(samples: Vec<Sample>) -> wit::Batch {
                     metadata.len() as u32 - 1
                 })
             };
+            let (n, r, u) = (
+                t.id(&x.name, &mut new),
+                t.id(&x.resource, &mut new),
+                t.id(&x.unit, &mut new),
+            );
+            ids.extend_from_slice(&[n, r, u, m]);
         }
         wit::Batch {
             reset: false,

@@ -105,18 +105,20 @@ const KINDS: u8 = 3;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// A batch for the guest: column-wise, strings as ids of the instance's string table (only
-/// strings the guest has not seen yet travel, in `new-strings`). Built into vectors of known
-/// length, without a capacity check per push.
+/// strings the guest has not seen yet travel, in `new-strings`). Each column is built in one
+/// pass into a vector of known length.
 pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
     let reset = table.begin_send();
     let mut new = Vec::new();
-    let mut ids = vec![0u32; 4 * samples.len()];
-    for (row, s) in ids.chunks_exact_mut(4).zip(samples) {
-        row[0] = table.name_id(s.name, &mut new);
-        row[1] = table.id(&s.resource, &mut new);
-        row[2] = table.name_id(s.unit, &mut new);
-    }
-    let metadata = encode_metadata(samples, &mut ids, table, &mut new);
+    let mut ids = Vec::with_capacity(4 * samples.len());
+    let metadata = encode_metadata(samples, table, &mut new, |table, s, m, new| {
+        let (n, r, u) = (
+            table.name_id(s.name, new),
+            table.id(&s.resource, new),
+            table.name_id(s.unit, new),
+        );
+        ids.extend_from_slice(&[n, r, u, m]);
+    });
     wit::Batch {
         reset,
         new_strings: new,
@@ -128,20 +130,20 @@ pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
     }
 }
 
-/// The batch's metadata sets, and each sample's set in its fourth id: samples that share a
-/// set's allocation share its entry, and every empty set is the same set.
+/// The batch's metadata sets; hands each sample with its set's index to `row`. Samples that
+/// share a set's allocation share its entry, and every empty set is the same set.
 fn encode_metadata(
     samples: &[Sample],
-    ids: &mut [u32],
     table: &mut StringTable,
     new: &mut Vec<String>,
+    mut row: impl FnMut(&mut StringTable, &Sample, u32, &mut Vec<String>),
 ) -> Vec<wit::MetadataSet> {
     let mut sets: Vec<wit::MetadataSet> = Vec::new();
     let mut by_addr: FastMap<*const (Arc<str>, Arc<str>), u32> = FastMap::default();
     let mut empty: Option<u32> = None;
-    for (row, s) in ids.chunks_exact_mut(4).zip(samples) {
+    for s in samples {
         let pairs = s.metadata.pairs();
-        row[3] = if pairs.is_empty() {
+        let m = if pairs.is_empty() {
             *empty.get_or_insert_with(|| {
                 sets.push(Vec::new());
                 sets.len() as u32 - 1
@@ -156,6 +158,7 @@ fn encode_metadata(
                 sets.len() as u32 - 1
             })
         };
+        row(table, s, m, new);
     }
     sets
 }
