@@ -169,8 +169,22 @@ pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
         n_spans += 1;
         j += 2;
     }
-    let (first_field, more_fields, timestamp) = rest(s, &pos, j)?;
-    Some(Line {
+    let fields = rest(s, &pos, j)?;
+    Some(line_of(s, line, mend, p(j), spans, n_spans as u8, fields))
+}
+
+/// The line whose measurement ends at `mend` and tag section at `tags_end`.
+#[inline(always)]
+fn line_of<'a>(
+    s: &'a str,
+    line: usize,
+    mend: usize,
+    tags_end: usize,
+    spans: [TagSpan; MAX_SPANS],
+    n_spans: u8,
+    (first_field, more_fields, timestamp): Fields<'a>,
+) -> Line<'a> {
+    Line {
         measurement: Text {
             raw: &s[..mend],
             escaped: false,
@@ -178,12 +192,12 @@ pub(super) fn parse(s: &str, line: usize) -> Option<Line<'_>> {
         },
         timestamp,
         line,
-        tags: &s[mend..p(j)],
+        tags: &s[mend..tags_end],
         spans,
-        n_spans: n_spans as u8,
+        n_spans,
         first_field,
         more_fields,
-    })
+    }
 }
 
 /// What a line shares with the next one when cc-metric-collector sends a host's metrics one
@@ -233,21 +247,16 @@ pub(super) fn parse_same_tags<'a>(
     }
     let mut pos = [0; MAX_SEPS + 2];
     seps(b, after, &mut pos)?;
-    let (first_field, more_fields, timestamp) = rest(s, &pos, 0)?;
-    Some(Line {
-        measurement: Text {
-            raw: &s[..mend],
-            escaped: false,
-            kind: Escapes::Measurement,
-        },
-        timestamp,
+    let fields = rest(s, &pos, 0)?;
+    Some(line_of(
+        s,
         line,
-        tags: &s[mend..after],
-        spans: prev.spans,
-        n_spans: prev.n_spans,
-        first_field,
-        more_fields,
-    })
+        mend,
+        after,
+        prev.spans,
+        prev.n_spans,
+        fields,
+    ))
 }
 
 /// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call: for the
@@ -272,14 +281,12 @@ pub(crate) fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// A line's first field, the text of the others, and its timestamp.
+type Fields<'a> = ((Text<'a>, FieldValue<'a>), &'a str, Option<i64>);
+
 /// The fields and timestamp after the tag section, whose end is separator `j` (a space).
-#[allow(clippy::type_complexity)]
 #[inline(always)]
-fn rest<'a>(
-    s: &'a str,
-    pos: &Seps,
-    mut j: usize,
-) -> Option<((Text<'a>, FieldValue<'a>), &'a str, Option<i64>)> {
+fn rest<'a>(s: &'a str, pos: &Seps, mut j: usize) -> Option<Fields<'a>> {
     let b = s.as_bytes();
     let n = b.len();
     let p = |j: usize| pos[j] as usize;

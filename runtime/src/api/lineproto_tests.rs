@@ -183,6 +183,21 @@ fn random_line(r: &mut Rng, out: &mut Vec<u8>) -> (f64, i64) {
     (value, ts)
 }
 
+/// Replaces, removes or inserts a random byte of `line`, `times` times.
+fn mutate(r: &mut Rng, line: &mut Vec<u8>, times: usize) {
+    for _ in 0..times {
+        let pos = r.below(line.len() + 1);
+        let c = ALPHABET[r.below(ALPHABET.len())];
+        match r.below(3) {
+            0 if pos < line.len() => line[pos] = c,
+            1 if pos < line.len() => {
+                line.remove(pos);
+            }
+            _ => line.insert(pos, c),
+        }
+    }
+}
+
 #[test]
 fn million_random_and_mutated_lines() {
     let mut r = Rng(0x1234_5678_9abc_def1);
@@ -191,19 +206,10 @@ fn million_random_and_mutated_lines() {
     for i in 0..1_000_000 {
         line.clear();
         let (value, ts) = random_line(&mut r, &mut line);
-        let mutate = i % 4 != 0;
-        if mutate {
-            for _ in 0..1 + r.below(3) {
-                let pos = r.below(line.len() + 1);
-                let c = ALPHABET[r.below(ALPHABET.len())];
-                match r.below(3) {
-                    0 if pos < line.len() => line[pos] = c,
-                    1 if pos < line.len() => {
-                        line.remove(pos);
-                    }
-                    _ => line.insert(pos, c),
-                }
-            }
+        let mutated = i % 4 != 0;
+        if mutated {
+            let times = 1 + r.below(3);
+            mutate(&mut r, &mut line, times);
         }
         let mut n_lines = 0;
         for res in parse_lines(&line) {
@@ -217,7 +223,7 @@ fn million_random_and_mutated_lines() {
                         assert!(!k.raw().is_empty() && !v.raw().is_empty());
                     }
                     assert!(l.fields().count() >= 1);
-                    if !mutate {
+                    if !mutated {
                         assert_eq!(l.field("value"), Some(FieldValue::Float(value)));
                         assert_eq!(l.timestamp, Some(ts));
                     }
@@ -225,7 +231,7 @@ fn million_random_and_mutated_lines() {
                 Err(e) => {
                     rejected += 1;
                     assert!(
-                        mutate,
+                        mutated,
                         "valid line rejected: {e} in {:?}",
                         String::from_utf8_lossy(&line)
                     );
@@ -234,7 +240,7 @@ fn million_random_and_mutated_lines() {
                 }
             }
         }
-        if !mutate {
+        if !mutated {
             assert_eq!(n_lines, 1);
         }
     }
@@ -346,17 +352,8 @@ fn fast_path_agrees_with_the_general_parser() {
             // The general generator's escapes, quotes and strings must all go the slow way.
             random_line(&mut r, &mut line);
         }
-        for _ in 0..r.below(3).saturating_sub(1) {
-            let pos = r.below(line.len() + 1);
-            let c = ALPHABET[r.below(ALPHABET.len())];
-            match r.below(3) {
-                0 if pos < line.len() => line[pos] = c,
-                1 if pos < line.len() => {
-                    line.remove(pos);
-                }
-                _ => line.insert(pos, c),
-            }
-        }
+        let times = r.below(3).saturating_sub(1);
+        mutate(&mut r, &mut line, times);
         let Ok(s) = std::str::from_utf8(&line) else {
             continue;
         };

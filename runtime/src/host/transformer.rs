@@ -13,7 +13,7 @@ use super::engine::Runtime;
 use super::guest::{CallError, Instance, World};
 use super::state::State;
 use super::strings::StringTable;
-use crate::pipeline::{Kind, Metadata, Sample};
+use crate::pipeline::{Kind, Metadata, Pair, Sample};
 
 /// Marker for the `transformer` world.
 pub struct TransformerWorld;
@@ -110,19 +110,21 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
     let reset = table.begin_send();
     let mut new = Vec::new();
+    let mut sets = MetadataSets::default();
     let mut ids = Vec::with_capacity(4 * samples.len());
-    let metadata = encode_metadata(samples, table, &mut new, |table, s, m, new| {
+    for s in samples {
         let (n, r, u) = (
-            table.name_id(s.name, new),
-            table.id(&s.resource, new),
-            table.name_id(s.unit, new),
+            table.name_id(s.name, &mut new),
+            table.id(&s.resource, &mut new),
+            table.name_id(s.unit, &mut new),
         );
+        let m = sets.id(s.metadata.pairs(), table, &mut new);
         ids.extend_from_slice(&[n, r, u, m]);
-    });
+    }
     wit::Batch {
         reset,
         new_strings: new,
-        metadata,
+        metadata: sets.sets,
         ids,
         kinds: samples.iter().map(|s| wit_kind(s.kind)).collect(),
         values: samples.iter().map(|s| s.value).collect(),
@@ -130,37 +132,34 @@ pub fn encode(samples: &[Sample], table: &mut StringTable) -> wit::Batch {
     }
 }
 
-/// The batch's metadata sets; hands each sample with its set's index to `row`. Samples that
-/// share a set's allocation share its entry, and every empty set is the same set.
-fn encode_metadata(
-    samples: &[Sample],
-    table: &mut StringTable,
-    new: &mut Vec<String>,
-    mut row: impl FnMut(&mut StringTable, &Sample, u32, &mut Vec<String>),
-) -> Vec<wit::MetadataSet> {
-    let mut sets: Vec<wit::MetadataSet> = Vec::new();
-    let mut by_addr: FastMap<*const (Arc<str>, Arc<str>), u32> = FastMap::default();
-    let mut empty: Option<u32> = None;
-    for s in samples {
-        let pairs = s.metadata.pairs();
-        let m = if pairs.is_empty() {
-            *empty.get_or_insert_with(|| {
+/// A batch's metadata sets: samples that share a set's allocation share its entry, and every
+/// empty set is the same set.
+#[derive(Default)]
+struct MetadataSets {
+    sets: Vec<wit::MetadataSet>,
+    by_addr: FastMap<*const (Arc<str>, Arc<str>), u32>,
+    empty: Option<u32>,
+}
+
+impl MetadataSets {
+    /// The index of `pairs`' set, added if new.
+    fn id(&mut self, pairs: &[Pair], table: &mut StringTable, new: &mut Vec<String>) -> u32 {
+        let sets = &mut self.sets;
+        if pairs.is_empty() {
+            return *self.empty.get_or_insert_with(|| {
                 sets.push(Vec::new());
                 sets.len() as u32 - 1
-            })
-        } else {
-            *by_addr.entry(pairs.as_ptr()).or_insert_with(|| {
-                let set = pairs
-                    .iter()
-                    .map(|(k, v)| (table.id(k, new), table.id(v, new)))
-                    .collect();
-                sets.push(set);
-                sets.len() as u32 - 1
-            })
-        };
-        row(table, s, m, new);
+            });
+        }
+        *self.by_addr.entry(pairs.as_ptr()).or_insert_with(|| {
+            let set = pairs
+                .iter()
+                .map(|(k, v)| (table.id(k, new), table.id(v, new)))
+                .collect();
+            sets.push(set);
+            sets.len() as u32 - 1
+        })
     }
-    sets
 }
 
 /// Samples from a guest's batch; refuses one that is too large, whose columns disagree, or

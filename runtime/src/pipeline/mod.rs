@@ -12,6 +12,6 @@ mod worker;
 
 pub use json::{Line, LineError, parse_line, to_line};
 pub use name::{MAX_NAMES, Name, NamesFull};
-pub use sample::{Kind, Metadata, Sample};
+pub use sample::{Kind, Metadata, Pair, Sample};
 pub use sinks::{ChannelSink, LogSink, Sink, StdoutSink};
 pub use worker::{Pipeline, PipelineStats, SwapOutcome};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::buffer::{BUFFER_CAP, Buf, Chain};
-use super::wal::{self, sync_dir};
+use super::wal::{self, string, sync_dir, take};
 use super::{Store, StoreError, walk};
 
 const MAGIC: &[u8; 8] = b"WMSNAP01";
@@ -275,15 +275,6 @@ fn load(store: &Store, bytes: &[u8]) -> Result<Option<(usize, &'static str)>, &'
 }
 
 fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
-    fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (a, b) = (p.get(..n)?, p.get(n..)?);
-        *p = b;
-        Some(a)
-    }
-    fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
-        let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
-        std::str::from_utf8(take(p, len)?).ok()
-    }
     let depth = take(&mut p, 1)?[0] as usize;
     let mut path = Vec::with_capacity(depth);
     for _ in 0..depth {

@@ -427,13 +427,15 @@ fn replay_bytes(store: &Store, bytes: &[u8]) -> (usize, Option<&'static str>) {
     (pos, None)
 }
 
-fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+/// The next `n` bytes of a record, consumed (`None` past its end). Snapshots use it too.
+pub(super) fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     let (a, b) = (p.get(..n)?, p.get(n..)?);
     *p = b;
     Some(a)
 }
 
-fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
+/// A `u16`-length-prefixed UTF-8 string of a record, consumed.
+pub(super) fn string<'a>(p: &mut &'a [u8]) -> Option<&'a str> {
     let len = u16::from_le_bytes(take(p, 2)?.try_into().ok()?) as usize;
     std::str::from_utf8(take(p, len)?).ok()
 }
