@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use wasmon::host::{GuestConfig, Image, Runtime, TransformerWorld};
-use wasmon::pipeline::{Name, Pipeline, Sample, Sink};
+use wasmon::pipeline::{Pipeline, Sink, Swap};
+use wasmon::sample::{Name, Sample};
 use wasmon_guest::Transformer;
 
 const EXPR: &str = "100.0 * $(memory.usage) / $(memory)";
@@ -157,7 +158,12 @@ fn swap(c: &mut Criterion) {
                 n += 1;
                 let start = Instant::now();
                 let chain = vec![load(n)];
-                pipeline.swap(chain, None).unwrap();
+                let swap = Swap {
+                    chain,
+                    sinks: None,
+                    flush_interval: None,
+                };
+                pipeline.swap(swap).unwrap();
                 total += start.elapsed();
             }
             total

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code)]
-#[path = "../../runtime/src/api/lineproto.rs"]
+#[path = "../../runtime/src/lineproto/mod.rs"]
 mod lineproto;
 
 use lineproto::{parse_line, parse_lines, parse_slow};

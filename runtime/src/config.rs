@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::host::{Grants, limits};
 
 /// The configuration `wasmon run` uses without `--config`; `wasmon config default` prints it.
 pub const DEFAULT: &str = include_str!("default-config.toml");
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Config {
     #[serde(default)]
@@ -45,7 +45,7 @@ pub struct Config {
 }
 
 /// The metric namespace beyond what agents bring.
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NamespaceConfig {
     /// PMNS files in PCP's ASCII format, relative to the config file.
@@ -54,7 +54,7 @@ pub struct NamespaceConfig {
 }
 
 /// An agent: it owns part of the namespace and fetches values.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AgentConfig {
     /// Name for logs and counters.
@@ -76,7 +76,12 @@ pub struct AgentConfig {
     #[serde(default = "empty_table")]
     pub params: toml::Table,
     /// Fetch the agent's metrics on this interval and send them to `pipeline`.
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(
+        default,
+        deserialize_with = "opt_duration",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_duration"
+    )]
     pub poll_interval: Option<Duration>,
     /// Names (or non-leaf prefixes) to poll; default: everything under the names its PMNS
     /// puts at the root.
@@ -85,9 +90,18 @@ pub struct AgentConfig {
     /// The pipeline polled samples enter.
     #[serde(default)]
     pub pipeline: Option<String>,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(
+        default,
+        deserialize_with = "opt_duration",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_duration"
+    )]
     pub deadline: Option<Duration>,
-    #[serde(default, deserialize_with = "opt_size")]
+    #[serde(
+        default,
+        deserialize_with = "opt_size",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory: Option<u64>,
     #[serde(default)]
     pub quarantine_after: Option<u32>,
@@ -98,7 +112,7 @@ pub struct AgentConfig {
 /// Agents built into the daemon.
 pub const NATIVE_AGENTS: &[&str] = &["linux"];
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DaemonConfig {
     /// Address of the HTTP API.
@@ -111,7 +125,11 @@ pub struct DaemonConfig {
     #[serde(default)]
     pub guests_dir: PathBuf,
     /// How often the config file and guests-dir are checked for changes.
-    #[serde(default = "default_watch", deserialize_with = "duration")]
+    #[serde(
+        default = "default_watch",
+        deserialize_with = "duration",
+        serialize_with = "ser_duration"
+    )]
     pub watch_interval: Duration,
     /// The cluster samples from this daemon are stored under (unless their metadata names one).
     #[serde(default = "default_cluster")]
@@ -144,10 +162,14 @@ fn default_watch() -> Duration {
     Duration::from_secs(1)
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GuestDefaults {
-    #[serde(default = "default_deadline", deserialize_with = "duration")]
+    #[serde(
+        default = "default_deadline",
+        deserialize_with = "duration",
+        serialize_with = "ser_duration"
+    )]
     pub deadline: Duration,
     #[serde(default = "default_memory", deserialize_with = "size")]
     pub memory: u64,
@@ -175,11 +197,16 @@ fn default_quarantine() -> u32 {
     limits::QUARANTINE_AFTER
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PipelineConfig {
     pub name: String,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(
+        default,
+        deserialize_with = "opt_duration",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_duration"
+    )]
     pub flush_interval: Option<Duration>,
     #[serde(default = "default_sinks")]
     pub sinks: Vec<String>,
@@ -192,7 +219,7 @@ fn default_sinks() -> Vec<String> {
 }
 
 /// One transformer of a pipeline.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct StageConfig {
     /// Bundled guest name, NAME in guests-dir, or a path to a `.wasm` file.
@@ -200,9 +227,18 @@ pub struct StageConfig {
     /// Handed to the guest's `configure` as a JSON object.
     #[serde(default = "empty_table")]
     pub params: toml::Table,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(
+        default,
+        deserialize_with = "opt_duration",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_duration"
+    )]
     pub deadline: Option<Duration>,
-    #[serde(default, deserialize_with = "opt_size")]
+    #[serde(
+        default,
+        deserialize_with = "opt_size",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory: Option<u64>,
     #[serde(default)]
     pub quarantine_after: Option<u32>,
@@ -391,6 +427,17 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     match NumOrStr::deserialize(d)? {
         NumOrStr::Num(n) => Ok(Duration::from_secs(n)),
         NumOrStr::Str(s) => parse_duration(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    crate::store::config::duration_serde::serialize(d, s)
+}
+
+fn ser_opt_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_duration(d, s),
+        None => s.serialize_none(),
     }
 }
 

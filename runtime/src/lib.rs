@@ -6,6 +6,8 @@
 //! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
 //! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
 //! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
+//! - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
+//! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
@@ -18,11 +20,13 @@ pub mod config;
 pub mod daemon;
 pub mod guests;
 pub mod host;
+pub mod lineproto;
 pub mod namespace;
 pub mod nats;
 pub mod notify;
 pub mod pipeline;
 pub mod procfs;
+pub mod sample;
 pub mod store;
 pub mod telemetry;
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use wasmon::host::TransformerInstance;
-use wasmon::pipeline::{Kind, Sample};
+use wasmon::sample::{Kind, Sample};
 
 use crate::common::*;
 
@@ -286,4 +286,23 @@ fn rate_of_change_reset_clamp_and_order() {
         vec![0.0],
         "zero time delta gives 0.0"
     );
+}
+
+#[test]
+fn arithmetic_reaches_nested_json_metadata_as_ceilometer_sends_it() {
+    // OpenStack's resource_metadata nests objects; the JSON-lines input flattens them to
+    // dotted keys, so the expression reaches the value instead of taking its `or` default.
+    let line = r#"{"name":"cpu","resource":"vm1","value":10,
+        "metadata":{"user_metadata":{"autoscaling_weight":2.5}}}"#
+        .replace('\n', "");
+    let wasmon::sample::Line::Sample(s) = wasmon::sample::parse_line(&line, 1_000_000_000).unwrap()
+    else {
+        panic!("a sample")
+    };
+    let mut g =
+        arithmetic("$(cpu) * ($(cpu).resource_metadata.user_metadata.autoscaling_weight or 1)")
+            .unwrap();
+    assert!(g.handle(&[s]).unwrap().is_empty());
+    let out = g.flush().unwrap();
+    assert_eq!(out.iter().map(|s| s.value).collect::<Vec<_>>(), [25.0]);
 }

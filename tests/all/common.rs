@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use wasmon::host::{GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
-use wasmon::pipeline::{Kind, Metadata, Sample};
+use wasmon::sample::{Kind, Metadata, Sample};
 
 /// One runtime (engine, epoch ticker) for the whole test binary, with no disk cache.
 pub fn runtime() -> Arc<Runtime> {

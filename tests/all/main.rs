@@ -2,13 +2,17 @@
 //! from `guests/` by the build, the real `wasmon` binary for the daemon and the CLI.
 
 mod agents;
+mod auth;
 mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
 mod guests;
+mod hostile_daemon;
+mod hostile_guests;
 mod namespace;
 mod notify;
 mod reload;
+mod reload_daemon;
 mod sandbox;
 mod store;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmon::host::{GuestConfig, Image, TransformerWorld};
-use wasmon::pipeline::{ChannelSink, Pipeline, Sample, Sink};
+use wasmon::pipeline::{ChannelSink, Pipeline, Sink, Swap};
+use wasmon::sample::Sample;
 
 use crate::common::*;
 
@@ -55,7 +56,11 @@ fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_onc
             load("testing", json!({"tag": format!("v{i}")}))
         };
         let outcome = pipeline
-            .swap(vec![hold(&format!("v{i}")), second.unwrap()], None)
+            .swap(Swap {
+                chain: vec![hold(&format!("v{i}")), second.unwrap()],
+                sinks: None,
+                flush_interval: Some(Duration::from_millis(50)),
+            })
             .unwrap();
         replaced += outcome.replaced.len();
         if i == 10 {
@@ -109,10 +114,11 @@ fn a_swap_that_changes_nothing_keeps_state() {
     );
     pipeline.send(vec![sample("m", "r", 1.0, 1.0)]).unwrap();
     let outcome = pipeline
-        .swap(
-            vec![load("testing", json!({"mode": "hold"})).unwrap()],
-            None,
-        )
+        .swap(Swap {
+            chain: vec![load("testing", json!({"mode": "hold"})).unwrap()],
+            sinks: None,
+            flush_interval: None,
+        })
         .unwrap();
     assert_eq!((outcome.replaced.len(), outcome.kept.len()), (0, 1));
     assert!(rx.try_recv().is_err(), "an unchanged stage is not flushed");

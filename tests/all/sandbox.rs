@@ -8,7 +8,7 @@ use wasmon::host::{CallError, DirGrant, Grants, GuestConfig, limits::EPOCH_TICK}
 
 use crate::common::*;
 
-fn ok_batch() -> Vec<wasmon::pipeline::Sample> {
+fn ok_batch() -> Vec<wasmon::sample::Sample> {
     vec![
         sample("fine", "r1", 1.0, 1.0),
         sample("fine", "r2", 2.0, 1.0),
@@ -219,7 +219,7 @@ fn strings_stay_right_across_batches_a_table_reset_and_a_fresh_instance() {
     let mut cfg = GuestConfig::new("template", r#"{"factor": 1.0}"#);
     cfg.deadline = Duration::from_secs(10);
     let mut g = load_with("template", cfg).unwrap();
-    let names = |v: &[wasmon::pipeline::Sample]| {
+    let names = |v: &[wasmon::sample::Sample]| {
         v.iter()
             .map(|s| format!("{}@{}", s.name, s.resource))
             .collect::<Vec<_>>()

@@ -1,6 +1,7 @@
 //! A misbehaving agent for the runtime's tests. Params: `{"domain": N, "root": "bar.dyn"}`.
 //! It owns `ROOT.good` (N:0:0, value 42) and `ROOT.trap` and `ROOT.loop`, whose look-ups trap
-//! (a panic) and spin forever. Any name containing `trap` traps, in every callback.
+//! (a panic) and spin forever. Any name containing `trap` traps, in every callback; any
+//! containing `sleep` sleeps 10 s first (a WASI sleep: only the wall-time deadline ends it).
 
 use wasmon_guest::Params;
 use wasmon_guest::agent::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
@@ -11,6 +12,9 @@ pub struct Testing {
 }
 
 fn misbehave(name: &str) {
+    if name.contains("sleep") {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
     if name.contains("trap") {
         panic!("trap requested by {name}");
     }

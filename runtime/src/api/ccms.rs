@@ -47,6 +47,11 @@ pub struct CcmsConfig {
     /// older than this.
     #[serde(with = "duration_serde")]
     pub healthcheck_max_age: Duration,
+    /// Series (selectors) one `/api/query` request may read; more is refused with 413.
+    pub max_query_series: usize,
+    /// Values (data and padding) one `/api/query` request may return; more is refused with
+    /// 413. Each value costs the daemon ~40 bytes while the answer is built and sent.
+    pub max_query_values: usize,
 }
 
 impl Default for CcmsConfig {
@@ -55,6 +60,8 @@ impl Default for CcmsConfig {
             jwt_public_key: None,
             admin_roles: vec!["admin".into()],
             healthcheck_max_age: Duration::from_secs(300),
+            max_query_series: query::MAX_QUERY_SERIES,
+            max_query_values: query::MAX_QUERY_VALUES,
         }
     }
 }
@@ -99,23 +106,40 @@ fn error(code: StatusCode, msg: impl Into<String>) -> Response {
     (code, axum::Json(body)).into_response()
 }
 
-/// The API routes (mount at the server root; paths start with `/api/`). Trailing-slash
-/// variants are routed too, as cc-metric-store's clients use both.
+/// The API routes alone (mount at the server root; paths start with `/api/`), with
+/// authentication and the body limit: for a server of this API only. The daemon puts
+/// [`routes`] and [`open_routes`] under its own authentication instead, with every other
+/// route of its API. Trailing-slash variants are routed too, as cc-metric-store's clients use
+/// both.
 pub fn router(state: Arc<CcmsState>) -> Router {
     let limit = state.store.config().max_body_size;
-    let r = Router::new()
+    routes(state.clone())
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .merge(open_routes(state))
+        .layer(DefaultBodyLimit::max(limit))
+}
+
+/// Routes that need a token when a key is configured: write, query, free, debug.
+pub fn routes(state: Arc<CcmsState>) -> Router {
+    Router::new()
         .route("/api/write", post(write))
         .route("/api/write/", post(write))
         .route("/api/query", get(query::handle).post(query::handle))
         .route("/api/query/", get(query::handle).post(query::handle))
         .route("/api/free", post(free))
         .route("/api/free/", post(free))
+        .route("/api/debug", get(debug).post(debug))
+        .route("/api/debug/", get(debug).post(debug))
+        .with_state(state)
+}
+
+/// Routes open to everyone: `/api/healthcheck`, which load balancers and service managers
+/// probe without credentials. It says whether the daemon runs and whether a node's data is
+/// fresh, nothing else.
+pub fn open_routes(state: Arc<CcmsState>) -> Router {
+    Router::new()
         .route("/api/healthcheck", get(healthcheck))
         .route("/api/healthcheck/", get(healthcheck))
-        .route("/api/debug", get(debug).post(debug))
-        .route("/api/debug/", get(debug).post(debug));
-    r.layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
 
@@ -123,12 +147,38 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-async fn authenticate(State(st): State<Arc<CcmsState>>, mut req: Request, next: Next) -> Response {
+/// Who is calling, as the authentication layer established it (a request extension every
+/// handler behind [`authenticate`] can take).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The token's `sub` (none without auth).
+    pub subject: Option<String>,
+    /// Holds a role of `admin-roles` (everyone, without auth: cc-metric-store's habit).
+    pub admin: bool,
+}
+
+impl Caller {
+    /// `Err(403)` unless the caller is an admin.
+    pub fn require_admin(&self) -> Result<(), Response> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(error(StatusCode::FORBIDDEN, "admin role required"))
+        }
+    }
+}
+
+/// Checks the Bearer token of every request (when a key is configured) and records the
+/// [`Caller`]; 401 naming what is wrong with the token otherwise.
+pub async fn authenticate(
+    State(st): State<Arc<CcmsState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let Some(v) = &st.verifier else {
-        // Unauthenticated mode: every caller is an admin (cc-metric-store without a key).
-        req.extensions_mut().insert(Claims {
-            roles: st.config.admin_roles.clone(),
-            ..Claims::default()
+        req.extensions_mut().insert(Caller {
+            subject: None,
+            admin: true,
         });
         return next.run(req).await;
     };
@@ -138,17 +188,18 @@ async fn authenticate(State(st): State<Arc<CcmsState>>, mut req: Request, next: 
         .and_then(|h| h.to_str().ok());
     match v.check_header(header, now()) {
         Ok(claims) => {
-            req.extensions_mut().insert(claims);
+            let admin = claims
+                .roles
+                .iter()
+                .any(|r| st.config.admin_roles.contains(r));
+            req.extensions_mut().insert(Caller {
+                subject: claims.subject,
+                admin,
+            });
             next.run(req).await
         }
         Err(e) => error(StatusCode::UNAUTHORIZED, e.to_string()),
     }
-}
-
-/// `Some(403 response)` unless the caller has an admin role.
-fn deny_unless_admin(st: &CcmsState, claims: Option<&Claims>) -> Option<Response> {
-    let ok = claims.is_some_and(|c| c.roles.iter().any(|r| st.config.admin_roles.contains(r)));
-    (!ok).then(|| error(StatusCode::FORBIDDEN, "admin role required"))
 }
 
 /// Bodies above this size are parsed on the blocking pool so the runtime stays responsive.
@@ -199,11 +250,11 @@ async fn write(
 
 async fn free(
     State(st): State<Arc<CcmsState>>,
-    claims: Option<axum::Extension<Claims>>,
+    axum::Extension(caller): axum::Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = deny_unless_admin(&st, claims.as_deref()) {
+    if let Err(r) = caller.require_admin() {
         return r;
     }
     let Some(to) = q.get("to") else {
@@ -268,10 +319,10 @@ async fn healthcheck(
 
 async fn debug(
     State(st): State<Arc<CcmsState>>,
-    claims: Option<axum::Extension<Claims>>,
+    axum::Extension(caller): axum::Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Some(r) = deny_unless_admin(&st, claims.as_deref()) {
+    if let Err(r) = caller.require_admin() {
         return r;
     }
     let raw = q.get("selector").map(String::as_str).unwrap_or("");

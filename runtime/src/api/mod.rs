@@ -1,7 +1,9 @@
 //! `api` owns the HTTP surface of the daemon. Routes (JSON unless said otherwise):
 //!
-//! - `POST /api/admin/reload`: reload config and guests now; returns the outcome per pipeline
-//!   (200 when everything applied, 422 when something was refused and the old version kept).
+//! - `POST /api/admin/reload[?release-quarantine=true]`: reload config and guests now (admin);
+//!   returns the outcome per pipeline (200 when everything applied, 422 when something was
+//!   refused and the old version kept).
+//! - `GET  /api/config`: the config the daemon runs (admin).
 //! - `GET  /api/pipelines`: each pipeline's stages (guest, component hash, quarantine) and
 //!   counters.
 //! - `POST /api/pipelines/{name}/samples`: JSON lines, one sample per line (the shape of
@@ -18,36 +20,64 @@
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde_json::json;
 
 use crate::daemon::Daemon;
 
 pub mod ccms;
-pub mod lineproto;
 pub mod notify;
 pub mod ns;
-use crate::pipeline::{Line, parse_line};
+use crate::sample::{Line, NameBudget, parse_line_within};
 
+/// Every route of the daemon. With `[api] jwt-public-key` set, every one but
+/// `/api/healthcheck` needs a valid Bearer token (reload, free, debug and deleting another
+/// subscriber's thresholds also an admin role); bodies are capped by `[store]
+/// max-body-size` on every route (413 beyond).
 pub fn router(daemon: Arc<Daemon>) -> Router {
+    let ccms = daemon.parts().ccms.clone();
+    let limit = ccms.store.config().max_body_size;
     Router::new()
         .route("/api/admin/reload", post(reload))
+        .route("/api/config", get(config))
         .route("/api/pipelines", get(pipelines))
         .route("/api/pipelines/{name}/samples", post(post_samples))
         .route("/api/pipelines/{name}/flush", post(flush))
         .route("/metrics", get(metrics))
         .merge(ns::routes())
         .with_state(daemon.clone())
-        .merge(ccms::router(daemon.parts().ccms.clone()))
+        .merge(ccms::routes(ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
+        .layer(middleware::from_fn_with_state(
+            ccms.clone(),
+            ccms::authenticate,
+        ))
+        .merge(ccms::open_routes(ccms))
+        .layer(DefaultBodyLimit::max(limit))
 }
 
-async fn reload(State(d): State<Arc<Daemon>>) -> Response {
-    let outcome = d.reload().await;
+/// `?release-quarantine=true`: quarantined guests are let out as well.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ReloadParams {
+    #[serde(default)]
+    release_quarantine: bool,
+}
+
+async fn reload(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<ccms::Caller>,
+    Query(q): Query<ReloadParams>,
+) -> Response {
+    if let Err(r) = caller.require_admin() {
+        return r;
+    }
+    let outcome = d.reload(q.release_quarantine).await;
     outcome.log();
     let status = if outcome.ok() {
         StatusCode::OK
@@ -55,6 +85,19 @@ async fn reload(State(d): State<Arc<Daemon>>) -> Response {
         StatusCode::UNPROCESSABLE_ENTITY
     };
     (status, axum::Json(outcome)).into_response()
+}
+
+/// The config the daemon runs now: after a reload, what was applied (a refused pipeline or
+/// agent shows its running version, a setting read at start its running value). Admin only:
+/// grants may carry environment values.
+async fn config(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<ccms::Caller>,
+) -> Response {
+    if let Err(r) = caller.require_admin() {
+        return r;
+    }
+    axum::Json(d.config()).into_response()
 }
 
 async fn pipelines(State(d): State<Arc<Daemon>>) -> Response {
@@ -84,6 +127,9 @@ fn no_pipeline(name: &str) -> Response {
         .into_response()
 }
 
+/// Bad lines of one request named in its answer.
+const MAX_ERRORS_SHOWN: usize = 100;
+
 async fn post_samples(
     State(d): State<Arc<Daemon>>,
     Path(name): Path<String>,
@@ -95,11 +141,12 @@ async fn post_samples(
     let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
     let mut batch = Vec::new();
     let mut errors = Vec::new();
+    let mut budget = NameBudget::per_request();
     for (i, line) in body.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match parse_line(line, now) {
+        match parse_line_within(line, now, &mut budget) {
             Ok(Line::Sample(s)) => batch.push(s),
             Ok(Line::Flush) => errors.push(format!(
                 "line {}: flush is not a sample (use /flush)",
@@ -107,6 +154,12 @@ async fn post_samples(
             )),
             Err(e) => errors.push(format!("line {}: {e}", i + 1)),
         }
+    }
+    // Every bad line is counted, the first ones named: the answer stays small.
+    if errors.len() > MAX_ERRORS_SHOWN {
+        let more = errors.len() - MAX_ERRORS_SHOWN;
+        errors.truncate(MAX_ERRORS_SHOWN);
+        errors.push(format!("and {more} more bad lines"));
     }
     let accepted = batch.len();
     // `send` blocks while the pipeline's queue is full: that is the backpressure we want, but

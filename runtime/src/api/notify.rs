@@ -32,10 +32,11 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use super::ccms::Caller;
 use crate::notify::{
     CurrentValue, Direction, Event, Handle, Notifier, NotifyError, Selector, SubscriberStats,
     ThresholdInfo, ThresholdSpec,
@@ -156,12 +157,30 @@ async fn get_one(
     ))
 }
 
+/// The subscriber a caller may delete as: anyone's for an admin (the one named, or any with
+/// none named), otherwise only the token's own subject.
+fn deleting_as(caller: &Caller, named: Option<String>) -> Result<Option<String>, ApiError> {
+    if caller.admin {
+        return Ok(named);
+    }
+    match (&caller.subject, named) {
+        (Some(me), None) => Ok(Some(me.clone())),
+        (Some(me), Some(s)) if *me == s => Ok(Some(s)),
+        _ => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "deleting another subscriber's thresholds needs an admin role".into(),
+        )),
+    }
+}
+
 async fn delete_one(
     State(n): State<Arc<Notifier>>,
+    Extension(caller): Extension<Caller>,
     Path(h): Path<u32>,
     Query(q): Query<ResourceQuery>,
 ) -> Result<Json<ThresholdInfo>, ApiError> {
-    Ok(Json(n.remove(Handle(h), q.subscriber.as_deref())?))
+    let owner = deleting_as(&caller, q.subscriber)?;
+    Ok(Json(n.remove(Handle(h), owner.as_deref())?))
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -172,9 +191,11 @@ pub struct Deleted {
 
 async fn delete_all(
     State(n): State<Arc<Notifier>>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<ResourceQuery>,
 ) -> Result<Json<Deleted>, ApiError> {
     let s = q.subscriber.ok_or_else(|| bad("give subscriber=S"))?;
+    let s = deleting_as(&caller, Some(s))?.expect("named");
     Ok(Json(Deleted {
         deleted: n.remove_all(&s),
     }))

@@ -14,7 +14,7 @@ use crate::config::{self, Config};
 pub mod notify;
 pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
-use crate::pipeline::{Line, Sample, parse_line, to_line};
+use crate::sample::{Line, Sample, parse_line, to_line};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -50,7 +50,7 @@ pub enum Command {
         /// The guest's parameters: a YAML or JSON file.
         #[arg(long)]
         params: Option<PathBuf>,
-        /// CPU deadline per call.
+        /// Deadline per call: wall time from the call's start to its return.
         #[arg(long, value_parser = config::parse_duration, default_value = "100ms")]
         deadline: Duration,
         /// Memory cap of the guest.
@@ -142,11 +142,27 @@ pub fn transform(
     let mut instance = Image::<TransformerWorld>::load(&runtime, &compiled, cfg)?;
 
     // Lines are read on a thread of their own so a batch is handed to the guest as soon as
-    // input pauses: interactive use sees output at once, bulk input goes in batches.
-    let (tx, rx) = crossbeam_channel::bounded::<(usize, std::io::Result<String>)>(4 * CLI_BATCH);
+    // input pauses: interactive use sees output at once, bulk input goes in batches. A line
+    // that is not UTF-8 is a bad line like any other, not the end of the input.
+    let (tx, rx) = crossbeam_channel::bounded::<(usize, Result<String, String>)>(4 * CLI_BATCH);
     std::thread::spawn(move || {
-        for (i, line) in std::io::stdin().lock().lines().enumerate() {
-            if tx.send((i + 1, line)).is_err() {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = Vec::new();
+        for n in 1.. {
+            buf.clear();
+            let line = match stdin.read_until(b'\n', &mut buf) {
+                Ok(0) => return,
+                Ok(_) => String::from_utf8(std::mem::take(&mut buf))
+                    .map(|mut l| {
+                        if l.ends_with('\n') {
+                            l.pop();
+                        }
+                        l
+                    })
+                    .map_err(|e| format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to() + 1)),
+                Err(e) => Err(format!("reading stdin: {e}")),
+            };
+            if tx.send((n, line)).is_err() {
                 return;
             }
         }
@@ -156,18 +172,23 @@ pub fn transform(
     let mut all_ok = true;
     let mut batch: Vec<Sample> = Vec::new();
     let mut first_line = 0;
-    let emit = |r: Result<Vec<Sample>, CallError>, what: &str, out: &mut dyn Write| -> Result<()> {
+    // Writes a call's output; a failed call is reported and makes the exit status 1.
+    let mut emit = |r: Result<Vec<Sample>, CallError>, what: &str, out: &mut dyn Write| {
         match r {
             Ok(samples) => {
                 for s in samples {
                     writeln!(out, "{}", to_line(&s))?;
                 }
             }
-            Err(e) => eprintln!("{what}: the guest failed: {e}"),
+            Err(e) => {
+                all_ok = false;
+                eprintln!("{what}: the guest failed: {e}");
+            }
         }
         out.flush()?;
-        Ok(())
+        anyhow::Ok(())
     };
+    let mut bad_lines = false;
     loop {
         let next = if batch.is_empty() {
             rx.recv().ok()
@@ -184,7 +205,14 @@ pub fn transform(
             }
             break;
         };
-        let line = line.context("reading stdin")?;
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                bad_lines = true;
+                eprintln!("line {n}: {e}");
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -211,14 +239,14 @@ pub fn transform(
                 emit(r, &format!("line {n} (flush)"), &mut out)?;
             }
             Err(e) => {
-                all_ok = false;
+                bad_lines = true;
                 eprintln!("line {n}: {e}");
             }
         }
     }
     let r = instance.flush();
     emit(r, "end of input (flush)", &mut out)?;
-    Ok(all_ok)
+    Ok(all_ok && !bad_lines)
 }
 
 /// `wasmon config check FILE`.

@@ -13,7 +13,7 @@ use crate::host::agent_types as wit;
 use crate::namespace::{
     Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values,
 };
-use crate::pipeline::{Kind, Metadata, Name, Sample};
+use crate::sample::{Kind, Metadata, Name, Sample};
 
 /// A WASM agent seen through the namespace's [`Agent`] contract.
 pub struct GuestAgent(pub AgentInstance);
@@ -91,6 +91,10 @@ impl Agent for GuestAgent {
         })
     }
 
+    fn release(&mut self) {
+        self.0.release();
+    }
+
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
         let wids: Vec<wit::Pmid> = ids.iter().map(|&p| to_wit(p)).collect();
         match self.0.fetch(&wids) {
@@ -125,10 +129,58 @@ pub struct Fetched {
     pub error: Option<String>,
 }
 
+/// One agent behind a lock of its own: guest instances take one call at a time, and a slow or
+/// stuck agent holds up only the queries of its own domain (each of its calls ends at its
+/// deadline). A query locks an agent for one call at a time, never two agents at once, so
+/// queries cannot deadlock on each other.
+#[derive(Clone)]
+pub struct SharedAgent(Arc<Mutex<Box<dyn Agent>>>);
+
+impl SharedAgent {
+    pub fn new(agent: Box<dyn Agent>) -> SharedAgent {
+        SharedAgent(Arc::new(Mutex::new(agent)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Agent>> {
+        // A panic in an agent call leaves the agent usable: its next call gets a fresh instance.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Agent for SharedAgent {
+    fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError> {
+        self.lock().lookup_name(name)
+    }
+    fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
+        self.lock().names_of(id)
+    }
+    fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
+        self.lock().children(name)
+    }
+    fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
+        self.lock().describe(id)
+    }
+    fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
+        self.lock().fetch(ids)
+    }
+    fn release(&mut self) {
+        self.lock().release()
+    }
+}
+
+/// The agents a query sees: a snapshot of the running set (cloning it clones handles).
+type Agents = BTreeMap<u32, SharedAgent>;
+
+impl Delegates for Agents {
+    fn agent(&mut self, domain: u32) -> Option<&mut dyn Agent> {
+        Some(self.get_mut(&domain)? as &mut dyn Agent)
+    }
+}
+
 /// A namespace and the agents behind it.
 pub struct AgentSet {
     ns: RwLock<Arc<Namespace>>,
-    agents: Mutex<BTreeMap<u32, Box<dyn Agent>>>,
+    agents: RwLock<Agents>,
     /// PCP's PMNS_LOCAL: dynamic subtrees are not delegated (names under them give the
     /// dynamic root's PMID). The daemon is always delegated (PMNS_REMOTE).
     local: bool,
@@ -138,7 +190,12 @@ impl AgentSet {
     pub fn new(ns: Namespace, agents: BTreeMap<u32, Box<dyn Agent>>) -> AgentSet {
         AgentSet {
             ns: RwLock::new(Arc::new(ns)),
-            agents: Mutex::new(agents),
+            agents: RwLock::new(
+                agents
+                    .into_iter()
+                    .map(|(d, a)| (d, SharedAgent::new(a)))
+                    .collect(),
+            ),
             local: false,
         }
     }
@@ -152,23 +209,29 @@ impl AgentSet {
     }
 
     /// Replaces the namespace and the agents (a reload). `None` keeps the agent running for
-    /// that domain now, with its state.
+    /// that domain now, with its state. Never waits for a running call.
     pub fn replace(&self, ns: Namespace, agents: BTreeMap<u32, Option<Box<dyn Agent>>>) {
-        let mut running = self.agents.lock().unwrap();
+        let mut running = self.agents.write().unwrap();
         let mut old = std::mem::take(&mut *running);
         *running = agents
             .into_iter()
-            .filter_map(|(d, a)| Some((d, a.or_else(|| old.remove(&d))?)))
+            .filter_map(|(d, a)| Some((d, a.map(SharedAgent::new).or_else(|| old.remove(&d))?)))
             .collect();
         *self.ns.write().unwrap() = Arc::new(ns);
     }
 
-    /// Runs `f` with the namespace and the agents (the agents are locked: guest instances
-    /// take one call at a time).
+    /// Ends every agent's quarantine (the operator asked).
+    pub fn release(&self) {
+        for a in self.agents.read().unwrap().values() {
+            a.lock().release();
+        }
+    }
+
+    /// Runs `f` with the namespace and a snapshot of the agents.
     fn with<R>(&self, f: impl FnOnce(&Namespace, &mut dyn Delegates) -> R) -> R {
         let ns = self.ns.read().unwrap().clone();
-        let mut agents = self.agents.lock().unwrap();
-        f(&ns, &mut *agents)
+        let mut agents = self.agents.read().unwrap().clone();
+        f(&ns, &mut agents)
     }
 
     /// The delegates for a query: none in local mode.

@@ -81,7 +81,7 @@ async fn watch_signals(daemon: Arc<Daemon>, shutdown: CancellationToken) {
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); shutdown.cancel(); return; }
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading");
-                let outcome = daemon.reload().await;
+                let outcome = daemon.reload(false).await;
                 outcome.log();
             }
         }

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::api::ccms::{CcmsState, run_nats_ingest};
 use crate::config::Config;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
-use crate::pipeline::{Sample, Sink};
+use crate::pipeline::Sink;
+use crate::sample::Sample;
 use crate::store::Store;
 
 /// The store, the notifier and the API state over the store.

@@ -21,7 +21,7 @@ use crate::host::{
     AgentWorld, Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld,
 };
 use crate::namespace::{Agent, Namespace};
-use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, SwapOutcome};
+use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, Swap, SwapOutcome};
 
 /// What a reload did to one pipeline.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +46,13 @@ pub struct ReloadOutcome {
     pub agents_error: Option<String>,
     /// Agents (re)started by this reload; unchanged ones keep running.
     pub agents_started: Vec<String>,
+    /// Changed settings that take effect only at the next start; until then the running
+    /// values stay (and are what `GET /api/config` reports).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restart_required: Vec<String>,
+    /// Whether quarantined guests were let out (only when the reload asked for it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
 }
 
 impl ReloadOutcome {
@@ -69,6 +76,9 @@ impl ReloadOutcome {
         if !self.agents_started.is_empty() {
             tracing::info!(agents = ?self.agents_started, "agents started");
         }
+        if !self.restart_required.is_empty() {
+            tracing::warn!(settings = ?self.restart_required, "changed settings take effect at the next start; the running values are kept");
+        }
         for (name, p) in &self.pipelines {
             match p {
                 PipelineOutcome::Rejected { error } => {
@@ -88,7 +98,7 @@ pub struct Daemon {
     config: RwLock<Config>,
     pipelines: RwLock<HashMap<String, Arc<Pipeline>>>,
     /// Compiled components by content hash: a reload that changes nothing compiles nothing.
-    compiled: Mutex<HashMap<String, Compiled>>,
+    compiled: Mutex<CompiledCache>,
     /// Serialises reloads (file watcher, SIGHUP and the admin endpoint may coincide).
     reloading: tokio::sync::Mutex<()>,
     log_sink: Arc<dyn Sink>,
@@ -141,7 +151,7 @@ impl Daemon {
             opts,
             config: RwLock::new(config.clone()),
             pipelines: RwLock::new(HashMap::new()),
-            compiled: Mutex::new(HashMap::new()),
+            compiled: Mutex::new(CompiledCache::default()),
             reloading: tokio::sync::Mutex::new(()),
             log_sink: Arc::new(LogSink),
             agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
@@ -152,7 +162,7 @@ impl Daemon {
             notify_sink,
         });
         let d = daemon.clone();
-        let outcome = tokio::task::spawn_blocking(move || d.apply(config)).await?;
+        let outcome = tokio::task::spawn_blocking(move || d.apply(config, false)).await?;
         if !outcome.ok() {
             anyhow::bail!("{}", serde_json::to_string_pretty(&outcome)?);
         }
@@ -190,13 +200,15 @@ impl Daemon {
         v
     }
 
-    /// Re-reads the config and the guests; applies what is valid.
-    pub async fn reload(self: &Arc<Daemon>) -> ReloadOutcome {
+    /// Re-reads the config and the guests; applies what is valid. `release`: quarantined
+    /// guests are let out too (otherwise a reload keeps an unchanged guest's quarantine: a
+    /// guest that failed is not retried early because the config was saved again).
+    pub async fn reload(self: &Arc<Daemon>, release: bool) -> ReloadOutcome {
         let _one_at_a_time = self.reloading.lock().await;
         let d = self.clone();
         let result =
             tokio::task::spawn_blocking(move || match Config::load(d.opts.config.as_deref()) {
-                Ok(config) => d.apply(config),
+                Ok(config) => d.apply(config, release),
                 Err(e) => ReloadOutcome {
                     config_error: Some(format!("{e:#}")),
                     ..Default::default()
@@ -226,8 +238,11 @@ impl Daemon {
             .unwrap_or_default()
     }
 
-    fn apply(&self, config: Config) -> ReloadOutcome {
-        let mut outcome = ReloadOutcome::default();
+    fn apply(&self, config: Config, release: bool) -> ReloadOutcome {
+        let mut outcome = ReloadOutcome {
+            released: release,
+            ..Default::default()
+        };
         match self.build_agents(&config) {
             Ok((ns, agents, prints, polls)) => {
                 outcome.agents_started = config
@@ -265,32 +280,50 @@ impl Daemon {
             }
             outcome.pipelines.insert(name, PipelineOutcome::Stopped);
         }
-        let running = self.config.read().unwrap().clone();
-        if (
-            &running.store,
-            &running.api,
-            &running.nats,
-            &running.notify,
-            &running.procfs,
-        ) != (
-            &config.store,
-            &config.api,
-            &config.nats,
-            &config.notify,
-            &config.procfs,
-        ) {
-            tracing::warn!(
-                "[store], [api], [nats], [notify] and [procfs] changes take effect at the next start"
-            );
+        if release {
+            self.agents.release();
+            for p in self.pipelines() {
+                let _ = p.release();
+            }
         }
-        *self.config.write().unwrap() = config;
+        let running = self.config.read().unwrap().clone();
+        let effective = effective_config(&running, config, &mut outcome);
+        {
+            let mut compiled = self.compiled.lock().unwrap();
+            compiled.retain_used(&self.hashes_in_use());
+            self.runtime
+                .prune_cache(&compiled.kept().collect::<Vec<_>>());
+        }
+        *self.config.write().unwrap() = effective;
         outcome
+    }
+
+    /// The component hashes the running pipelines and agents use.
+    fn hashes_in_use(&self) -> Vec<String> {
+        let mut used: Vec<String> = self
+            .pipelines()
+            .iter()
+            .flat_map(|p| p.stages().into_iter().map(|s| s.hash))
+            .collect();
+        used.extend(
+            self.agent_prints
+                .lock()
+                .unwrap()
+                .values()
+                .filter_map(|p| Some(p.split_once(':')?.0.to_string())),
+        );
+        used
     }
 
     fn install(&self, p: &PipelineConfig, chain: Vec<TransformerInstance>) -> PipelineOutcome {
         let sinks = self.sinks(p);
         if let Some(running) = self.pipeline(&p.name) {
-            match running.swap(chain, Some(sinks)) {
+            let swap = Swap {
+                chain,
+                sinks: Some(sinks),
+                flush_interval: p.flush_interval,
+            };
+            match running.swap(swap) {
                 Ok(s) => return PipelineOutcome::Swapped(s),
                 Err(e) => {
                     return PipelineOutcome::Rejected {
@@ -529,7 +562,7 @@ impl Daemon {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(&source.bytes));
         if let Some(c) = self.compiled.lock().unwrap().get(&hash) {
-            return Ok(c.clone());
+            return Ok(c);
         }
         let compiled = self
             .runtime
@@ -570,6 +603,103 @@ impl Daemon {
     }
 }
 
+/// What a reload leaves running, as config: `new` where it was applied; for a refused pipeline
+/// or refused agents, the running version (or nothing, if there was none); for settings read
+/// only at start, the running values (named in `restart_required`).
+fn effective_config(running: &Config, new: Config, outcome: &mut ReloadOutcome) -> Config {
+    let mut out = new;
+    if outcome.agents_error.is_some() {
+        out.agents = running.agents.clone();
+        out.namespace = running.namespace.clone();
+    }
+    for (name, o) in &outcome.pipelines {
+        if !matches!(o, PipelineOutcome::Rejected { .. }) {
+            continue;
+        }
+        let old = running.pipelines.iter().find(|p| &p.name == name);
+        match (out.pipelines.iter().position(|p| &p.name == name), old) {
+            (Some(i), Some(old)) => out.pipelines[i] = old.clone(),
+            (Some(i), None) => {
+                out.pipelines.remove(i);
+            }
+            (None, _) => {}
+        }
+    }
+    let mut keep = |what: &str, changed: bool| {
+        if changed {
+            outcome.restart_required.push(what.to_string());
+        }
+    };
+    keep("[store]", running.store != out.store);
+    keep("[api]", running.api != out.api);
+    keep("[nats]", running.nats != out.nats);
+    keep("[notify]", running.notify != out.notify);
+    keep("[procfs]", running.procfs != out.procfs);
+    keep("daemon.listen", running.daemon.listen != out.daemon.listen);
+    keep(
+        "daemon.data-dir",
+        running.daemon.data_dir != out.daemon.data_dir,
+    );
+    keep(
+        "daemon.cluster",
+        running.daemon.cluster != out.daemon.cluster,
+    );
+    out.store = running.store.clone();
+    out.api = running.api.clone();
+    out.nats = running.nats.clone();
+    out.notify = running.notify.clone();
+    out.procfs = running.procfs.clone();
+    out.daemon.listen = running.daemon.listen;
+    out.daemon.data_dir = running.daemon.data_dir.clone();
+    out.daemon.cluster = running.daemon.cluster.clone();
+    out
+}
+
+/// Compiled components kept in memory: those in use plus the [`KEEP_UNUSED`] used most
+/// recently, so that flipping between two versions of a guest does not recompile while a
+/// stream of new versions cannot grow the daemon without bound. (The disk cache is pruned by
+/// the same rule.)
+#[derive(Default)]
+struct CompiledCache {
+    entries: HashMap<String, (Compiled, u64)>,
+    clock: u64,
+}
+
+/// Unused compiled components kept for a quick way back.
+const KEEP_UNUSED: usize = 4;
+
+impl CompiledCache {
+    fn get(&mut self, hash: &str) -> Option<Compiled> {
+        self.clock += 1;
+        let e = self.entries.get_mut(hash)?;
+        e.1 = self.clock;
+        Some(e.0.clone())
+    }
+
+    fn insert(&mut self, hash: String, c: Compiled) {
+        self.clock += 1;
+        self.entries.insert(hash, (c, self.clock));
+    }
+
+    /// Drops all but the components in `used` and the most recently used others.
+    fn retain_used(&mut self, used: &[String]) {
+        let mut unused: Vec<(u64, String)> = self
+            .entries
+            .iter()
+            .filter(|(h, _)| !used.contains(h))
+            .map(|(h, (_, t))| (*t, h.clone()))
+            .collect();
+        unused.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, h) in unused.into_iter().skip(KEEP_UNUSED) {
+            self.entries.remove(&h);
+        }
+    }
+
+    fn kept(&self) -> impl Iterator<Item = &String> {
+        self.entries.keys()
+    }
+}
+
 fn agent_domain(a: &AgentConfig) -> u32 {
     a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
 }
@@ -604,7 +734,7 @@ pub async fn watch(daemon: Arc<Daemon>, shutdown: CancellationToken) {
         if now != last {
             last = now;
             tracing::info!("config or guests changed: reloading");
-            daemon.reload().await.log();
+            daemon.reload(false).await.log();
         }
     }
 }

@@ -8,7 +8,7 @@ use wasmtime::component::Component;
 use super::bindings::agent::{Agent, AgentPre};
 use super::bindings::types as wit;
 use super::engine::Runtime;
-use super::guest::{CallError, Instance, World};
+use super::guest::{CallError, Instance, Live, World};
 use super::state::State;
 
 pub use wit::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
@@ -25,16 +25,21 @@ impl World for AgentWorld {
         AgentPre::new(rt.agent_linker().instantiate_pre(component)?)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
+    async fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<State>,
+    ) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate_async(store).await
     }
 
-    fn configure(
+    async fn configure(
         b: &Self::Bindings,
         store: &mut Store<State>,
         params: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        b.wasmon_collector_source().call_configure(store, params)
+        b.wasmon_collector_source()
+            .call_configure(store, params)
+            .await
     }
 }
 
@@ -55,28 +60,40 @@ fn cap(what: &str, n: usize) -> Result<(), String> {
 impl Instance<AgentWorld> {
     pub fn lookup_name(&mut self, name: &str) -> Result<Result<Pmid, NsError>, CallError> {
         self.call(
-            |b, s| b.wasmon_collector_namespace().call_lookup_name(s, name),
+            async |l: &mut Live<AgentWorld>| {
+                let ns = l.bindings.wasmon_collector_namespace();
+                ns.call_lookup_name(&mut l.store, name).await
+            },
             |_| Ok(()),
         )
     }
 
     pub fn names_of(&mut self, id: Pmid) -> Result<Result<Vec<String>, NsError>, CallError> {
         self.call(
-            |b, s| b.wasmon_collector_namespace().call_names_of(s, id),
+            async |l: &mut Live<AgentWorld>| {
+                let ns = l.bindings.wasmon_collector_namespace();
+                ns.call_names_of(&mut l.store, id).await
+            },
             |r| r.as_ref().map_or(Ok(()), |v| cap("names", v.len())),
         )
     }
 
     pub fn children(&mut self, name: &str) -> Result<Result<Vec<Child>, NsError>, CallError> {
         self.call(
-            |b, s| b.wasmon_collector_namespace().call_children(s, name),
+            async |l: &mut Live<AgentWorld>| {
+                let ns = l.bindings.wasmon_collector_namespace();
+                ns.call_children(&mut l.store, name).await
+            },
             |r| r.as_ref().map_or(Ok(()), |v| cap("children", v.len())),
         )
     }
 
     pub fn describe(&mut self, id: Pmid) -> Result<Result<MetricDesc, NsError>, CallError> {
         self.call(
-            |b, s| b.wasmon_collector_source().call_describe(s, id),
+            async |l: &mut Live<AgentWorld>| {
+                let src = l.bindings.wasmon_collector_source();
+                src.call_describe(&mut l.store, id).await
+            },
             |_| Ok(()),
         )
     }
@@ -84,7 +101,10 @@ impl Instance<AgentWorld> {
     /// One value set per id, in order; an agent that answers with another count is refused.
     pub fn fetch(&mut self, ids: &[Pmid]) -> Result<Vec<ValueSet>, CallError> {
         self.call(
-            |b, s| b.wasmon_collector_source().call_fetch(s, ids),
+            async |l: &mut Live<AgentWorld>| {
+                let src = l.bindings.wasmon_collector_source();
+                src.call_fetch(&mut l.store, ids).await
+            },
             |r| {
                 if r.len() != ids.len() {
                     return Err(format!(

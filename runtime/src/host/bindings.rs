@@ -1,12 +1,18 @@
 //! Host-side bindings of the WIT worlds, one `bindgen!` per world (kept in a file of their own:
 //! an edit next to `bindgen!` recompiles slowly). The agent world reuses the transformer
 //! world's shared interfaces so both see one set of types.
+//!
+//! Exports are called asynchronously (`call_*` return futures) so that a call can be abandoned
+//! at its deadline even while the guest waits in a host call (a WASI sleep, a socket): the
+//! future is dropped and the store with it. The host's own imports stay synchronous: none of
+//! them waits.
 
 pub mod transformer {
     wasmtime::component::bindgen!({
         world: "transformer",
         path: "../wit",
         additional_derives: [PartialEq],
+        exports: { default: async },
     });
 }
 
@@ -18,6 +24,7 @@ pub mod agent {
             "wasmon:collector/types": super::transformer::wasmon::collector::types,
             "wasmon:collector/host": super::transformer::wasmon::collector::host,
         },
+        exports: { default: async },
     });
 }
 

@@ -1,6 +1,7 @@
 //! The wasmtime engine under wasmon's policy: epoch interruption driven by a ticker thread,
-//! linkers with WASI (capabilities come from each guest's grants) and the `host` interface,
-//! and an on-disk cache of compiled components keyed by content hash.
+//! linkers with WASI (asynchronous, so a call waiting in WASI can be abandoned; capabilities
+//! come from each guest's grants) and the `host` interface, and an on-disk cache of compiled
+//! components keyed by content hash.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use super::bindings;
-use super::limits::EPOCH_TICK;
+use super::limits::{ASYNC_STACK, EPOCH_TICK, MAX_WASM_STACK};
 use super::state::State;
 
 /// Shared by every guest of the daemon.
@@ -77,6 +78,10 @@ impl Runtime {
         // Component-model async is not used: synchronous calls are 2.5-4x cheaper without it.
         config.concurrency_support(false);
         config.wasm_component_model(true);
+        // Infinite recursion traps that call, never the daemon; calls run on fibers of
+        // `ASYNC_STACK` bytes so that they can be abandoned at their deadline (see `guest`).
+        config.max_wasm_stack(MAX_WASM_STACK);
+        config.async_stack_size(ASYNC_STACK);
         // `WASMON_PERFMAP=1`: guest code shows up by name in `perf` (writes /tmp/perf-PID.map).
         if std::env::var_os("WASMON_PERFMAP").is_some_and(|v| v == "1") {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
@@ -86,13 +91,13 @@ impl Runtime {
             .context("creating the wasmtime engine")?;
 
         let mut transformer_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut transformer_linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut transformer_linker)?;
         bindings::transformer::Transformer::add_to_linker::<_, HasSelf<State>>(
             &mut transformer_linker,
             |s| s,
         )?;
         let mut agent_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut agent_linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut agent_linker)?;
         bindings::agent::Agent::add_to_linker::<_, HasSelf<State>>(&mut agent_linker, |s| s)?;
 
         if let Some(dir) = &cache_dir {
@@ -151,6 +156,32 @@ impl Runtime {
             tracing::warn!(path = %path.display(), error = %e, "cannot cache compiled component");
         }
         Ok(Compiled { component, hash })
+    }
+
+    /// Removes the cached compilations of every component but those whose hash is in `keep`
+    /// (the daemon keeps the components in use and a few recent ones), so that the disk cache
+    /// stays as bounded as the daemon's memory.
+    pub fn prune_cache(&self, keep: &[&String]) {
+        let Some(dir) = &self.cache_dir else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((hash, _)) = name.strip_suffix(".cwasm").and_then(|n| n.split_once('-'))
+            else {
+                continue;
+            };
+            if !keep.iter().any(|k| k.as_str() == hash) {
+                match std::fs::remove_file(e.path()) {
+                    Ok(()) => tracing::debug!(file = name, "pruned a cached compiled component"),
+                    Err(err) => {
+                        tracing::warn!(file = name, error = %err, "cannot prune a cached component")
+                    }
+                }
+            }
+        }
     }
 
     fn cache_path(&self, dir: &Path, hash: &str) -> PathBuf {

@@ -4,6 +4,7 @@
 //! fails alone: the store is thrown away and the next call instantiates afresh from the cached
 //! `InstancePre` (~20-30 us). Consecutive failures quarantine the guest with exponential backoff.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,7 @@ impl GuestConfig {
 
 /// How a world is instantiated and configured: implemented for the transformer and agent
 /// worlds so both share one sandbox.
+#[allow(async_fn_in_trait)] // called only by `Instance`, never spawned: no `Send` bound needed
 pub trait World: 'static {
     /// `TransformerPre<State>` or `AgentPre<State>`.
     type Pre: Clone + Send + Sync;
@@ -59,8 +61,11 @@ pub trait World: 'static {
     /// The world's name, for error messages.
     const NAME: &'static str;
     fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre>;
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self::Bindings>;
-    fn configure(
+    async fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<State>,
+    ) -> wasmtime::Result<Self::Bindings>;
+    async fn configure(
         b: &Self::Bindings,
         store: &mut Store<State>,
         params: &str,
@@ -76,7 +81,7 @@ pub enum CallError {
     Instantiate(String),
     #[error("configure refused the parameters: {0}")]
     Configure(String),
-    #[error("CPU deadline of {0:?} exceeded")]
+    #[error("deadline of {0:?} (wall time in one call) exceeded")]
     Deadline(Duration),
     #[error("memory cap of {0} bytes refused a growth")]
     Memory(u64),
@@ -134,12 +139,27 @@ impl<W: World> Image<W> {
     }
 }
 
-/// Enforces the memory cap across every memory of an instance and remembers a refusal, so a
-/// failed call can be told apart from other traps.
+/// Enforces the memory cap across every memory *and table* of an instance (a table element
+/// costs [`TABLE_ELEMENT_BYTES`]) and remembers a refusal, so a failed call can be told apart
+/// from other traps.
 pub(crate) struct Limiter {
     cap: usize,
     used: usize,
     pub(crate) refused: bool,
+}
+
+impl Limiter {
+    /// One memory or table going from `current` to `desired` bytes: allowed while the total
+    /// stays within the cap.
+    fn grow(&mut self, current: usize, desired: usize) -> bool {
+        let after = (self.used - current.min(self.used)).saturating_add(desired);
+        if after > self.cap {
+            self.refused = true;
+            return false;
+        }
+        self.used = after;
+        true
+    }
 }
 
 impl ResourceLimiter for Limiter {
@@ -149,22 +169,21 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let after = self.used - current.min(self.used) + desired;
-        if after > self.cap {
-            self.refused = true;
-            return Ok(false);
-        }
-        self.used = after;
-        Ok(true)
+        Ok(self.grow(current, desired))
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        if desired > MAX_TABLE_ELEMENTS {
+            self.refused = true;
+            return Ok(false);
+        }
+        let bytes = |n: usize| n.saturating_mul(TABLE_ELEMENT_BYTES);
+        Ok(self.grow(bytes(current), bytes(desired)))
     }
 
     fn instances(&self) -> usize {
@@ -178,9 +197,54 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-struct Live<W: World> {
-    store: Store<State>,
-    bindings: W::Bindings,
+/// A live instance: its store and the bindings of its exports. Calls borrow it mutably for
+/// as long as they run; a call abandoned at its deadline drops it.
+pub struct Live<W: World> {
+    pub(super) store: Store<State>,
+    pub(super) bindings: W::Bindings,
+}
+
+/// A guest failure for logs and callers: the error and its causes without the wasm backtrace
+/// (thousands of frames after a runaway recursion would flood the log), cut at 2,000 bytes.
+fn describe(e: &wasmtime::Error) -> String {
+    let mut text = e
+        .chain()
+        .map(|c| c.to_string())
+        .filter(|c| !c.starts_with("error while executing at wasm backtrace"))
+        .collect::<Vec<_>>()
+        .join(": ");
+    if text.len() > 2000 {
+        let mut cut = 2000;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// What a guarded call runs on: something that owns a store.
+trait Carrier {
+    fn store(&mut self) -> &mut Store<State>;
+}
+
+impl Carrier for Store<State> {
+    fn store(&mut self) -> &mut Store<State> {
+        self
+    }
+}
+
+impl<W: World> Carrier for Live<W> {
+    fn store(&mut self) -> &mut Store<State> {
+        &mut self.store
+    }
+}
+
+/// Drives `call` to completion on this thread, or gives up after `limit`, dropping it (and
+/// the store it owns). WASI's host functions need a tokio runtime: `in_tokio` uses the
+/// caller's when it is on one (a blocking-pool thread), else wasmtime-wasi's own.
+fn within<F: Future>(limit: Duration, call: F) -> Option<F::Output> {
+    wasmtime_wasi::runtime::in_tokio(async move { tokio::time::timeout(limit, call).await.ok() })
 }
 
 /// The running side of a guest: at most one live instance, replaced after a failure.
@@ -190,6 +254,11 @@ pub struct Instance<W: World> {
     consecutive_failures: u32,
     quarantines: u32,
     quarantined_until: Option<Instant>,
+    /// Samples the live instance took in since its last flush and has not passed on (a
+    /// transformer's cache); lost if the instance is thrown away.
+    held: u64,
+    /// What `held` was when the last instance was thrown away, until taken.
+    discarded: u64,
 }
 
 impl<W: World> Instance<W> {
@@ -200,6 +269,8 @@ impl<W: World> Instance<W> {
             consecutive_failures: 0,
             quarantines: 0,
             quarantined_until: None,
+            held: 0,
+            discarded: 0,
         }
     }
 
@@ -209,6 +280,22 @@ impl<W: World> Instance<W> {
 
     pub fn name(&self) -> &str {
         &self.image.config.name
+    }
+
+    /// Samples lost with instances thrown away since the last call of this (what they had
+    /// taken in and not passed on); the caller adds them to its lost count.
+    pub fn take_discarded(&mut self) -> u64 {
+        std::mem::take(&mut self.discarded)
+    }
+
+    /// Accounts for a call that took `taken` samples and passed on `given`.
+    pub(super) fn account(&mut self, taken: usize, given: usize) {
+        self.held = (self.held + taken as u64).saturating_sub(given as u64);
+    }
+
+    /// A flush passed on everything the instance held.
+    pub(super) fn flushed(&mut self) {
+        self.held = 0;
     }
 
     fn ensure_live(&mut self) -> Result<(), CallError> {
@@ -232,52 +319,65 @@ impl<W: World> Instance<W> {
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
         self.image.stats.instances.inc();
-        let bindings = self
-            .guarded(&mut store, |store| W::instantiate(&self.image.pre, store))
+        let pre = &self.image.pre;
+        let (store, bindings) = self
+            .guarded(store, async |store| W::instantiate(pre, store).await)
             .map_err(|e| match e {
                 CallError::Trap(m) => CallError::Instantiate(m),
                 other => other,
             })?;
-        match self.guarded(&mut store, |store| {
-            W::configure(&bindings, store, &cfg.params)
-        })? {
-            Ok(()) => {}
-            Err(why) => return Err(CallError::Configure(why)),
-        }
-        self.live = Some(Live { store, bindings });
+        let params = &cfg.params;
+        let (live, configured) = self.guarded(Live { store, bindings }, async |live| {
+            W::configure(&live.bindings, &mut live.store, params).await
+        })?;
+        configured.map_err(CallError::Configure)?;
+        self.live = Some(live);
         Ok(())
     }
 
-    /// Runs `f` under the deadline and classifies a failure.
-    fn guarded<R>(
+    /// Runs `f` on `carrier` (a store, or a live instance) under the deadline and the caps,
+    /// and classifies a failure. The deadline is wall time: a guest spinning in wasm traps at
+    /// the epoch deadline, and one waiting in a host call (a WASI sleep, a socket) has its
+    /// call future dropped by the timeout; either way within one tick. The carrier comes back
+    /// only from a call that returned: after any failure it is gone.
+    fn guarded<T: Carrier, R>(
         &self,
-        store: &mut Store<State>,
-        f: impl FnOnce(&mut Store<State>) -> wasmtime::Result<R>,
-    ) -> Result<R, CallError> {
+        mut carrier: T,
+        f: impl AsyncFnOnce(&mut T) -> wasmtime::Result<R>,
+    ) -> Result<(T, R), CallError> {
         let deadline = self.image.config.deadline;
         // The first tick may come at once after the deadline is set: one tick more makes the
         // guest run at least `deadline`, and at most `deadline` plus one tick.
         let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+        let store = carrier.store();
         store.set_epoch_deadline(ticks);
-        store.data_mut().log_lines = 0;
-        store.data_mut().limiter.refused = false;
+        store.data_mut().begin_call();
         self.image.stats.calls.inc();
-        f(store).map_err(|e| {
-            if store.data().limiter.refused {
-                CallError::Memory(self.image.config.memory)
-            } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-                CallError::Deadline(deadline)
-            } else {
-                CallError::Trap(format!("{e:#}"))
+        let call = async move {
+            let r = f(&mut carrier).await;
+            (carrier, r)
+        };
+        let Some((mut carrier, r)) = within(deadline + EPOCH_TICK, call) else {
+            return Err(CallError::Deadline(deadline));
+        };
+        match r {
+            Ok(r) => Ok((carrier, r)),
+            Err(e) if carrier.store().data().limiter.refused => {
+                tracing::debug!(guest = %self.name(), error = %e, "memory cap refused a growth");
+                Err(CallError::Memory(self.image.config.memory))
             }
-        })
+            Err(e) if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) => {
+                Err(CallError::Deadline(deadline))
+            }
+            Err(e) => Err(CallError::Trap(describe(&e))),
+        }
     }
 
     /// Calls into the guest: instantiates first if needed, enforces quarantine, the deadline
     /// and the memory cap, and `check`s the output. On failure the instance is discarded.
     pub fn call<R>(
         &mut self,
-        f: impl FnOnce(&W::Bindings, &mut Store<State>) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&mut Live<W>) -> wasmtime::Result<R>,
         check: impl FnOnce(&R) -> Result<(), String>,
     ) -> Result<R, CallError> {
         if let Some(until) = self.quarantined_until {
@@ -289,13 +389,11 @@ impl<W: World> Instance<W> {
             self.quarantined_until = None;
         }
         let result = self.ensure_live().and_then(|()| {
-            let mut live = self.live.take().expect("ensure_live left an instance");
-            let r = self.guarded(&mut live.store, |store| f(&live.bindings, store));
-            let r = r.and_then(|r| check(&r).map(|()| r).map_err(CallError::Output));
-            if r.is_ok() {
-                self.live = Some(live);
-            }
-            r
+            let live = self.live.take().expect("ensure_live left an instance");
+            let (live, r) = self.guarded(live, f)?;
+            check(&r).map_err(CallError::Output)?;
+            self.live = Some(live);
+            Ok(r)
         });
         match &result {
             Ok(_) => self.consecutive_failures = 0,
@@ -313,6 +411,7 @@ impl<W: World> Instance<W> {
             _ => stats.traps.inc(),
         }
         self.live = None;
+        self.discarded += std::mem::take(&mut self.held);
         self.consecutive_failures += 1;
         tracing::warn!(guest = %self.name(), error = %e, failures = self.consecutive_failures, "guest call failed; its instance is discarded");
         if self.consecutive_failures >= self.image.config.quarantine_after {
@@ -329,6 +428,54 @@ impl<W: World> Instance<W> {
 
     /// Whether the guest is in quarantine now.
     pub fn quarantined(&self) -> bool {
-        self.quarantined_until.is_some_and(|t| Instant::now() < t)
+        self.quarantined_until().is_some()
+    }
+
+    /// When the quarantine the guest is in ends.
+    pub fn quarantined_until(&self) -> Option<Instant> {
+        self.quarantined_until.filter(|&t| Instant::now() < t)
+    }
+
+    /// Ends a quarantine now (the operator asked, on reload).
+    pub fn release(&mut self) {
+        self.quarantined_until = None;
+        self.consecutive_failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instantiates a core module declaring `tables` tables of `elements` funcrefs under a
+    /// 64 MiB cap; whether the limiter refused.
+    fn refused(tables: usize, elements: usize) -> bool {
+        let engine = wasmtime::Engine::default();
+        let wat = format!(
+            "(module {})",
+            format!("(table {elements} funcref)").repeat(tables)
+        );
+        let module = wasmtime::Module::new(&engine, wat).unwrap();
+        let limiter = Limiter {
+            cap: 64 << 20,
+            used: 0,
+            refused: false,
+        };
+        let mut store = Store::new(&engine, limiter);
+        store.limiter(|l| l);
+        let ok = wasmtime::Instance::new(&mut store, &module, &[]).is_ok();
+        assert_eq!(ok, !store.data().refused);
+        store.data().refused
+    }
+
+    #[test]
+    fn table_elements_count_against_the_memory_cap() {
+        assert!(!refused(4, 1 << 20), "32 MiB of tables fit a 64 MiB cap");
+        assert!(refused(9, 1 << 20), "72 MiB of tables do not");
+        assert!(
+            refused(64, 1 << 20),
+            "64 tables x 1M elements (512 MiB) escape no longer"
+        );
+        assert!(refused(1, (1 << 20) + 1), "one table past the element cap");
     }
 }

@@ -7,9 +7,11 @@ use std::time::Duration;
 /// tick, so this is the slack on every deadline; 10 ms keeps the ticker's cost negligible.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// CPU deadline of one guest call unless the guest's config says otherwise. A transformer
-/// handles a batch of hundreds of samples in well under a millisecond; 100 ms means a guest
-/// is stuck, not slow.
+/// Deadline of one guest call unless the guest's config says otherwise: the *wall time* from
+/// the call's start to its return, whether the guest computes, sleeps, or waits on a socket or
+/// a file. A transformer handles a batch of hundreds of samples in well under a millisecond;
+/// 100 ms means a guest is stuck, not slow. A call still running at its deadline is abandoned
+/// within one [`EPOCH_TICK`] and its instance thrown away.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
 
 /// Linear memory one guest instance may grow to unless config says otherwise.
@@ -37,9 +39,31 @@ pub const MAX_LOG_LINE_BYTES: usize = 4096;
 
 /// Tables, instances and memories per store: a guest component needs a handful.
 pub const MAX_TABLES: usize = 64;
+/// Elements of one table. Every element also counts against the memory cap, at
+/// [`TABLE_ELEMENT_BYTES`] each, so 64 tables cannot hold more than the cap allows either.
 pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+/// What a table element costs the host: a function reference is a pointer-sized slot.
+pub const TABLE_ELEMENT_BYTES: usize = 8;
 pub const MAX_INSTANCES: usize = 64;
 pub const MAX_MEMORIES: usize = 64;
+
+/// Stack wasm code may use before it traps with "call stack exhausted". Explicit so that
+/// infinite recursion in a guest is a trap of that call, never a crash of the daemon; 512 KiB
+/// is wasmtime's default and ample for guests that keep their data on the heap.
+pub const MAX_WASM_STACK: usize = 512 << 10;
+
+/// Stack of the fiber a call runs on: wasm's stack plus room for the host functions it calls
+/// (WASI's included). Must exceed [`MAX_WASM_STACK`].
+pub const ASYNC_STACK: usize = 2 << 20;
+
+/// Handles in one instance's resource table: WASI descriptors, streams and pollables, and
+/// mapped files. A guest that leaks handles fails its own calls ("table full") long before the
+/// daemon runs out of file descriptors.
+pub const MAX_HANDLES: usize = 1024;
+
+/// Files one agent instance may hold open through the `mapped` interface at once; each is an
+/// open file descriptor of the daemon.
+pub const MAX_MAPPED_FILES: usize = 64;
 
 /// Consecutive failed calls after which a guest is quarantined.
 pub const QUARANTINE_AFTER: u32 = 5;

@@ -9,6 +9,7 @@ mod bindings;
 mod engine;
 mod guest;
 pub mod limits;
+mod log;
 mod mapped;
 mod state;
 mod stats;
@@ -17,7 +18,7 @@ mod transformer;
 
 pub use agent::{AgentInstance, AgentWorld};
 pub use engine::{Compiled, Runtime};
-pub use guest::{CallError, GuestConfig, Image, Instance, World};
+pub use guest::{CallError, GuestConfig, Image, Instance, Live, World};
 pub use mapped::MappedDir;
 pub use state::{DirGrant, Grants};
 pub use stats::GuestStats;

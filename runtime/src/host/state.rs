@@ -13,7 +13,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::transformer::wasmon::collector::host;
 use super::bindings::types::{self, Level};
 use super::guest::Limiter;
-use super::limits::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES_PER_CALL};
+use super::limits::MAX_HANDLES;
+use super::log::{GuestLog, GuestOutput};
 use super::stats::GuestStats;
 
 /// Capabilities a guest gets beyond computing: none unless its config grants them.
@@ -52,11 +53,11 @@ fn yes() -> bool {
 }
 
 impl Grants {
-    fn wasi(&self) -> Result<WasiCtx> {
+    fn wasi(&self, log: &Arc<GuestLog>) -> Result<WasiCtx> {
         let mut b = WasiCtxBuilder::new();
-        // Panics and guest diagnostics are worth seeing; stdout is kept clean because
-        // `wasmon transform` writes its samples there.
-        b.inherit_stderr();
+        // What a guest prints (panics included) goes to its log, attributed and capped.
+        b.stdout(GuestOutput::stdout(log));
+        b.stderr(GuestOutput::stderr(log));
         for d in &self.dirs {
             let perms = if d.read_only {
                 FsPerms::ReadOnly
@@ -91,10 +92,9 @@ pub struct State {
     pub(crate) table: ResourceTable,
     pub(crate) grants: Grants,
     pub(crate) limiter: Limiter,
-    guest: Arc<str>,
-    stats: Arc<GuestStats>,
-    /// Log lines emitted during the current call.
-    pub(crate) log_lines: u32,
+    log: Arc<GuestLog>,
+    /// Files open through the `mapped` interface.
+    pub(crate) mapped_open: usize,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
 }
@@ -106,16 +106,24 @@ impl State {
         limiter: Limiter,
         stats: Arc<GuestStats>,
     ) -> Result<State> {
+        let log = GuestLog::new(guest, stats);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
         Ok(State {
-            wasi: grants.wasi()?,
-            table: ResourceTable::new(),
+            wasi: grants.wasi(&log)?,
+            table,
             grants: grants.clone(),
             limiter,
-            guest,
-            stats,
-            log_lines: 0,
+            log,
+            mapped_open: 0,
             strings: Default::default(),
         })
+    }
+
+    /// A call starts: per-call caps start afresh.
+    pub(crate) fn begin_call(&mut self) {
+        self.log.begin_call();
+        self.limiter.refused = false;
     }
 }
 
@@ -132,27 +140,6 @@ impl types::Host for State {}
 
 impl host::Host for State {
     fn log(&mut self, level: Level, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LOG_LINES_PER_CALL {
-            self.stats.log_lines_dropped.inc();
-            return;
-        }
-        let mut message = message;
-        if message.len() > MAX_LOG_LINE_BYTES {
-            let mut cut = MAX_LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push_str("...");
-        }
-        let guest = &*self.guest;
-        match level {
-            Level::Trace => tracing::trace!(target: "wasmon::guest", guest, "{message}"),
-            Level::Debug => tracing::debug!(target: "wasmon::guest", guest, "{message}"),
-            Level::Info => tracing::info!(target: "wasmon::guest", guest, "{message}"),
-            Level::Warn => tracing::warn!(target: "wasmon::guest", guest, "{message}"),
-            Level::Error => tracing::error!(target: "wasmon::guest", guest, "{message}"),
-        }
+        self.log.line(level, &message);
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::limits::{MAX_OUTPUT_STRING_BYTES, MAX_STRING_TABLE};
-use crate::pipeline::Name;
+use crate::sample::Name;
 
 /// Strings known to both sides, by id and by text.
 #[derive(Clone)]

@@ -10,10 +10,10 @@ use wasmtime::component::Component;
 use super::bindings::transformer::{Transformer, TransformerPre};
 use super::bindings::types as wit;
 use super::engine::Runtime;
-use super::guest::{CallError, Instance, World};
+use super::guest::{CallError, Instance, Live, World};
 use super::state::State;
 use super::strings::StringTable;
-use crate::pipeline::{Kind, Metadata, Pair, Sample};
+use crate::sample::{Kind, Metadata, Pair, Sample};
 
 /// Marker for the `transformer` world.
 pub struct TransformerWorld;
@@ -27,16 +27,21 @@ impl World for TransformerWorld {
         TransformerPre::new(rt.transformer_linker().instantiate_pre(component)?)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
+    async fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<State>,
+    ) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate_async(store).await
     }
 
-    fn configure(
+    async fn configure(
         b: &Self::Bindings,
         store: &mut Store<State>,
         params: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        b.wasmon_collector_transform().call_configure(store, params)
+        b.wasmon_collector_transform()
+            .call_configure(store, params)
+            .await
     }
 }
 
@@ -44,33 +49,46 @@ impl World for TransformerWorld {
 pub type TransformerInstance = Instance<TransformerWorld>;
 
 impl Instance<TransformerWorld> {
-    /// Passes a batch through the guest.
+    /// Passes a batch through the guest. After a failure, [`Instance::take_discarded`] tells
+    /// how many samples the thrown-away instance had cached.
     pub fn handle(&mut self, input: &[Sample]) -> Result<Vec<Sample>, CallError> {
         let max = self.image().config.max_output_samples;
-        self.call(
-            |b, store| {
-                let batch = encode(input, &mut store.data_mut().strings);
-                let out = b
-                    .wasmon_collector_transform()
-                    .call_handle(&mut *store, &batch)?;
-                Ok(decode(out, &mut store.data_mut().strings, max))
-            },
-            checked,
-        )
-        .map(Result::unwrap_or_default)
+        let out = self
+            .call(
+                async |live: &mut Live<TransformerWorld>| {
+                    let batch = encode(input, &mut live.store.data_mut().strings);
+                    let out = live
+                        .bindings
+                        .wasmon_collector_transform()
+                        .call_handle(&mut live.store, &batch)
+                        .await?;
+                    Ok(decode(out, &mut live.store.data_mut().strings, max))
+                },
+                checked,
+            )
+            .map(Result::unwrap_or_default)?;
+        self.account(input.len(), out.len());
+        Ok(out)
     }
 
     /// Asks the guest for what it has cached.
     pub fn flush(&mut self) -> Result<Vec<Sample>, CallError> {
         let max = self.image().config.max_output_samples;
-        self.call(
-            |b, store| {
-                let out = b.wasmon_collector_transform().call_flush(&mut *store)?;
-                Ok(decode(out, &mut store.data_mut().strings, max))
-            },
-            checked,
-        )
-        .map(Result::unwrap_or_default)
+        let out = self
+            .call(
+                async |live: &mut Live<TransformerWorld>| {
+                    let out = live
+                        .bindings
+                        .wasmon_collector_transform()
+                        .call_flush(&mut live.store)
+                        .await?;
+                    Ok(decode(out, &mut live.store.data_mut().strings, max))
+                },
+                checked,
+            )
+            .map(Result::unwrap_or_default)?;
+        self.flushed();
+        Ok(out)
     }
 }
 
@@ -235,7 +253,7 @@ fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Name;
+    use crate::sample::Name;
 
     fn samples() -> Vec<Sample> {
         let r: Arc<str> = "host1".into();

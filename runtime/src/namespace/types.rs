@@ -239,6 +239,8 @@ pub trait Agent: Send {
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError>;
     /// One entry per requested id, in order.
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)>;
+    /// Ends a quarantine the agent is in, if it can be in one (the operator asked).
+    fn release(&mut self) {}
 }
 
 #[cfg(test)]

@@ -4,14 +4,8 @@
 //! happens *between* batches: no sample is lost and none is processed twice. It calls guests
 //! only through `host`, and knows sinks only through the [`Sink`] trait.
 
-mod json;
-mod name;
-mod sample;
 mod sinks;
 mod worker;
 
-pub use json::{Line, LineError, parse_line, to_line};
-pub use name::{MAX_NAMES, Name, NamesFull};
-pub use sample::{Kind, Metadata, Pair, Sample};
 pub use sinks::{ChannelSink, LogSink, Sink, StdoutSink};
-pub use worker::{Pipeline, PipelineStats, SwapOutcome};
+pub use worker::{Pipeline, PipelineStats, Swap, SwapOutcome};

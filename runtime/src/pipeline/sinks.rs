@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use super::sample::Sample;
+use crate::sample::Sample;
 
 /// Receives the samples a pipeline emits, batch by batch, on the pipeline's thread: a sink
 /// must not block for long (queue and return).
@@ -20,7 +20,7 @@ impl Sink for LogSink {
     }
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         for s in samples {
-            tracing::info!(target: "wasmon::sink::log", pipeline, "{}", super::to_line(s));
+            tracing::info!(target: "wasmon::sink::log", pipeline, "{}", crate::sample::to_line(s));
         }
     }
 }
@@ -37,7 +37,7 @@ impl Sink for StdoutSink {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         for s in samples {
-            let _ = writeln!(out, "{}", super::to_line(s));
+            let _ = writeln!(out, "{}", crate::sample::to_line(s));
         }
         let _ = out.flush();
     }

@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::sample::Sample;
 use super::sinks::Sink;
 use crate::host::TransformerInstance;
+use crate::sample::Sample;
 use crate::telemetry::{Counter, registry};
 
 /// Counters of one pipeline.
 pub struct PipelineStats {
     pub samples_in: Arc<Counter>,
     pub samples_out: Arc<Counter>,
-    /// Samples lost because a guest call failed (trap, deadline, memory, quarantine).
+    /// Samples lost because a guest call failed (trap, deadline, memory, quarantine): the
+    /// batch of the failed call, and what the thrown-away instance had cached.
     pub samples_lost: Arc<Counter>,
     pub swaps: Arc<Counter>,
 }
@@ -37,7 +38,7 @@ impl PipelineStats {
             ),
             samples_lost: r.counter(
                 "wasmon_pipeline_samples_lost_total",
-                "Samples lost to a failed guest call.",
+                "Samples lost to a failed guest call (its batch and what the instance had cached).",
                 &l,
             ),
             swaps: r.counter(
@@ -61,12 +62,18 @@ pub struct SwapOutcome {
 enum Command {
     Batch(Vec<Sample>),
     Flush(Sender<()>),
-    Swap(
-        Vec<TransformerInstance>,
-        Option<Vec<Arc<dyn Sink>>>,
-        Sender<SwapOutcome>,
-    ),
+    Swap(Swap, Sender<SwapOutcome>),
     Stop(Sender<()>),
+    Release,
+}
+
+/// What a reload hands a running pipeline: its new chain, and the other settings that change.
+pub struct Swap {
+    pub chain: Vec<TransformerInstance>,
+    /// New sinks; `None` keeps the running ones.
+    pub sinks: Option<Vec<Arc<dyn Sink>>>,
+    /// The flush interval from now on (`None`: on demand only).
+    pub flush_interval: Option<Duration>,
 }
 
 /// A running pipeline. Dropping it stops the thread after a final flush.
@@ -83,7 +90,11 @@ pub struct Pipeline {
 pub struct StageInfo {
     pub guest: String,
     pub hash: String,
+    /// Whether the guest is quarantined now (computed when asked, so it turns false by
+    /// itself when the quarantine ends).
     pub quarantined: bool,
+    #[serde(skip)]
+    quarantined_until: Option<Instant>,
 }
 
 /// Batches waiting for a pipeline's thread; producers block beyond it (backpressure).
@@ -131,7 +142,12 @@ impl Pipeline {
     }
 
     pub fn stages(&self) -> Vec<StageInfo> {
-        self.stages.lock().unwrap().clone()
+        let now = Instant::now();
+        let mut stages = self.stages.lock().unwrap().clone();
+        for s in &mut stages {
+            s.quarantined = s.quarantined_until.is_some_and(|t| now < t);
+        }
+        stages
     }
 
     /// Queues a batch; blocks while the queue is full. Fails only after `stop`.
@@ -148,17 +164,19 @@ impl Pipeline {
 
     /// Replaces the chain between two batches: every stage whose guest changed is flushed (its
     /// output continues down the chain) and replaced; the others keep running with their state.
-    /// A chain of another length replaces every stage. `sinks`, when given, replace the sinks.
-    pub fn swap(
-        &self,
-        chain: Vec<TransformerInstance>,
-        sinks: Option<Vec<Arc<dyn Sink>>>,
-    ) -> Result<SwapOutcome, Stopped> {
+    /// A chain of another length replaces every stage. The sinks and the flush interval are
+    /// the swap's from the next batch on.
+    pub fn swap(&self, swap: Swap) -> Result<SwapOutcome, Stopped> {
         let (ack, done) = crossbeam_channel::bounded(1);
         self.tx
-            .send(Command::Swap(chain, sinks, ack))
+            .send(Command::Swap(swap, ack))
             .map_err(|_| Stopped)?;
         done.recv().map_err(|_| Stopped)
+    }
+
+    /// Ends the quarantine of every stage (the operator asked, on reload).
+    pub fn release(&self) -> Result<(), Stopped> {
+        self.tx.send(Command::Release).map_err(|_| Stopped)
     }
 
     /// Flushes a last time and stops the thread.
@@ -225,12 +243,20 @@ impl Worker {
                     self.flush_from(0, Vec::new());
                     let _ = ack.send(());
                 }
-                Some(Command::Swap(chain, sinks, ack)) => {
-                    let outcome = self.swap(chain);
-                    if let Some(sinks) = sinks {
+                Some(Command::Swap(swap, ack)) => {
+                    let outcome = self.swap(swap.chain);
+                    if let Some(sinks) = swap.sinks {
                         self.sinks = sinks;
                     }
+                    if swap.flush_interval != self.flush_interval {
+                        self.flush_interval = swap.flush_interval;
+                        next_flush = swap.flush_interval.map(|d| Instant::now() + d);
+                    }
                     let _ = ack.send(outcome);
+                }
+                Some(Command::Release) => {
+                    self.chain.iter_mut().for_each(TransformerInstance::release);
+                    self.publish_stages();
                 }
                 Some(Command::Stop(ack)) => {
                     self.flush_from(0, Vec::new());
@@ -258,10 +284,16 @@ impl Worker {
             Err(_) => {
                 // The instance logged and counted the failure; the batch is lost at this stage.
                 self.stats.samples_lost.add(batch.len() as u64);
-                self.publish_stages();
+                self.lost_with(i);
                 Vec::new()
             }
         }
+    }
+
+    /// Stage `i`'s call failed: what its thrown-away instance had cached is lost too.
+    fn lost_with(&mut self, i: usize) {
+        self.stats.samples_lost.add(self.chain[i].take_discarded());
+        self.publish_stages();
     }
 
     /// Ceilometer's flush: stage by stage, what a stage flushes goes through the stages after
@@ -282,7 +314,7 @@ impl Worker {
         };
         match self.chain[i].flush() {
             Ok(mut flushed) => out.append(&mut flushed),
-            Err(_) => self.publish_stages(),
+            Err(_) => self.lost_with(i),
         }
         out
     }
@@ -335,7 +367,8 @@ impl Worker {
             .map(|g| StageInfo {
                 guest: g.name().to_string(),
                 hash: g.image().hash.clone(),
-                quarantined: g.quarantined(),
+                quarantined: false,
+                quarantined_until: g.quarantined_until(),
             })
             .collect();
     }

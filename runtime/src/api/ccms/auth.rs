@@ -144,9 +144,9 @@ fn check_time(exp: Option<i64>, nbf: Option<i64>, now: i64) -> Result<(), AuthEr
     Ok(())
 }
 
-/// Test helper: signs `claims` (JSON) with `key`, producing a compact EdDSA JWT.
-#[cfg(test)]
-pub(crate) fn sign(key: &ed25519_dalek::SigningKey, claims: &serde_json::Value) -> String {
+/// Signs `claims` (JSON) with `key`, producing a compact EdDSA JWT (for tests and tooling:
+/// the daemon itself only verifies).
+pub fn sign(key: &ed25519_dalek::SigningKey, claims: &serde_json::Value) -> String {
     use ed25519_dalek::Signer;
     let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"EdDSA","typ":"JWT"}"#);
     let p = URL_SAFE_NO_PAD.encode(claims.to_string());

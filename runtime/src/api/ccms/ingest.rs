@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::api::lineproto::fast::eq_bytes;
-use crate::api::lineproto::{FieldValue, Line, Text, for_each_line};
+use crate::lineproto::fast::eq_bytes;
+use crate::lineproto::{FieldValue, Line, Text, for_each_line};
 use crate::store::{Level, LevelCacheGuard, MetricInfo, Pending, Store, StoreError, WalBatch};
 
 /// A rejected line of a body.

@@ -160,8 +160,72 @@ fn selectors(cluster: &str, q: &ApiQuery) -> Vec<Vec<SelectorElement>> {
 /// Most nulls added in front of one result by `with-padding`.
 const MAX_PAD: i64 = 1 << 20;
 
-/// Runs a request against the store.
-pub fn run(store: &Store, mut req: ApiQueryRequest) -> ApiQueryResponse {
+/// Default of `[api] max-query-series`: series (selectors) one request may read.
+/// `type-ids` x `subtype-ids` multiply, and a careless client can name millions; the largest
+/// real case, every core of every node of a big job, is in the tens of thousands.
+pub const MAX_QUERY_SERIES: usize = 100_000;
+
+/// Default of `[api] max-query-values`: values (data and padding) one request may return.
+/// 4 M values cost the daemon ~160 MB while the answer is built (numbers, then JSON): a day
+/// of 60 s data from 1,000 nodes x 2 metrics, or an hour of 10 s data from 1,000 x 10. Past
+/// it the request is refused with 413 naming the limit, instead of growing the daemon by
+/// gigabytes.
+pub const MAX_QUERY_VALUES: usize = 4 << 20;
+
+/// Why a request was refused before or while it ran.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryRefused {
+    #[error(
+        "the query reads {0} series, more than the limit of {1} ([api] max-query-series); \
+         split it, or aggregate with \"aggreg\": true"
+    )]
+    TooManySeries(usize, usize),
+    #[error(
+        "the query returns more than the limit of {0} values ([api] max-query-values); \
+         ask for a shorter range, a coarser resolution, fewer series, or no padding"
+    )]
+    TooManyValues(usize),
+}
+
+/// Series a request reads, counted without building their selectors.
+fn series_count(store: &Store, req: &ApiQueryRequest) -> usize {
+    let per_query = |q: &ApiQuery| -> usize {
+        match q.typ.as_deref().filter(|t| *t != "node") {
+            Some(_) if !q.aggregate => q.type_ids.len().saturating_mul(if q.subtype.is_some() {
+                q.subtype_ids.len()
+            } else {
+                1
+            }),
+            _ => 1,
+        }
+    };
+    let listed: usize = req
+        .queries
+        .iter()
+        .map(per_query)
+        .fold(0, usize::saturating_add);
+    let all_nodes = req.for_all_nodes.as_ref().map_or(0, |m| {
+        store
+            .list_children(&[&req.cluster])
+            .len()
+            .saturating_mul(m.len())
+    });
+    listed.saturating_add(all_nodes)
+}
+
+/// Runs a request against the store, reading at most `max_series` series and returning at
+/// most `max_values` values.
+pub fn run(
+    store: &Store,
+    mut req: ApiQueryRequest,
+    max_series: usize,
+    max_values: usize,
+) -> Result<ApiQueryResponse, QueryRefused> {
+    let series = series_count(store, &req);
+    if series > max_series {
+        return Err(QueryRefused::TooManySeries(series, max_series));
+    }
+    let mut budget = max_values;
     let mut echoed = None;
     if let Some(metrics) = &req.for_all_nodes {
         let mut nodes = store.list_children(&[&req.cluster]);
@@ -196,6 +260,9 @@ pub fn run(store: &Store, mut req: ApiQueryRequest) -> ApiQueryResponse {
                         max: None,
                     },
                     Ok(mut r) => {
+                        budget = budget
+                            .checked_sub(r.data.len())
+                            .ok_or(QueryRefused::TooManyValues(max_values))?;
                         let scale = q.scale_by.filter(|s| *s != 0.0 && *s != 1.0);
                         if let Some(s) = scale {
                             r.data.iter_mut().for_each(|x| *x *= s);
@@ -208,6 +275,9 @@ pub fn run(store: &Store, mut req: ApiQueryRequest) -> ApiQueryResponse {
                         if req.with_padding && r.resolution > 0 && r.from > req.from {
                             // Bounded: a query from 0 must not allocate billions of nulls.
                             let pad = ((r.from - req.from) / r.resolution).min(MAX_PAD) as usize;
+                            budget = budget
+                                .checked_sub(pad)
+                                .ok_or(QueryRefused::TooManyValues(max_values))?;
                             let mut padded = vec![f64::NAN; pad];
                             padded.extend_from_slice(&r.data);
                             r.data = padded;
@@ -231,10 +301,10 @@ pub fn run(store: &Store, mut req: ApiQueryRequest) -> ApiQueryResponse {
         }
         results.push(row);
     }
-    ApiQueryResponse {
+    Ok(ApiQueryResponse {
         queries: echoed,
         results,
-    }
+    })
 }
 
 /// `GET|POST /api/query` with a JSON body (`?version=v1` ignores resolutions, as cc does).
@@ -251,8 +321,10 @@ pub(crate) async fn handle(
         req.queries.iter_mut().for_each(|q| q.resolution = 0);
     }
     let store = st.store.clone();
-    match tokio::task::spawn_blocking(move || run(&store, req)).await {
-        Ok(resp) => axum::Json(resp).into_response(),
+    let (series, values) = (st.config.max_query_series, st.config.max_query_values);
+    match tokio::task::spawn_blocking(move || run(&store, req, series, values)).await {
+        Ok(Ok(resp)) => axum::Json(resp).into_response(),
+        Ok(Err(refused)) => error(StatusCode::PAYLOAD_TOO_LARGE, refused.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

@@ -483,13 +483,10 @@ pub fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Result<&Line<'a>, Par
     }
 }
 
-#[path = "lineproto_fast.rs"]
 pub(crate) mod fast;
 
-#[path = "lineproto_general.rs"]
 mod general;
 use general::{parse_field, parse_inner, scan};
 
 #[cfg(test)]
-#[path = "lineproto_tests.rs"]
 mod tests;

@@ -56,6 +56,11 @@ impl Name {
         Self::intern(text, true).expect("interning is not refused when forced")
     }
 
+    /// `text` if it is interned already (interns nothing).
+    pub fn get(text: &str) -> Option<Name> {
+        read().by_text.get(text).copied()
+    }
+
     /// Interns `text` unless it is new and the interner is full.
     pub fn try_new(text: &str) -> Result<Name, NamesFull> {
         Self::intern(text, false)

@@ -1,12 +1,22 @@
 //! Samples as JSON lines, the shape `wasmon transform` and the HTTP sample endpoint speak:
 //! `{"name","resource","value","unit","type":"gauge|delta|cumulative","timestamp": RFC 3339 or
 //! epoch seconds,"metadata":{...}}`.
+//!
+//! Metadata is flat (string keys, string values): nested objects, as Ceilometer sends
+//! `resource_metadata`, are flattened to dotted keys (`{"user_metadata": {"weight": 1.1}}` is
+//! the key `user_metadata.weight`, which an expression reads as
+//! `resource_metadata.user_metadata.weight`); arrays likewise by index (`{"tags": ["a"]}` is
+//! `tags.0`); numbers, booleans and null are kept as their JSON text.
+//!
+//! Metric names and units are interned for the life of the daemon, so input from the network
+//! goes through a [`NameBudget`]: a request may add only so many new ones.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::name::{Name, NamesFull};
 use super::sample::{Kind, Metadata, Sample};
 
 /// One parsed input line.
@@ -28,6 +38,49 @@ pub enum LineError {
     Missing(&'static str),
     #[error("field `{field}`: {why}")]
     Bad { field: &'static str, why: String },
+    #[error(
+        "field `{0}`: a request may add at most {MAX_NEW_NAMES_PER_REQUEST} metric names and \
+         units the daemon has not seen before; send the rest in another request"
+    )]
+    TooManyNewNames(&'static str),
+    #[error("field `{0}`: {1}")]
+    NamesFull(&'static str, NamesFull),
+}
+
+/// New metric names and units one request may add (they are kept for the daemon's life; see
+/// [`super::MAX_NAMES`] for the daemon's total). A collector's first request carries its
+/// whole schema, a few hundred names; a request minting thousands is minting them from data.
+pub const MAX_NEW_NAMES_PER_REQUEST: usize = 10_000;
+
+/// How many new names and units the request being parsed may still add.
+pub struct NameBudget {
+    left: usize,
+}
+
+impl NameBudget {
+    /// The budget of one network request.
+    pub fn per_request() -> NameBudget {
+        NameBudget {
+            left: MAX_NEW_NAMES_PER_REQUEST,
+        }
+    }
+
+    /// No per-request bound (local input: `wasmon transform`'s stdin, files).
+    pub fn unlimited() -> NameBudget {
+        NameBudget { left: usize::MAX }
+    }
+
+    fn name(&mut self, field: &'static str, text: &str) -> Result<Name, LineError> {
+        if let Some(n) = Name::get(text) {
+            return Ok(n);
+        }
+        if self.left == 0 {
+            return Err(LineError::TooManyNewNames(field));
+        }
+        let n = Name::try_new(text).map_err(|e| LineError::NamesFull(field, e))?;
+        self.left -= 1;
+        Ok(n)
+    }
 }
 
 fn bad(field: &'static str, why: impl Into<String>) -> LineError {
@@ -37,8 +90,17 @@ fn bad(field: &'static str, why: impl Into<String>) -> LineError {
     }
 }
 
-/// Parses one line. `now_ns` is the timestamp of a sample that has none.
+/// Parses one line of local input. `now_ns` is the timestamp of a sample that has none.
 pub fn parse_line(line: &str, now_ns: i64) -> Result<Line, LineError> {
+    parse_line_within(line, now_ns, &mut NameBudget::unlimited())
+}
+
+/// Parses one line, interning new names and units only within `budget`.
+pub fn parse_line_within(
+    line: &str,
+    now_ns: i64,
+    budget: &mut NameBudget,
+) -> Result<Line, LineError> {
     let Value::Object(obj) = serde_json::from_str::<Value>(line)? else {
         return Err(LineError::NotObject);
     };
@@ -48,7 +110,7 @@ pub fn parse_line(line: &str, now_ns: i64) -> Result<Line, LineError> {
             other => Err(bad("flush", format!("must be true, got {other}"))),
         };
     }
-    from_object(&obj, now_ns).map(Line::Sample)
+    from_object(&obj, now_ns, budget).map(Line::Sample)
 }
 
 fn str_field<'a>(
@@ -62,7 +124,11 @@ fn str_field<'a>(
     }
 }
 
-fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineError> {
+fn from_object(
+    obj: &Map<String, Value>,
+    now_ns: i64,
+    budget: &mut NameBudget,
+) -> Result<Sample, LineError> {
     for key in obj.keys() {
         if !matches!(
             key.as_str(),
@@ -128,28 +194,43 @@ fn from_object(obj: &Map<String, Value>, now_ns: i64) -> Result<Sample, LineErro
     };
     let metadata = match obj.get("metadata") {
         None | Some(Value::Null) => Metadata::default(),
-        Some(Value::Object(m)) => Metadata::new(
-            m.iter()
-                .map(|(k, v)| {
-                    let v: Arc<str> = match v {
-                        Value::String(s) => s.as_str().into(),
-                        other => other.to_string().into(),
-                    };
-                    (Arc::<str>::from(k.as_str()), v)
-                })
-                .collect(),
-        ),
+        Some(Value::Object(m)) => {
+            let mut pairs = Vec::new();
+            for (k, v) in m {
+                flatten(k, v, &mut pairs);
+            }
+            Metadata::new(pairs)
+        }
         Some(other) => return Err(bad("metadata", format!("must be an object, got {other}"))),
     };
+    let (name, unit) = (budget.name("name", name)?, budget.name("unit", unit)?);
     Ok(Sample {
-        name: name.into(),
+        name,
         resource: resource.into(),
-        unit: unit.into(),
+        unit,
         kind,
         value,
         timestamp_ns,
         metadata,
     })
+}
+
+/// Appends `value` under `key` to `pairs`: objects and arrays become dotted keys.
+fn flatten(key: &str, value: &Value, pairs: &mut Vec<(Arc<str>, Arc<str>)>) {
+    match value {
+        Value::Object(m) => {
+            for (k, v) in m {
+                flatten(&format!("{key}.{k}"), v, pairs);
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                flatten(&format!("{key}.{i}"), v, pairs);
+            }
+        }
+        Value::String(s) => pairs.push((key.into(), s.as_str().into())),
+        other => pairs.push((key.into(), other.to_string().into())),
+    }
 }
 
 #[derive(Serialize)]
@@ -237,5 +318,48 @@ mod tests {
             parse_line(r#"{"flush": true}"#, 0),
             Ok(Line::Flush)
         ));
+    }
+
+    #[test]
+    fn nested_metadata_is_flattened_to_dotted_keys() {
+        let line = r#"{"name":"cpu","value":1,"metadata":{"resource_metadata":{"user_metadata":
+            {"autoscaling_weight":1.1},"flavor":{"vcpus":2,"name":"m1"}},"tags":["a",{"b":true}],
+            "none":null,"plain":"x"}}"#
+            .replace('\n', "");
+        let Line::Sample(s) = parse_line(&line, 0).unwrap() else {
+            panic!()
+        };
+        let mut pairs: Vec<(&str, &str)> = s.metadata.iter().collect();
+        pairs.sort();
+        assert_eq!(
+            pairs,
+            [
+                ("none", "null"),
+                ("plain", "x"),
+                ("resource_metadata.flavor.name", "m1"),
+                ("resource_metadata.flavor.vcpus", "2"),
+                ("resource_metadata.user_metadata.autoscaling_weight", "1.1"),
+                ("tags.0", "a"),
+                ("tags.1.b", "true"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_may_add_only_so_many_new_names() {
+        let mut budget = NameBudget { left: 2 };
+        let tag = std::process::id();
+        let line = |n: &str, u: &str| format!(r#"{{"name":"{n}.{tag}","unit":"{u}","value":1}}"#);
+        assert!(parse_line_within(&line("budget.a", ""), 0, &mut budget).is_ok());
+        // A name seen before costs nothing; a new name and a new unit cost one each.
+        assert!(parse_line_within(&line("budget.a", ""), 0, &mut budget).is_ok());
+        assert!(parse_line_within(&line("budget.b", ""), 0, &mut budget).is_ok());
+        let e = parse_line_within(&line("budget.c", ""), 0, &mut budget).unwrap_err();
+        assert!(matches!(e, LineError::TooManyNewNames("name")), "{e}");
+        assert!(e.to_string().contains("at most 10000"), "{e}");
+        assert!(
+            Name::get(&format!("budget.c.{tag}")).is_none(),
+            "nothing interned"
+        );
     }
 }
