@@ -66,6 +66,7 @@ fn call(
 ) -> StatusCode {
     let mut r = c
         .request(Method::from_bytes(method.as_bytes()).unwrap(), d.url(path))
+        .header("content-type", "application/json")
         .body(body.to_string());
     if let Some(t) = token {
         r = r.bearer_auth(t);
@@ -159,6 +160,7 @@ sinks = []
     let add = c
         .post(d.url("/api/notify/thresholds"))
         .bearer_auth(&user)
+        .header("content-type", "application/json")
         .body(r#"{"subscriber":"u","metric":"m2","value":1,"direction":"rising"}"#)
         .send()
         .unwrap();
