@@ -6,6 +6,10 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
+    transform_bytes(args, stdin.as_bytes())
+}
+
+fn transform_bytes(args: &[&str], stdin: &[u8]) -> (Option<i32>, Vec<Value>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
         .arg("transform")
         .args(args)
@@ -14,12 +18,7 @@ fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
     let lines = String::from_utf8(out.stdout)
         .unwrap()
@@ -154,4 +153,61 @@ fn config_default_is_the_documented_embedded_config() {
             assert!(lines[i - 1].starts_with('#'), "{key} is not documented");
         }
     }
+}
+
+#[test]
+fn transform_fails_when_a_guest_call_fails_and_skips_a_line_that_is_not_utf8() {
+    let testing = crate::common::guest_path("testing");
+    let guest = testing.to_str().unwrap();
+    let mut input = b"{\"name\":\"a\",\"value\":1}\n".to_vec();
+    input.extend_from_slice(b"{\"name\":\"\xff\xfe\",\"value\":2}\n");
+    input.extend_from_slice(b"{\"name\":\"b\",\"value\":3}\n");
+    let (code, out, err) = transform_bytes(&["--guest", guest], &input);
+    assert_eq!(code, Some(1), "a bad line makes the run fail: {err}");
+    assert!(err.contains("line 2: not UTF-8"), "{err}");
+    let names: Vec<&str> = out.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "b"], "the run went on past the bad line");
+
+    let input = "{\"name\":\"ok\",\"value\":1}\n{\"name\":\"test.trap\",\"value\":1}\n";
+    let (code, _, err) = transform(&["--guest", guest], input);
+    assert_eq!(
+        code,
+        Some(1),
+        "a failed guest call makes the run fail: {err}"
+    );
+    assert!(err.contains("the guest failed"), "{err}");
+}
+
+#[test]
+fn transform_abandons_a_sleeping_guest_at_its_deadline() {
+    use std::io::BufRead;
+    let testing = crate::common::guest_path("testing");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["transform", "--deadline", "100ms", "--guest"])
+        .arg(&testing)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    // A first sample through: the guest is compiled and running.
+    writeln!(stdin, r#"{{"name":"warm","value":1}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("warm"), "{line}");
+    let start = std::time::Instant::now();
+    writeln!(stdin, r#"{{"name":"test.sleep","value":4}}"#).unwrap();
+    let mut err = String::new();
+    stderr.read_line(&mut err).unwrap();
+    let took = start.elapsed();
+    assert!(err.contains("deadline"), "{err}");
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "a 4 s sleep took {took:?} to be reported"
+    );
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(1));
 }

@@ -76,14 +76,22 @@ impl DaemonProcess {
     pub fn start(config: &std::path::Path) -> DaemonProcess {
         use std::io::BufRead;
         let port = free_port();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
-            .args(["run", "--config"])
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"));
+        cmd.args(["run", "--config"])
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(std::process::Stdio::piped());
+        // The daemon dies with the test binary, even when a failed test never drops it (a
+        // daemon left running would load the machine for the rest of the suite).
+        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let out = child.stdout.take().unwrap();
         std::thread::spawn(move || {

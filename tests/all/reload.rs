@@ -16,7 +16,14 @@ use crate::common::*;
 #[test]
 fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_once() {
     // Stage 0 holds samples until flush (so a swap must flush it or lose them); stage 1 alternates
-    // between two components (testing, template) and versions of its configuration.
+    // between two components (testing, template) and versions of its configuration. Deadlines
+    // are generous: this test is about swaps, and a starved CI machine must not turn a slow
+    // flush into lost samples.
+    let load = |name: &str, params: serde_json::Value| {
+        let mut cfg = GuestConfig::new(name, &params.to_string());
+        cfg.deadline = Duration::from_secs(10);
+        load_with(name, cfg)
+    };
     let hold = |tag: &str| load("testing", json!({"mode": "hold", "tag": tag})).unwrap();
     let (sink, rx) = ChannelSink::new("test");
     let sinks: Vec<Arc<dyn Sink>> = vec![Arc::new(sink)];

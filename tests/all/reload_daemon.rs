@@ -26,6 +26,11 @@ data-dir = "data"
 guests-dir = "guests"
 watch-interval = "1h"
 
+# Generous: these tests are about reloads, and a starved CI machine must not turn a slow
+# flush into lost samples (the deadline has tests of its own).
+[guest-defaults]
+deadline = "10s"
+
 [[pipeline]]
 name = "p"
 flush-interval = "{flush}"
@@ -77,6 +82,14 @@ fn twenty_reloads_under_load_deliver_every_sample_exactly_once() {
     // 500-sample bodies every 20 ms: 25k samples/s offered, on an absolute schedule.
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
+    // Stops the producer however the test ends (a failed assertion included).
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop_producer = StopOnDrop(stop.clone());
     let producer = {
         let (d, stop, sent) = (d.clone(), stop.clone(), sent.clone());
         std::thread::spawn(move || {

@@ -738,3 +738,62 @@ pub async fn watch(daemon: Arc<Daemon>, shutdown: CancellationToken) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compiled_cache_keeps_what_is_in_use_and_the_most_recent_others() {
+        let rt = Runtime::new(None).unwrap();
+        let bytes = std::fs::read(format!("{}/template.wasm", crate::BUILT_GUESTS_DIR)).unwrap();
+        let c = rt.compile(&bytes, "template").unwrap();
+        let mut cache = CompiledCache::default();
+        for i in 0..10 {
+            cache.insert(format!("h{i}"), c.clone());
+        }
+        cache.get("h0");
+        cache.retain_used(&["h5".to_string()]);
+        let mut kept: Vec<&String> = cache.kept().collect();
+        kept.sort();
+        // In use: h5. Most recent others: h0 (just read), h9, h8, h7.
+        assert_eq!(kept, ["h0", "h5", "h7", "h8", "h9"]);
+    }
+
+    #[test]
+    fn the_reported_config_is_the_running_one_where_a_reload_was_refused() {
+        let running = Config::parse(
+            "[[pipeline]]\nname = \"a\"\nflush-interval = \"1s\"\n[[pipeline]]\nname = \"b\"\n",
+        )
+        .unwrap();
+        let new = Config::parse(
+            "[daemon]\ncluster = \"other\"\n[[pipeline]]\nname = \"a\"\nflush-interval = \"2s\"\n\
+             [[pipeline]]\nname = \"b\"\nflush-interval = \"3s\"\n[[pipeline]]\nname = \"c\"\n",
+        )
+        .unwrap();
+        let mut outcome = ReloadOutcome::default();
+        let refused = || PipelineOutcome::Rejected { error: "no".into() };
+        outcome.pipelines.insert("a".into(), refused());
+        outcome
+            .pipelines
+            .insert("b".into(), PipelineOutcome::Started);
+        outcome.pipelines.insert("c".into(), refused());
+        let effective = effective_config(&running, new, &mut outcome);
+        let names: Vec<_> = effective
+            .pipelines
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"], "a refused new pipeline is not reported");
+        assert_eq!(
+            effective.pipelines[0], running.pipelines[0],
+            "a refused one: the running version"
+        );
+        assert_eq!(
+            effective.pipelines[1].flush_interval,
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert_eq!(effective.daemon.cluster, "local");
+        assert_eq!(outcome.restart_required, ["daemon.cluster"]);
+    }
+}

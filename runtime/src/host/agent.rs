@@ -8,7 +8,7 @@ use wasmtime::component::Component;
 use super::bindings::agent::{Agent, AgentPre};
 use super::bindings::types as wit;
 use super::engine::Runtime;
-use super::guest::{CallError, Instance, Live, World};
+use super::guest::{CallError, Instance, Live, World, in_guest};
 use super::state::State;
 
 pub use wit::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
@@ -29,7 +29,7 @@ impl World for AgentWorld {
         pre: &Self::Pre,
         store: &mut Store<State>,
     ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate_async(store).await
+        in_guest(store, async |s| pre.instantiate_async(s).await).await
     }
 
     async fn configure(
@@ -37,9 +37,8 @@ impl World for AgentWorld {
         store: &mut Store<State>,
         params: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        b.wasmon_collector_source()
-            .call_configure(store, params)
-            .await
+        let iface = b.wasmon_collector_source();
+        in_guest(store, async |s| iface.call_configure(s, params).await).await
     }
 }
 
@@ -62,7 +61,7 @@ impl Instance<AgentWorld> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
                 let ns = l.bindings.wasmon_collector_namespace();
-                ns.call_lookup_name(&mut l.store, name).await
+                in_guest(&mut l.store, async |s| ns.call_lookup_name(s, name).await).await
             },
             |_| Ok(()),
         )
@@ -72,7 +71,7 @@ impl Instance<AgentWorld> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
                 let ns = l.bindings.wasmon_collector_namespace();
-                ns.call_names_of(&mut l.store, id).await
+                in_guest(&mut l.store, async |s| ns.call_names_of(s, id).await).await
             },
             |r| r.as_ref().map_or(Ok(()), |v| cap("names", v.len())),
         )
@@ -82,7 +81,7 @@ impl Instance<AgentWorld> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
                 let ns = l.bindings.wasmon_collector_namespace();
-                ns.call_children(&mut l.store, name).await
+                in_guest(&mut l.store, async |s| ns.call_children(s, name).await).await
             },
             |r| r.as_ref().map_or(Ok(()), |v| cap("children", v.len())),
         )
@@ -92,7 +91,7 @@ impl Instance<AgentWorld> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
                 let src = l.bindings.wasmon_collector_source();
-                src.call_describe(&mut l.store, id).await
+                in_guest(&mut l.store, async |s| src.call_describe(s, id).await).await
             },
             |_| Ok(()),
         )
@@ -103,7 +102,7 @@ impl Instance<AgentWorld> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
                 let src = l.bindings.wasmon_collector_source();
-                src.call_fetch(&mut l.store, ids).await
+                in_guest(&mut l.store, async |s| src.call_fetch(s, ids).await).await
             },
             |r| {
                 if r.len() != ids.len() {

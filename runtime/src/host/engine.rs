@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
@@ -27,27 +27,34 @@ pub struct Runtime {
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a plain OS thread (a tokio task would
-/// stall under a spinning guest on a current-thread runtime). Stops when dropped.
+/// stall under a spinning guest on a current-thread runtime), and counts the ticks for the
+/// deadlines of calls waiting in host functions, so that both kinds of deadline run on one
+/// clock (on a starved machine the ticker runs late, and both are equally lenient). Stops
+/// when dropped.
 struct Ticker {
     stop: Arc<AtomicBool>,
+    ticks: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Ticker {
     fn start(engine: Engine) -> Ticker {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let ticks = Arc::new(AtomicU64::new(0));
+        let (flag, count) = (stop.clone(), ticks.clone());
         let thread = std::thread::Builder::new()
             .name("wasmon-epoch".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
+                    count.fetch_add(1, Ordering::Release);
                 }
             })
             .expect("spawning the epoch ticker thread");
         Ticker {
             stop,
+            ticks,
             thread: Some(thread),
         }
     }
@@ -116,6 +123,11 @@ impl Runtime {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Epoch ticks so far: the clock of every guest deadline.
+    pub(crate) fn ticks(&self) -> &Arc<AtomicU64> {
+        &self._ticker.ticks
     }
 
     pub(crate) fn transformer_linker(&self) -> &Linker<State> {
@@ -198,5 +210,36 @@ impl Runtime {
         std::io::Write::write_all(&mut tmp, &bytes)?;
         tmp.persist(path)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(name: &str) -> Vec<u8> {
+        std::fs::read(format!("{}/{name}.wasm", crate::BUILT_GUESTS_DIR)).unwrap()
+    }
+
+    #[test]
+    fn the_disk_cache_keeps_only_what_it_is_told_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(Some(dir.path().to_path_buf())).unwrap();
+        let a = rt.compile(&built("template"), "template").unwrap();
+        let b = rt.compile(&built("testing"), "testing").unwrap();
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files(), 2);
+        rt.prune_cache(&[&a.hash]);
+        assert_eq!(files(), 1);
+        // The kept one still loads from the cache; the pruned one compiles again.
+        assert_eq!(
+            rt.compile(&built("template"), "template").unwrap().hash,
+            a.hash
+        );
+        assert_eq!(
+            rt.compile(&built("testing"), "testing").unwrap().hash,
+            b.hash
+        );
+        assert_eq!(files(), 2);
     }
 }

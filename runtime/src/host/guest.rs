@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
@@ -98,6 +99,8 @@ pub struct Image<W: World> {
     pub hash: String,
     pre: W::Pre,
     engine: wasmtime::Engine,
+    /// The engine's epoch ticks (see [`in_guest`]).
+    ticks: Arc<AtomicU64>,
     stats: Arc<GuestStats>,
 }
 
@@ -125,6 +128,7 @@ impl<W: World> Image<W> {
             hash: compiled.hash.clone(),
             pre,
             engine: rt.engine().clone(),
+            ticks: rt.ticks().clone(),
             stats,
         });
         let mut instance = Instance::new(image);
@@ -240,11 +244,47 @@ impl<W: World> Carrier for Live<W> {
     }
 }
 
-/// Drives `call` to completion on this thread, or gives up after `limit`, dropping it (and
-/// the store it owns). WASI's host functions need a tokio runtime: `in_tokio` uses the
-/// caller's when it is on one (a blocking-pool thread), else wasmtime-wasi's own.
-fn within<F: Future>(limit: Duration, call: F) -> Option<F::Output> {
-    wasmtime_wasi::runtime::in_tokio(async move { tokio::time::timeout(limit, call).await.ok() })
+/// Drives `call` to completion on this thread. WASI's host functions need a tokio runtime:
+/// `in_tokio` uses the caller's when it is on one (a blocking-pool thread), else
+/// wasmtime-wasi's own.
+fn run<F: Future>(call: F) -> F::Output {
+    wasmtime_wasi::runtime::in_tokio(call)
+}
+
+/// A call into the guest outlived its deadline while waiting in a host call.
+#[derive(Debug, thiserror::Error)]
+#[error("the call was abandoned at its deadline")]
+struct DeadlineElapsed;
+
+/// Runs one call into the guest's code under its deadline: wall time from here to its
+/// return. A guest spinning in wasm traps at the epoch deadline; one waiting in a host call
+/// (a WASI sleep, a socket, a file) has its call future dropped by the timeout; either way
+/// within one [`EPOCH_TICK`]. The host's work around a call (encoding a batch, decoding the
+/// answer) is the daemon's, not the guest's, and does not count.
+pub(super) async fn in_guest<R>(
+    store: &mut Store<State>,
+    call: impl AsyncFnOnce(&mut Store<State>) -> wasmtime::Result<R>,
+) -> wasmtime::Result<R> {
+    let deadline = store.data().deadline;
+    // The first tick may come at once after the deadline is set: one tick more makes the
+    // guest run at least `deadline`, and at most `deadline` plus one tick.
+    let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+    store.set_epoch_deadline(ticks);
+    let clock = store.data().ticks.clone();
+    let until = clock.load(Ordering::Acquire) + ticks;
+    // The call is polled first: one that returns at once never touches the timer.
+    tokio::select! {
+        biased;
+        r = call(store) => r,
+        () = ticks_reach(&clock, until) => Err(DeadlineElapsed.into()),
+    }
+}
+
+/// Resolves once the ticker's count reaches `until`, looking once a tick.
+async fn ticks_reach(clock: &AtomicU64, until: u64) {
+    while clock.load(Ordering::Acquire) < until {
+        tokio::time::sleep(EPOCH_TICK).await;
+    }
 }
 
 /// The running side of a guest: at most one live instance, replaced after a failure.
@@ -312,6 +352,7 @@ impl<W: World> Instance<W> {
             cfg.name.clone(),
             &cfg.grants,
             limiter,
+            (cfg.deadline, self.image.ticks.clone()),
             self.image.stats.clone(),
         )
         .map_err(|e| CallError::Instantiate(format!("{e:#}")))?;
@@ -335,38 +376,28 @@ impl<W: World> Instance<W> {
         Ok(())
     }
 
-    /// Runs `f` on `carrier` (a store, or a live instance) under the deadline and the caps,
-    /// and classifies a failure. The deadline is wall time: a guest spinning in wasm traps at
-    /// the epoch deadline, and one waiting in a host call (a WASI sleep, a socket) has its
-    /// call future dropped by the timeout; either way within one tick. The carrier comes back
-    /// only from a call that returned: after any failure it is gone.
+    /// Runs `f` on `carrier` (a store, or a live instance) under the caps, and classifies a
+    /// failure; `f`'s calls into the guest go through [`in_guest`], under the deadline. The
+    /// carrier comes back only from a call that returned: after any failure it is gone.
     fn guarded<T: Carrier, R>(
         &self,
         mut carrier: T,
         f: impl AsyncFnOnce(&mut T) -> wasmtime::Result<R>,
     ) -> Result<(T, R), CallError> {
         let deadline = self.image.config.deadline;
-        // The first tick may come at once after the deadline is set: one tick more makes the
-        // guest run at least `deadline`, and at most `deadline` plus one tick.
-        let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
-        let store = carrier.store();
-        store.set_epoch_deadline(ticks);
-        store.data_mut().begin_call();
+        carrier.store().data_mut().begin_call();
         self.image.stats.calls.inc();
-        let call = async move {
-            let r = f(&mut carrier).await;
-            (carrier, r)
-        };
-        let Some((mut carrier, r)) = within(deadline + EPOCH_TICK, call) else {
-            return Err(CallError::Deadline(deadline));
-        };
+        let r = run(f(&mut carrier));
         match r {
             Ok(r) => Ok((carrier, r)),
             Err(e) if carrier.store().data().limiter.refused => {
                 tracing::debug!(guest = %self.name(), error = %e, "memory cap refused a growth");
                 Err(CallError::Memory(self.image.config.memory))
             }
-            Err(e) if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) => {
+            Err(e)
+                if e.is::<DeadlineElapsed>()
+                    || matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) =>
+            {
                 Err(CallError::Deadline(deadline))
             }
             Err(e) => Err(CallError::Trap(describe(&e))),

@@ -95,6 +95,9 @@ pub struct State {
     log: Arc<GuestLog>,
     /// Files open through the `mapped` interface.
     pub(crate) mapped_open: usize,
+    /// The deadline of each call into this guest, and the epoch ticks it is measured in.
+    pub(crate) deadline: std::time::Duration,
+    pub(crate) ticks: Arc<std::sync::atomic::AtomicU64>,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
 }
@@ -104,6 +107,7 @@ impl State {
         guest: Arc<str>,
         grants: &Grants,
         limiter: Limiter,
+        (deadline, ticks): (std::time::Duration, Arc<std::sync::atomic::AtomicU64>),
         stats: Arc<GuestStats>,
     ) -> Result<State> {
         let log = GuestLog::new(guest, stats);
@@ -116,6 +120,8 @@ impl State {
             limiter,
             log,
             mapped_open: 0,
+            deadline,
+            ticks,
             strings: Default::default(),
         })
     }

@@ -10,7 +10,7 @@ use wasmtime::component::Component;
 use super::bindings::transformer::{Transformer, TransformerPre};
 use super::bindings::types as wit;
 use super::engine::Runtime;
-use super::guest::{CallError, Instance, Live, World};
+use super::guest::{CallError, Instance, Live, World, in_guest};
 use super::state::State;
 use super::strings::StringTable;
 use crate::sample::{Kind, Metadata, Pair, Sample};
@@ -31,7 +31,7 @@ impl World for TransformerWorld {
         pre: &Self::Pre,
         store: &mut Store<State>,
     ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate_async(store).await
+        in_guest(store, async |s| pre.instantiate_async(s).await).await
     }
 
     async fn configure(
@@ -39,9 +39,8 @@ impl World for TransformerWorld {
         store: &mut Store<State>,
         params: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        b.wasmon_collector_transform()
-            .call_configure(store, params)
-            .await
+        let iface = b.wasmon_collector_transform();
+        in_guest(store, async |s| iface.call_configure(s, params).await).await
     }
 }
 
@@ -57,11 +56,11 @@ impl Instance<TransformerWorld> {
             .call(
                 async |live: &mut Live<TransformerWorld>| {
                     let batch = encode(input, &mut live.store.data_mut().strings);
-                    let out = live
-                        .bindings
-                        .wasmon_collector_transform()
-                        .call_handle(&mut live.store, &batch)
-                        .await?;
+                    let iface = live.bindings.wasmon_collector_transform();
+                    let out = in_guest(&mut live.store, async |s| {
+                        iface.call_handle(s, &batch).await
+                    })
+                    .await?;
                     Ok(decode(out, &mut live.store.data_mut().strings, max))
                 },
                 checked,
@@ -77,11 +76,9 @@ impl Instance<TransformerWorld> {
         let out = self
             .call(
                 async |live: &mut Live<TransformerWorld>| {
-                    let out = live
-                        .bindings
-                        .wasmon_collector_transform()
-                        .call_flush(&mut live.store)
-                        .await?;
+                    let iface = live.bindings.wasmon_collector_transform();
+                    let out =
+                        in_guest(&mut live.store, async |s| iface.call_flush(s).await).await?;
                     Ok(decode(out, &mut live.store.data_mut().strings, max))
                 },
                 checked,

@@ -215,7 +215,11 @@ impl Worker {
     fn run(&mut self, rx: Receiver<Command>) {
         let mut next_flush = self.flush_interval.map(|d| Instant::now() + d);
         loop {
+            // A flush that is due goes first: under a steady backlog the queue is never empty,
+            // and waiting for a quiet moment would let a caching stage grow without bound.
+            let due = next_flush.filter(|&at| Instant::now() >= at);
             let cmd = match next_flush {
+                _ if due.is_some() => None,
                 Some(at) => match rx.recv_deadline(at) {
                     Ok(cmd) => Some(cmd),
                     Err(RecvTimeoutError::Timeout) => None,
