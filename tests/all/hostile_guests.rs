@@ -10,13 +10,7 @@ use wasmon::host::{CallError, DirGrant, Grants, GuestConfig};
 use wasmon::pipeline::{ChannelSink, Pipeline, Sink, Swap};
 
 use crate::common::*;
-
-fn fine() -> Vec<wasmon::sample::Sample> {
-    vec![
-        sample("fine", "r1", 1.0, 1.0),
-        sample("fine", "r2", 2.0, 1.0),
-    ]
-}
+use crate::sandbox::ok_batch as fine;
 
 #[test]
 fn a_guest_sleeping_in_wasi_is_abandoned_at_its_deadline() {

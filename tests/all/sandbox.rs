@@ -8,7 +8,8 @@ use wasmon::host::{CallError, DirGrant, Grants, GuestConfig, limits::EPOCH_TICK}
 
 use crate::common::*;
 
-fn ok_batch() -> Vec<wasmon::sample::Sample> {
+/// Two plain samples a healthy guest passes through.
+pub(crate) fn ok_batch() -> Vec<wasmon::sample::Sample> {
     vec![
         sample("fine", "r1", 1.0, 1.0),
         sample("fine", "r2", 2.0, 1.0),

@@ -3,6 +3,10 @@
 //! of its own; a call that traps, overruns its deadline, is refused memory or returns too much
 //! fails alone: the store is thrown away and the next call instantiates afresh from the cached
 //! `InstancePre` (~20-30 us). Consecutive failures quarantine the guest with exponential backoff.
+//!
+//! Calls into wasm are asynchronous and driven to completion on the caller's thread, so that
+//! [`in_guest`] can abandon one at its deadline even while the guest waits in a host call:
+//! dropping the call's future drops the fiber it runs on, and the store goes with it.
 
 use std::future::Future;
 use std::sync::Arc;
