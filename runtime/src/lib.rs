@@ -6,6 +6,7 @@
 //! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
 //! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
 //! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
+//! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
@@ -16,6 +17,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod fabric;
 pub mod guests;
 pub mod host;
 pub mod namespace;

@@ -13,6 +13,7 @@
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
 //!   cc-metric-store's API over the buffer store ([`ccms`]).
 //! - `/api/notify/...`: thresholds, current values and notification streams ([`notify`]).
+//! - `/api/fabric/...`: the fabric agent: status, owners, merged histograms, commands ([`fabric`]).
 //!
 //! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
 
@@ -28,6 +29,7 @@ use serde_json::json;
 use crate::daemon::Daemon;
 
 pub mod ccms;
+pub mod fabric;
 pub mod lineproto;
 pub mod notify;
 pub mod ns;
@@ -44,6 +46,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .with_state(daemon.clone())
         .merge(ccms::router(daemon.parts().ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
+        .merge(fabric::router(daemon.parts().fabric.clone()))
 }
 
 async fn reload(State(d): State<Arc<Daemon>>) -> Response {
