@@ -6,6 +6,7 @@ mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
+mod fabric;
 mod guests;
 mod namespace;
 mod notify;

@@ -408,7 +408,172 @@ pub async fn run_agent(
             },
         }
         let started = Instant::now();
-        // 1. The lease.
+        'work: {
+            let lease_fresh = renewed.is_some_and(|t| t.elapsed() < cfg.lease);
+            // 2. The topology as the source sees it now.
+            let mut w = work.take().expect("work is put back every epoch");
+            let (w, topo) = tokio::task::spawn_blocking(move || {
+                w.source.refresh();
+                let t = topology(&*w.source);
+                (w, t)
+            })
+            .await?;
+            if ids.len() != topo.names.len() {
+                ids = topo
+                    .names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), i))
+                    .collect();
+            }
+            let (owners_current, leases_current) = {
+                let v = handle.view.lock().unwrap();
+                (v.owners_current, v.leases_current)
+            };
+            // 3. Lapsed leases, judged only after a lease period of our own good health.
+            let judging = owners_current
+                && leases_current
+                && healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
+            let lapsed = if judging {
+                ownership::lapsed(&buckets, &handle.view, &me, cfg.lease, kv_timeout).await
+            } else {
+                HashSet::new()
+            };
+            // 4. Discovery.
+            let fresh = ownership::owners_fresh(&buckets, &handle.view, kv_timeout).await;
+            let may_count = lease_fresh && owners_current && fresh;
+            if !may_count {
+                tracing::info!(
+                    lease_fresh,
+                    owners_current,
+                    view_fresh = fresh,
+                    "fabric: not counting this epoch"
+                );
+            }
+            if may_count {
+                let attach: Vec<usize> = if attach_names.is_empty() {
+                    (0..topo.names.len()).collect()
+                } else {
+                    attach_names
+                        .iter()
+                        .filter_map(|n| ids.get(n).copied())
+                        .collect()
+                };
+                let d = ownership::discover(
+                    &buckets,
+                    &handle.view,
+                    &topo,
+                    &attach,
+                    &me,
+                    &lapsed,
+                    kv_timeout,
+                )
+                .await;
+                if d.claimed > 0 || d.errors > 0 {
+                    tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
+                }
+            }
+            // 5. The ports of the nodes this agent owns.
+            let mut owned: Vec<usize> = {
+                let v = handle.view.lock().unwrap();
+                v.owners
+                    .iter()
+                    .filter(|(_, r)| r.owner.agent == me)
+                    .filter_map(|(n, _)| ids.get(n).copied())
+                    .collect()
+            };
+            owned.sort_unstable();
+            let missing_nodes: Vec<String> = owned
+                .iter()
+                .filter(|&&n| !topo.present[n])
+                .map(|&n| topo.names[n].clone())
+                .collect();
+            if !may_count {
+                // Not sure what is ours: skip the epoch (the next rates span the gap).
+                work = Some(w);
+                last_epoch = w_epoch(&pacer, last_epoch);
+                break 'work;
+            }
+            // 6. Thresholds or a clear asked for by a command.
+            let mut w = w;
+            if let Some((traps, change)) = handle.new_thresholds.lock().unwrap().take() {
+                trap_cfg.0.extend(traps);
+                trap_cfg.1.extend(change);
+                let c = FabricConfig {
+                    traps: trap_cfg.0.clone(),
+                    change: trap_cfg.1.clone(),
+                    ..cfg.clone()
+                };
+                match c.thresholds(&schema) {
+                    Ok(t) => {
+                        drop(notify_thr);
+                        notify_thr =
+                            TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &t.trap)?;
+                        w.engine.set_thresholds(t);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "fabric: thresholds refused"),
+                }
+            }
+            let fresh = handle.clear.swap(false, Relaxed);
+            let ports: Vec<u32> = {
+                let mut p = Vec::new();
+                for &n in &owned {
+                    p.extend(w.source.node_ports(n).map(|x| x as u32));
+                }
+                p
+            };
+            let me2 = me.clone();
+            let (w, result) = tokio::task::spawn_blocking(move || {
+                let r = w.run(&me2, ports, fresh);
+                (w, r)
+            })
+            .await?;
+            work = Some(w);
+            let ep = match result {
+                Ok(ep) => ep,
+                Err(e) => {
+                    tracing::warn!(error = %e, "fabric: reading counters failed");
+                    last_epoch = w_epoch(&pacer, last_epoch);
+                    break 'work;
+                }
+            };
+            last_epoch = match &pacer {
+                Pacer::Sim(_) => ep.epoch,
+                Pacer::Timer(_) => last_epoch + 1,
+            };
+            let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
+            // 7. Results: histograms kept, traps and data up, samples to the pipeline.
+            {
+                let mut h = handle.hist.lock().unwrap();
+                if h.len() >= HISTORY {
+                    h.pop_front();
+                }
+                h.push_back((epoch_no, ep.hist));
+            }
+            super::tree::publish_epoch(
+                &handle, &notifier, &tx, epoch_no, ep.ts_ns, ep.entries, ep.traps,
+            )
+            .await;
+            let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
+            {
+                let mut s = handle.status.lock().unwrap();
+                s.epoch = epoch_no;
+                s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
+                s.lag_ms = lag_ms;
+                s.nodes = owned.len() as u32;
+                s.ports = ep.ports;
+                s.ports_missing = ep.missing;
+                s.missing_nodes = missing_nodes.into_iter().take(MISSING_LISTED).collect();
+            }
+            tracing::debug!(
+                epoch = epoch_no,
+                read = ep.read,
+                missing = ep.missing,
+                nodes = owned.len(),
+                "fabric epoch"
+            );
+        }
+        // 8. The lease, renewed with this epoch's status (what `fabric status` shows).
         let lease_value = {
             let mut s = handle.status.lock().unwrap();
             s.ts_ns = crate::procfs::now_ns();
@@ -429,160 +594,6 @@ pub async fn run_agent(
                 tracing::warn!(error = %why, "fabric: lease not renewed");
             }
         }
-        let lease_fresh = renewed.is_some_and(|t| t.elapsed() < cfg.lease);
-        // 2. The topology as the source sees it now.
-        let mut w = work.take().expect("work is put back every epoch");
-        let (w, topo) = tokio::task::spawn_blocking(move || {
-            w.source.refresh();
-            let t = topology(&*w.source);
-            (w, t)
-        })
-        .await?;
-        if ids.len() != topo.names.len() {
-            ids = topo
-                .names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.clone(), i))
-                .collect();
-        }
-        let (owners_current, leases_current) = {
-            let v = handle.view.lock().unwrap();
-            (v.owners_current, v.leases_current)
-        };
-        // 3. Lapsed leases, judged only after a lease period of our own good health.
-        let judging = owners_current
-            && leases_current
-            && healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
-        let lapsed = if judging {
-            ownership::lapsed(&buckets, &handle.view, &me, cfg.lease, kv_timeout).await
-        } else {
-            HashSet::new()
-        };
-        // 4. Discovery.
-        let may_count = lease_fresh && owners_current;
-        if may_count {
-            let attach: Vec<usize> = if attach_names.is_empty() {
-                (0..topo.names.len()).collect()
-            } else {
-                attach_names
-                    .iter()
-                    .filter_map(|n| ids.get(n).copied())
-                    .collect()
-            };
-            let d = ownership::discover(
-                &buckets,
-                &handle.view,
-                &topo,
-                &attach,
-                &me,
-                &lapsed,
-                kv_timeout,
-            )
-            .await;
-            if d.claimed > 0 || d.errors > 0 {
-                tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
-            }
-        }
-        // 5. The ports of the nodes this agent owns.
-        let mut owned: Vec<usize> = {
-            let v = handle.view.lock().unwrap();
-            v.owners
-                .iter()
-                .filter(|(_, r)| r.owner.agent == me)
-                .filter_map(|(n, _)| ids.get(n).copied())
-                .collect()
-        };
-        owned.sort_unstable();
-        let missing_nodes: Vec<String> = owned
-            .iter()
-            .filter(|&&n| !topo.present[n])
-            .map(|&n| topo.names[n].clone())
-            .collect();
-        if !may_count {
-            // Not sure what is ours: skip the epoch (the next rates span the gap).
-            work = Some(w);
-            last_epoch = w_epoch(&pacer, last_epoch);
-            continue;
-        }
-        // 6. Thresholds or a clear asked for by a command.
-        let mut w = w;
-        if let Some((traps, change)) = handle.new_thresholds.lock().unwrap().take() {
-            trap_cfg.0.extend(traps);
-            trap_cfg.1.extend(change);
-            let c = FabricConfig {
-                traps: trap_cfg.0.clone(),
-                change: trap_cfg.1.clone(),
-                ..cfg.clone()
-            };
-            match c.thresholds(&schema) {
-                Ok(t) => {
-                    drop(notify_thr);
-                    notify_thr =
-                        TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &t.trap)?;
-                    w.engine.set_thresholds(t);
-                }
-                Err(e) => tracing::warn!(error = %e, "fabric: thresholds refused"),
-            }
-        }
-        let fresh = handle.clear.swap(false, Relaxed);
-        let ports: Vec<u32> = {
-            let mut p = Vec::new();
-            for &n in &owned {
-                p.extend(w.source.node_ports(n).map(|x| x as u32));
-            }
-            p
-        };
-        let me2 = me.clone();
-        let (w, result) = tokio::task::spawn_blocking(move || {
-            let r = w.run(&me2, ports, fresh);
-            (w, r)
-        })
-        .await?;
-        work = Some(w);
-        let ep = match result {
-            Ok(ep) => ep,
-            Err(e) => {
-                tracing::warn!(error = %e, "fabric: reading counters failed");
-                last_epoch = w_epoch(&pacer, last_epoch);
-                continue;
-            }
-        };
-        last_epoch = match &pacer {
-            Pacer::Sim(_) => ep.epoch,
-            Pacer::Timer(_) => last_epoch + 1,
-        };
-        let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
-        // 7. Results: histograms kept, traps and data up, samples to the pipeline.
-        {
-            let mut h = handle.hist.lock().unwrap();
-            if h.len() >= HISTORY {
-                h.pop_front();
-            }
-            h.push_back((epoch_no, ep.hist));
-        }
-        super::tree::publish_epoch(
-            &handle, &notifier, &tx, epoch_no, ep.ts_ns, ep.entries, ep.traps,
-        )
-        .await;
-        let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
-        {
-            let mut s = handle.status.lock().unwrap();
-            s.epoch = epoch_no;
-            s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
-            s.lag_ms = lag_ms;
-            s.nodes = owned.len() as u32;
-            s.ports = ep.ports;
-            s.ports_missing = ep.missing;
-            s.missing_nodes = missing_nodes.into_iter().take(MISSING_LISTED).collect();
-        }
-        tracing::debug!(
-            epoch = epoch_no,
-            read = ep.read,
-            missing = ep.missing,
-            nodes = owned.len(),
-            "fabric epoch"
-        );
     }
 }
 

@@ -266,7 +266,8 @@ impl Engine {
                     continue;
                 }
                 ST_FIRST => {
-                    hist.invalid += 1;
+                    // A baseline, not an observation: a port that just changed owner is
+                    // never counted twice in one epoch (its old owner may still count it).
                     if v != NA && v >= clear_lvl {
                         self.clear_mask[j] |= bit;
                     }

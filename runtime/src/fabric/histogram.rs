@@ -5,8 +5,9 @@
 //! Schema 1: base 2^(1/4) (four buckets per doubling); bucket `i` holds rates in
 //! `[2^(MIN_EXP + i/4), 2^(MIN_EXP + (i+1)/4))`; a zero bucket for a rate of exactly 0;
 //! rates below `2^MIN_EXP` fall into bucket 0, rates at or above `2^MAX_EXP` into the last.
-//! `invalid` counts ports whose rate was unknowable (first reading, reset, saturation),
-//! `missing` ports that could not be read. Every owned port adds exactly one observation.
+//! `invalid` counts ports whose rate was unknowable (reset, saturation, unavailable),
+//! `missing` ports that could not be read. Every owned port with a previous reading adds
+//! exactly one observation (a port's first reading is only a baseline).
 
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +106,7 @@ impl Histogram {
         self.zero + self.counts.iter().sum::<u64>()
     }
 
-    /// Every observation: one per owned port.
+    /// Every observation: one per owned port that has a baseline.
     pub fn total(&self) -> u64 {
         self.valid() + self.invalid + self.missing
     }

@@ -47,23 +47,43 @@ pub async fn open_buckets(
         if let Ok(s) = js.get_key_value(&bucket).await {
             return Ok(s);
         }
-        match js
-            .create_key_value(kv::Config {
-                bucket: bucket.clone(),
-                history: 1,
+        // The bucket's stream, laid out as JetStream's key-value convention has it. Not
+        // `create_key_value`: async-nats 0.42 first asks for the account info, and cannot
+        // parse nats-server 2.9's answer.
+        use jetstream::stream::{Config, DiscardPolicy, StorageType};
+        let created = js
+            .create_stream(Config {
+                name: format!("KV_{bucket}"),
+                subjects: vec![format!("$KV.{bucket}.>")],
+                max_messages_per_subject: 1,
                 max_age,
-                storage: jetstream::stream::StorageType::File,
+                max_messages: -1,
+                max_bytes: -1,
+                max_consumers: -1,
+                max_message_size: -1,
+                discard: DiscardPolicy::New,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                storage: StorageType::File,
+                num_replicas: 1,
+                // Must not exceed max_age; 2 minutes is the server's default otherwise.
+                duplicate_window: if max_age.is_zero() {
+                    Duration::from_secs(120)
+                } else {
+                    max_age.min(Duration::from_secs(120))
+                },
                 ..Default::default()
             })
-            .await
-        {
-            Ok(s) => Ok(s),
-            // Another agent created it meanwhile.
-            Err(e) => js
-                .get_key_value(&bucket)
-                .await
-                .map_err(|_| anyhow::anyhow!("creating bucket {bucket}: {e}")),
+            .await;
+        match created {
+            Ok(_) => {}
+            // Another agent created it meanwhile: fine if it is there now.
+            Err(e) => tracing::debug!(error = %e, bucket, "fabric: creating the bucket"),
         }
+        js.get_key_value(&bucket)
+            .await
+            .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))
     }
     Ok(Buckets {
         leases: get_or_create(js, leases_bucket(name), lease).await?,
@@ -92,6 +112,8 @@ pub struct View {
     pub leases: HashMap<String, LeaseRec>,
     pub owners_current: bool,
     pub leases_current: bool,
+    /// The newest owner revision the watch delivered: the view holds every change up to it.
+    pub owners_rev: u64,
 }
 
 pub type SharedView = Arc<Mutex<View>>;
@@ -142,6 +164,7 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
         let mut v = view.lock().unwrap();
         if owners {
             v.owners.clear();
+            v.owners_rev = 0;
             v.owners_current = empty;
         } else {
             v.leases.clear();
@@ -159,7 +182,14 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
         let mut v = view.lock().unwrap();
         let put = e.operation == kv::Operation::Put;
         if owners {
+            // Never older over newer: a claim this agent recorded itself may be ahead of
+            // the watch.
+            let newer = v
+                .owners
+                .get(&e.key)
+                .is_none_or(|r| r.revision <= e.revision);
             match (put, serde_json::from_slice::<Owner>(&e.value)) {
+                _ if !newer => {}
                 (true, Ok(owner)) => {
                     v.owners.insert(
                         e.key.clone(),
@@ -173,6 +203,7 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
                     v.owners.remove(&e.key);
                 }
             }
+            v.owners_rev = v.owners_rev.max(e.revision);
             if e.delta == 0 {
                 v.owners_current = true;
             }
@@ -197,6 +228,18 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
             }
         }
     }
+}
+
+/// Whether the view holds every owner change the bucket held when asked (its last sequence):
+/// a watch that fell behind (a reconnect, a slow consumer) must catch up before this agent
+/// counts again, or it could count a node another agent took meanwhile.
+pub async fn owners_fresh(b: &Buckets, view: &SharedView, timeout: Duration) -> bool {
+    let last = match tokio::time::timeout(timeout, b.owners.status()).await {
+        Ok(Ok(s)) => s.info.state.last_sequence,
+        _ => return false,
+    };
+    let v = view.lock().unwrap();
+    v.owners_current && v.owners_rev >= last
 }
 
 /// Agents whose lease lapsed: not renewed (as this agent saw it) for more than `lease`, and
@@ -399,14 +442,22 @@ pub async fn discover(
                 match r {
                     Ok(Some(rev)) => {
                         out.claimed += 1;
-                        v.owners.insert(
-                            topo.names[n].clone(),
-                            OwnerRec {
-                                owner: owner(hops),
-                                revision: rev,
-                            },
-                        );
-                        mine.push(n);
+                        // Unless the watch already brought a newer change (someone took it
+                        // back meanwhile).
+                        let newer = v
+                            .owners
+                            .get(&topo.names[n])
+                            .is_none_or(|r| r.revision < rev);
+                        if newer {
+                            v.owners.insert(
+                                topo.names[n].clone(),
+                                OwnerRec {
+                                    owner: owner(hops),
+                                    revision: rev,
+                                },
+                            );
+                            mine.push(n);
+                        }
                     }
                     Ok(None) => out.lost_races += 1,
                     Err(e) => {
