@@ -189,5 +189,145 @@ fn rig_columns(rig: &Rig) -> Vec<Vec<u64>> {
     r.cols
 }
 
-criterion_group!(benches, engine);
+/// Takeover after an agent stops renewing (cancelled: it stops at once, as if killed), as a
+/// multiple of the lease: two agents on a 10,656-port fabric, five rounds, median.
+fn takeover(_: &mut Criterion) {
+    use futures_util::StreamExt;
+    use wasmon::fabric::wire::Owner;
+    let bin = std::path::Path::new("/usr/sbin/nats-server");
+    if !bin.exists() {
+        eprintln!(
+            "fabric takeover: skipped (no /usr/sbin/nats-server; apt-get install nats-server)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new(bin)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir.path().join("js"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("nats://127.0.0.1:{port}");
+    let lease = Duration::from_secs(1);
+    let sim_path = dir.path().join("fabric.sim");
+    let spec = SimSpec {
+        epoch: Duration::from_millis(100),
+        ..SimSpec::default()
+    };
+    let fabric = Arc::new(SimFabric::create(Some(&sim_path), &spec).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = {
+        let (f, s) = (fabric.clone(), stop.clone());
+        std::thread::spawn(move || f.run(&s))
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut ratios = Vec::new();
+    for round in 0..5 {
+        let name = format!("bench{round}");
+        let agent = |id: &str, parent: &str, attach: &str| {
+            let cfg = FabricConfig {
+                enabled: true,
+                nats: url.clone(),
+                name: name.clone(),
+                agent: id.into(),
+                parent: parent.into(),
+                source: wasmon::fabric::SourceKind::Simulated,
+                path: Some(sim_path.clone()),
+                attach: vec![attach.into()],
+                lease,
+                ..FabricConfig::default()
+            };
+            let token = tokio_util::sync::CancellationToken::new();
+            let h = wasmon::fabric::FabricHandle::new(cfg);
+            let n = Arc::new(wasmon::notify::Notifier::default());
+            rt.spawn(wasmon::fabric::run_agent(
+                h,
+                n,
+                Box::new(|_| {}),
+                token.clone(),
+            ));
+            token
+        };
+        let t1 = agent("a1", "", "hca-p0-0");
+        let t2 = agent("a2", "a1", "hca-p5-0");
+        let r = rt.block_on(async {
+            let client = loop {
+                if let Ok(c) = async_nats::connect(url.as_str()).await {
+                    break c;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let js = async_nats::jetstream::new(client);
+            let owners = loop {
+                if let Ok(kv) = js
+                    .get_key_value(wasmon::fabric::wire::owners_bucket(&name))
+                    .await
+                {
+                    break kv;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let read = || async {
+                let keys: Vec<String> = owners
+                    .keys()
+                    .await
+                    .unwrap()
+                    .filter_map(|k| async { k.ok() })
+                    .collect()
+                    .await;
+                let mut out = Vec::new();
+                for k in keys {
+                    if let Ok(Some(v)) = owners.get(&k).await {
+                        out.push(serde_json::from_slice::<Owner>(&v).unwrap());
+                    }
+                }
+                out
+            };
+            // Settled: every node owned, both agents own some, for two seconds.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let o = read().await;
+                if o.len() == fabric.node_count() && o.iter().any(|x| x.agent == "a2") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "agents did not settle");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let kill_ns = wasmon::procfs::now_ns();
+            t2.cancel();
+            loop {
+                let o = read().await;
+                if !o.iter().any(|x| x.agent == "a2") {
+                    let last = o.iter().map(|x| x.ts_ns).max().unwrap();
+                    break (last - kill_ns) as f64 / 1e9;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        t1.cancel();
+        eprintln!(
+            "fabric takeover round {round}: {r:.3} s = {:.2} leases",
+            r / lease.as_secs_f64()
+        );
+        ratios.push(r / lease.as_secs_f64());
+    }
+    eprintln!(
+        "fabric takeover: median {:.2} leases (lease 1 s, epoch 100 ms, 10,656 ports)",
+        median(ratios)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = ticker.join();
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+criterion_group!(benches, engine, takeover);
 criterion_main!(benches);

@@ -28,6 +28,9 @@ use crate::fabric::wire::Command;
 
 type St = Option<Arc<FabricHandle>>;
 
+/// The longest a status or owner query waits for the buckets (NATS may be restarting).
+const BUCKET_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The fabric routes, merged into the daemon's router.
 pub fn router(fabric: St) -> Router {
     Router::new()
@@ -67,7 +70,10 @@ async fn status(State(s): State<St>) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match tree::status(b).await {
+    match tokio::time::timeout(BUCKET_WAIT, tree::status(b))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the lease bucket did not answer in time")))
+    {
         Ok(agents) => Json(json!({
             "agent": h.me,
             "fabric": h.cfg.name,
@@ -89,7 +95,10 @@ async fn owner(State(s): State<St>, Path(node): Path<String>) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match tree::owner(b, &node).await {
+    match tokio::time::timeout(BUCKET_WAIT, tree::owner(b, &node))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the owner bucket did not answer in time")))
+    {
         Ok(Some((o, revision))) => {
             let alive = matches!(b.leases.get(&o.agent).await, Ok(Some(_)));
             Json(json!({"node": node, "agent": o.agent, "hops": o.hops, "revision": revision, "alive": alive}))

@@ -211,3 +211,50 @@ mod duration {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::counters::{IB_EXTENDED, find};
+
+    #[test]
+    fn a_fabric_section_parses_with_defaults_and_refuses_unknowns() {
+        let c: FabricConfig = toml::from_str(
+            "enabled = true\nagent = \"a2\"\nparent = \"a1\"\nsource = \"simulated\"\npath = \"f.sim\"\nlease = \"1s\"\ntraps = { symbol_error = 100 }\n",
+        )
+        .unwrap();
+        assert_eq!(c.epoch, Duration::from_secs(10));
+        c.check().unwrap();
+        let t = c.thresholds(&IB_EXTENDED).unwrap();
+        assert_eq!(t.trap[find(&IB_EXTENDED, "symbol_error").unwrap()], 100);
+        assert_eq!(t.trap[find(&IB_EXTENDED, "link_downed").unwrap()], 10);
+        assert_eq!(t.trap[0], 0, "data counters never trap");
+        assert_eq!(t.change[0], 1 << 20);
+        let e = toml::from_str::<FabricConfig>("epochs = \"1s\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("epochs"), "{e}");
+        let bad = FabricConfig {
+            traps: [("symbol_errors".to_string(), 1)].into(),
+            ..c.clone()
+        };
+        assert!(
+            bad.thresholds(&IB_EXTENDED)
+                .unwrap_err()
+                .contains("symbol_errors")
+        );
+        let me = FabricConfig {
+            parent: "a2".into(),
+            ..c.clone()
+        };
+        assert!(me.check().unwrap_err().contains("itself"));
+        let short = FabricConfig {
+            source: SourceKind::Net,
+            lease: Duration::from_secs(1),
+            ..c.clone()
+        };
+        assert!(short.check().unwrap_err().contains("two epochs"));
+        let nofile = FabricConfig { path: None, ..c };
+        assert!(nofile.check().unwrap_err().contains("fabric.path"));
+    }
+}
