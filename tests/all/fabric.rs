@@ -360,12 +360,70 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
         assert!(owners.values().any(|o| o == a), "{a} owns nothing");
     }
 
+    let master = &daemons["a1"];
+    // The same answers over HTTP and from the command line.
+    let status: Value = daemons["a2"]
+        .get("/api/fabric/status")
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["agents"].as_array().unwrap().len(), 4, "{status}");
+    assert_eq!(status["agent"], "a2");
+    let who = bus.owner("sw-c0").unwrap();
+    let v: Value = daemons["a4"]
+        .get("/api/fabric/owner/sw-c0")
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(v["agent"], who.as_str(), "{v}");
+    assert_eq!(v["alive"], true);
+    assert_eq!(
+        daemons["a4"]
+            .get("/api/fabric/owner/no-such-node")
+            .unwrap()
+            .status(),
+        404
+    );
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+            .arg("fabric")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = cli(&["--nats", &nats.url(), "--name", NAME, "status"]);
+    assert!(
+        text.contains("4 agents") && text.contains(&format!("{present_ports} ports")),
+        "{text}"
+    );
+    let text = cli(&["--url", &master.url(""), "histogram", "port_xmit_data"]);
+    assert!(
+        text.contains("merged from 4 agents") && text.contains("total"),
+        "{text}"
+    );
+    let text = cli(&["--nats", &nats.url(), "--name", NAME, "owner", "sw-c0"]);
+    assert!(text.starts_with(&format!("sw-c0: {who} (")), "{text}");
+    // Thresholds for the whole tree, checked against the counter table.
+    let r = master.post(
+        "/api/fabric/thresholds",
+        r#"{"traps":{"no_such_counter":1}}"#,
+    );
+    assert_eq!(r.status(), 400);
+    let r = master.post("/api/fabric/thresholds", r#"{"traps":{"link_downed":60}}"#);
+    let v: Value = r.json().unwrap();
+    assert_eq!(v["agents"].as_array().unwrap().len(), 4, "{v}");
+
     eprintln!(
         "fabric test: step 2: histograms at epoch {}",
         fabric.epoch()
     );
     // 2. The master's merged histogram is the central one, bucket for bucket.
-    let master = &daemons["a1"];
     let mut compared = 0;
     let t0 = Instant::now();
     while compared < 3 {
