@@ -42,6 +42,9 @@ pub struct Config {
     /// The process reader and its detectors (`[procfs]`).
     #[serde(default)]
     pub procfs: crate::procfs::ProcfsConfig,
+    /// The fabric poller and its agent hierarchy over NATS (`[fabric]`); read at start only.
+    #[serde(default)]
+    pub fabric: crate::fabric::FabricConfig,
 }
 
 /// The metric namespace beyond what agents bring.
@@ -321,6 +324,14 @@ impl Config {
             && !self.pipelines.iter().any(|x| &x.name == p)
         {
             bail!("procfs.pipeline: no pipeline named {p:?}");
+        }
+        if self.fabric.enabled {
+            self.fabric.check().map_err(anyhow::Error::msg)?;
+            if let Some(p) = &self.fabric.pipeline
+                && !self.pipelines.iter().any(|x| &x.name == p)
+            {
+                bail!("fabric.pipeline: no pipeline named {p:?}");
+            }
         }
         let mut domains = std::collections::HashMap::new();
         for (i, a) in self.agents.iter().enumerate() {

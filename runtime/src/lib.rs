@@ -8,6 +8,7 @@
 //! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
 //! - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
 //! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
+//! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
@@ -18,6 +19,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod fabric;
 pub mod guests;
 pub mod host;
 pub mod lineproto;

@@ -46,6 +46,10 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(wasmon::cli::notify::notify_cli(args)))
             .map(|()| true),
+        Command::Fabric(args) => tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(wasmon::cli::fabric::fabric_cli(args)))
+            .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
         Command::Config {
             command: ConfigCommand::Default,

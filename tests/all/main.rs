@@ -7,6 +7,7 @@ mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
+mod fabric;
 mod guests;
 mod hostile_daemon;
 mod hostile_guests;

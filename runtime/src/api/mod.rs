@@ -15,6 +15,7 @@
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
 //!   cc-metric-store's API over the buffer store ([`ccms`]).
 //! - `/api/notify/...`: thresholds, current values and notification streams ([`notify`]).
+//! - `/api/fabric/...`: the fabric agent: status, owners, merged histograms, commands ([`fabric`]).
 //!
 //! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
 
@@ -31,6 +32,7 @@ use serde_json::json;
 use crate::daemon::Daemon;
 
 pub mod ccms;
+pub mod fabric;
 pub mod notify;
 pub mod ns;
 use crate::sample::{Line, NameBudget, parse_line_within};
@@ -53,6 +55,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .with_state(daemon.clone())
         .merge(ccms::routes(ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
+        .merge(fabric::router(daemon.parts().fabric.clone()))
         .layer(middleware::from_fn_with_state(
             ccms.clone(),
             ccms::authenticate,

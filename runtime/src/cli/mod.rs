@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 
+pub mod fabric;
 pub mod notify;
 pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
@@ -73,6 +74,8 @@ pub enum Command {
     Ps(crate::procfs::PsArgs),
     /// Thresholds and notifications of a running daemon: add, ls, rm, watch.
     Notify(notify::NotifyArgs),
+    /// The fabric hierarchy: simulate a fabric, status, owners, merged histograms.
+    Fabric(fabric::FabricArgs),
     /// Print or check configuration.
     Config {
         #[command(subcommand)]

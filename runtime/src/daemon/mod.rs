@@ -44,6 +44,15 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
             }
         });
     }
+    {
+        let d = daemon.clone();
+        let fabric_pipeline = daemon.config().fabric.pipeline.clone();
+        daemon.parts().spawn_fabric(&shutdown, move |samples| {
+            if let Some(p) = fabric_pipeline.as_deref().and_then(|p| d.pipeline(p)) {
+                let _ = p.send(samples);
+            }
+        });
+    }
     let watcher = tokio::spawn(reload::watch(daemon.clone(), shutdown.clone()));
     let poller = tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone()));
     let app = crate::api::router(daemon.clone());

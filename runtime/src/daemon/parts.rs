@@ -19,6 +19,8 @@ use crate::store::Store;
 /// The store, the notifier and the API state over the store.
 pub struct Parts {
     pub store: Arc<Store>,
+    /// The fabric agent (`[fabric] enabled`), for the API.
+    pub fabric: Option<Arc<crate::fabric::FabricHandle>>,
     pub notifier: Arc<Notifier>,
     pub ccms: Arc<CcmsState>,
     /// Cancelled after the pipelines have flushed into the store: the store's workers then
@@ -36,7 +38,12 @@ impl Parts {
         );
         let notifier = Arc::new(Notifier::new(config.notify.clone()));
         let ccms = Arc::new(CcmsState::new(store.clone(), config.api.clone()).context("[api]")?);
+        let fabric = config
+            .fabric
+            .enabled
+            .then(|| crate::fabric::FabricHandle::new(config.fabric.clone()));
         Ok(Parts {
+            fabric,
             store,
             notifier,
             ccms,
@@ -94,6 +101,25 @@ impl Parts {
                 crate::procfs::run_detectors_with(notifier, cfg, token, on_snapshot).await
             {
                 tracing::error!(error = %e, "process reader stopped");
+            }
+        });
+    }
+
+    /// Starts the fabric agent, if configured; `samples` feeds its pipeline.
+    pub fn spawn_fabric(
+        &self,
+        shutdown: &CancellationToken,
+        samples: impl FnMut(Vec<Sample>) + Send + 'static,
+    ) {
+        let Some(handle) = self.fabric.clone() else {
+            return;
+        };
+        let (notifier, token) = (self.notifier.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::fabric::run_agent(handle, notifier, Box::new(samples), token).await
+            {
+                tracing::error!(error = %format!("{e:#}"), "fabric agent stopped");
             }
         });
     }

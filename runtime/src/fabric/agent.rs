@@ -1,0 +1,606 @@
+//! One fabric agent: opens its counter source, connects to NATS, joins the ownership
+//! buckets and runs the epoch loop — renew the lease, find lapsed leases, discover and claim
+//! nodes, read and process the owned ports, hand samples to the pipeline, traps to the
+//! notifier, and data and traps up the tree. [`FabricHandle`] is what the HTTP API and the
+//! command handler see of a running agent. Background tasks end with the shutdown token.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{FabricConfig, SourceKind};
+use super::counters::{Class, CounterDesc};
+use super::engine::{Engine, Output};
+use super::histogram::Histogram;
+use super::ownership::{self, Buckets, SharedView, Topology, View};
+use super::sim::{SimFabric, SimSource};
+use super::source::CounterSource;
+use super::sysfs::{SysfsKind, SysfsSource};
+use super::wire::{DataEntry, Lease, MISSING_LISTED, TrapMsg};
+use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
+use crate::sample::Sample;
+
+/// Epochs of histograms kept for `histogram` commands.
+const HISTORY: usize = 64;
+/// Traps kept for `GET /api/fabric/traps`.
+const TRAPS_KEPT: usize = 1024;
+/// Sample batches waiting for the pipeline; beyond it batches are dropped (and counted).
+const PIPELINE_QUEUE: usize = 64;
+/// How often a simulated fabric's epoch counter is looked at.
+const SIM_POLL: Duration = Duration::from_millis(5);
+
+/// The metric a trap is delivered under in the notifier (`fabric.COUNTER`, instance
+/// `NODE/PORT`, value: the increase in the epoch).
+pub fn trap_metric(counter: &str) -> String {
+    format!("fabric.{counter}")
+}
+
+/// A running agent as the API and the command handler see it.
+pub struct FabricHandle {
+    pub cfg: FabricConfig,
+    pub me: String,
+    pub(super) schema: OnceLock<Vec<CounterDesc>>,
+    pub(super) client: OnceLock<async_nats::Client>,
+    pub(super) buckets: OnceLock<Buckets>,
+    pub(super) view: SharedView,
+    pub(super) hist: Mutex<VecDeque<(u64, Vec<Histogram>)>>,
+    pub(super) traps: Mutex<VecDeque<TrapMsg>>,
+    /// This agent's latest lease value (what it renews).
+    pub(super) status: Mutex<Lease>,
+    pub(super) clear: AtomicBool,
+    pub(super) new_thresholds: Mutex<Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>>,
+    /// Bytes and messages this agent published up the tree (own and relayed).
+    pub bytes_up: AtomicU64,
+    pub msgs_up: AtomicU64,
+    pub samples_dropped: AtomicU64,
+}
+
+impl FabricHandle {
+    pub fn new(cfg: FabricConfig) -> Arc<FabricHandle> {
+        let me = cfg.agent_id();
+        let parent = (!cfg.parent.is_empty()).then(|| cfg.parent.clone());
+        Arc::new(FabricHandle {
+            status: Mutex::new(Lease {
+                agent: me.clone(),
+                parent,
+                ..Lease::default()
+            }),
+            me,
+            cfg,
+            schema: OnceLock::new(),
+            client: OnceLock::new(),
+            buckets: OnceLock::new(),
+            view: Arc::new(Mutex::new(View::default())),
+            hist: Mutex::new(VecDeque::new()),
+            traps: Mutex::new(VecDeque::new()),
+            clear: AtomicBool::new(false),
+            new_thresholds: Mutex::new(None),
+            bytes_up: AtomicU64::new(0),
+            msgs_up: AtomicU64::new(0),
+            samples_dropped: AtomicU64::new(0),
+        })
+    }
+
+    pub fn schema(&self) -> Option<&[CounterDesc]> {
+        self.schema.get().map(Vec::as_slice)
+    }
+
+    pub fn buckets(&self) -> Option<&Buckets> {
+        self.buckets.get()
+    }
+
+    pub fn client(&self) -> Option<&async_nats::Client> {
+        self.client.get()
+    }
+
+    /// The latest traps this agent saw (a master: the whole fabric's).
+    pub fn recent_traps(&self) -> Vec<TrapMsg> {
+        self.traps.lock().unwrap().iter().cloned().collect()
+    }
+
+    pub fn lease(&self) -> Lease {
+        self.status.lock().unwrap().clone()
+    }
+
+    pub(super) fn push_trap(&self, t: TrapMsg) {
+        let mut q = self.traps.lock().unwrap();
+        if q.len() >= TRAPS_KEPT {
+            q.pop_front();
+        }
+        q.push_back(t);
+    }
+}
+
+/// Deliver one trap to the notifier: one notification per trap (the value crosses the
+/// threshold, then drops back so the next trap fires again).
+pub(super) fn notify_trap(n: &Notifier, t: &TrapMsg) {
+    let metric = trap_metric(&t.counter);
+    let inst = format!("{}/{}", t.node, t.port);
+    n.observe(&metric, &inst, t.increase as f64, t.ts_ns);
+    n.observe(&metric, &inst, 0.0, t.ts_ns);
+}
+
+/// The notifier thresholds mirroring the trap thresholds (removed when replaced or dropped).
+struct TrapThresholds {
+    notifier: Arc<Notifier>,
+    handles: Vec<Handle>,
+}
+
+impl TrapThresholds {
+    fn register(
+        notifier: &Arc<Notifier>,
+        subscriber: &str,
+        schema: &[CounterDesc],
+        trap: &[u64],
+    ) -> anyhow::Result<TrapThresholds> {
+        let mut t = TrapThresholds {
+            notifier: notifier.clone(),
+            handles: Vec::new(),
+        };
+        for (c, &thr) in schema.iter().zip(trap) {
+            if c.class == Class::Error && thr > 0 {
+                let spec = ThresholdSpec::rising(Selector::any(trap_metric(c.name)), thr as f64);
+                t.handles.push(notifier.add(subscriber, spec)?);
+            }
+        }
+        Ok(t)
+    }
+}
+
+impl Drop for TrapThresholds {
+    fn drop(&mut self) {
+        for h in self.handles.drain(..) {
+            let _ = self.notifier.remove(h, None);
+        }
+    }
+}
+
+/// Paces epochs: a simulated fabric's own counter, or a timer.
+enum Pacer {
+    Sim(Arc<SimFabric>),
+    Timer(tokio::time::Interval),
+}
+
+fn open_source(cfg: &FabricConfig) -> anyhow::Result<(Box<dyn CounterSource>, Pacer)> {
+    let host = crate::daemon::parts::hostname();
+    Ok(match cfg.source {
+        SourceKind::Simulated => {
+            let path = cfg.path.as_deref().context("fabric.path")?;
+            let f = Arc::new(
+                SimFabric::open(path)
+                    .with_context(|| format!("opening the simulated fabric {}", path.display()))?,
+            );
+            (Box::new(SimSource::new(f.clone())), Pacer::Sim(f))
+        }
+        kind @ (SourceKind::Net | SourceKind::Infiniband) => {
+            let (k, default) = match kind {
+                SourceKind::Net => (SysfsKind::Net, "/sys/class/net"),
+                _ => (SysfsKind::Infiniband, "/sys/class/infiniband"),
+            };
+            let root = cfg
+                .path
+                .clone()
+                .unwrap_or_else(|| std::path::PathBuf::from(default));
+            let src = SysfsSource::open(k, &root, &host)
+                .with_context(|| format!("opening {}", root.display()))?;
+            let mut iv = tokio::time::interval(cfg.epoch);
+            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            (Box::new(src), Pacer::Timer(iv))
+        }
+    })
+}
+
+fn topology(src: &dyn CounterSource) -> Topology {
+    let n = src.node_count();
+    let mut t = Topology {
+        names: Vec::with_capacity(n),
+        adj: Vec::with_capacity(n),
+        present: Vec::with_capacity(n),
+    };
+    let mut nb = Vec::new();
+    for i in 0..n {
+        t.names.push(src.node_name(i).to_string());
+        t.present.push(src.present(i));
+        nb.clear();
+        src.neighbors(i, &mut nb);
+        nb.sort_unstable();
+        nb.dedup();
+        t.adj.push(nb.iter().map(|&x| x as u32).collect());
+    }
+    t
+}
+
+/// What the blocking part of an epoch hands back.
+struct Epoch {
+    hist: Vec<Histogram>,
+    entries: Vec<DataEntry>,
+    traps: Vec<TrapMsg>,
+    epoch: u64,
+    ts_ns: i64,
+    read: u32,
+    missing: u32,
+    ports: u32,
+}
+
+struct Work {
+    source: Box<dyn CounterSource>,
+    engine: Engine,
+    out: Output,
+}
+
+impl Work {
+    /// Read and process `ports`; apply clear requests.
+    fn run(&mut self, me: &str, ports: Vec<u32>, fresh: bool) -> anyhow::Result<Epoch> {
+        self.engine.set_ports(ports);
+        if fresh {
+            self.engine.start_fresh();
+            if self.source.can_clear() {
+                let all = (1u32 << self.engine.schema().len()) - 1;
+                for &p in self.engine.ports() {
+                    self.source.clear(p as usize, all);
+                }
+            }
+        }
+        let ports = self.engine.ports().to_vec();
+        self.source.read(&ports, self.engine.reading_mut())?;
+        self.engine.process(&mut self.out);
+        for &(slot, mask) in &self.out.clears {
+            self.source.clear(ports[slot as usize] as usize, mask);
+        }
+        let schema = self.engine.schema();
+        let src = &*self.source;
+        let resource = |slot: u32| {
+            let p = ports[slot as usize] as usize;
+            (
+                src.node_name(src.port_node(p)).to_string(),
+                src.port_label(p),
+            )
+        };
+        let entries = self
+            .out
+            .reports
+            .iter()
+            .map(|r| {
+                let (n, l) = resource(r.slot);
+                DataEntry {
+                    resource: format!("{n}/{l}"),
+                    counter: schema[r.counter as usize].name.to_string(),
+                    change: r.change,
+                    rate: r.rate,
+                }
+            })
+            .collect();
+        let traps = self
+            .out
+            .traps
+            .iter()
+            .map(|t| {
+                let (node, port) = resource(t.slot);
+                TrapMsg {
+                    agent: me.to_string(),
+                    epoch: self.out.epoch,
+                    ts_ns: self.out.ts_ns,
+                    node,
+                    port,
+                    counter: schema[t.counter as usize].name.to_string(),
+                    increase: t.increase,
+                    at_least: t.at_least,
+                    threshold: t.threshold,
+                }
+            })
+            .collect();
+        Ok(Epoch {
+            hist: self.out.hist.clone(),
+            entries,
+            traps,
+            epoch: self.out.epoch,
+            ts_ns: self.out.ts_ns,
+            read: self.out.ports_read,
+            missing: self.out.ports_missing,
+            ports: ports.len() as u32,
+        })
+    }
+}
+
+/// Run one agent until `shutdown`. `deliver` gets the samples for the pipeline (on a thread
+/// of its own: it may block).
+pub async fn run_agent(
+    handle: Arc<FabricHandle>,
+    notifier: Arc<Notifier>,
+    deliver: Box<dyn FnMut(Vec<Sample>) + Send>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let cfg = handle.cfg.clone();
+    cfg.check().map_err(anyhow::Error::msg)?;
+    let me = handle.me.clone();
+    let (source, mut pacer) = open_source(&cfg)?;
+    let schema = source.schema().to_vec();
+    let _ = handle.schema.set(schema.clone());
+    let mut trap_cfg = (cfg.traps.clone(), cfg.change.clone());
+    let thresholds = cfg.thresholds(&schema).map_err(anyhow::Error::msg)?;
+    let mut notify_thr =
+        TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &thresholds.trap)?;
+    let engine = Engine::new(&schema, thresholds, source.can_clear());
+    let attach_names: Vec<String> = cfg.attach.clone();
+
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<Sample>>(PIPELINE_QUEUE);
+    let mut deliver = deliver;
+    std::thread::Builder::new()
+        .name("fabric-samples".into())
+        .spawn(move || {
+            for batch in rx {
+                deliver(batch);
+            }
+        })?;
+
+    let client = loop {
+        match crate::nats::connect(
+            &cfg.nats,
+            cfg.username.as_deref(),
+            cfg.password.as_deref(),
+            cfg.creds_file_path.as_deref(),
+        )
+        .await
+        {
+            Ok(c) => break c,
+            Err(e) => tracing::warn!(error = %e, "fabric: cannot reach NATS yet; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = loop {
+        match ownership::open_buckets(&js, &cfg.name, cfg.lease).await {
+            Ok(b) => break b,
+            Err(e) => tracing::warn!(error = %e, "fabric: JetStream buckets not ready; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    let _ = handle.client.set(client.clone());
+    let _ = handle.buckets.set(buckets.clone());
+    ownership::spawn_watchers(&buckets, handle.view.clone(), shutdown.clone());
+    super::tree::spawn(
+        handle.clone(),
+        notifier.clone(),
+        tx.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(agent = %me, parent = %cfg.parent, fabric = %cfg.name, "fabric agent running");
+
+    // KV operations must not hold an epoch up for long while the server is away.
+    let kv_timeout = cfg
+        .epoch
+        .min(cfg.lease / 2)
+        .clamp(Duration::from_millis(200), Duration::from_secs(2));
+    let mut work = Some(Work {
+        source,
+        engine,
+        out: Output::default(),
+    });
+    let mut last_epoch = 0u64;
+    let mut healthy_since: Option<Instant> = None;
+    let mut renewed: Option<Instant> = None;
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    loop {
+        match &mut pacer {
+            Pacer::Sim(f) => loop {
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
+                if f.epoch() > last_epoch {
+                    break;
+                }
+                tokio::time::sleep(SIM_POLL).await;
+            },
+            Pacer::Timer(iv) => tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = iv.tick() => {}
+            },
+        }
+        let started = Instant::now();
+        'work: {
+            let lease_fresh = renewed.is_some_and(|t| t.elapsed() < cfg.lease);
+            // 2. The topology as the source sees it now.
+            let mut w = work.take().expect("work is put back every epoch");
+            let (w, topo) = tokio::task::spawn_blocking(move || {
+                w.source.refresh();
+                let t = topology(&*w.source);
+                (w, t)
+            })
+            .await?;
+            if ids.len() != topo.names.len() {
+                ids = topo
+                    .names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), i))
+                    .collect();
+            }
+            let (owners_current, leases_current) = {
+                let v = handle.view.lock().unwrap();
+                (v.owners_current, v.leases_current)
+            };
+            // 3. Lapsed leases, judged only after a lease period of our own good health.
+            let judging = owners_current
+                && leases_current
+                && healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
+            let lapsed = if judging {
+                ownership::lapsed(&buckets, &handle.view, &me, cfg.lease, kv_timeout).await
+            } else {
+                HashSet::new()
+            };
+            // 4. Discovery.
+            let fresh = ownership::owners_fresh(&buckets, &handle.view, kv_timeout).await;
+            let may_count = lease_fresh && owners_current && fresh;
+            if !may_count {
+                tracing::info!(
+                    lease_fresh,
+                    owners_current,
+                    view_fresh = fresh,
+                    "fabric: not counting this epoch"
+                );
+            }
+            if may_count {
+                let attach: Vec<usize> = if attach_names.is_empty() {
+                    (0..topo.names.len()).collect()
+                } else {
+                    attach_names
+                        .iter()
+                        .filter_map(|n| ids.get(n).copied())
+                        .collect()
+                };
+                let d = ownership::discover(
+                    &buckets,
+                    &handle.view,
+                    &topo,
+                    &attach,
+                    &me,
+                    &lapsed,
+                    kv_timeout,
+                )
+                .await;
+                if d.claimed > 0 || d.errors > 0 {
+                    tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
+                }
+            }
+            // 5. The ports of the nodes this agent owns.
+            let mut owned: Vec<usize> = {
+                let v = handle.view.lock().unwrap();
+                v.owners
+                    .iter()
+                    .filter(|(_, r)| r.owner.agent == me)
+                    .filter_map(|(n, _)| ids.get(n).copied())
+                    .collect()
+            };
+            owned.sort_unstable();
+            let missing_nodes: Vec<String> = owned
+                .iter()
+                .filter(|&&n| !topo.present[n])
+                .map(|&n| topo.names[n].clone())
+                .collect();
+            if !may_count {
+                // Not sure what is ours: skip the epoch (the next rates span the gap).
+                work = Some(w);
+                last_epoch = w_epoch(&pacer, last_epoch);
+                break 'work;
+            }
+            // 6. Thresholds or a clear asked for by a command.
+            let mut w = w;
+            if let Some((traps, change)) = handle.new_thresholds.lock().unwrap().take() {
+                trap_cfg.0.extend(traps);
+                trap_cfg.1.extend(change);
+                let c = FabricConfig {
+                    traps: trap_cfg.0.clone(),
+                    change: trap_cfg.1.clone(),
+                    ..cfg.clone()
+                };
+                match c.thresholds(&schema) {
+                    Ok(t) => {
+                        drop(notify_thr);
+                        notify_thr =
+                            TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &t.trap)?;
+                        w.engine.set_thresholds(t);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "fabric: thresholds refused"),
+                }
+            }
+            let fresh = handle.clear.swap(false, Relaxed);
+            let ports: Vec<u32> = {
+                let mut p = Vec::new();
+                for &n in &owned {
+                    p.extend(w.source.node_ports(n).map(|x| x as u32));
+                }
+                p
+            };
+            let me2 = me.clone();
+            let (w, result) = tokio::task::spawn_blocking(move || {
+                let r = w.run(&me2, ports, fresh);
+                (w, r)
+            })
+            .await?;
+            work = Some(w);
+            let ep = match result {
+                Ok(ep) => ep,
+                Err(e) => {
+                    tracing::warn!(error = %e, "fabric: reading counters failed");
+                    last_epoch = w_epoch(&pacer, last_epoch);
+                    break 'work;
+                }
+            };
+            last_epoch = match &pacer {
+                Pacer::Sim(_) => ep.epoch,
+                Pacer::Timer(_) => last_epoch + 1,
+            };
+            let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
+            // 7. Results: histograms kept, traps and data up, samples to the pipeline.
+            {
+                let mut h = handle.hist.lock().unwrap();
+                if h.len() >= HISTORY {
+                    h.pop_front();
+                }
+                h.push_back((epoch_no, ep.hist));
+            }
+            super::tree::publish_epoch(
+                &handle, &notifier, &tx, epoch_no, ep.ts_ns, ep.entries, ep.traps,
+            )
+            .await;
+            let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
+            {
+                let mut s = handle.status.lock().unwrap();
+                s.epoch = epoch_no;
+                s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
+                s.lag_ms = lag_ms;
+                s.nodes = owned.len() as u32;
+                s.ports = ep.ports;
+                s.ports_missing = ep.missing;
+                s.missing_nodes = missing_nodes.into_iter().take(MISSING_LISTED).collect();
+            }
+            tracing::debug!(
+                epoch = epoch_no,
+                read = ep.read,
+                missing = ep.missing,
+                nodes = owned.len(),
+                "fabric epoch"
+            );
+        }
+        // 8. The lease, renewed with this epoch's status (what `fabric status` shows).
+        let lease_value = {
+            let mut s = handle.status.lock().unwrap();
+            s.ts_ns = crate::procfs::now_ns();
+            serde_json::to_vec(&*s)?
+        };
+        match tokio::time::timeout(kv_timeout, buckets.leases.put(&me, lease_value.into())).await {
+            Ok(Ok(_)) => {
+                let now = Instant::now();
+                renewed = Some(now);
+                healthy_since.get_or_insert(now);
+            }
+            other => {
+                healthy_since = None;
+                let why = match other {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".into(),
+                };
+                tracing::warn!(error = %why, "fabric: lease not renewed");
+            }
+        }
+    }
+}
+
+/// The epoch just consumed, for a loop that skips it.
+fn w_epoch(p: &Pacer, last: u64) -> u64 {
+    match p {
+        Pacer::Sim(f) => f.epoch(),
+        Pacer::Timer(_) => last + 1,
+    }
+}

@@ -1,0 +1,291 @@
+use super::*;
+use crate::fabric::counters::{IB_EXTENDED, IB_LEGACY, find};
+
+const SEC: i64 = 1_000_000_000;
+
+fn idx(name: &str) -> usize {
+    find(&IB_EXTENDED, name).unwrap()
+}
+
+fn thresholds() -> Thresholds {
+    Thresholds {
+        trap: IB_EXTENDED
+            .iter()
+            .map(|c| if c.class == Class::Error { 10 } else { 0 })
+            .collect(),
+        change: IB_EXTENDED
+            .iter()
+            .map(|c| {
+                if c.class == Class::Data {
+                    1 << 20
+                } else {
+                    1000
+                }
+            })
+            .collect(),
+    }
+}
+
+/// An engine over `n` ports and a function filling its reading from a value table.
+struct Rig {
+    e: Engine,
+    vals: Vec<Vec<u64>>,
+    out: Output,
+}
+
+impl Rig {
+    fn new(schema: &[CounterDesc], n: usize, can_clear: bool) -> Rig {
+        let mut e = Engine::new(schema, thresholds(), can_clear);
+        e.set_ports((0..n as u32).collect());
+        Rig {
+            e,
+            vals: vec![vec![0; n]; schema.len()],
+            out: Output::default(),
+        }
+    }
+
+    fn epoch(&mut self, ts: i64, ok: impl Fn(usize) -> bool, cleared: impl Fn(usize) -> u32) {
+        let vals = &self.vals;
+        let r = self.e.reading_mut();
+        r.ts_ns = ts;
+        for i in 0..r.len() {
+            r.ok[i] = ok(i);
+            r.cleared[i] = cleared(i);
+        }
+        for (c, col) in r.cols.iter_mut().enumerate() {
+            col.copy_from_slice(&vals[c]);
+        }
+        self.e.process(&mut self.out);
+    }
+
+    fn tick(&mut self, ts: i64) {
+        self.epoch(ts, |_| true, |_| 0);
+    }
+}
+
+#[test]
+fn first_reading_is_a_baseline_then_rates_in_bytes() {
+    let mut r = Rig::new(&IB_EXTENDED, 4, false);
+    let d = idx("port_xmit_data");
+    r.tick(SEC);
+    assert_eq!(
+        r.out.hist[d].total(),
+        0,
+        "a first reading is only a baseline"
+    );
+    assert!(r.out.reports.is_empty());
+    // Port 2 sends 1,000,000 four-octet units in 2 s: 2,000,000 B/s.
+    r.vals[d][2] = 1_000_000;
+    r.tick(3 * SEC);
+    assert_eq!(r.out.hist[d].zero, 3);
+    assert_eq!(r.out.hist[d].counts[bucket(2_000_000.0)], 1);
+    assert_eq!(
+        r.out.reports,
+        vec![Report {
+            slot: 2,
+            counter: d as u8,
+            change: 4_000_000.0,
+            rate: Some(2_000_000.0),
+        }]
+    );
+    for h in &r.out.hist {
+        assert_eq!(h.total(), 4);
+    }
+}
+
+#[test]
+fn a_quiet_port_sends_nothing() {
+    let mut r = Rig::new(&IB_EXTENDED, 100, false);
+    let d = idx("port_xmit_data");
+    let p = idx("port_xmit_packets");
+    r.tick(0);
+    let mut reports = 0;
+    for e in 1..=200 {
+        // Management traffic: one 64-byte packet per port per epoch.
+        for i in 0..100 {
+            r.vals[d][i] += 16;
+            r.vals[p][i] += 1;
+        }
+        r.tick(e * SEC);
+        reports += r.out.reports.len();
+        assert!(r.out.traps.is_empty());
+    }
+    // 200 epochs x 64 B stays below 1 MiB; 200 packets below 1000.
+    assert_eq!(reports, 0);
+    // Crossing the packet threshold reports once, with the accumulated change.
+    for i in 0..100 {
+        r.vals[p][i] += 900;
+    }
+    r.tick(201 * SEC);
+    assert_eq!(r.out.reports.len(), 100);
+    assert!(r.out.reports.iter().all(|x| x.change == 1100.0));
+}
+
+#[test]
+fn a_64_bit_wrap_gives_the_true_rate() {
+    let mut r = Rig::new(&IB_EXTENDED, 1, false);
+    let d = idx("port_rcv_data");
+    r.vals[d][0] = u64::MAX - 99;
+    r.tick(SEC);
+    r.vals[d][0] = 900; // 1000 units later
+    r.tick(2 * SEC);
+    assert_eq!(r.out.hist[d].counts[bucket(4000.0)], 1);
+    assert_eq!(r.out.hist[d].invalid, 0);
+}
+
+#[test]
+fn a_reset_is_invalid_never_negative() {
+    let mut r = Rig::new(&IB_EXTENDED, 1, false);
+    let d = idx("port_rcv_data");
+    r.vals[d][0] = 5_000_000_000_000;
+    r.tick(SEC);
+    r.vals[d][0] = 10;
+    r.tick(2 * SEC);
+    assert_eq!(r.out.hist[d].invalid, 1);
+    assert_eq!(r.out.reports.len(), 1);
+    assert_eq!(r.out.reports[0].rate, None);
+    // And the next epoch is a valid rate from the new baseline.
+    r.vals[d][0] = 20;
+    r.tick(3 * SEC);
+    assert_eq!(r.out.hist[d].counts[bucket(40.0)], 1);
+}
+
+#[test]
+fn a_missed_epoch_spans_the_gap() {
+    let mut r = Rig::new(&IB_EXTENDED, 2, false);
+    let d = idx("port_xmit_data");
+    r.tick(SEC);
+    r.vals[d][0] = 100;
+    r.vals[d][1] = 100;
+    // Port 1 cannot be read this epoch.
+    r.epoch(2 * SEC, |i| i == 0, |_| 0);
+    assert_eq!(r.out.hist[d].missing, 1);
+    assert_eq!(r.out.ports_missing, 1);
+    r.vals[d][0] = 200;
+    r.vals[d][1] = 200;
+    r.tick(3 * SEC);
+    // Port 0: 100 units in 1 s; port 1: 200 units over 2 s. Both 400 B/s.
+    assert_eq!(r.out.hist[d].counts[bucket(400.0)], 2);
+}
+
+#[test]
+fn error_traps_at_the_threshold_and_when_saturating() {
+    let mut r = Rig::new(&IB_EXTENDED, 3, false);
+    let sym = idx("symbol_error"); // 16-bit
+    let lli = idx("local_link_integrity_errors"); // 4-bit
+    r.tick(SEC);
+    r.vals[sym][0] = 9; // below 10
+    r.vals[sym][1] = 10; // at 10
+    r.vals[lli][2] = 15; // saturated: at least 15
+    r.tick(2 * SEC);
+    let mut traps = r.out.traps.clone();
+    traps.sort_by_key(|t| t.slot);
+    assert_eq!(
+        traps,
+        vec![
+            Trap {
+                slot: 1,
+                counter: sym as u8,
+                increase: 10,
+                at_least: false,
+                threshold: 10
+            },
+            Trap {
+                slot: 2,
+                counter: lli as u8,
+                increase: 15,
+                at_least: true,
+                threshold: 10
+            },
+        ]
+    );
+    assert_eq!(r.out.hist[lli].invalid, 1);
+    // Stuck at the top: no new trap, still invalid.
+    r.tick(3 * SEC);
+    assert!(r.out.traps.iter().all(|t| t.counter as usize != lli));
+    assert_eq!(r.out.hist[lli].invalid, 1);
+}
+
+#[test]
+fn saturating_counters_are_cleared_at_three_quarters_and_the_clear_is_exact() {
+    let mut r = Rig::new(&IB_LEGACY, 2, true);
+    let d = find(&IB_LEGACY, "port_xmit_data").unwrap();
+    let lli = find(&IB_LEGACY, "local_link_integrity_errors").unwrap();
+    r.tick(SEC);
+    r.vals[d][0] = 3_300_000_000; // above 75 % of 2^32
+    r.vals[d][1] = 3_000_000_000; // below
+    r.vals[lli][1] = 12; // 75 % of 15
+    r.tick(2 * SEC);
+    let mut clears = r.out.clears.clone();
+    clears.sort();
+    assert_eq!(clears, vec![(0, 1 << d), (1, 1 << lli)]);
+    // The source cleared port 0's data counter; 1000 units since.
+    r.vals[d][0] = 1000;
+    r.epoch(3 * SEC, |_| true, |i| if i == 0 { 1 << d } else { 0 });
+    assert_eq!(r.out.hist[d].invalid, 0);
+    assert_eq!(r.out.hist[d].counts[bucket(4000.0)], 1);
+    // Without the acknowledgement the same drop is an out-of-band clear: invalid.
+    let mut r2 = Rig::new(&IB_LEGACY, 1, true);
+    r2.tick(SEC);
+    r2.vals[d][0] = 3_300_000_000;
+    r2.tick(2 * SEC);
+    r2.vals[d][0] = 1000;
+    r2.tick(3 * SEC);
+    assert_eq!(r2.out.hist[d].invalid, 1);
+}
+
+#[test]
+fn no_clears_where_the_source_cannot_clear() {
+    let mut r = Rig::new(&IB_LEGACY, 1, false);
+    let d = find(&IB_LEGACY, "port_xmit_data").unwrap();
+    r.tick(SEC);
+    r.vals[d][0] = 4_000_000_000;
+    r.tick(2 * SEC);
+    assert!(r.out.clears.is_empty());
+}
+
+#[test]
+fn unavailable_counters_are_invalid() {
+    let mut r = Rig::new(&IB_EXTENDED, 1, false);
+    let sym = idx("symbol_error");
+    r.vals[sym][0] = NA;
+    r.tick(SEC);
+    assert_eq!(r.out.hist[sym].total(), 0);
+    r.tick(2 * SEC);
+    assert_eq!(r.out.hist[sym].invalid, 1);
+    assert!(r.out.traps.is_empty());
+}
+
+#[test]
+fn changing_the_port_set_keeps_baselines() {
+    let mut r = Rig::new(&IB_EXTENDED, 3, false);
+    let d = idx("port_xmit_data");
+    r.vals[d] = vec![10, 20, 30];
+    r.tick(SEC);
+    // Keep ports 1 and 2, add port 7.
+    r.e.set_ports(vec![1, 2, 7]);
+    r.vals[d] = vec![21, 31, 1000];
+    r.tick(2 * SEC);
+    assert_eq!(r.out.hist[d].counts[bucket(4.0)], 2);
+    assert_eq!(r.out.hist[d].total(), 2, "port 7 is new: a baseline");
+    r.e.start_fresh();
+    r.tick(3 * SEC);
+    assert_eq!(r.out.hist[d].total(), 0);
+}
+
+#[test]
+fn every_port_is_one_observation_per_counter() {
+    let n = 5000;
+    let mut r = Rig::new(&IB_EXTENDED, n, true);
+    r.tick(SEC);
+    for (c, col) in r.vals.iter_mut().enumerate() {
+        for (i, v) in col.iter_mut().enumerate() {
+            *v = ((i * 7 + c * 13) % 11) as u64;
+        }
+    }
+    r.epoch(2 * SEC, |i| i % 10 != 0, |_| 0);
+    for h in &r.out.hist {
+        assert_eq!(h.total(), n as u64);
+        assert_eq!(h.missing, 500);
+    }
+}
