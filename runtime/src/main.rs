@@ -47,6 +47,7 @@ fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(wasmon::cli::notify::notify_cli(args)))
             .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
+        Command::Guest { command } => wasmon::cli::guest::guest(command),
         Command::Config {
             command: ConfigCommand::Default,
         } => {

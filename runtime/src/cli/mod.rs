@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config};
 
+pub mod guest;
 pub mod notify;
 pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
@@ -73,6 +74,11 @@ pub enum Command {
     Ps(crate::procfs::PsArgs),
     /// Thresholds and notifications of a running daemon: add, ls, rm, watch.
     Notify(notify::NotifyArgs),
+    /// Write, build and check guests in Rust, Python, JavaScript or C.
+    Guest {
+        #[command(subcommand)]
+        command: guest::GuestCommand,
+    },
     /// Print or check configuration.
     Config {
         #[command(subcommand)]
