@@ -9,6 +9,7 @@ mod daemon;
 mod guests;
 mod namespace;
 mod notify;
+mod polyglot;
 mod reload;
 mod sandbox;
 mod store;
