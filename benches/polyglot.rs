@@ -52,7 +52,11 @@ fn batch() -> Vec<Sample> {
         .collect()
 }
 
-fn load(rt: &Arc<Runtime>, compiled: &Compiled, memory: u64) -> anyhow::Result<wasmon::host::TransformerInstance> {
+fn load(
+    rt: &Arc<Runtime>,
+    compiled: &Compiled,
+    memory: u64,
+) -> anyhow::Result<wasmon::host::TransformerInstance> {
     let mut cfg = GuestConfig::new("template", PARAMS);
     cfg.memory = memory;
     cfg.deadline = Duration::from_secs(5);

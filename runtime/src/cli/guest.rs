@@ -71,8 +71,8 @@ pub fn guest(cmd: GuestCommand) -> Result<bool> {
 }
 
 fn check_file(file: &Path, link: bool) -> Result<bool> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
     let what = file.display().to_string();
     let mut report = check::inspect(&bytes).map_err(|e| e.context(what.clone()))?;
     if link
@@ -86,9 +86,13 @@ fn check_file(file: &Path, link: bool) -> Result<bool> {
     }
     print!("{}", report.render(&what));
     if report.world == Some(WorldKind::Agent) && report.accepted() {
-        println!("deploy: name it in an [[agent]] section (guest = \"NAME\") and drop NAME.wasm into guests-dir");
+        println!(
+            "deploy: name it in an [[agent]] section (guest = \"NAME\") and drop NAME.wasm into guests-dir"
+        );
     } else if report.accepted() {
-        println!("deploy: drop it into guests-dir as NAME.wasm; pipelines naming guest NAME pick it up");
+        println!(
+            "deploy: drop it into guests-dir as NAME.wasm; pipelines naming guest NAME pick it up"
+        );
     }
     Ok(report.accepted())
 }

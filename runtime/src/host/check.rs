@@ -148,9 +148,8 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
 
     // The world: by the interfaces exported, of this package and version.
     let ours = |list: &[String], iface: &str| {
-        list.iter().any(|n| {
-            split(n).is_some_and(|(p, i, v)| p == PACKAGE && i == iface && v == VERSION)
-        })
+        list.iter()
+            .any(|n| split(n).is_some_and(|(p, i, v)| p == PACKAGE && i == iface && v == VERSION))
     };
     let kind = [WorldKind::Agent, WorldKind::Transformer]
         .into_iter()

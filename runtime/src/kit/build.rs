@@ -46,8 +46,7 @@ pub fn build(dir: &Path, out_dir: Option<&Path>, toolchains: &Path) -> Result<Bu
     let out_dir = out_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(|| super::default_out_dir(dir));
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("creating {}", out_dir.display()))?;
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out = out_dir.join(format!("{}.wasm", m.name));
     let stamp = out_dir.join(format!("{}.wasm.sources", m.name));
     let hash = source_hash(dir, &m)?;
@@ -162,7 +161,13 @@ fn build_rust(dir: &Path, m: &Manifest, out: &Path) -> Result<()> {
         .unwrap_or_else(|| dir.join("target"));
     run(
         Command::new(cargo)
-            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
             .arg(dir.join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target_dir),
@@ -280,7 +285,10 @@ fn build_c(dir: &Path, m: &Manifest, stage: &Path, out: &Path) -> Result<()> {
     let mut srcs = Vec::new();
     sources(dir, dir, &mut srcs)?;
     srcs.sort();
-    for rel in srcs.iter().filter(|p| p.extension().is_some_and(|e| e == "c")) {
+    for rel in srcs
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+    {
         cmd.arg(dir.join(rel));
     }
     for (name, _) in files.iter() {

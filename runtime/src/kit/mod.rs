@@ -117,7 +117,9 @@ pub(crate) fn valid_name(name: &str) -> Result<()> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !ok {
-        bail!("{name:?} is not a guest name: lowercase letters, digits and `_`, starting with a letter, at most 64");
+        bail!(
+            "{name:?} is not a guest name: lowercase letters, digits and `_`, starting with a letter, at most 64"
+        );
     }
     Ok(())
 }

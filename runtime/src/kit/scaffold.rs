@@ -14,7 +14,10 @@ const RUST_SDK: &[(&str, &str)] = &[
     ("agent.rs", include_str!("../../../guests/sdk/src/agent.rs")),
     ("hash.rs", include_str!("../../../guests/sdk/src/hash.rs")),
     ("log.rs", include_str!("../../../guests/sdk/src/log.rs")),
-    ("sample.rs", include_str!("../../../guests/sdk/src/sample.rs")),
+    (
+        "sample.rs",
+        include_str!("../../../guests/sdk/src/sample.rs"),
+    ),
     (
         "transformer.rs",
         include_str!("../../../guests/sdk/src/transformer.rs"),

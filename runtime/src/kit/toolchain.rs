@@ -13,7 +13,12 @@ use anyhow::{Context, Result, bail};
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 pub const COMPONENTIZE_JS: &str = "0.23.0";
 /// Debian packages a C guest needs.
-pub const C_PACKAGES: &[&str] = &["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"];
+pub const C_PACKAGES: &[&str] = &[
+    "clang-19",
+    "lld-19",
+    "wasi-libc",
+    "libclang-rt-19-dev-wasm32",
+];
 const CLANG: &str = "clang-19";
 const WASI_LIBC: &str = "/usr/lib/wasm32-wasi/libc.a";
 const WASM_LD: &str = "/usr/lib/llvm-19/bin/wasm-ld";
@@ -46,7 +51,11 @@ impl Lock {
             .with_context(|| format!("opening {}", path.display()))?;
         // SAFETY: flock on a descriptor this function owns; released when the file closes.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            bail!("locking {}: {}", path.display(), std::io::Error::last_os_error());
+            bail!(
+                "locking {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
         }
         Ok(Lock(f))
     }
@@ -110,12 +119,20 @@ pub fn componentize_py(dir: &Path) -> Result<PathBuf> {
     )?;
     run_shown(
         Command::new(venv.join("bin").join("pip"))
-            .args(["install", "--disable-pip-version-check", "--progress-bar", "on"])
+            .args([
+                "install",
+                "--disable-pip-version-check",
+                "--progress-bar",
+                "on",
+            ])
             .arg(format!("componentize-py=={COMPONENTIZE_PY}")),
         &format!("pip install componentize-py=={COMPONENTIZE_PY}"),
     )?;
     if !exe.exists() {
-        bail!("pip installed componentize-py but {} is missing", exe.display());
+        bail!(
+            "pip installed componentize-py but {} is missing",
+            exe.display()
+        );
     }
     std::fs::write(&stamp, "")?;
     Ok(exe)
@@ -154,11 +171,16 @@ pub fn componentize_js(dir: &Path) -> Result<PathBuf> {
         Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&prefix)
-            .arg(format!("@bytecodealliance/componentize-js@{COMPONENTIZE_JS}")),
+            .arg(format!(
+                "@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"
+            )),
         &format!("npm install @bytecodealliance/componentize-js@{COMPONENTIZE_JS}"),
     )?;
     if !exe.exists() {
-        bail!("npm installed componentize-js but {} is missing", exe.display());
+        bail!(
+            "npm installed componentize-js but {} is missing",
+            exe.display()
+        );
     }
     Ok(exe)
 }
@@ -193,7 +215,9 @@ pub fn clang() -> Result<PathBuf> {
 /// `cargo` with the `wasm32-wasip2` target, or an error naming what is missing.
 pub fn cargo() -> Result<PathBuf> {
     if !on_path("cargo") {
-        bail!("Rust guests need `cargo` (rustup, Rust 1.95) and the wasm32-wasip2 target; cargo is missing");
+        bail!(
+            "Rust guests need `cargo` (rustup, Rust 1.95) and the wasm32-wasip2 target; cargo is missing"
+        );
     }
     let sysroot = Command::new("rustc")
         .args(["--print", "sysroot"])

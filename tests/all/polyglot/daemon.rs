@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use super::{built, work};
+use super::{built, cached_runtime, work};
 use crate::common::{DaemonProcess, guest_bytes, replace_file};
 
 fn config(dir: &Path, stages: &[(&str, &str)]) -> std::path::PathBuf {
@@ -50,7 +50,12 @@ fn a_python_guest_hot_replaces_a_rust_one_under_load_losing_and_doubling_nothing
             let mut next = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let body: String = (next..next + 20)
-                    .map(|i| format!("{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n", i % 7))
+                    .map(|i| {
+                        format!(
+                            "{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n",
+                            i % 7
+                        )
+                    })
                     .collect();
                 let r = client
                     .post(d.url("/api/pipelines/p/samples"))
@@ -65,64 +70,94 @@ fn a_python_guest_hot_replaces_a_rust_one_under_load_losing_and_doubling_nothing
         })
     };
 
-    let mut seen = HashSet::new();
-    let mut by_guest: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut first_python: Option<u64> = None;
-    let mut rust_while_compiling = 0u64;
-    let mut receive = |line: String, swapping: bool, first_python: &mut Option<u64>| {
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let value = v["value"].as_f64().unwrap() as u64;
-        assert!(seen.insert(value), "sample {value} delivered twice");
-        let rust = v["metadata"]["version"] == "rust";
-        *by_guest.entry(if rust { "rust" } else { "python" }).or_default() += 1;
-        match (rust, *first_python) {
-            (false, None) => *first_python = Some(value),
-            (true, Some(p)) => panic!("sample {value} went through the Rust guest after {p} went through Python"),
-            (true, None) if swapping => rust_while_compiling += 1,
-            _ => {}
-        }
-    };
+    let mut t = Tally::default();
     let recv = |d: &DaemonProcess| d.stdout.recv_timeout(Duration::from_secs(60));
 
     // The Rust guest serves.
     let warm = Instant::now() + Duration::from_millis(500);
     while Instant::now() < warm {
-        let line = recv(&d).expect("no output from the Rust guest");
-        receive(line, false, &mut first_python);
+        t.receive(&recv(&d).expect("no output from the Rust guest"), false);
     }
 
     // Deploy the Python component: compiling its 18 MB takes seconds to tens of seconds
     // (unless this run's cache has it); samples keep flowing through the Rust guest meanwhile.
     replace_file(&probe, &std::fs::read(&python).unwrap());
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while first_python.is_none() {
-        assert!(Instant::now() < deadline, "the Python guest never took over; stderr:\n{}", d.stderr.lock().unwrap());
-        let line = recv(&d).expect("output stopped during the swap");
-        receive(line, true, &mut first_python);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while t.first_python.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the Python guest never took over; stderr:\n{}",
+            d.stderr.lock().unwrap()
+        );
+        t.receive(&recv(&d).expect("output stopped during the swap"), true);
     }
     let after = Instant::now() + Duration::from_millis(500);
     while Instant::now() < after {
-        let line = recv(&d).expect("no output from the Python guest");
-        receive(line, false, &mut first_python);
+        t.receive(&recv(&d).expect("no output from the Python guest"), false);
     }
     stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
     let total = sent.load(Ordering::Relaxed);
-    while (seen.len() as u64) < total {
+    while (t.seen.len() as u64) < total {
         let line = recv(&d).unwrap_or_else(|_| {
-            panic!("{} of {total} samples delivered; stderr:\n{}", seen.len(), d.stderr.lock().unwrap())
+            panic!(
+                "{} of {total} samples delivered; stderr:\n{}",
+                t.seen.len(),
+                d.stderr.lock().unwrap()
+            )
         });
-        receive(line, false, &mut first_python);
+        t.receive(&line, false);
     }
-    assert_eq!(seen.len() as u64, total, "every sample delivered exactly once");
-    assert!((0..total).all(|i| seen.contains(&i)), "no sample lost");
-    assert!(by_guest["python"] > 0 && by_guest["rust"] > 0, "{by_guest:?}");
+    assert_eq!(
+        t.seen.len() as u64,
+        total,
+        "every sample delivered exactly once"
+    );
+    assert!((0..total).all(|i| t.seen.contains(&i)), "no sample lost");
     assert!(
-        rust_while_compiling > 0,
-        "the Rust guest kept serving while the Python one was compiled ({by_guest:?})"
+        t.rust > 0 && t.python > 0,
+        "rust {} python {}",
+        t.rust,
+        t.python
+    );
+    assert!(
+        t.rust_while_compiling > 0,
+        "the Rust guest kept serving while the Python one was compiled"
     );
     let p: Value = d.get("/api/pipelines").unwrap().json().unwrap();
-    assert_eq!(p[0]["stats"]["samples-lost"], 0, "{p}");
+    assert_eq!(p[0]["samples-lost"], 0, "{p}");
+    assert_eq!(p[0]["guest-swaps"], 1, "{p}");
+}
+
+/// What came out of the daemon, by guest.
+#[derive(Default)]
+struct Tally {
+    seen: HashSet<u64>,
+    rust: u64,
+    python: u64,
+    first_python: Option<u64>,
+    rust_while_compiling: u64,
+}
+
+impl Tally {
+    fn receive(&mut self, line: &str, swapping: bool) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let value = v["value"].as_f64().unwrap() as u64;
+        assert!(self.seen.insert(value), "sample {value} delivered twice");
+        let rust = v["metadata"]["version"] == "rust";
+        if rust {
+            self.rust += 1;
+            if let Some(p) = self.first_python {
+                panic!("sample {value} went through the Rust guest after {p} went through Python");
+            }
+            if swapping {
+                self.rust_while_compiling += 1;
+            }
+        } else {
+            self.python += 1;
+            self.first_python.get_or_insert(value);
+        }
+    }
 }
 
 /// Modification times of the compiled-component cache's files.
@@ -147,18 +182,24 @@ fn guests_of_three_languages_chain_in_a_daemon_and_their_compiled_code_survives_
     let dir = tempfile::tempdir().unwrap();
     let guests = dir.path().join("guests");
     std::fs::create_dir(&guests).unwrap();
-    for (lang, name) in [("c", "clamp"), ("python", "zscore"), ("js", "rate")] {
-        std::fs::copy(built(lang, name), guests.join(format!("{name}.wasm"))).unwrap();
-    }
-    // The big components' compiled code from earlier `wasmon transform` runs (same engine
-    // configuration, same file names): this test is about the cache, not about compiling.
     let data = dir.path().join("data");
     std::fs::create_dir_all(data.join("components")).unwrap();
-    if let Ok(rd) = std::fs::read_dir(work().join("cache/wasmon/components")) {
-        for e in rd.filter_map(Result::ok) {
-            let big = e.metadata().is_ok_and(|m| m.len() > 10 << 20);
-            if big {
-                let _ = std::fs::copy(e.path(), data.join("components").join(e.file_name()));
+    for (lang, name) in [("c", "clamp"), ("python", "zscore"), ("js", "rate")] {
+        let path = built(lang, name);
+        std::fs::copy(&path, guests.join(format!("{name}.wasm"))).unwrap();
+        if lang == "c" {
+            continue; // the daemon compiles and caches this one itself
+        }
+        // The big ones' compiled code, from the tests' own cache (same engine configuration,
+        // same file name): this test is about the cache, not about waiting for compiles.
+        let hash = cached_runtime()
+            .compile(&std::fs::read(&path).unwrap(), name)
+            .unwrap()
+            .hash;
+        for e in std::fs::read_dir(work().join("components")).unwrap() {
+            let e = e.unwrap();
+            if e.file_name().to_string_lossy().starts_with(&hash) {
+                std::fs::copy(e.path(), data.join("components").join(e.file_name())).unwrap();
             }
         }
     }

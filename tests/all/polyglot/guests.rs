@@ -14,12 +14,14 @@ pub fn sample_file() -> String {
     let mut s = String::new();
     for i in 0..1200u64 {
         let name = ["disk.read", "disk.write", "cpu.busy", "net.rx"][(i % 4) as usize];
+        let unit = ["B", "", "%"][(i % 3) as usize];
+        let kind = ["gauge", "delta", "cumulative"][(i % 3) as usize];
         let mut line = json!({
             "name": name,
             "resource": format!("dev{}", i % 13),
             "value": (i as f64) * 1.5 - 300.0,
-            "unit": ["B", "", "%"][(i % 3) as usize],
-            "type": ["gauge", "delta", "cumulative"][(i % 3) as usize],
+            "unit": unit,
+            "type": kind,
         });
         if i % 5 != 0 {
             line["timestamp"] = json!(1_700_000_000.0 + i as f64);
@@ -73,7 +75,11 @@ fn python_zscore_flags_the_outlier_of_a_series_and_names_a_bad_parameter() {
     let mut input = String::new();
     for i in 0..40 {
         // Two series; b has a spike at i = 30.
-        let b = if i == 30 { 100.0 } else { 10.0 + (i % 3) as f64 };
+        let b = if i == 30 {
+            100.0
+        } else {
+            10.0 + (i % 3) as f64
+        };
         input.push_str(&format!(
             "{{\"name\":\"lat\",\"resource\":\"a\",\"value\":{},\"timestamp\":{i}}}\n{{\"name\":\"lat\",\"resource\":\"b\",\"value\":{b},\"timestamp\":{i}}}\n",
             5.0 + (i % 2) as f64
@@ -95,7 +101,11 @@ fn python_zscore_flags_the_outlier_of_a_series_and_names_a_bad_parameter() {
         .unwrap();
     assert!(z > 3.0, "{z}");
 
-    let only = transform(&guest, &json!({"window": 10, "only_anomalies": true}), &input);
+    let only = transform(
+        &guest,
+        &json!({"window": 10, "only_anomalies": true}),
+        &input,
+    );
     assert_eq!(only.len(), 1);
 
     // A bad window is refused by configure, naming the parameter.
@@ -191,7 +201,10 @@ fn python_agent_serves_a_dynamic_subtree_that_grows() {
     cfg.deadline = std::time::Duration::from_secs(2);
     let mut a = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
 
-    assert_eq!(a.lookup_name("py.dyn.slot.1.hits").unwrap(), Ok(pmid(45, 1, 1)));
+    assert_eq!(
+        a.lookup_name("py.dyn.slot.1.hits").unwrap(),
+        Ok(pmid(45, 1, 1))
+    );
     assert_eq!(a.lookup_name("py.dyn.slot").unwrap(), Err(NsError::NonLeaf));
     assert_eq!(
         a.lookup_name("py.dyn.slot.2.hits").unwrap(),
@@ -217,7 +230,11 @@ fn python_agent_serves_a_dynamic_subtree_that_grows() {
     assert_eq!(first[2].values, Err(NsError::UnknownPmid));
     // The second fetch grows the subtree by one slot.
     let second = a.fetch(&ids).unwrap();
-    assert_eq!(second[0].values.as_ref().unwrap()[0].value, 4.0, "values change");
+    assert_eq!(
+        second[0].values.as_ref().unwrap()[0].value,
+        4.0,
+        "values change"
+    );
     assert_eq!(
         a.lookup_name("py.dyn.slot.2.hits").unwrap(),
         Ok(pmid(45, 1, 2))

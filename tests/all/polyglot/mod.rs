@@ -77,7 +77,12 @@ fn ensure_system_toolchain(lang: &str) {
         }),
         "js" => ensure_debian_package("npm", || works("npm", &["--version"])),
         "c" => {
-            for p in ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"] {
+            for p in [
+                "clang-19",
+                "lld-19",
+                "wasi-libc",
+                "libclang-rt-19-dev-wasm32",
+            ] {
                 let present = || {
                     Command::new("dpkg")
                         .args(["-s", p])
@@ -139,7 +144,14 @@ pub fn transform(guest: &Path, params: &serde_json::Value, input: &str) -> Vec<s
     let p = dir.path().join("params.json");
     std::fs::write(&p, params.to_string()).unwrap();
     let mut child = wasmon()
-        .args(["transform", "--deadline", "2s", "--memory", "256MiB", "--guest"])
+        .args([
+            "transform",
+            "--deadline",
+            "2s",
+            "--memory",
+            "256MiB",
+            "--guest",
+        ])
         .arg(guest)
         .arg("--params")
         .arg(&p)
