@@ -13,7 +13,8 @@
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
 //! - [`api`]: the HTTP API;
-//! - [`guests`]: the guests bundled in the binary and how names resolve to components.
+//! - [`guests`]: the guests bundled in the binary and how names resolve to components;
+//! - [`kit`]: the guest author's kit (`wasmon guest new|build|check`).
 
 pub mod api;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod daemon;
 pub mod fabric;
 pub mod guests;
 pub mod host;
+pub mod kit;
 pub mod lineproto;
 pub mod namespace;
 pub mod nats;

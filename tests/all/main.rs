@@ -13,6 +13,7 @@ mod hostile_daemon;
 mod hostile_guests;
 mod namespace;
 mod notify;
+mod polyglot;
 mod reload;
 mod reload_daemon;
 mod sandbox;

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use crate::config::{self, Config};
 
 pub mod fabric;
+pub mod guest;
 pub mod notify;
 pub mod ns;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
@@ -76,6 +77,11 @@ pub enum Command {
     Notify(notify::NotifyArgs),
     /// The fabric hierarchy: simulate a fabric, status, owners, merged histograms.
     Fabric(fabric::FabricArgs),
+    /// Write, build and check guests in Rust, Python, JavaScript or C.
+    Guest {
+        #[command(subcommand)]
+        command: guest::GuestCommand,
+    },
     /// Print or check configuration.
     Config {
         #[command(subcommand)]

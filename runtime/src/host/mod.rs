@@ -6,6 +6,7 @@
 
 mod agent;
 mod bindings;
+pub mod check;
 mod engine;
 mod guest;
 pub mod limits;

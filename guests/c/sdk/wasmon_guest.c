@@ -1,0 +1,473 @@
+/* The C SDK's codec: string table, batch decoding and encoding, parameters. Plain C with no
+ * bindings, so that it is unit-tested natively (test_wasmon_guest.c); glue.c connects it to the
+ * bindings wit-bindgen generates. */
+#include "wasmon_guest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xrealloc(void *p, size_t size) {
+    void *q = realloc(p, size ? size : 1);
+    if (!q) abort(); /* out of memory: the host sees a trap, as for any guest */
+    return q;
+}
+
+/* ---- the string table ------------------------------------------------------------------ */
+
+typedef struct {
+    char *text; /* NUL-terminated */
+    size_t len;
+} entry;
+
+static entry *table;
+static size_t n_table, cap_table;
+/* Open addressing: slot -> id + 1 (0: empty). Capacity a power of two, at most half full. */
+static uint32_t *slots;
+static size_t n_slots;
+
+static uint64_t hash(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void slots_insert(uint32_t id) {
+    size_t mask = n_slots - 1;
+    size_t i = hash(table[id].text, table[id].len) & mask;
+    while (slots[i]) {
+        uint32_t other = slots[i] - 1;
+        if (table[other].len == table[id].len && !memcmp(table[other].text, table[id].text, table[id].len))
+            return; /* the first id of a text stays its id */
+        i = (i + 1) & mask;
+    }
+    slots[i] = id + 1;
+}
+
+static long lookup(const char *s, size_t len) {
+    if (!n_slots) return -1;
+    size_t mask = n_slots - 1;
+    for (size_t i = hash(s, len) & mask; slots[i]; i = (i + 1) & mask) {
+        entry *e = &table[slots[i] - 1];
+        if (e->len == len && !memcmp(e->text, s, len)) return (long)(slots[i] - 1);
+    }
+    return -1;
+}
+
+static uint32_t append(const char *s, size_t len) {
+    if (n_table == cap_table) {
+        cap_table = cap_table ? 2 * cap_table : 64;
+        table = xrealloc(table, cap_table * sizeof *table);
+    }
+    char *copy = xrealloc(NULL, len + 1);
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    uint32_t id = (uint32_t)n_table++;
+    table[id] = (entry){copy, len};
+    if (2 * n_table > n_slots) {
+        free(slots);
+        n_slots = n_slots ? 2 * n_slots : 128;
+        slots = calloc(n_slots, sizeof *slots);
+        if (!slots) abort();
+        for (uint32_t i = 0; i < n_table; i++) slots_insert(i);
+    } else {
+        slots_insert(id);
+    }
+    return id;
+}
+
+static void reset_table(void) {
+    for (size_t i = 0; i < n_table; i++) free(table[i].text);
+    n_table = 0;
+    if (slots) memset(slots, 0, n_slots * sizeof *slots);
+}
+
+const char *wg_string(uint32_t id) { return id < n_table ? table[id].text : ""; }
+
+/* ---- decoding --------------------------------------------------------------------------- */
+
+const wg_metadata wg_no_metadata = {NULL, 0};
+
+static wg_sample *samples;
+static size_t cap_samples;
+static wg_metadata *sets;
+static wg_pair **set_pairs;
+static size_t n_sets_in, cap_sets_in;
+
+wg_sample *wg_decode(const wg_batch_in *b, size_t *n) {
+    if (b->reset) reset_table();
+    for (size_t i = 0; i < b->n_new_strings; i++) append(b->new_strings[i].ptr, b->new_strings[i].len);
+    for (size_t i = 0; i < n_sets_in; i++) free(set_pairs[i]);
+    if (b->n_metadata > cap_sets_in) {
+        cap_sets_in = b->n_metadata;
+        sets = xrealloc(sets, cap_sets_in * sizeof *sets);
+        set_pairs = xrealloc(set_pairs, cap_sets_in * sizeof *set_pairs);
+    }
+    n_sets_in = b->n_metadata;
+    for (size_t i = 0; i < n_sets_in; i++) {
+        const wg_id_set *s = &b->metadata[i];
+        wg_pair *pairs = xrealloc(NULL, s->len * sizeof *pairs);
+        for (size_t j = 0; j < s->len; j++)
+            pairs[j] = (wg_pair){wg_string(s->pairs[j].key), wg_string(s->pairs[j].value)};
+        set_pairs[i] = pairs;
+        sets[i] = (wg_metadata){pairs, s->len};
+    }
+    if (b->n > cap_samples) {
+        cap_samples = b->n;
+        samples = xrealloc(samples, cap_samples * sizeof *samples);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const uint32_t *row = &b->ids[4 * i];
+        uint8_t k = b->kinds[i];
+        samples[i] = (wg_sample){
+            .name = wg_string(row[0]),
+            .resource = wg_string(row[1]),
+            .unit = wg_string(row[2]),
+            .kind = k <= WG_CUMULATIVE ? (wg_kind)k : WG_GAUGE,
+            .value = b->values[i],
+            .timestamp_ns = b->timestamps_ns[i],
+            .metadata = row[3] < n_sets_in ? &sets[row[3]] : &wg_no_metadata,
+        };
+    }
+    *n = b->n;
+    return b->n ? samples : NULL;
+}
+
+/* ---- encoding --------------------------------------------------------------------------- */
+
+void wg_out_init(wg_out *out) { memset(out, 0, sizeof *out); }
+
+void wg_out_free(wg_out *out) {
+    for (size_t i = 0; i < out->n_new_strings; i++) free(out->new_strings[i]);
+    for (size_t i = 0; i < out->n_sets; i++) free(out->sets[i]);
+    free(out->new_strings);
+    free(out->new_string_lens);
+    free(out->sets);
+    free(out->set_lens);
+    free(out->set_keys);
+    free(out->ids);
+    free(out->kinds);
+    free(out->values);
+    free(out->timestamps_ns);
+    wg_out_init(out);
+}
+
+static uint32_t id_of(wg_out *out, const char *s) {
+    size_t len = strlen(s);
+    long found = lookup(s, len);
+    if (found >= 0) return (uint32_t)found;
+    uint32_t id = append(s, len);
+    if (out->n_new_strings == out->cap_new_strings) {
+        out->cap_new_strings = out->cap_new_strings ? 2 * out->cap_new_strings : 16;
+        out->new_strings = xrealloc(out->new_strings, out->cap_new_strings * sizeof(char *));
+        out->new_string_lens = xrealloc(out->new_string_lens, out->cap_new_strings * sizeof(size_t));
+    }
+    char *copy = xrealloc(NULL, len + 1);
+    memcpy(copy, s, len + 1);
+    out->new_strings[out->n_new_strings] = copy;
+    out->new_string_lens[out->n_new_strings++] = len;
+    return id;
+}
+
+static uint32_t set_of(wg_out *out, const wg_metadata *m) {
+    if (!m) m = &wg_no_metadata;
+    for (size_t i = 0; i < out->n_sets; i++) {
+        /* By content: an address may be reused for another set (a local in a loop). */
+        if (out->set_lens[i] != m->len) continue;
+        bool same = true;
+        for (size_t j = 0; j < m->len && same; j++)
+            same = !strcmp(wg_string(out->sets[i][j].key), m->pairs[j].key) &&
+                   !strcmp(wg_string(out->sets[i][j].value), m->pairs[j].value);
+        if (same) return (uint32_t)i;
+    }
+    if (out->n_sets == out->cap_sets) {
+        out->cap_sets = out->cap_sets ? 2 * out->cap_sets : 4;
+        out->sets = xrealloc(out->sets, out->cap_sets * sizeof *out->sets);
+        out->set_lens = xrealloc(out->set_lens, out->cap_sets * sizeof *out->set_lens);
+        out->set_keys = xrealloc(out->set_keys, out->cap_sets * sizeof *out->set_keys);
+    }
+    wg_id_pair *pairs = xrealloc(NULL, m->len * sizeof *pairs);
+    for (size_t j = 0; j < m->len; j++)
+        pairs[j] = (wg_id_pair){id_of(out, m->pairs[j].key), id_of(out, m->pairs[j].value)};
+    out->sets[out->n_sets] = pairs;
+    out->set_lens[out->n_sets] = m->len;
+    out->set_keys[out->n_sets] = m;
+    return (uint32_t)out->n_sets++;
+}
+
+void wg_emit(wg_out *out, const wg_sample *s) {
+    if (out->n == out->cap) {
+        out->cap = out->cap ? 2 * out->cap : 64;
+        out->ids = xrealloc(out->ids, 4 * out->cap * sizeof *out->ids);
+        out->kinds = xrealloc(out->kinds, out->cap);
+        out->values = xrealloc(out->values, out->cap * sizeof *out->values);
+        out->timestamps_ns = xrealloc(out->timestamps_ns, out->cap * sizeof *out->timestamps_ns);
+    }
+    size_t i = out->n++;
+    out->ids[4 * i] = id_of(out, s->name ? s->name : "");
+    out->ids[4 * i + 1] = id_of(out, s->resource ? s->resource : "");
+    out->ids[4 * i + 2] = id_of(out, s->unit ? s->unit : "");
+    out->ids[4 * i + 3] = set_of(out, s->metadata);
+    out->kinds[i] = (uint8_t)(s->kind <= WG_CUMULATIVE ? s->kind : WG_GAUGE);
+    out->values[i] = s->value;
+    out->timestamps_ns[i] = s->timestamp_ns;
+}
+
+const char *wg_metadata_get(const wg_metadata *m, const char *key) {
+    for (size_t i = 0; m && i < m->len; i++)
+        if (!strcmp(m->pairs[i].key, key)) return m->pairs[i].value;
+    return NULL;
+}
+
+/* ---- parameters: a JSON object's top-level members ---------------------------------------- */
+
+typedef enum { P_NULL, P_BOOL, P_NUMBER, P_STRING, P_OTHER } ptype;
+
+typedef struct {
+    char *key;
+    ptype type;
+    double number;
+    bool boolean;
+    char *string;
+    char *json; /* the value's text, for error messages */
+} member;
+
+struct wg_params {
+    member *members;
+    size_t n;
+};
+
+typedef struct {
+    const char *s, *end;
+    const char *err;
+} parser;
+
+static char errbuf[256];
+
+static void ws(parser *p) {
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')) p->s++;
+}
+
+static bool fail(parser *p, const char *what) {
+    if (!p->err) {
+        snprintf(errbuf, sizeof errbuf, "parameters are not valid JSON: %s at byte %zu", what,
+                 (size_t)(p->end - p->s));
+        p->err = errbuf;
+    }
+    return false;
+}
+
+/* A JSON string at p->s; *out gets a malloc'd copy (escapes decoded, \u as UTF-8). */
+static bool parse_string(parser *p, char **out) {
+    if (p->s >= p->end || *p->s != '"') return fail(p, "expected a string");
+    p->s++;
+    size_t cap = 16, n = 0;
+    char *buf = xrealloc(NULL, cap);
+    for (;;) {
+        if (p->s >= p->end) {
+            free(buf);
+            return fail(p, "unterminated string");
+        }
+        char c = *p->s++;
+        if (c == '"') break;
+        if (n + 5 > cap) buf = xrealloc(buf, cap *= 2);
+        if (c != '\\') {
+            buf[n++] = c;
+            continue;
+        }
+        if (p->s >= p->end) break;
+        char e = *p->s++;
+        switch (e) {
+        case 'n': buf[n++] = '\n'; break;
+        case 't': buf[n++] = '\t'; break;
+        case 'r': buf[n++] = '\r'; break;
+        case 'b': buf[n++] = '\b'; break;
+        case 'f': buf[n++] = '\f'; break;
+        case 'u': {
+            unsigned cp = 0;
+            for (int i = 0; i < 4; i++) {
+                if (p->s >= p->end) break;
+                char h = *p->s++;
+                cp = cp * 16 + (unsigned)(h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+            }
+            if (cp < 0x80) buf[n++] = (char)cp;
+            else if (cp < 0x800) {
+                buf[n++] = (char)(0xC0 | (cp >> 6));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                buf[n++] = (char)(0xE0 | (cp >> 12));
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: buf[n++] = e;
+        }
+    }
+    buf[n] = 0;
+    *out = buf;
+    return true;
+}
+
+/* Skips any JSON value (nested objects and arrays included). */
+static bool skip_value(parser *p) {
+    ws(p);
+    if (p->s >= p->end) return fail(p, "expected a value");
+    char c = *p->s;
+    if (c == '"') {
+        char *tmp;
+        if (!parse_string(p, &tmp)) return false;
+        free(tmp);
+        return true;
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        p->s++;
+        ws(p);
+        if (p->s < p->end && *p->s == close) return p->s++, true;
+        for (;;) {
+            if (c == '{') {
+                char *k;
+                ws(p);
+                if (!parse_string(p, &k)) return false;
+                free(k);
+                ws(p);
+                if (p->s >= p->end || *p->s++ != ':') return fail(p, "expected ':'");
+            }
+            if (!skip_value(p)) return false;
+            ws(p);
+            if (p->s < p->end && *p->s == ',') {
+                p->s++;
+                continue;
+            }
+            if (p->s < p->end && *p->s == close) return p->s++, true;
+            return fail(p, "expected ',' or a closing bracket");
+        }
+    }
+    const char *start = p->s;
+    while (p->s < p->end && !strchr(",}] \t\r\n", *p->s)) p->s++;
+    if (p->s == start) return fail(p, "expected a value");
+    return true;
+}
+
+wg_params *wg_params_parse(const char *text, size_t len, const char **err) {
+    parser p = {text, text + len, NULL};
+    wg_params *params = calloc(1, sizeof *params);
+    if (!params) abort();
+    ws(&p);
+    if (p.s == p.end) return params;
+    if ((size_t)(p.end - p.s) >= 4 && !memcmp(p.s, "null", 4)) return params;
+    if (*p.s != '{') {
+        *err = "parameters must be an object";
+        wg_params_free(params);
+        return NULL;
+    }
+    p.s++;
+    ws(&p);
+    if (p.s < p.end && *p.s == '}') return params;
+    for (;;) {
+        member m = {0};
+        ws(&p);
+        if (!parse_string(&p, &m.key)) break;
+        ws(&p);
+        if (p.s >= p.end || *p.s++ != ':') {
+            free(m.key);
+            fail(&p, "expected ':'");
+            break;
+        }
+        ws(&p);
+        const char *start = p.s;
+        if (p.s < p.end && *p.s == '"') {
+            m.type = P_STRING;
+            if (!parse_string(&p, &m.string)) {
+                free(m.key);
+                break;
+            }
+        } else if (!skip_value(&p)) {
+            free(m.key);
+            break;
+        } else {
+            size_t n = (size_t)(p.s - start);
+            char tmp[64];
+            if (n == 4 && !memcmp(start, "null", 4)) m.type = P_NULL;
+            else if (n == 4 && !memcmp(start, "true", 4)) m.type = P_BOOL, m.boolean = true;
+            else if (n == 5 && !memcmp(start, "false", 5)) m.type = P_BOOL, m.boolean = false;
+            else if (n < sizeof tmp && (*start == '-' || (*start >= '0' && *start <= '9'))) {
+                memcpy(tmp, start, n);
+                tmp[n] = 0;
+                char *endp;
+                m.number = strtod(tmp, &endp);
+                m.type = *endp ? P_OTHER : P_NUMBER;
+            } else m.type = P_OTHER;
+        }
+        size_t n = (size_t)(p.s - start);
+        m.json = xrealloc(NULL, n + 1);
+        memcpy(m.json, start, n);
+        m.json[n] = 0;
+        params->members = xrealloc(params->members, (params->n + 1) * sizeof(member));
+        params->members[params->n++] = m;
+        ws(&p);
+        if (p.s < p.end && *p.s == ',') {
+            p.s++;
+            continue;
+        }
+        if (p.s < p.end && *p.s == '}') {
+            *err = NULL;
+            return params;
+        }
+        fail(&p, "expected ',' or '}'");
+        break;
+    }
+    *err = p.err ? p.err : "parameters are not valid JSON";
+    wg_params_free(params);
+    return NULL;
+}
+
+void wg_params_free(wg_params *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->members[i].key);
+        free(p->members[i].string);
+        free(p->members[i].json);
+    }
+    free(p->members);
+    free(p);
+}
+
+static const member *find(const wg_params *p, const char *key) {
+    for (size_t i = 0; p && i < p->n; i++)
+        if (!strcmp(p->members[i].key, key) && p->members[i].type != P_NULL) return &p->members[i];
+    return NULL;
+}
+
+bool wg_param_has(const wg_params *p, const char *key) { return find(p, key) != NULL; }
+
+static const char *wrong(const member *m, const char *what) {
+    snprintf(errbuf, sizeof errbuf, "`%s` must be %s, got %s", m->key, what, m->json);
+    return errbuf;
+}
+
+const char *wg_param_number(const wg_params *p, const char *key, double dflt, double *out) {
+    const member *m = find(p, key);
+    if (!m) return *out = dflt, NULL;
+    if (m->type != P_NUMBER || !isfinite(m->number)) return wrong(m, "a number");
+    *out = m->number;
+    return NULL;
+}
+
+const char *wg_param_string(const wg_params *p, const char *key, const char *dflt, const char **out) {
+    const member *m = find(p, key);
+    if (!m) return *out = dflt, NULL;
+    if (m->type != P_STRING) return wrong(m, "a string");
+    *out = m->string;
+    return NULL;
+}
+
+const char *wg_param_bool(const wg_params *p, const char *key, bool dflt, bool *out) {
+    const member *m = find(p, key);
+    if (!m) return *out = dflt, NULL;
+    if (m->type != P_BOOL) return wrong(m, "true or false");
+    *out = m->boolean;
+    return NULL;
+}

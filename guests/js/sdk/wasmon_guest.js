@@ -1,0 +1,231 @@
+// wasmon guest SDK for JavaScript (componentize-js).
+//
+// A transformer is a class whose constructor takes the parameters (`Params`) and which has
+// `handle(samples)` and, optionally, `flush()`; both return an array (or iterable) of samples:
+//
+//     import { exportTransformer } from "./wasmon_guest.js";
+//     class Scale {
+//       constructor(params) { this.factor = params.number("factor", 1); }
+//       handle(samples) { for (const s of samples) s.value *= this.factor; return samples; }
+//     }
+//     export const transform = exportTransformer(Scale);
+//
+// What this module hides (see wit/types.wit): the string table the host and the guest share
+// (strings cross as ids; only strings the host has not seen are sent back, in `newStrings`;
+// `reset` clears the table), metadata sets, column-wise batches (typed arrays, timestamps as
+// BigInt) and the kinds' byte encoding. It imports nothing, so `node --test` runs it natively.
+// Logging: `import { log } from "wasmon:collector/host@0.1.0"` in the guest itself.
+
+/** Kinds as the `kinds` column encodes them (`sample-kind`'s declaration order). */
+export const Kind = Object.freeze({
+  GAUGE: 0,
+  DELTA: 1,
+  CUMULATIVE: 2,
+  names: ["gauge", "delta", "cumulative"],
+  /** `gauge`, `delta` or `cumulative` -> the kind; anything else throws. */
+  parse(text) {
+    const i = ["gauge", "delta", "cumulative"].indexOf(text);
+    if (i < 0) throw new Error(`unknown kind ${JSON.stringify(text)} (gauge, delta or cumulative)`);
+    return i;
+  },
+});
+
+const EMPTY_METADATA = Object.freeze({});
+
+/**
+ * One sample. `timestampNs` is a BigInt (nanoseconds since the epoch). `metadata` is a frozen
+ * object shared by the samples of a batch carrying the same set: to change it, assign a new
+ * object (`s.metadata = { ...s.metadata, k: "v" }`).
+ */
+export class Sample {
+  constructor(name, resource, value, timestampNs = 0n, kind = Kind.GAUGE, unit = "", metadata = EMPTY_METADATA) {
+    this.name = name;
+    this.resource = resource;
+    this.unit = unit;
+    this.kind = kind;
+    this.value = value;
+    this.timestampNs = timestampNs;
+    this.metadata = metadata;
+  }
+}
+
+/** Thrown while configuring: the message names the offending parameter. */
+export class ConfigError extends Error {}
+
+const MISSING = Symbol("missing");
+
+/** The parameters from the pipeline config, with typed getters naming the parameter. */
+export class Params {
+  constructor(values = {}) {
+    this.values = values;
+  }
+
+  static parse(text) {
+    let v;
+    try {
+      v = text.trim() === "" ? null : JSON.parse(text);
+    } catch (e) {
+      throw new ConfigError(`parameters are not valid JSON: ${e.message}`);
+    }
+    if (v === null) return new Params();
+    if (typeof v !== "object" || Array.isArray(v)) {
+      throw new ConfigError(`parameters must be an object, got ${JSON.stringify(v)}`);
+    }
+    return new Params(v);
+  }
+
+  get(key) {
+    return this.values[key];
+  }
+
+  #get(key, dflt, ok, what) {
+    const v = Object.hasOwn(this.values, key) ? this.values[key] : MISSING;
+    if (v === MISSING || v === null) {
+      if (dflt === MISSING) throw new ConfigError(`\`${key}\` is required (${what})`);
+      return dflt;
+    }
+    if (!ok(v)) throw new ConfigError(`\`${key}\` must be ${what}, got ${JSON.stringify(v)}`);
+    return v;
+  }
+
+  #bounded(key, v, { min, max } = {}) {
+    if (min !== undefined && v < min) throw new ConfigError(`\`${key}\` must be at least ${min}, got ${v}`);
+    if (max !== undefined && v > max) throw new ConfigError(`\`${key}\` must be at most ${max}, got ${v}`);
+    return v;
+  }
+
+  number(key, dflt = MISSING, bounds) {
+    return this.#bounded(key, this.#get(key, dflt, (v) => typeof v === "number" && Number.isFinite(v), "a number"), bounds);
+  }
+
+  integer(key, dflt = MISSING, bounds) {
+    return this.#bounded(key, this.#get(key, dflt, (v) => Number.isInteger(v), "an integer"), bounds);
+  }
+
+  string(key, dflt = MISSING) {
+    return this.#get(key, dflt, (v) => typeof v === "string", "a string");
+  }
+
+  boolean(key, dflt = MISSING) {
+    return this.#get(key, dflt, (v) => typeof v === "boolean", "true or false");
+  }
+}
+
+/** The guest's half of the string table, and batches to samples and back. */
+export class Codec {
+  constructor() {
+    this.strings = [];
+    this.ids = new Map();
+  }
+
+  #append(text) {
+    if (!this.ids.has(text)) this.ids.set(text, this.strings.length);
+    this.strings.push(text);
+  }
+
+  /** A WIT `batch` (componentize-js shape: camelCase, typed arrays) -> samples. */
+  decode(batch) {
+    if (batch.reset) {
+      this.strings = [];
+      this.ids = new Map();
+    }
+    for (const s of batch.newStrings) this.#append(s);
+    const table = this.strings;
+    // The host only sends ids it has defined; an unknown one reads as "".
+    const s = (i) => (i < table.length ? table[i] : "");
+    const sets = Array.from(batch.metadata, (pairs) => {
+      if (pairs.length === 0) return EMPTY_METADATA;
+      const m = {};
+      for (const [k, v] of pairs) m[s(k)] = s(v);
+      return Object.freeze(m);
+    });
+    const { ids, kinds, values, timestampsNs } = batch;
+    const out = new Array(values.length);
+    for (let i = 0; i < values.length; i++) {
+      const j = 4 * i;
+      const k = kinds[i];
+      out[i] = new Sample(s(ids[j]), s(ids[j + 1]), values[i], BigInt(timestampsNs[i]),
+        k <= Kind.CUMULATIVE ? k : Kind.GAUGE, s(ids[j + 2]), sets[ids[j + 3]] ?? EMPTY_METADATA);
+    }
+    return out;
+  }
+
+  #id(text, fresh) {
+    let i = this.ids.get(text);
+    if (i === undefined) {
+      if (typeof text !== "string") throw new TypeError(`sample strings must be strings, got ${text}`);
+      i = this.strings.length;
+      this.#append(text);
+      fresh.push(text);
+    }
+    return i;
+  }
+
+  /** Samples -> a WIT `batch`. */
+  encode(samples) {
+    samples = Array.from(samples ?? []);
+    const n = samples.length;
+    const fresh = [];
+    const metadata = [];
+    const byObject = new Map();
+    const byPairs = new Map();
+    const ids = new Uint32Array(4 * n);
+    const kinds = new Uint8Array(n);
+    const values = new Float64Array(n);
+    const timestampsNs = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) {
+      const x = samples[i];
+      const md = x.metadata ?? EMPTY_METADATA;
+      let m = byObject.get(md);
+      if (m === undefined) {
+        const entries = Object.entries(md);
+        const key = JSON.stringify(entries);
+        m = byPairs.get(key);
+        if (m === undefined) {
+          m = metadata.length;
+          metadata.push(entries.map(([k, v]) => [this.#id(k, fresh), this.#id(String(v), fresh)]));
+          byPairs.set(key, m);
+        }
+        byObject.set(md, m);
+      }
+      ids[4 * i] = this.#id(x.name, fresh);
+      ids[4 * i + 1] = this.#id(x.resource, fresh);
+      ids[4 * i + 2] = this.#id(x.unit ?? "", fresh);
+      ids[4 * i + 3] = m;
+      const k = x.kind ?? Kind.GAUGE;
+      if (k !== 0 && k !== 1 && k !== 2) throw new TypeError(`sample ${x.name}: kind must be Kind.GAUGE, DELTA or CUMULATIVE`);
+      kinds[i] = k;
+      values[i] = x.value;
+      timestampsNs[i] = BigInt(x.timestampNs ?? 0n);
+    }
+    return { reset: false, newStrings: fresh, metadata, ids, kinds, values, timestampsNs };
+  }
+}
+
+/**
+ * The object to export as the `transform` interface (`export const transform = ...`).
+ * `new cls(params)` configures; `handle` and `flush` return arrays or iterables of samples.
+ */
+export function exportTransformer(cls) {
+  const codec = new Codec();
+  let impl = null;
+  return {
+    configure(params) {
+      try {
+        impl = new cls(Params.parse(params));
+      } catch (e) {
+        // componentize-js turns a thrown value into the result's error.
+        throw e instanceof ConfigError ? e.message : `bad parameters: ${e?.message ?? e}`;
+      }
+    },
+    handle(input) {
+      const samples = codec.decode(input);
+      if (impl === null) return codec.encode([]);
+      return codec.encode(impl.handle(samples));
+    },
+    flush() {
+      const out = impl !== null && typeof impl.flush === "function" ? impl.flush() : [];
+      return codec.encode(out);
+    },
+  };
+}

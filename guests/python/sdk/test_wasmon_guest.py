@@ -1,0 +1,134 @@
+"""Unit tests of the Python SDK's codec, parameters and namespace tree (run natively by
+`cargo test`, tests/all/polyglot.rs: `python3 -m unittest`)."""
+
+import unittest
+from types import SimpleNamespace
+
+from wasmon_guest import (CUMULATIVE, DELTA, GAUGE, Codec, ConfigError, Kind, Metric, NonLeaf,
+                          Params, Pmid, Sample, Tree, UnknownName, UnknownPmid)
+
+
+def batch(new_strings, metadata, ids, kinds, values, ts, reset=False):
+    return SimpleNamespace(reset=reset, new_strings=new_strings, metadata=metadata, ids=ids,
+                           kinds=bytes(kinds), values=values, timestamps_ns=ts)
+
+
+class CodecTest(unittest.TestCase):
+    def test_decode_then_encode_sends_no_string_twice(self):
+        c = Codec()
+        b = batch(["cpu", "h1", "", "k", "v"], [[], [(3, 4)]],
+                  [0, 1, 2, 0, 0, 1, 2, 1], [GAUGE, CUMULATIVE], [1.5, 2.5], [10, 20])
+        s = c.decode(b)
+        self.assertEqual(len(s), 2)
+        self.assertEqual((s[0].name, s[0].resource, s[0].unit), ("cpu", "h1", ""))
+        self.assertEqual(s[1].kind, CUMULATIVE)
+        self.assertEqual(dict(s[1].metadata), {"k": "v"})
+        self.assertEqual(s[1].timestamp_ns, 20)
+        out = c.encode(s)
+        self.assertEqual(out["new_strings"], [])
+        self.assertEqual(out["ids"], [0, 1, 2, 0, 0, 1, 2, 1])
+        self.assertEqual(out["metadata"], [[], [(3, 4)]])
+        self.assertEqual(out["kinds"], bytes([GAUGE, CUMULATIVE]))
+        self.assertFalse(out["reset"])
+
+    def test_new_strings_are_appended_once_and_reset_clears(self):
+        c = Codec()
+        c.decode(batch(["cpu"], [[]], [], [], [], []))
+        out = c.encode([Sample("cpu.busy", "cpu", 1.0), Sample("cpu.busy", "h2", 2.0)])
+        self.assertEqual(out["new_strings"], ["cpu.busy", "", "h2"])
+        self.assertEqual(out["ids"], [1, 0, 2, 0, 1, 3, 2, 0])
+        # Already known now: nothing new.
+        self.assertEqual(c.encode([Sample("cpu.busy", "h2", 0)])["new_strings"], [])
+        s = c.decode(batch(["mem"], [[]], [0, 0, 0, 0], [DELTA], [3.0], [5], reset=True))
+        self.assertEqual((s[0].name, s[0].kind), ("mem", DELTA))
+        out = c.encode([Sample("cpu.busy", "mem", 1.0)])
+        self.assertEqual(out["new_strings"], ["cpu.busy", ""])
+        self.assertEqual(out["ids"][:2], [1, 0])
+
+    def test_metadata_sets_are_shared_and_new_ones_encoded(self):
+        c = Codec()
+        s = c.decode(batch(["a", "k", "v"], [[(1, 2)]], [0, 0, 0, 0] * 2, [0, 0], [1, 2],
+                           [0, 0]))
+        self.assertIs(s[0].metadata, s[1].metadata)
+        with self.assertRaises(TypeError):
+            s[0].metadata["x"] = "y"  # read-only: shared
+        s[1].metadata = {**s[1].metadata, "anomaly": "true"}
+        out = c.encode(s)
+        self.assertEqual(out["metadata"], [[(1, 2)], [(1, 2), (3, 4)]])
+        self.assertEqual(out["new_strings"], ["anomaly", "true"])
+        self.assertEqual(out["ids"][3::4], [0, 1])
+
+    def test_unknown_ids_and_kinds_read_as_empty_and_gauge(self):
+        s = Codec().decode(batch([], [], [9, 9, 9, 9], [7], [1.0], [0]))
+        self.assertEqual((s[0].name, s[0].kind, dict(s[0].metadata)), ("", GAUGE, {}))
+
+    def test_bad_output_is_an_error(self):
+        with self.assertRaises(ValueError):
+            Codec().encode([Sample("a", "b", 1.0, kind=9)])
+        with self.assertRaises(TypeError):
+            Codec().encode([Sample(3, "b", 1.0)])
+
+
+class ParamsTest(unittest.TestCase):
+    def test_typed_getters_name_the_parameter(self):
+        p = Params.parse('{"factor": 0.5, "prefix": "disk.", "window": 10, "on": true, "n": null}')
+        self.assertEqual(p.number("factor", 1.0), 0.5)
+        self.assertEqual(p.number("missing", 2.0), 2.0)
+        self.assertEqual(p.number("n", 3.0), 3.0)
+        self.assertEqual(p.string("prefix"), "disk.")
+        self.assertEqual(p.integer("window", min=2), 10)
+        self.assertTrue(p.boolean("on"))
+        with self.assertRaisesRegex(ConfigError, r"`prefix` must be a number, got \"disk.\""):
+            p.number("prefix")
+        with self.assertRaisesRegex(ConfigError, "`window` must be at least 20"):
+            p.integer("window", min=20)
+        with self.assertRaisesRegex(ConfigError, "`absent` is required"):
+            p.string("absent")
+        with self.assertRaisesRegex(ConfigError, "`on` must be a number"):
+            p.number("on")
+
+    def test_documents(self):
+        self.assertEqual(Params.parse(""), {})
+        self.assertEqual(Params.parse("null"), {})
+        with self.assertRaisesRegex(ConfigError, "must be an object"):
+            Params.parse("[1]")
+        with self.assertRaisesRegex(ConfigError, "not valid JSON"):
+            Params.parse("{")
+
+    def test_kind_names(self):
+        self.assertEqual(Kind.parse("cumulative"), CUMULATIVE)
+        with self.assertRaises(ValueError):
+            Kind.parse("counter")
+
+
+class TreeTest(unittest.TestCase):
+    def setUp(self):
+        self.t = Tree("a.b", {
+            "a.b.x": Metric((9, 0, 1), "counter"),
+            "a.b.y.z": Metric((9, 0, 2)),
+        })
+
+    def test_lookups(self):
+        self.assertEqual(self.t.lookup_name("a.b.x"), Pmid(9, 0, 1))
+        with self.assertRaises(NonLeaf):
+            self.t.lookup_name("a.b.y")
+        with self.assertRaises(UnknownName):
+            self.t.lookup_name("a.b.q")
+        self.assertEqual(self.t.names_of((9, 0, 2)), ["a.b.y.z"])
+        with self.assertRaises(UnknownPmid):
+            self.t.names_of((9, 9, 9))
+        self.assertEqual(self.t.describe((9, 0, 1)).semantics, "counter")
+
+    def test_children(self):
+        self.assertEqual(self.t.children("a.b"), [("x", True), ("y", False)])
+        self.assertEqual(self.t.children("a.b.y"), [("z", True)])
+        with self.assertRaises(UnknownName):
+            self.t.children("a.c")
+
+    def test_metrics_outside_the_root_are_refused(self):
+        with self.assertRaises(ValueError):
+            Tree("a.b", {"a.c": Metric((1, 0, 0))})
+
+
+if __name__ == "__main__":
+    unittest.main()

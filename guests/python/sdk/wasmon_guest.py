@@ -1,0 +1,472 @@
+"""wasmon guest SDK for Python (componentize-py).
+
+A transformer is a class whose constructor takes the parameters (``Params``) and which has
+``handle(samples)`` and, optionally, ``flush()``; both return an iterable of ``Sample``::
+
+    from wasmon_guest import Sample, export_transformer
+
+    class Scale:
+        def __init__(self, params):
+            self.factor = params.number("factor", 1.0)
+
+        def handle(self, samples):
+            for s in samples:
+                s.value *= self.factor
+            return samples
+
+    Transform = export_transformer(Scale)
+
+An agent is a class answering look-ups and fetches; ``Tree`` answers the namespace part from a
+table of metrics, so an agent built on it only implements ``fetch``::
+
+    Namespace, Source = export_agent(MyAgent)
+
+What this module hides (see ``wit/types.wit``): the string table the host and the guest share
+(strings cross the boundary as ids; only strings the host has not seen are sent back, in
+``new-strings``; ``reset`` clears the table), the metadata sets, the column-wise batches and the
+kinds' byte encoding. The codec below is plain Python so that it is unit-tested natively; only
+``export_*`` touch the generated bindings (``wit_world``), which exist inside a component.
+"""
+
+import json
+import math
+from types import MappingProxyType
+
+__all__ = [
+    "Kind", "Sample", "Params", "ConfigError", "Codec", "export_transformer", "log",
+    "Pmid", "Metric", "Tree", "UnknownName", "NonLeaf", "UnknownPmid", "export_agent",
+]
+
+# Kinds, as the `kinds` column encodes them (`sample-kind`'s declaration order).
+GAUGE, DELTA, CUMULATIVE = 0, 1, 2
+
+
+class Kind:
+    GAUGE = GAUGE
+    DELTA = DELTA
+    CUMULATIVE = CUMULATIVE
+    NAMES = ("gauge", "delta", "cumulative")
+
+    @staticmethod
+    def parse(text):
+        """`gauge`, `delta` or `cumulative` -> the kind; anything else -> ValueError."""
+        try:
+            return Kind.NAMES.index(text)
+        except ValueError:
+            raise ValueError("unknown kind %r (gauge, delta or cumulative)" % (text,)) from None
+
+
+EMPTY_METADATA = MappingProxyType({})
+
+
+class Sample:
+    """One sample. `metadata` is a read-only mapping shared by the samples of a batch that
+    carry the same set: to change it, assign a new dict (``s.metadata = {**s.metadata, k: v}``)."""
+
+    __slots__ = ("name", "resource", "unit", "kind", "value", "timestamp_ns", "metadata")
+
+    def __init__(self, name, resource, value, timestamp_ns=0, kind=GAUGE, unit="",
+                 metadata=EMPTY_METADATA):
+        self.name = name
+        self.resource = resource
+        self.unit = unit
+        self.kind = kind
+        self.value = value
+        self.timestamp_ns = timestamp_ns
+        self.metadata = metadata
+
+    def copy(self, **changes):
+        s = Sample(self.name, self.resource, self.value, self.timestamp_ns, self.kind,
+                   self.unit, self.metadata)
+        for k, v in changes.items():
+            setattr(s, k, v)
+        return s
+
+    def __eq__(self, other):
+        return isinstance(other, Sample) and all(
+            getattr(self, f) == getattr(other, f) for f in Sample.__slots__
+        )
+
+    def __repr__(self):
+        return "Sample(%r, %r, %r, ts=%r, kind=%s, unit=%r, metadata=%r)" % (
+            self.name, self.resource, self.value, self.timestamp_ns,
+            Kind.NAMES[self.kind], self.unit, dict(self.metadata))
+
+
+class ConfigError(Exception):
+    """Raised while configuring: the message should name the offending parameter."""
+
+
+_MISSING = object()
+
+
+class Params(dict):
+    """The parameters from the pipeline config (a JSON object), with typed getters that name
+    the parameter in their error."""
+
+    @staticmethod
+    def parse(text):
+        try:
+            value = json.loads(text) if text.strip() else None
+        except ValueError as e:
+            raise ConfigError("parameters are not valid JSON: %s" % e) from None
+        if value is None:
+            return Params()
+        if not isinstance(value, dict):
+            raise ConfigError("parameters must be an object, got %s" % json.dumps(value))
+        return Params(value)
+
+    def _get(self, key, default, check, what):
+        value = self.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise ConfigError("`%s` is required (%s)" % (key, what))
+            return default
+        if not check(value):
+            raise ConfigError("`%s` must be %s, got %s" % (key, what, json.dumps(value)))
+        return value
+
+    def number(self, key, default=_MISSING, min=None, max=None):
+        v = self._get(key, default, lambda v: isinstance(v, (int, float))
+                      and not isinstance(v, bool) and math.isfinite(v), "a number")
+        return float(self._bounded(key, v, min, max))
+
+    def integer(self, key, default=_MISSING, min=None, max=None):
+        v = self._get(key, default, lambda v: isinstance(v, int) and not isinstance(v, bool),
+                      "an integer")
+        return self._bounded(key, v, min, max)
+
+    def string(self, key, default=_MISSING):
+        return self._get(key, default, lambda v: isinstance(v, str), "a string")
+
+    def boolean(self, key, default=_MISSING):
+        return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
+
+    @staticmethod
+    def _bounded(key, v, lo, hi):
+        if lo is not None and v < lo:
+            raise ConfigError("`%s` must be at least %s, got %s" % (key, lo, v))
+        if hi is not None and v > hi:
+            raise ConfigError("`%s` must be at most %s, got %s" % (key, hi, v))
+        return v
+
+
+class Codec:
+    """The guest's half of the string table, and batches to samples and back. Any object with
+    the fields of the WIT `batch` record (snake_case) decodes; `encode` returns the fields as a
+    dict for the caller to build its record from."""
+
+    def __init__(self):
+        self.strings = []
+        self.ids = {}
+
+    def _append(self, text):
+        self.ids.setdefault(text, len(self.strings))
+        self.strings.append(text)
+
+    def decode(self, batch):
+        if batch.reset:
+            self.strings = []
+            self.ids = {}
+        for text in batch.new_strings:
+            self._append(text)
+        table = self.strings
+        n_strings = len(table)
+
+        def s(i):
+            # The host only sends ids it has defined; an unknown one reads as "".
+            return table[i] if i < n_strings else ""
+
+        sets = [
+            EMPTY_METADATA if not pairs
+            else MappingProxyType({s(k): s(v) for k, v in pairs})
+            for pairs in batch.metadata
+        ]
+        ids, kinds, values, ts = batch.ids, batch.kinds, batch.values, batch.timestamps_ns
+        out = []
+        for i in range(len(values)):
+            j = 4 * i
+            m = ids[j + 3]
+            k = kinds[i]
+            out.append(Sample(s(ids[j]), s(ids[j + 1]), values[i], ts[i],
+                              k if k <= CUMULATIVE else GAUGE, s(ids[j + 2]),
+                              sets[m] if m < len(sets) else EMPTY_METADATA))
+        return out
+
+    def _id(self, text, new):
+        i = self.ids.get(text)
+        if i is None:
+            if not isinstance(text, str):
+                raise TypeError("sample strings must be str, got %r" % (text,))
+            i = len(self.strings)
+            self._append(text)
+            new.append(text)
+        return i
+
+    def encode(self, samples):
+        new = []
+        sets = []
+        by_obj = {}
+        by_pairs = {}
+        ids = []
+        kinds = bytearray()
+        values = []
+        ts = []
+        for x in samples:
+            md = x.metadata
+            m = by_obj.get(id(md))
+            if m is None:
+                pairs = tuple(md.items())
+                m = by_pairs.get(pairs)
+                if m is None:
+                    m = len(sets)
+                    sets.append([(self._id(k, new), self._id(v, new)) for k, v in pairs])
+                    by_pairs[pairs] = m
+                # Keyed by identity while `samples` keeps the mapping alive.
+                by_obj[id(md)] = m
+            ids += (self._id(x.name, new), self._id(x.resource, new), self._id(x.unit, new), m)
+            if x.kind not in (GAUGE, DELTA, CUMULATIVE):
+                raise ValueError("sample %r: kind must be GAUGE, DELTA or CUMULATIVE" % (x.name,))
+            kinds.append(x.kind)
+            values.append(float(x.value))
+            ts.append(int(x.timestamp_ns))
+        return dict(reset=False, new_strings=new, metadata=sets, ids=ids, kinds=bytes(kinds),
+                    values=values, timestamps_ns=ts)
+
+
+# --- the component's glue (only inside a component: `wit_world` is generated there) ---------
+
+def _err(value):
+    from componentize_py_types import Err
+    return Err(value)
+
+
+def log(level, message):
+    """A log line attributed to this guest; `level` is one of trace, debug, info, warn, error."""
+    from wit_world.imports import host, types
+    host.log(getattr(types.Level, level.upper()), message)
+
+
+def export_transformer(cls):
+    """The class componentize-py exports as the `transform` interface (assign it to
+    `Transform` in the app module). `cls(params)` configures; `handle` and `flush` return
+    iterables of samples."""
+    state = {"impl": None, "codec": Codec()}
+
+    def batch(fields):
+        from wit_world.imports.types import Batch
+        return Batch(**fields)
+
+    class Transform:
+        def configure(self, params):
+            try:
+                state["impl"] = cls(Params.parse(params))
+            except ConfigError as e:
+                raise _err(str(e))
+            except (TypeError, ValueError) as e:
+                raise _err("bad parameters: %s" % e)
+
+        def handle(self, input):
+            samples = state["codec"].decode(input)
+            impl = state["impl"]
+            if impl is None:
+                log("error", "handle called before configure")
+                return batch(state["codec"].encode([]))
+            return batch(state["codec"].encode(list(impl.handle(samples) or ())))
+
+        def flush(self):
+            impl = state["impl"]
+            f = getattr(impl, "flush", None)
+            out = list(f() or ()) if f is not None else []
+            return batch(state["codec"].encode(out))
+
+    return Transform
+
+
+# --- agents -----------------------------------------------------------------------------------
+
+class NsError(Exception):
+    """A namespace error; raise one of its subclasses from an agent."""
+
+
+class UnknownName(NsError):
+    """PM_ERR_NAME: unknown metric name."""
+
+
+class NonLeaf(NsError):
+    """PM_ERR_NONLEAF: the name is not a leaf."""
+
+
+class UnknownPmid(NsError):
+    """PM_ERR_PMID: unknown or illegal metric identifier."""
+
+
+class Pmid(tuple):
+    """domain.cluster.item"""
+
+    def __new__(cls, domain, cluster, item):
+        return tuple.__new__(cls, (domain, cluster, item))
+
+    domain = property(lambda self: self[0])
+    cluster = property(lambda self: self[1])
+    item = property(lambda self: self[2])
+
+    def __repr__(self):
+        return "%d.%d.%d" % self
+
+
+class Metric:
+    """What an agent says about one metric: `semantics` is counter, instant or discrete;
+    `units` as PCP writes them; `indom` None for a singular metric."""
+
+    def __init__(self, pmid, semantics="instant", units="", help="", indom=None):
+        if semantics not in ("counter", "instant", "discrete"):
+            raise ValueError("semantics must be counter, instant or discrete, got %r" % semantics)
+        self.pmid = Pmid(*pmid)
+        self.semantics = semantics
+        self.units = units
+        self.help = help
+        self.indom = indom
+
+
+class Tree:
+    """Answers the namespace callbacks (lookup, names, children, describe) for a table of
+    metrics `{full.dotted.name: Metric}` under `root`; an agent derives from it (calling
+    `Tree.__init__(self, root, metrics)`, possibly again when its metrics change) and
+    implements `fetch(pmid)`."""
+
+    def __init__(self, root, metrics):
+        self.root = root
+        self.metrics = dict(metrics)
+        self.by_pmid = {}
+        for name, m in self.metrics.items():
+            if not name.startswith(root + "."):
+                raise ValueError("metric %s is not under %s" % (name, root))
+            self.by_pmid.setdefault(m.pmid, []).append(name)
+
+    def _is_inner(self, name):
+        prefix = name + "."
+        return name == self.root or any(n.startswith(prefix) for n in self.metrics)
+
+    def lookup_name(self, name):
+        m = self.metrics.get(name)
+        if m is not None:
+            return m.pmid
+        if self._is_inner(name):
+            raise NonLeaf()
+        raise UnknownName()
+
+    def names_of(self, pmid):
+        names = self.by_pmid.get(Pmid(*pmid))
+        if not names:
+            raise UnknownPmid()
+        return list(names)
+
+    def children(self, name):
+        if name in self.metrics:
+            return []
+        if not self._is_inner(name):
+            raise UnknownName()
+        prefix = name + "."
+        kids = {}
+        for n in self.metrics:
+            if n.startswith(prefix):
+                rest = n[len(prefix):]
+                head = rest.split(".", 1)[0]
+                kids[head] = kids.get(head, True) and "." not in rest
+        return list(kids.items())
+
+    def describe(self, pmid):
+        names = self.names_of(pmid)
+        return self.metrics[names[0]]
+
+
+def _values(result):
+    """What `fetch` returned -> list of (instance, value): a number is a singular value."""
+    if isinstance(result, (int, float)) and not isinstance(result, bool):
+        return [("", float(result))]
+    return [(str(i), float(v)) for i, v in result]
+
+
+def export_agent(cls):
+    """The classes componentize-py exports as `namespace` and `source` (assign them to
+    `Namespace, Source` in the app module). `cls(params)` configures; the instance answers
+    `lookup_name`, `names_of`, `children` (list of (name, leaf)), `describe` (a Metric) and
+    `fetch(pmid)` (a number, or a list of (instance, value)), raising `UnknownName`,
+    `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call."""
+    state = {"impl": None}
+
+    def wit():
+        from wit_world.imports import types
+        return types
+
+    def ns_err(e):
+        t = wit()
+        if isinstance(e, UnknownName):
+            return _err(t.NsError_UnknownName())
+        if isinstance(e, NonLeaf):
+            return _err(t.NsError_NonLeaf())
+        if isinstance(e, UnknownPmid):
+            return _err(t.NsError_UnknownPmid())
+        return _err(t.NsError_Other(str(e)))
+
+    def call(f, *args):
+        impl = state["impl"]
+        if impl is None:
+            raise ns_err(NsError("agent not configured"))
+        try:
+            return getattr(impl, f)(*args)
+        except NsError as e:
+            raise ns_err(e)
+
+    def to_pmid(p):
+        return wit().Pmid(*Pmid(*p))
+
+    class Namespace:
+        def lookup_name(self, name):
+            return to_pmid(call("lookup_name", name))
+
+        def names_of(self, id):
+            return list(call("names_of", Pmid(id.domain, id.cluster, id.item)))
+
+        def children(self, name):
+            return [wit().Child(n, bool(leaf)) for n, leaf in call("children", name)]
+
+    class Source:
+        def configure(self, params):
+            try:
+                state["impl"] = cls(Params.parse(params))
+            except ConfigError as e:
+                raise _err(str(e))
+            except (TypeError, ValueError) as e:
+                raise _err("bad parameters: %s" % e)
+
+        def describe(self, id):
+            t = wit()
+            m = call("describe", Pmid(id.domain, id.cluster, id.item))
+            sem = {"counter": t.Semantics.COUNTER, "instant": t.Semantics.INSTANT,
+                   "discrete": t.Semantics.DISCRETE}[m.semantics]
+            return t.MetricDesc(to_pmid(m.pmid), sem, m.units, m.indom, m.help)
+
+        def fetch(self, ids):
+            t = wit()
+            out = []
+            for id in ids:
+                from componentize_py_types import Err, Ok
+                try:
+                    vals = _values(call("fetch", Pmid(id.domain, id.cluster, id.item)))
+                    out.append(t.ValueSet(id, Ok([t.Value(i, v) for i, v in vals])))
+                except Err as e:
+                    # `call` turned an NsError into the WIT error.
+                    out.append(t.ValueSet(id, e))
+                except Exception as e:
+                    # One metric failing does not fail the others.
+                    out.append(t.ValueSet(id, Err(t.NsError_Other("fetch failed: %s" % e))))
+            # An agent may change its namespace between fetches (a dynamic subtree).
+            hook = getattr(state["impl"], "fetched", None)
+            if hook is not None:
+                hook()
+            return out
+
+    return Namespace, Source
+
