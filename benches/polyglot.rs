@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use wasmon::host::{Compiled, GuestConfig, Image, Runtime, TransformerWorld};
-use wasmon::pipeline::{Name, Sample};
+use wasmon::sample::{Name, Sample};
 
 const BATCH: usize = 512;
 const PARAMS: &str = r#"{"factor": 0.001, "prefix": "disk.", "unit": "KB"}"#;
