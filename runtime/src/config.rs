@@ -42,6 +42,9 @@ pub struct Config {
     /// The process reader and its detectors (`[procfs]`).
     #[serde(default)]
     pub procfs: crate::procfs::ProcfsConfig,
+    /// The daemon's log: level and format (`[log]`); read at start only.
+    #[serde(default)]
+    pub log: crate::logging::LogConfig,
 }
 
 /// The metric namespace beyond what agents bring.
@@ -238,6 +241,7 @@ impl Config {
     }
 
     fn check(&self) -> Result<()> {
+        self.log.check().map_err(anyhow::Error::msg)?;
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.pipelines.iter().enumerate() {
             if p.name.is_empty()

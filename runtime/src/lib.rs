@@ -10,7 +10,8 @@
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
 //! - [`api`]: the HTTP API;
-//! - [`guests`]: the guests bundled in the binary and how names resolve to components.
+//! - [`guests`]: the guests bundled in the binary and how names resolve to components;
+//! - [`logging`]: the log's format, colours and level.
 
 pub mod api;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod config;
 pub mod daemon;
 pub mod guests;
 pub mod host;
+pub mod logging;
 pub mod namespace;
 pub mod nats;
 pub mod notify;
