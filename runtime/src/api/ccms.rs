@@ -123,7 +123,12 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-async fn authenticate(State(st): State<Arc<CcmsState>>, mut req: Request, next: Next) -> Response {
+/// The JWT check (middleware), also guarding the live view's `/api/ui` routes.
+pub(crate) async fn authenticate(
+    State(st): State<Arc<CcmsState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let Some(v) = &st.verifier else {
         // Unauthenticated mode: every caller is an admin (cc-metric-store without a key).
         req.extensions_mut().insert(Claims {

@@ -13,6 +13,7 @@
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
 //!   cc-metric-store's API over the buffer store ([`ccms`]).
 //! - `/api/notify/...`: thresholds, current values and notification streams ([`notify`]).
+//! - `GET /`: the live view, and `/api/ui/...`, the JSON it reads ([`ui`]).
 //!
 //! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
 
@@ -31,6 +32,7 @@ pub mod ccms;
 pub mod lineproto;
 pub mod notify;
 pub mod ns;
+pub mod ui;
 use crate::pipeline::{Line, parse_line};
 
 pub fn router(daemon: Arc<Daemon>) -> Router {
@@ -44,6 +46,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .with_state(daemon.clone())
         .merge(ccms::router(daemon.parts().ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
+        .merge(ui::router(daemon.clone()))
 }
 
 async fn reload(State(d): State<Arc<Daemon>>) -> Response {

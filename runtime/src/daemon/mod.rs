@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-pub use reload::{Daemon, PipelineOutcome, ReloadOutcome};
+pub use reload::{Daemon, PipelineOutcome, Reload, ReloadOutcome};
 
 /// `wasmon run`'s options; each overrides the config file's value.
 #[derive(Debug, Clone, Default)]
