@@ -222,6 +222,7 @@ impl Daemon {
             config_error: Some(format!("reload panicked: {e}")),
             ..Default::default()
         });
+        super::release_freed_memory();
         let mut history = self.history.lock().unwrap();
         if history.len() == RELOADS_KEPT {
             history.pop_front();
