@@ -446,6 +446,33 @@ mod tests {
         assert!(e.contains("used twice"), "{e}");
     }
 
+    /// The Debian package's /etc/wasmon/wasmon.toml is the embedded default with its state in
+    /// /var/lib/wasmon: regenerate it when the default changes (the diff names the lines).
+    #[test]
+    fn packaged_config_is_the_default_with_state_in_var_lib() {
+        let packaged = include_str!("../debian/wasmon.toml");
+        let expected = DEFAULT
+            .replace(
+                "data-dir = \"wasmon-data\"\n",
+                "data-dir = \"/var/lib/wasmon\"\n",
+            )
+            .replace(
+                "guests-dir = \"\"\n",
+                "guests-dir = \"/var/lib/wasmon/guests\"\n",
+            );
+        assert_ne!(
+            expected, DEFAULT,
+            "the default's data-dir or guests-dir line moved"
+        );
+        assert_eq!(
+            packaged, expected,
+            "runtime/debian/wasmon.toml is out of date"
+        );
+        let c = Config::parse(packaged).unwrap();
+        assert_eq!(c.daemon.data_dir, PathBuf::from("/var/lib/wasmon"));
+        assert_eq!(c.daemon.guests_dir, PathBuf::from("/var/lib/wasmon/guests"));
+    }
+
     #[test]
     fn durations_and_sizes() {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
