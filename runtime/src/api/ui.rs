@@ -399,7 +399,7 @@ async fn ps(State(ui): State<Arc<Ui>>, Query(q): Query<ListParams>) -> Response 
         let total = snap.procs.len();
         let matching = rows.len();
         if q.sort == "mem" {
-            rows.sort_by(|a, b| b.1.cmp(&a.1));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.1));
         } else {
             rows.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
         }
