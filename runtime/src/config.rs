@@ -45,6 +45,9 @@ pub struct Config {
     /// The fabric poller and its agent hierarchy over NATS (`[fabric]`); read at start only.
     #[serde(default)]
     pub fabric: crate::fabric::FabricConfig,
+    /// The daemon's log: level and format (`[log]`); read at start only.
+    #[serde(default)]
+    pub log: crate::logging::LogConfig,
 }
 
 /// The metric namespace beyond what agents bring.
@@ -277,6 +280,7 @@ impl Config {
     }
 
     fn check(&self) -> Result<()> {
+        self.log.check().map_err(anyhow::Error::msg)?;
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.pipelines.iter().enumerate() {
             if p.name.is_empty()
@@ -498,6 +502,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("used twice"), "{e}");
+    }
+
+    /// The Debian package's /etc/wasmon/wasmon.toml is the embedded default with its state in
+    /// /var/lib/wasmon: regenerate it when the default changes (the diff names the lines).
+    #[test]
+    fn packaged_config_is_the_default_with_state_in_var_lib() {
+        let packaged = include_str!("../debian/wasmon.toml");
+        let expected = DEFAULT
+            .replace(
+                "data-dir = \"wasmon-data\"\n",
+                "data-dir = \"/var/lib/wasmon\"\n",
+            )
+            .replace(
+                "guests-dir = \"\"\n",
+                "guests-dir = \"/var/lib/wasmon/guests\"\n",
+            );
+        assert_ne!(
+            expected, DEFAULT,
+            "the default's data-dir or guests-dir line moved"
+        );
+        assert_eq!(
+            packaged, expected,
+            "runtime/debian/wasmon.toml is out of date"
+        );
+        let c = Config::parse(packaged).unwrap();
+        assert_eq!(c.daemon.data_dir, PathBuf::from("/var/lib/wasmon"));
+        assert_eq!(c.daemon.guests_dir, PathBuf::from("/var/lib/wasmon/guests"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - [`api`]: the HTTP API;
 //! - [`guests`]: the guests bundled in the binary and how names resolve to components;
 //! - [`kit`]: the guest author's kit (`wasmon guest new|build|check`).
+//! - [`logging`]: the log's format, colours and level.
 
 pub mod api;
 pub mod cli;
@@ -25,6 +26,7 @@ pub mod guests;
 pub mod host;
 pub mod kit;
 pub mod lineproto;
+pub mod logging;
 pub mod namespace;
 pub mod nats;
 pub mod notify;

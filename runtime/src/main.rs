@@ -11,13 +11,15 @@ fn main() -> ExitCode {
         // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // The daemon's `[log]` section is read before anything logs; a config that does not load
+    // is reported by the daemon's start, with the default logging.
+    let log = match &cli.command {
+        Command::Run { config, .. } => wasmon::config::Config::load(config.as_deref())
+            .map(|c| c.log)
+            .unwrap_or_default(),
+        _ => wasmon::logging::LogConfig::default(),
+    };
+    wasmon::logging::init(cli.log_format.unwrap_or(log.format), &log.level);
     let result = match cli.command {
         Command::Run {
             config,

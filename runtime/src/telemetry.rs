@@ -73,6 +73,16 @@ impl Registry {
         counter
     }
 
+    /// Every counter carrying the label `key="value"`, by name (e.g. one guest's counters).
+    pub fn labelled(&self, key: &str, value: &str) -> Vec<(&'static str, u64)> {
+        let entries = self.entries.read().unwrap();
+        entries
+            .iter()
+            .filter(|e| e.labels.iter().any(|(k, v)| *k == key && v == value))
+            .map(|e| (e.name, e.counter.get()))
+            .collect()
+    }
+
     /// Prometheus text exposition (version 0.0.4) of every counter.
     pub fn render(&self, out: &mut String) {
         let entries = self.entries.read().unwrap();

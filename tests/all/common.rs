@@ -74,12 +74,22 @@ pub struct DaemonProcess {
 impl DaemonProcess {
     /// Starts `wasmon run --config CONFIG --listen 127.0.0.1:PORT` and waits until it serves.
     pub fn start(config: &std::path::Path) -> DaemonProcess {
+        Self::start_with(config, |_| {})
+    }
+
+    /// [`DaemonProcess::start`] with more arguments or environment set by `adjust`.
+    pub fn start_with(
+        config: &std::path::Path,
+        adjust: impl FnOnce(&mut std::process::Command),
+    ) -> DaemonProcess {
         use std::io::BufRead;
         let port = free_port();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"));
         cmd.args(["run", "--config"])
             .arg(config)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--listen", &format!("127.0.0.1:{port}")]);
+        adjust(&mut cmd);
+        let mut child = cmd
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         // The daemon dies with the test binary, even when a failed test never drops it (a

@@ -16,6 +16,7 @@
 //!   cc-metric-store's API over the buffer store ([`ccms`]).
 //! - `/api/notify/...`: thresholds, current values and notification streams ([`notify`]).
 //! - `/api/fabric/...`: the fabric agent: status, owners, merged histograms, commands ([`fabric`]).
+//! - `GET /`: the live view, and `/api/ui/...`, the JSON it reads ([`ui`]).
 //!
 //! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
 
@@ -35,6 +36,7 @@ pub mod ccms;
 pub mod fabric;
 pub mod notify;
 pub mod ns;
+pub mod ui;
 use crate::sample::{Line, NameBudget, parse_line_within};
 
 /// Every route of the daemon. With `[api] jwt-public-key` set, every one but
@@ -61,6 +63,9 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
             ccms::authenticate,
         ))
         .merge(ccms::open_routes(ccms))
+        // The live view: its page and scripts are open (a browser cannot send a token with a
+        // navigation), the data it reads (`/api/ui/...`) is behind the same check.
+        .merge(ui::router(daemon.clone()))
         .layer(DefaultBodyLimit::max(limit))
 }
 

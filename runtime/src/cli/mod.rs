@@ -27,6 +27,9 @@ use crate::sample::{Line, Sample, parse_line, to_line};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines as `text` or `json` (overrides `[log] format`).
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<crate::logging::LogFormat>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-pub use reload::{Daemon, PipelineOutcome, ReloadOutcome};
+pub use reload::{Daemon, PipelineOutcome, Reload, ReloadOutcome};
 
 /// `wasmon run`'s options; each overrides the config file's value.
 #[derive(Debug, Clone, Default)]
@@ -26,7 +26,9 @@ pub struct RunOptions {
 
 /// Runs the daemon until SIGINT/SIGTERM or until `shutdown` is cancelled.
 pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
+    tune_malloc();
     let daemon = Daemon::start(opts).await?;
+    release_freed_memory();
     let listen = daemon.listen();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -71,6 +73,36 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
     daemon.parts().close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Allocations from this size on get their own mapping, returned to the OS when freed.
+const MALLOC_MMAP_THRESHOLD: i32 = 1 << 20;
+/// A malloc arena gives the free memory at its end back to the OS past this size.
+const MALLOC_TRIM_THRESHOLD: i32 = 1 << 20;
+
+/// Fixes glibc malloc's thresholds. By default they adapt: freeing a large block (cranelift
+/// frees 25-33 MB tables after compiling a guest) raises the trim threshold to twice its size,
+/// after which the per-thread arenas keep up to 64 MB each free but resident for good, and
+/// `malloc_trim` cannot release an arena's top. Measured on the default config (debug build):
+/// idle RSS after a first start 114 -> 50 MB.
+fn tune_malloc() {
+    // SAFETY: mallopt only sets malloc's parameters; called before the daemon's threads start.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD);
+    }
+}
+
+/// Hands memory malloc holds free back to the OS. Loading guests (compiling them on several
+/// threads) leaves tens of MB free in malloc's per-thread arenas, which an idle daemon would
+/// otherwise keep resident for good: called after the start and after every reload.
+pub(crate) fn release_freed_memory() {
+    // SAFETY: malloc_trim only walks malloc's own arenas; it is thread-safe.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 async fn watch_signals(daemon: Arc<Daemon>, shutdown: CancellationToken) {

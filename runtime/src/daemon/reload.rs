@@ -109,7 +109,21 @@ pub struct Daemon {
     parts: super::parts::Parts,
     store_sink: Arc<dyn Sink>,
     notify_sink: Arc<dyn Sink>,
+    /// The last [`RELOADS_KEPT`] reloads (for the live view), oldest first.
+    history: Mutex<std::collections::VecDeque<Reload>>,
 }
+
+/// One reload and when it finished.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reload {
+    /// Seconds since the Unix epoch.
+    pub at: i64,
+    pub outcome: ReloadOutcome,
+}
+
+/// Reloads remembered for status pages: enough to see the last swaps, bounded for a daemon
+/// that reloads every second for months.
+pub const RELOADS_KEPT: usize = 32;
 
 /// An agent polled into a pipeline.
 #[derive(Debug, Clone)]
@@ -160,6 +174,7 @@ impl Daemon {
             parts,
             store_sink,
             notify_sink,
+            history: Mutex::new(std::collections::VecDeque::new()),
         });
         let d = daemon.clone();
         let outcome = tokio::task::spawn_blocking(move || d.apply(config, false)).await?;
@@ -215,10 +230,25 @@ impl Daemon {
                 },
             })
             .await;
-        result.unwrap_or_else(|e| ReloadOutcome {
+        let outcome = result.unwrap_or_else(|e| ReloadOutcome {
             config_error: Some(format!("reload panicked: {e}")),
             ..Default::default()
-        })
+        });
+        super::release_freed_memory();
+        let mut history = self.history.lock().unwrap();
+        if history.len() == RELOADS_KEPT {
+            history.pop_front();
+        }
+        history.push_back(Reload {
+            at: chrono::Utc::now().timestamp(),
+            outcome: outcome.clone(),
+        });
+        outcome
+    }
+
+    /// The last reloads, oldest first.
+    pub fn reloads(&self) -> Vec<Reload> {
+        self.history.lock().unwrap().iter().cloned().collect()
     }
 
     /// Stops every pipeline after a final flush.

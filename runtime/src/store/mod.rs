@@ -368,6 +368,20 @@ impl Store {
         }
     }
 
+    /// Names of the metrics held at the level at `path` itself, not below it (empty if the
+    /// level does not exist).
+    pub fn list_metrics(&self, path: &[&str]) -> Vec<String> {
+        let Some(level) = self.find_level(path) else {
+            return Vec::new();
+        };
+        let names = self.registry.all_names();
+        let metrics = level.metrics.lock();
+        metrics
+            .iter()
+            .map(|s| names[s.id as usize].to_string())
+            .collect()
+    }
+
     /// Calls `f(path, metric, ts, value)` with the newest non-NaN value of every series.
     pub fn for_each_latest(&self, mut f: impl FnMut(&[&str], &str, i64, f64)) {
         let names = self.registry.all_names();

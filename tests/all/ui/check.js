@@ -1,0 +1,79 @@
+// Drives the live view in headless Debian chromium (playwright-core, no browser download) and
+// reports what the page shows as one JSON line on stdout; tests/all/ui.rs judges it.
+// Usage: node check.js BASE_URL SCREENSHOT_PATH
+// Protocol on stdout: "ready" once the page is live (the test then fires a notification),
+// then the JSON report. Every wait is bounded.
+"use strict";
+const { chromium } = require("playwright-core");
+
+const [base, screenshot] = process.argv.slice(2);
+const WAIT = { timeout: 60000 };
+// Lines are SVG: a flat one has no height, which playwright calls hidden. Attached is drawn.
+const DRAWN = { timeout: 60000, state: "attached" };
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const report = { errors: [] };
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on("pageerror", (e) => report.errors.push(String(e)));
+    page.on("console", (m) => { if (m.type() === "error") report.errors.push(m.text()); });
+    const t0 = Date.now();
+    await page.goto(`${base}/?cluster=test&host=node1&metric=cpu_load`);
+    await page.waitForSelector('#pipelines-table tr[data-pipeline="memory"]', WAIT);
+    await page.waitForSelector('svg.chart polyline[data-series="node1/cpu3"]', DRAWN);
+    await page.waitForSelector("#stream-state.ok", WAIT);
+    await page.waitForSelector("#proc-table tbody tr", WAIT);
+    await page.waitForSelector('#ns-tree li[data-ns="foo"]', WAIT);
+    report.loaded_ms = Date.now() - t0;
+    console.log("ready");
+    // The test fires a notification now; the stream must bring it without a reload.
+    await page.waitForSelector('#notification-list li[data-metric="temp"]', WAIT);
+    // Browse the namespace: open foo, fetch foo.version's value.
+    await page.click('#ns-tree li[data-ns="foo"] > .node');
+    await page.waitForSelector('#ns-tree li[data-ns="foo.version"]', WAIT);
+    await page.click('#ns-tree li[data-ns="foo.version"] > .node');
+    await page.waitForSelector('#ns-values table[data-fetched="foo.version"]', WAIT);
+    // Sort the process table by memory.
+    await page.click('#proc-table th[data-sort="mem"]');
+    await page.waitForSelector('#proc-table th[data-sort="mem"].active', WAIT);
+    report.pipelines = await page.$$eval("#pipelines-table tr[data-pipeline]", (rs) =>
+      [...new Set(rs.map((r) => r.dataset.pipeline))]);
+    report.guests = await page.$$eval("#pipelines-table tbody tr", (rs) =>
+      rs.map((r) => [...r.cells].map((c) => c.textContent)));
+    report.series = await page.$$eval("svg.chart polyline", (ls) =>
+      ls.map((l) => ({ name: l.dataset.series, points: Number(l.dataset.points), last: Number(l.dataset.last) })));
+    report.notifications = await page.$$eval("#notification-list li[data-metric]", (ls) => ls.map((l) => l.textContent));
+    report.fetched = await page.$eval('#ns-values table[data-fetched="foo.version"]', (t) => t.textContent);
+    report.procs_by_mem = await page.$$eval("#proc-table tbody tr", (rs) => rs.map((r) => r.cells[5].textContent));
+    report.agents = await page.$$eval("#agent-table tr[data-agent]", (rs) => rs.map((r) => r.dataset.agent));
+    // Scroll to the top for the screenshot; the chart is what a person looks at first.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: screenshot, fullPage: true });
+
+    // 100k series in the store: the host list stays bounded and says so.
+    const big = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    big.on("pageerror", (e) => report.errors.push(String(e)));
+    const t1 = Date.now();
+    await big.goto(`${base}/?cluster=big&host=host0007&metric=m42`);
+    await big.waitForSelector('svg.chart polyline[data-series="host0007"]', DRAWN);
+    report.big_loaded_ms = Date.now() - t1;
+    report.big_host_options = await big.$$eval("#host option", (os) => os.length);
+    report.big_host_count = await big.$eval("#host-count", (e) => e.textContent);
+    report.big_metric_options = await big.$$eval("#metric option", (os) => os.length);
+    await big.fill("#host-filter", "host09");
+    await big.waitForFunction(() => document.querySelectorAll("#host option").length === 100, null, WAIT);
+    report.big_filtered_count = await big.$eval("#host-count", (e) => e.textContent);
+    report.big_filtered_options = await big.$$eval("#host option", (os) => os.length);
+  } catch (e) {
+    report.errors.push("check.js: " + (e && e.message ? e.message : String(e)));
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify(report));
+})();
