@@ -20,8 +20,6 @@ use super::state::State;
 /// Shared by every guest of the daemon.
 pub struct Runtime {
     engine: Engine,
-    /// The engine's configuration: compiles run in a throwaway engine made from it.
-    config: Config,
     transformer_linker: Linker<State>,
     agent_linker: Linker<State>,
     cache_dir: Option<PathBuf>,
@@ -116,7 +114,6 @@ impl Runtime {
         let ticker = Ticker::start(engine.clone());
         Ok(Arc::new(Runtime {
             engine,
-            config,
             transformer_linker,
             agent_linker,
             cache_dir,
@@ -162,21 +159,11 @@ impl Runtime {
                 }
             }
         }
-        // Cranelift keeps its compilation contexts (tens of MB of tables and arenas, per
-        // thread) in the engine for the next compile. The daemon compiles at start and reload
-        // only, so it compiles in a throwaway engine of the same configuration and loads the
-        // result into its own: idle RSS after a first start 144 -> 42 MB (debug build).
-        let compiled = Engine::new(&self.config)
-            .and_then(|compiler| compiler.precompile_component(bytes))
+        let component = Component::new(&self.engine, bytes)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("{what} is not a valid WebAssembly component"))?;
-        // SAFETY: the bytes were just produced by `precompile_component` of an engine with the
-        // same configuration as `self.engine`.
-        let component = unsafe { Component::deserialize(&self.engine, &compiled) }
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("loading the compiled {what}"))?;
         if let Some(path) = &cached
-            && let Err(e) = store_cached(path, &compiled)
+            && let Err(e) = self.store_cached(path, &component)
         {
             tracing::warn!(path = %path.display(), error = %e, "cannot cache compiled component");
         }
@@ -215,14 +202,15 @@ impl Runtime {
         self.engine.precompile_compatibility_hash().hash(&mut h);
         dir.join(format!("{hash}-{:016x}.cwasm", h.finish()))
     }
-}
 
-fn store_cached(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("cache path has no parent")?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, bytes)?;
-    tmp.persist(path)?;
-    Ok(())
+    fn store_cached(&self, path: &Path, component: &Component) -> Result<()> {
+        let bytes = component.serialize()?;
+        let dir = path.parent().context("cache path has no parent")?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
+        tmp.persist(path)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
