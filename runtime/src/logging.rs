@@ -9,7 +9,9 @@ use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 
 /// How log lines are written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
     /// Human-readable lines (what a terminal and `journalctl` show best).
@@ -21,7 +23,7 @@ pub enum LogFormat {
 }
 
 /// `[log]`: the daemon's own log (on stderr).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LogConfig {
     /// A level (`error`, `warn`, `info`, `debug`, `trace`) or `tracing` filter directives

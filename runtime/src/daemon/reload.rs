@@ -665,6 +665,8 @@ fn effective_config(running: &Config, new: Config, outcome: &mut ReloadOutcome) 
     keep("[nats]", running.nats != out.nats);
     keep("[notify]", running.notify != out.notify);
     keep("[procfs]", running.procfs != out.procfs);
+    keep("[fabric]", running.fabric != out.fabric);
+    keep("[log]", running.log != out.log);
     keep("daemon.listen", running.daemon.listen != out.daemon.listen);
     keep(
         "daemon.data-dir",
@@ -679,6 +681,8 @@ fn effective_config(running: &Config, new: Config, outcome: &mut ReloadOutcome) 
     out.nats = running.nats.clone();
     out.notify = running.notify.clone();
     out.procfs = running.procfs.clone();
+    out.fabric = running.fabric.clone();
+    out.log = running.log.clone();
     out.daemon.listen = running.daemon.listen;
     out.daemon.data_dir = running.daemon.data_dir.clone();
     out.daemon.cluster = running.daemon.cluster.clone();
