@@ -89,8 +89,7 @@ impl DaemonProcess {
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")]);
         adjust(&mut cmd);
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
+        cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         // The daemon dies with the test binary, even when a failed test never drops it (a
         // daemon left running would load the machine for the rest of the suite).
