@@ -147,6 +147,15 @@ fn a_flush_that_fails_at_swap_or_stop_counts_what_was_held() {
     // A held sample that makes the flush trap: the swap's flush of the old version fails.
     p.send(vec![sample("test.trap-on-flush", "r", 0.0, 1.0)])
         .unwrap();
+    // A swap goes before queued batches: wait until the old version has taken them.
+    let start = std::time::Instant::now();
+    while p.stats().samples_in.get() < 8 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "batches not taken"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let next = load_with(
         "testing",
         GuestConfig::new("lost-at-swap", r#"{"tag":"v2"}"#),

@@ -65,6 +65,8 @@ enum Command {
     Swap(Swap, Sender<SwapOutcome>),
     Stop(Sender<()>),
     Release,
+    /// Wakes an idle worker to look at its control channel.
+    Wake,
 }
 
 /// What a reload hands a running pipeline: its new chain, and the other settings that change.
@@ -80,6 +82,9 @@ pub struct Swap {
 pub struct Pipeline {
     name: Arc<str>,
     tx: Sender<Command>,
+    /// Swaps and releases: taken before the next queued batch, so a reload does not wait
+    /// behind a backlog (samples queued before a swap go through the new version).
+    ctl: Sender<Command>,
     stats: Arc<PipelineStats>,
     stages: Arc<Mutex<Vec<StageInfo>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -109,6 +114,7 @@ impl Pipeline {
         sinks: Vec<Arc<dyn Sink>>,
     ) -> Pipeline {
         let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+        let (ctl, ctl_rx) = crossbeam_channel::unbounded();
         let stats = PipelineStats::new(name);
         let stages = Arc::new(Mutex::new(Vec::new()));
         let mut worker = Worker {
@@ -122,11 +128,12 @@ impl Pipeline {
         worker.publish_stages();
         let thread = std::thread::Builder::new()
             .name(format!("pipeline-{name}"))
-            .spawn(move || worker.run(rx))
+            .spawn(move || worker.run(rx, ctl_rx))
             .expect("spawning a pipeline thread");
         Pipeline {
             name: name.into(),
             tx,
+            ctl,
             stats,
             stages,
             thread: Mutex::new(Some(thread)),
@@ -168,15 +175,23 @@ impl Pipeline {
     /// the swap's from the next batch on.
     pub fn swap(&self, swap: Swap) -> Result<SwapOutcome, Stopped> {
         let (ack, done) = crossbeam_channel::bounded(1);
-        self.tx
-            .send(Command::Swap(swap, ack))
-            .map_err(|_| Stopped)?;
+        self.control(Command::Swap(swap, ack))?;
         done.recv().map_err(|_| Stopped)
     }
 
     /// Ends the quarantine of every stage (the operator asked, on reload).
     pub fn release(&self) -> Result<(), Stopped> {
-        self.tx.send(Command::Release).map_err(|_| Stopped)
+        self.control(Command::Release)
+    }
+
+    /// Sends a command that goes before queued batches, and wakes the worker if it is idle
+    /// (a full queue means it is busy and looks at the control channel before its next batch).
+    fn control(&self, cmd: Command) -> Result<(), Stopped> {
+        self.ctl.send(cmd).map_err(|_| Stopped)?;
+        match self.tx.try_send(Command::Wake) {
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(Stopped),
+            _ => Ok(()),
+        }
     }
 
     /// Flushes a last time and stops the thread.
@@ -212,13 +227,15 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(&mut self, rx: Receiver<Command>) {
+    fn run(&mut self, rx: Receiver<Command>, ctl: Receiver<Command>) {
         let mut next_flush = self.flush_interval.map(|d| Instant::now() + d);
         loop {
             // A flush that is due goes first: under a steady backlog the queue is never empty,
             // and waiting for a quiet moment would let a caching stage grow without bound.
             let due = next_flush.filter(|&at| Instant::now() >= at);
+            let control = ctl.try_recv().ok();
             let cmd = match next_flush {
+                _ if control.is_some() => control,
                 _ if due.is_some() => None,
                 Some(at) => match rx.recv_deadline(at) {
                     Ok(cmd) => Some(cmd),
@@ -258,6 +275,7 @@ impl Worker {
                     }
                     let _ = ack.send(outcome);
                 }
+                Some(Command::Wake) => {}
                 Some(Command::Release) => {
                     self.chain.iter_mut().for_each(TransformerInstance::release);
                     self.publish_stages();
