@@ -54,6 +54,9 @@ const ROUTES: &[(&str, &str, &str, bool)] = &[
     ("GET", "/api/notify/value?metric=m&instance=i", "", false),
     ("GET", "/api/notify/subscribers/u", "", false),
     ("GET", "/api/notify/watch?subscriber=auth-test", "", false),
+    ("GET", "/api/fabric/status", "", false),
+    ("GET", "/api/ui/overview", "", false),
+    ("GET", "/api/ui/ps", "", false),
 ];
 
 fn call(

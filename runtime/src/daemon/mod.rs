@@ -4,6 +4,7 @@
 //! internals: it uses their public APIs only.
 
 pub mod agents;
+mod kept;
 pub mod parts;
 mod reload;
 

@@ -3,7 +3,7 @@
 //! the last one did is skipped: an 18 MB Python component takes ~20 s to build.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -140,26 +140,13 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(std::io::stderr())
-        .stderr(std::io::stderr())
-        .status()
-        .with_context(|| format!("{what}: cannot run {:?}", cmd.get_program()))?;
-    if !status.success() {
-        bail!("{what} failed ({status}); its output is above");
-    }
-    Ok(())
-}
-
 fn build_rust(dir: &Path, m: &Manifest, out: &Path) -> Result<()> {
     let cargo = toolchain::cargo()?;
     super::scaffold::write_rust_sdk(dir)?;
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.join("target"));
-    run(
+    toolchain::run_shown(
         Command::new(cargo)
             .args([
                 "build",
@@ -193,7 +180,7 @@ fn build_python(dir: &Path, m: &Manifest, stage: &Path, out: &Path, tc: &Path) -
     let sdk = stage.join("sdk");
     write_if_changed(&sdk.join("wasmon_guest.py"), PY_SDK.as_bytes())?;
     let main = m.main.as_deref().unwrap_or("app");
-    run(
+    toolchain::run_shown(
         Command::new(exe)
             .arg("-d")
             .arg(&wit)
@@ -234,7 +221,7 @@ fn build_js(dir: &Path, m: &Manifest, stage: &Path, out: &Path, tc: &Path) -> Re
     std::fs::write(src.join("wasmon_guest.js"), JS_SDK)?;
     let main = m.main.as_deref().unwrap_or("app.js");
     // Without `-d http fetch-event` the component imports wasi:http, which wasmon refuses.
-    run(
+    toolchain::run_shown(
         Command::new(exe)
             .arg(src.join(main))
             .arg("-w")
@@ -301,7 +288,7 @@ fn build_c(dir: &Path, m: &Manifest, stage: &Path, out: &Path) -> Result<()> {
         .arg("-lm")
         .arg("-o")
         .arg(stage.join("module.wasm"));
-    run(&mut cmd, "clang-19 (wasm32-wasip1 reactor)")?;
+    toolchain::run_shown(&mut cmd, "clang-19 (wasm32-wasip1 reactor)")?;
     let module = std::fs::read(stage.join("module.wasm"))?;
     // Debian's wasi-libc is wasip1 only: the module becomes a component through the preview1
     // adapter of this wasmtime's version.

@@ -68,8 +68,9 @@ impl Drop for Lock {
     }
 }
 
-/// Runs an installer with its output on our stderr (stdout may be a pipe someone reads).
-fn run_shown(cmd: &mut Command, what: &str) -> Result<()> {
+/// Runs a toolchain step (an installer, a compiler) with its output on our stderr (stdout
+/// may be a pipe someone reads).
+pub(super) fn run_shown(cmd: &mut Command, what: &str) -> Result<()> {
     let status = cmd
         .stdin(Stdio::null())
         .stdout(std::io::stderr())
@@ -77,7 +78,7 @@ fn run_shown(cmd: &mut Command, what: &str) -> Result<()> {
         .status()
         .with_context(|| format!("{what}: cannot run {:?}", cmd.get_program()))?;
     if !status.success() {
-        bail!("{what} failed ({status})");
+        bail!("{what} failed ({status}); its output is above");
     }
     Ok(())
 }
