@@ -79,17 +79,16 @@ params = {{ factor = 2.0 }}
     assert_eq!(r.status(), 200);
     assert!(took < Duration::from_secs(1), "a reload took {took:?}");
 
-    let v: Value = d.get("/api/pipelines").unwrap().json().unwrap();
-    let slow = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "slow")
-        .unwrap();
-    assert_eq!(
-        slow["samples-lost"], 3,
-        "each sleeping batch is lost and counted"
-    );
+    // Each sleeping batch costs one deadline (100 ms) on its own pipeline; the last may still
+    // be asleep when the reload answers, so wait for the count rather than race it.
+    let lost = || -> Value {
+        let v: Value = d.get("/api/pipelines").unwrap().json().unwrap();
+        let slow = v.as_array().unwrap().iter().find(|p| p["name"] == "slow");
+        slow.unwrap()["samples-lost"].clone()
+    };
+    d.wait_for("three sleeping batches lost and counted", || lost() == 3);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lost(), 3, "each sleeping batch is lost and counted once");
 
     assert_eq!(d.post("/api/pipelines/slow/samples", sleep).status(), 200);
     std::thread::sleep(Duration::from_millis(20));
