@@ -10,14 +10,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use wasmtime::component::Component;
 use wasmtime::{ResourceLimiter, Store, Trap};
 
-use super::engine::{Compiled, Runtime};
+use super::engine::{Clock, Compiled, Runtime};
 use super::limits::*;
 use super::state::{Grants, State};
 use super::stats::GuestStats;
@@ -103,8 +102,8 @@ pub struct Image<W: World> {
     pub hash: String,
     pre: W::Pre,
     engine: wasmtime::Engine,
-    /// The engine's epoch ticks (see [`in_guest`]).
-    ticks: Arc<AtomicU64>,
+    /// The clock of deadlines (see [`in_guest`]).
+    clock: Arc<Clock>,
     stats: Arc<GuestStats>,
 }
 
@@ -132,7 +131,7 @@ impl<W: World> Image<W> {
             hash: compiled.hash.clone(),
             pre,
             engine: rt.engine().clone(),
-            ticks: rt.ticks().clone(),
+            clock: rt.clock().clone(),
             stats,
         });
         let mut instance = Instance::new(image);
@@ -273,9 +272,10 @@ pub(super) async fn in_guest<R>(
     // The first tick may come at once after the deadline is set: one tick more makes the
     // guest run at least `deadline`, and at most `deadline` plus one tick.
     let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+    let clock = store.data().clock.clone();
+    let _ticking = clock.running();
     store.set_epoch_deadline(ticks);
-    let clock = store.data().ticks.clone();
-    let until = clock.load(Ordering::Acquire) + ticks;
+    let until = clock.now() + ticks;
     // The call is polled first: one that returns at once never touches the timer.
     tokio::select! {
         biased;
@@ -285,8 +285,8 @@ pub(super) async fn in_guest<R>(
 }
 
 /// Resolves once the ticker's count reaches `until`, looking once a tick.
-async fn ticks_reach(clock: &AtomicU64, until: u64) {
-    while clock.load(Ordering::Acquire) < until {
+async fn ticks_reach(clock: &Clock, until: u64) {
+    while clock.now() < until {
         tokio::time::sleep(EPOCH_TICK).await;
     }
 }
@@ -356,7 +356,7 @@ impl<W: World> Instance<W> {
             cfg.name.clone(),
             &cfg.grants,
             limiter,
-            (cfg.deadline, self.image.ticks.clone()),
+            (cfg.deadline, self.image.clock.clone()),
             self.image.stats.clone(),
         )
         .map_err(|e| CallError::Instantiate(format!("{e:#}")))?;

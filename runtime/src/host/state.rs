@@ -97,7 +97,7 @@ pub struct State {
     pub(crate) mapped_open: usize,
     /// The deadline of each call into this guest, and the epoch ticks it is measured in.
     pub(crate) deadline: std::time::Duration,
-    pub(crate) ticks: Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) clock: Arc<super::engine::Clock>,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
 }
@@ -107,7 +107,7 @@ impl State {
         guest: Arc<str>,
         grants: &Grants,
         limiter: Limiter,
-        (deadline, ticks): (std::time::Duration, Arc<std::sync::atomic::AtomicU64>),
+        (deadline, clock): (std::time::Duration, Arc<super::engine::Clock>),
         stats: Arc<GuestStats>,
     ) -> Result<State> {
         let log = GuestLog::new(guest, stats);
@@ -121,7 +121,7 @@ impl State {
             log,
             mapped_open: 0,
             deadline,
-            ticks,
+            clock,
             strings: Default::default(),
         })
     }
