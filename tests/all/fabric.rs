@@ -302,6 +302,16 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
     let mut daemons: HashMap<&str, DaemonProcess> = HashMap::new();
     for (agent, parent, attach) in AGENTS {
         let cfg = config(dir.path(), &nats.url(), &sim_path, agent, parent, attach);
+        if agent == "a4" {
+            // One agent feeds its port rates through a transformer to stdout.
+            let mut text = std::fs::read_to_string(&cfg).unwrap();
+            text.push_str(&format!(
+                "pipeline = \"fab\"\n[[pipeline]]\nname = \"fab\"\nsinks = [\"stdout\"]\n\
+                 [[pipeline.transformer]]\nguest = \"{}\"\nparams = {{ factor = 8.0, prefix = \"fabric.\", unit = \"x8\" }}\n",
+                guest_path("template").display()
+            ));
+            std::fs::write(&cfg, text).unwrap();
+        }
         daemons.insert(agent, DaemonProcess::start(&cfg));
     }
     let bus = Bus::connect(&nats.url());
@@ -418,6 +428,30 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
     let r = master.post("/api/fabric/thresholds", r#"{"traps":{"link_downed":60}}"#);
     let v: Value = r.json().unwrap();
     assert_eq!(v["agents"].as_array().unwrap().len(), 4, "{v}");
+
+    // Port rates enter the agent's pipeline: a transformer sees them, the sink gets them.
+    let a4 = &daemons["a4"];
+    let s = a4.next_sample();
+    let name = s["name"].as_str().unwrap();
+    let counter = name
+        .strip_prefix("fabric.")
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(
+        find(&wasmon::fabric::counters::IB_EXTENDED, counter).is_some(),
+        "{s}"
+    );
+    let (node, port) = s["resource"].as_str().unwrap().split_once('/').unwrap();
+    assert!(
+        fabric.find(node).is_some() && port.parse::<u32>().is_ok(),
+        "{s}"
+    );
+    assert!(
+        s["value"]
+            .as_f64()
+            .is_some_and(|v| v.is_finite() && v >= 0.0),
+        "{s}"
+    );
+    assert_eq!(s["unit"], "x8", "the transformer's unit: {s}");
 
     eprintln!(
         "fabric test: step 2: histograms at epoch {}",

@@ -289,3 +289,94 @@ fn every_port_is_one_observation_per_counter() {
         assert_eq!(h.missing, 500);
     }
 }
+
+/// The fast path tests counters a lane at a time: whatever happens on one port must come out
+/// the same wherever that port sits among quiet ones (first, middle or last of a lane, or in
+/// the tail after the last full lane) as on a port of its own.
+#[test]
+fn a_port_gives_the_same_output_in_every_lane_position() {
+    let schema = &IB_LEGACY;
+    let (data, errs) = (
+        0,
+        schema.iter().position(|c| c.class == Class::Error).unwrap(),
+    );
+    let top = schema[1].width.max();
+    let clear_at = clear_level(schema[1].width);
+    // Per epoch: (values of counters 0, 1, errs and 3 on the port, read ok, cleared mask).
+    let story: [([u64; 4], bool, u32); 8] = [
+        ([0, 0, 0, 0], true, 0),
+        ([1000, clear_at, 20, 0], true, 0), // a change, a clear due, a trap
+        ([1000, clear_at, 20, 0], true, 0), // unchanged, still due a clear
+        ([5000, clear_at, 20, 0], false, 0), // not read
+        ([300, 0, 20, top], true, 0b11),    // cleared as asked; counter 3 saturated
+        ([300, 0, 20, top], true, 0),       // stuck at the top
+        ([200, 0, 25, top - 1], true, 0),   // cleared out of band; 3 below its top again
+        ([200, 0, 25, top - 1], true, 0),
+    ];
+    let cols = [data, 1, errs, 3];
+    let run = |n: usize, at: usize| -> Vec<Output> {
+        let mut r = Rig::new(schema, n, true);
+        let mut outs = Vec::new();
+        for (e, (vals, ok, cleared)) in story.iter().enumerate() {
+            for (k, c) in cols.iter().enumerate() {
+                r.vals[*c][at] = vals[k];
+            }
+            r.epoch(
+                e as i64 * SEC,
+                |i| i != at || *ok,
+                |i| if i == at { *cleared } else { 0 },
+            );
+            outs.push(r.out.clone());
+        }
+        outs
+    };
+    let alone = run(1, 0);
+    for (n, at) in [
+        (29, 0),
+        (29, 3),
+        (29, 7),
+        (29, 8),
+        (29, 15),
+        (29, 24),
+        (29, 28),
+    ] {
+        for (e, (mut got, want)) in run(n, at).into_iter().zip(&alone).enumerate() {
+            let quiet = if e == 0 { 0 } else { n as u64 - 1 };
+            for h in &mut got.hist {
+                h.zero -= quiet;
+            }
+            for r in &mut got.reports {
+                assert_eq!(r.slot as usize, at);
+                r.slot = 0;
+            }
+            for t in &mut got.traps {
+                assert_eq!(t.slot as usize, at);
+                t.slot = 0;
+            }
+            for c in &mut got.clears {
+                assert_eq!(
+                    c.0 as usize, at,
+                    "only the port in the story is due a clear"
+                );
+                c.0 = 0;
+            }
+            let ctx = format!("port {at} of {n}, epoch {e}");
+            assert_eq!(got.hist, want.hist, "{ctx}");
+            assert_eq!(got.reports, want.reports, "{ctx}");
+            assert_eq!(got.traps, want.traps, "{ctx}");
+            assert_eq!(got.clears, want.clears, "{ctx}");
+            assert_eq!(
+                got.ports_read,
+                want.ports_read + quiet as u32 + (e == 0) as u32 * (n as u32 - 1),
+                "{ctx}"
+            );
+        }
+    }
+    // The story did reach every path it was written for.
+    let all = |f: &dyn Fn(&Output) -> bool| alone.iter().any(f);
+    assert!(all(&|o| !o.reports.is_empty()));
+    assert!(all(&|o| !o.traps.is_empty()));
+    assert!(all(&|o| !o.clears.is_empty()));
+    assert!(all(&|o| o.hist.iter().any(|h| h.missing > 0)));
+    assert!(all(&|o| o.hist.iter().any(|h| h.invalid > 0)));
+}
