@@ -12,7 +12,8 @@ use super::histogram::{Histogram, bucket};
 use super::rate::{Delta, bound, clear_level, delta};
 use super::source::Reading;
 
-/// Ports per block of the pass (the block's scratch: 1024 × 9 bytes).
+/// Ports per block of the pass: each column is read in runs of 64 KB, long enough for the
+/// prefetcher (1,024 measured 20 % slower); the block's scratch is 8192 × 13 bytes, in L2.
 const BLOCK: usize = 8192;
 /// `prev_ts` of a port with no previous reading.
 const NO_TS: i64 = i64::MIN;
@@ -371,7 +372,9 @@ impl Engine {
 const LANES: usize = 8;
 
 /// Whether `LANES` counters of a column are all unchanged, of ports read normally, and below
-/// `quiet_below`: the common case on a quiet fabric, the first test of every lane.
+/// `quiet_below`: the common case on a quiet fabric, the first test of every lane. The same
+/// question as [`needs_look`] `== 0`, asked without building the mask: measured faster on the
+/// quiet lanes that are most of an epoch.
 #[inline(always)]
 fn quiet(cur: &[u64; LANES], prev: &[u64; LANES], state: &[u8; LANES], quiet_below: u64) -> bool {
     let mut changed = 0u64;
@@ -404,3 +407,7 @@ fn needs_look(
     }
     busy
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

@@ -198,16 +198,9 @@ impl Runtime {
             .map(|dir| self.cache_path(dir, &hash));
         if let Some(path) = &cached
             && path.exists()
+            && let Some(component) = self.load_cached(path)
         {
-            // SAFETY: the file was written by `Component::serialize` of an engine with the same
-            // compatibility hash (it is part of the file name) and is never modified in place:
-            // it is written to a temporary file and renamed.
-            match unsafe { Component::deserialize_file(&self.engine, path) } {
-                Ok(component) => return Ok(Compiled { component, hash }),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "dropping unusable cached component")
-                }
-            }
+            return Ok(Compiled { component, hash });
         }
         // Cranelift keeps its compilation contexts (tens of MB of tables and arenas, per
         // thread) in the engine for the next compile. The daemon compiles at start and reload
@@ -218,17 +211,15 @@ impl Runtime {
             .map_err(anyhow::Error::from)
             .with_context(|| format!("{what} is not a valid WebAssembly component"))?;
         if let Some(path) = &cached {
+            // Loaded from the file, as a restart would: the code is then file-backed (shared,
+            // reclaimable) pages rather than an anonymous copy (first start, idle RSS of the
+            // default config, release build: 41-42 -> 38 MB).
             match store_cached(path, &compiled) {
-                // Loaded from the file, as a restart would: the code is then file-backed
-                // (shared, reclaimable) pages rather than an anonymous copy (first start, idle
-                // RSS of the default config, release build: 41-42 -> MB).
-                // SAFETY: as above; the file was just written from `compiled`.
-                Ok(()) => match unsafe { Component::deserialize_file(&self.engine, path) } {
-                    Ok(component) => return Ok(Compiled { component, hash }),
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "cannot load the component just cached")
+                Ok(()) => {
+                    if let Some(component) = self.load_cached(path) {
+                        return Ok(Compiled { component, hash });
                     }
-                },
+                }
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "cannot cache compiled component")
                 }
@@ -240,6 +231,18 @@ impl Runtime {
             .map_err(anyhow::Error::from)
             .with_context(|| format!("loading the compiled {what}"))?;
         Ok(Compiled { component, hash })
+    }
+
+    /// A compiled component from the disk cache; `None` (and a warning) when it is unusable.
+    fn load_cached(&self, path: &Path) -> Option<Component> {
+        // SAFETY: the file was written by `precompile_component` of an engine with the same
+        // compatibility hash (it is part of the file name) and is never modified in place: it
+        // is written to a temporary file and renamed.
+        unsafe { Component::deserialize_file(&self.engine, path) }
+            .inspect_err(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "dropping unusable cached component")
+            })
+            .ok()
     }
 
     /// Removes the cached compilations of every component but those whose hash is in `keep`
