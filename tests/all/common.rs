@@ -213,8 +213,16 @@ pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
     if present() {
         return;
     }
+    // Tests run in parallel and several install packages: wait for apt's lock, not fail on it.
     let ok = std::process::Command::new("apt-get")
-        .args(["install", "-y", "-q", package])
+        .args([
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "install",
+            "-y",
+            "-q",
+            package,
+        ])
         .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());

@@ -1,21 +1,53 @@
-//! The live view in a real browser: the daemon with data in it (a guest pipeline, components'
-//! series, 100k series in a second cluster), the page opened in headless Debian `chromium`
-//! through playwright-core (npm, no browser download), a notification fired while it is open.
-//! The page's findings come back as JSON (`ui/check.js`) and are judged here.
+//! The live view in real browsers: the daemon with data in it (a guest pipeline, components'
+//! series, 100k series in a second cluster), the page opened headless in Debian's `chromium`
+//! (through playwright-core) and Debian's `firefox-esr` (through puppeteer-core over WebDriver
+//! BiDi), a notification fired while it is open. Both drivers come from npm, with no browser
+//! download. The page's findings come back as JSON (`ui/check.js`, one script for both) and are
+//! judged here, the same way for each browser.
 //!
-//! The screenshot goes to `<target>/tmp/live-view.png`; with `WASMON_UPDATE_SCREENSHOT=1` to
-//! `docs/live-view.png` as well (the README shows that one).
+//! The screenshots go to `<target>/tmp/live-view.png` and `<target>/tmp/live-view-firefox.png`;
+//! with `WASMON_UPDATE_SCREENSHOT=1` the chromium one to `docs/live-view.png` as well (the
+//! README shows that one).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::*;
 
-/// The playwright-core the test drives chromium with (only its JS: it uses /usr/bin/chromium).
-const PLAYWRIGHT: &str = "playwright-core@1.65.1";
+/// A browser the page is checked in, and what drives it.
+struct Driver {
+    /// check.js's first argument.
+    name: &'static str,
+    debian_package: &'static str,
+    executable: &'static str,
+    /// The npm package that drives it, pinned (only its JS: it uses `executable`).
+    npm: &'static str,
+    screenshot: &'static str,
+}
+
+const CHROMIUM: Driver = Driver {
+    name: "chromium",
+    debian_package: "chromium",
+    executable: "/usr/bin/chromium",
+    npm: "playwright-core@1.65.1",
+    screenshot: "live-view.png",
+};
+
+/// playwright-core's own BiDi Firefox (channel `moz-firefox`) launches firefox-esr 153 but
+/// fails at the first page: it needs `emulation.setMediaFeaturesOverride`, which that Firefox
+/// does not have. puppeteer-core 24 (node >= 18; 25 wants node 22) drives it over BiDi.
+const FIREFOX: Driver = Driver {
+    name: "firefox",
+    debian_package: "firefox-esr",
+    executable: "/usr/bin/firefox-esr",
+    npm: "puppeteer-core@24.43.1",
+    screenshot: "live-view-firefox.png",
+};
+
 /// The whole browser session (two pages, the waits in check.js are 60 s each at most).
 const BROWSER_BUDGET: Duration = Duration::from_secs(240);
 const BIG_HOSTS: usize = 1000;
@@ -58,8 +90,14 @@ foo {
 default-frequency = 10
 "#;
 
-fn ensure_tools() -> PathBuf {
-    ensure_debian_package("chromium", || Path::new("/usr/bin/chromium").exists());
+/// Installs what `driver` needs (apt, npm) and returns the node dir with check.js in it. The
+/// two browser tests run in parallel: apt and npm into one prefix must not, so one at a time.
+fn ensure_tools(driver: &Driver) -> PathBuf {
+    static SETUP: Mutex<()> = Mutex::new(());
+    let _one = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    ensure_debian_package(driver.debian_package, || {
+        Path::new(driver.executable).exists()
+    });
     let has = |cmd: &str| {
         std::process::Command::new(cmd)
             .arg("--version")
@@ -69,19 +107,32 @@ fn ensure_tools() -> PathBuf {
     ensure_debian_package("nodejs", || has("node"));
     ensure_debian_package("npm", || has("npm"));
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-node");
-    if !dir
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
+    let (package, version) = driver.npm.rsplit_once('@').unwrap();
+    let installed =
+        std::fs::read_to_string(dir.join(format!("node_modules/{package}/package.json")))
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .is_some_and(|p| p["version"] == version);
+    if !installed {
         std::fs::create_dir_all(&dir).unwrap();
         let ok = std::process::Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .args([
+                "install",
+                "--save-exact",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+            ])
             .arg(&dir)
-            .arg(PLAYWRIGHT)
+            .arg(driver.npm)
             .stdout(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        assert!(ok, "npm install {PLAYWRIGHT} failed");
+        assert!(
+            ok,
+            "npm install {} failed (it drives {})",
+            driver.npm, driver.name
+        );
     }
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/all/ui/check.js"),
@@ -130,13 +181,23 @@ fn fill_store(d: &DaemonProcess, now: i64) {
     }
 }
 
-/// Runs check.js; when it says "ready", `fire` runs; returns its JSON report.
-fn drive_browser(dir: &Path, base: &str, screenshot: &Path, fire: impl FnOnce()) -> Value {
+/// Runs check.js in `browser`; when it says "ready", `fire` runs; returns its JSON report.
+fn drive_browser(
+    dir: &Path,
+    browser: &str,
+    base: &str,
+    screenshot: &Path,
+    fire: impl FnOnce(),
+) -> Value {
+    use std::os::unix::process::CommandExt;
     let mut child = std::process::Command::new("node")
         .arg(dir.join("check.js"))
+        .arg(browser)
         .arg(base)
         .arg(screenshot)
         .current_dir(dir)
+        // Its own process group: on a timeout the browser goes with node.
+        .process_group(0)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()
@@ -156,9 +217,19 @@ fn drive_browser(dir: &Path, base: &str, screenshot: &Path, fire: impl FnOnce())
             Ok(line) if line == "ready" => (fire.take().unwrap())(),
             Ok(line) if line.starts_with('{') => break serde_json::from_str(&line).unwrap(),
             Ok(other) => eprintln!("check.js: {other}"),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the browser session did not finish within {BROWSER_BUDGET:?}");
+            Err(e) => {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.wait();
+                match e {
+                    crossbeam_channel::RecvTimeoutError::Timeout => {
+                        panic!("the {browser} session did not finish within {BROWSER_BUDGET:?}")
+                    }
+                    crossbeam_channel::RecvTimeoutError::Disconnected => {
+                        panic!("check.js ({browser}) ended without a report")
+                    }
+                }
             }
         }
     };
@@ -166,9 +237,11 @@ fn drive_browser(dir: &Path, base: &str, screenshot: &Path, fire: impl FnOnce())
     report
 }
 
-#[test]
-fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
-    let dir = ensure_tools();
+/// The daemon with data, the page in `driver`'s browser, everything it must show judged.
+/// Returns the screenshot (PNG).
+fn check_live_view(driver: &Driver) -> Vec<u8> {
+    let started = Instant::now();
+    let dir = ensure_tools(driver);
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("wasmon.toml");
     std::fs::write(&config, CONFIG).unwrap();
@@ -190,8 +263,10 @@ fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
         .unwrap();
     assert_eq!(r.status(), 201);
 
-    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-view.png");
-    let report = drive_browser(&dir, &d.url(""), &screenshot, || {
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(driver.screenshot);
+    let _ = std::fs::remove_file(&screenshot);
+    let session = Instant::now();
+    let report = drive_browser(&dir, driver.name, &d.url(""), &screenshot, || {
         // While the page is open: temp goes from 20 to 80, crossing the threshold.
         for (i, v) in [20.0, 80.0].into_iter().enumerate() {
             let line = format!(
@@ -202,8 +277,22 @@ fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
             assert_eq!(d.post("/api/pipelines/alerts/flush", "").status(), 200);
         }
     });
-    eprintln!("{report:#}");
-    assert_eq!(report["errors"], serde_json::json!([]), "{report:#}");
+    eprintln!(
+        "{}: browser session {:.1?}, whole check {:.1?}\n{report:#}",
+        driver.name,
+        session.elapsed(),
+        started.elapsed()
+    );
+    assert_eq!(
+        report["errors"],
+        serde_json::json!([]),
+        "{}: {report:#}",
+        driver.name
+    );
+    // The notification stream shows live before its first keep-alive (15 s): a browser that
+    // resolves fetch() only at the first body byte (Firefox) needs the server's opening comment.
+    let live = report["stream_live_ms"].as_u64().unwrap();
+    assert!(live < 10_000, "the stream went live after {live} ms");
 
     let pipelines: Vec<&str> = report["pipelines"]
         .as_array()
@@ -276,11 +365,23 @@ fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
 
     let png = std::fs::read(&screenshot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000);
+    png
+}
+
+#[test]
+fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
+    let png = check_live_view(&CHROMIUM);
     if std::env::var_os("WASMON_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
         std::fs::create_dir_all(&docs).unwrap();
         std::fs::write(docs.join("live-view.png"), &png).unwrap();
     }
+}
+
+/// The same page, the same checks, in Debian's firefox-esr.
+#[test]
+fn live_view_works_in_firefox() {
+    check_live_view(&FIREFOX);
 }
 
 /// "1.5 MiB" -> bytes.

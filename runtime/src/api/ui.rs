@@ -12,7 +12,7 @@
 //! | `GET /api/ui/ps?sort=cpu\|mem&limit=N&filter=F` | the process table, CPU % since the previous call |
 //! | `GET /api/ui/thresholds?filter=F&limit=N` | thresholds of every subscriber |
 //! | `GET /api/ui/notifications` | the last notifications (every subscriber's), oldest first |
-//! | `GET /api/ui/notifications/stream` | server-sent events: `notification` (JSON), `dropped` (`{"count":n}`) |
+//! | `GET /api/ui/notifications/stream` | server-sent events, after a `: live` comment at once: `notification` (JSON), `dropped` (`{"count":n}`) |
 //!
 //! Every list is bounded (`limit`, at most [`MAX_LIMIT`]) and says how many there were, so
 //! the page stays responsive with 100k series, thresholds or processes behind it.
@@ -454,8 +454,16 @@ async fn recent(State(ui): State<Arc<Ui>>) -> Response {
 
 /// Every notification as it fires. A page too slow to read them gets `dropped` with the
 /// exact count it missed.
+///
+/// The stream opens with a comment: Firefox resolves `fetch()` only at the first body byte,
+/// not at the headers, so without it the page waited for the first notification or
+/// keep-alive (15 s) before it showed the stream live.
 async fn stream(State(ui): State<Arc<Ui>>) -> Response {
+    use futures_util::StreamExt;
     let rx = ui.tap.tx.subscribe();
+    let opened = futures_util::stream::once(async {
+        Ok::<_, Infallible>(SseEvent::default().comment("live"))
+    });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         let ev = match rx.recv().await {
             Ok(text) => SseEvent::default().event("notification").data(&*text),
@@ -466,7 +474,7 @@ async fn stream(State(ui): State<Arc<Ui>>) -> Response {
         };
         Some((Ok::<_, Infallible>(ev), rx))
     });
-    Sse::new(events)
+    Sse::new(opened.chain(events))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }

@@ -1,26 +1,75 @@
-// Drives the live view in headless Debian chromium (playwright-core, no browser download) and
-// reports what the page shows as one JSON line on stdout; tests/all/ui.rs judges it.
-// Usage: node check.js BASE_URL SCREENSHOT_PATH
+// Drives the live view in a headless Debian browser and reports what the page shows as one
+// JSON line on stdout; tests/all/ui.rs judges it. No browser download: `chromium` is
+// /usr/bin/chromium through playwright-core, `firefox` is /usr/bin/firefox-esr through
+// puppeteer-core over WebDriver BiDi (playwright-core's BiDi Firefox needs
+// emulation.setMediaFeaturesOverride, which firefox-esr 153 does not have).
+// Usage: node check.js chromium|firefox BASE_URL SCREENSHOT_PATH
 // Protocol on stdout: "ready" once the page is live (the test then fires a notification),
 // then the JSON report. Every wait is bounded.
 "use strict";
-const { chromium } = require("playwright-core");
 
-const [base, screenshot] = process.argv.slice(2);
+const [browserName, base, screenshot] = process.argv.slice(2);
 const WAIT = { timeout: 60000 };
-// Lines are SVG: a flat one has no height, which playwright calls hidden. Attached is drawn.
+// Lines are SVG: a flat one has no height, which playwright calls hidden. Attached is drawn
+// (puppeteer's waitForSelector waits for attached unless told `visible`).
 const DRAWN = { timeout: 60000, state: "attached" };
+const VIEWPORT = { width: 1400, height: 1000 };
+
+// The little the two drivers differ in; pages are used through the API they share
+// (goto, waitForSelector, click, $eval, $$eval, evaluate, screenshot, on).
+const DRIVERS = {
+  chromium: async () => {
+    const { chromium } = require("playwright-core");
+    const browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    return {
+      browser,
+      newPage: () => browser.newPage({ viewport: VIEWPORT }),
+      fill: (page, sel, value) => page.fill(sel, value),
+      waitForFunction: (page, fn, opts) => page.waitForFunction(fn, null, opts),
+    };
+  },
+  firefox: async () => {
+    const puppeteer = require("puppeteer-core");
+    const browser = await puppeteer.launch({
+      browser: "firefox",
+      executablePath: "/usr/bin/firefox-esr",
+      headless: true,
+    });
+    return {
+      browser,
+      newPage: async () => {
+        const page = await browser.newPage();
+        await page.setViewport(VIEWPORT);
+        return page;
+      },
+      fill: (page, sel, value) => page.locator(sel).fill(value),
+      waitForFunction: (page, fn, opts) => page.waitForFunction(fn, opts),
+    };
+  },
+};
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  if (!DRIVERS[browserName]) {
+    console.log(JSON.stringify({ errors: [`check.js: unknown browser ${browserName}`] }));
+    return;
+  }
   const report = { errors: [] };
+  let driver;
   try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    driver = await DRIVERS[browserName]();
+  } catch (e) {
+    report.errors.push(`check.js: starting ${browserName}: ` + (e && e.message ? e.message : String(e)));
+    console.log(JSON.stringify(report));
+    return;
+  }
+  const browser = driver.browser;
+  try {
+    const page = await driver.newPage();
     page.on("pageerror", (e) => report.errors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") report.errors.push(m.text()); });
     const t0 = Date.now();
@@ -28,6 +77,7 @@ const DRAWN = { timeout: 60000, state: "attached" };
     await page.waitForSelector('#pipelines-table tr[data-pipeline="memory"]', WAIT);
     await page.waitForSelector('svg.chart polyline[data-series="node1/cpu3"]', DRAWN);
     await page.waitForSelector("#stream-state.ok", WAIT);
+    report.stream_live_ms = Date.now() - t0;
     await page.waitForSelector("#proc-table tbody tr", WAIT);
     await page.waitForSelector('#ns-tree li[data-ns="foo"]', WAIT);
     report.loaded_ms = Date.now() - t0;
@@ -57,7 +107,7 @@ const DRAWN = { timeout: 60000, state: "attached" };
     await page.screenshot({ path: screenshot, fullPage: true });
 
     // 100k series in the store: the host list stays bounded and says so.
-    const big = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const big = await driver.newPage();
     big.on("pageerror", (e) => report.errors.push(String(e)));
     const t1 = Date.now();
     await big.goto(`${base}/?cluster=big&host=host0007&metric=m42`);
@@ -66,8 +116,8 @@ const DRAWN = { timeout: 60000, state: "attached" };
     report.big_host_options = await big.$$eval("#host option", (os) => os.length);
     report.big_host_count = await big.$eval("#host-count", (e) => e.textContent);
     report.big_metric_options = await big.$$eval("#metric option", (os) => os.length);
-    await big.fill("#host-filter", "host09");
-    await big.waitForFunction(() => document.querySelectorAll("#host option").length === 100, null, WAIT);
+    await driver.fill(big, "#host-filter", "host09");
+    await driver.waitForFunction(big, () => document.querySelectorAll("#host option").length === 100, WAIT);
     report.big_filtered_count = await big.$eval("#host-count", (e) => e.textContent);
     report.big_filtered_options = await big.$$eval("#host option", (os) => os.length);
   } catch (e) {
