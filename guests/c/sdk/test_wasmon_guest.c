@@ -1,4 +1,5 @@
-/* Native unit tests of the C SDK's codec (run by `cargo test`, tests/all/polyglot.rs). */
+/* Native unit tests of the C SDK's codec and agent tree (run by `cargo test`,
+ * tests/all/polyglot/mod.rs). */
 #include "wasmon_guest.h"
 
 #include <stdio.h>
@@ -122,9 +123,194 @@ static void test_params(void) {
     wg_params_free(p);
 }
 
+static wg_pmid pm(uint32_t d, uint32_t c, uint32_t i) { return (wg_pmid){d, c, i}; }
+
+static bool same(wg_pmid a, wg_pmid b) { return a.domain == b.domain && a.cluster == b.cluster && a.item == b.item; }
+
+static int lookup(wg_tree *t, const char *name, wg_pmid *id) {
+    return wg_tree_lookup(t, name, strlen(name), id);
+}
+
+/* "name:leaf name:inner ..." of a node's children, or the error code as text. */
+static const char *kids_of(wg_tree *t, const char *name) {
+    static char buf[512];
+    const wg_child *kids;
+    size_t n;
+    int code = wg_tree_children(t, name, strlen(name), &kids, &n);
+    if (code != WG_OK) {
+        snprintf(buf, sizeof buf, "error %d", code);
+        return buf;
+    }
+    buf[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s:%s", i ? " " : "", kids[i].name,
+                 kids[i].leaf ? "leaf" : "inner");
+    return buf;
+}
+
+static void test_tree_answers_the_namespace(void) {
+    wg_tree *t = wg_tree_new();
+    CHECK(wg_tree_root(t, "c.dyn") == NULL);
+    CHECK(!strcmp(kids_of(t, "c.dyn"), ""));   /* the root is a non-leaf with no metric */
+    wg_pmid id;
+    CHECK(lookup(t, "c.dyn", &id) == WG_NON_LEAF);
+    CHECK(wg_tree_add(t, "c.dyn.slots", pm(46, 0, 0), WG_DISCRETE, "", "number of slots", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_add(t, "c.dyn.slot.0.hits", pm(46, 1, 0), WG_COUNTER, "count", "hits of slot 0", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_add(t, "c.dyn.slot.1.hits", pm(46, 1, 1), WG_COUNTER, "count", "hits of slot 1", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_add(t, "c.dyn.disk.read", pm(46, 2, 0), WG_INSTANT, "Kbyte / sec", NULL, 7) == NULL);
+    CHECK(wg_tree_len(t) == 4);
+
+    /* lookup-name: a leaf's PMID; a non-leaf; unknown names (empty parts included). */
+    CHECK(lookup(t, "c.dyn.slot.1.hits", &id) == WG_OK && same(id, pm(46, 1, 1)));
+    CHECK(lookup(t, "c.dyn.slots", &id) == WG_OK && same(id, pm(46, 0, 0)));
+    CHECK(lookup(t, "c.dyn.slot", &id) == WG_NON_LEAF);
+    CHECK(lookup(t, "c.dyn.slot.1", &id) == WG_NON_LEAF);
+    CHECK(lookup(t, "c", &id) == WG_NON_LEAF);
+    CHECK(lookup(t, "c.dyn.slot.2.hits", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "c.dyn.slots.x", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "c.dyn.slot..hits", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "c.dyn.", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "other", &id) == WG_UNKNOWN_NAME);
+    /* By length: a name is not read past `len` (no NUL needed), and a NUL inside does not end it. */
+    CHECK(wg_tree_lookup(t, "c.dyn.slotsXYZ", 11, &id) == WG_OK && same(id, pm(46, 0, 0)));
+    CHECK(wg_tree_lookup(t, "c.dyn.slots\0x", 13, &id) == WG_UNKNOWN_NAME);
+
+    /* children: in order of first insertion, with leaf status; a leaf has none. */
+    CHECK(!strcmp(kids_of(t, "c.dyn"), "slots:leaf slot:inner disk:inner"));
+    CHECK(!strcmp(kids_of(t, "c.dyn.slot"), "0:inner 1:inner"));
+    CHECK(!strcmp(kids_of(t, "c.dyn.slot.0"), "hits:leaf"));
+    CHECK(!strcmp(kids_of(t, "c"), "dyn:inner"));
+    CHECK(!strcmp(kids_of(t, "c.dyn.slots"), ""));
+    CHECK(!strcmp(kids_of(t, "c.dyn.nothing"), "error 1"));
+
+    /* names-of and describe. */
+    const char *const *names;
+    size_t n;
+    CHECK(wg_tree_names_of(t, pm(46, 0, 0), &names, &n) == WG_OK && n == 1 && !strcmp(names[0], "c.dyn.slots"));
+    CHECK(wg_tree_names_of(t, pm(46, 9, 9), &names, &n) == WG_UNKNOWN_PMID && n == 0);
+    CHECK(wg_tree_names_of(t, pm(47, 0, 0), &names, &n) == WG_UNKNOWN_PMID);
+    wg_metric m;
+    CHECK(wg_tree_describe(t, pm(46, 1, 0), &m) == WG_OK);
+    CHECK(m.semantics == WG_COUNTER && !strcmp(m.units, "count") && !strcmp(m.help, "hits of slot 0"));
+    CHECK(m.indom == WG_INDOM_NULL && !strcmp(m.name, "c.dyn.slot.0.hits") && same(m.id, pm(46, 1, 0)));
+    CHECK(wg_tree_describe(t, pm(46, 2, 0), &m) == WG_OK && m.indom == 7 && !strcmp(m.help, "") &&
+          m.semantics == WG_INSTANT && !strcmp(m.units, "Kbyte / sec"));
+    CHECK(wg_tree_describe(t, pm(46, 1, 2), &m) == WG_UNKNOWN_PMID);
+
+    /* A PMID with two names: both, in order; describe answers with the first. */
+    CHECK(wg_tree_add(t, "c.dyn.alias", pm(46, 1, 0), WG_COUNTER, "count", "alias", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_names_of(t, pm(46, 1, 0), &names, &n) == WG_OK && n == 2);
+    CHECK(n == 2 && !strcmp(names[0], "c.dyn.slot.0.hits") && !strcmp(names[1], "c.dyn.alias"));
+    CHECK(wg_tree_describe(t, pm(46, 1, 0), &m) == WG_OK && !strcmp(m.help, "hits of slot 0"));
+
+    /* Refused, and nothing added: a name is a leaf or a non-leaf, never both; under the root. */
+    const char *e = wg_tree_add(t, "c.dyn.slots", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "declared twice"));
+    e = wg_tree_add(t, "c.dyn.slots.more", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "below metric c.dyn.slots"));
+    e = wg_tree_add(t, "c.dyn.slot", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "metrics below it"));
+    e = wg_tree_add(t, "d.dyn.x", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "not under c.dyn"));
+    e = wg_tree_add(t, "c.dyn", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "not under c.dyn"));
+    e = wg_tree_add(t, "c.dynamo.x", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "not under c.dyn"));
+    e = wg_tree_add(t, "c.dyn..x", pm(46, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "not a metric name"));
+    e = wg_tree_add(t, "c.dyn.x", pm(46, 0, 1), (wg_semantics)9, "", "", WG_INDOM_NULL);
+    CHECK(e && strstr(e, "semantics"));
+    CHECK(wg_tree_root(t, "a..b") != NULL && wg_tree_root(t, "") != NULL && wg_tree_root(t, "a.") != NULL);
+    CHECK(wg_tree_len(t) == 5);
+    CHECK(!strcmp(kids_of(t, "c.dyn"), "slots:leaf slot:inner disk:inner alias:leaf"));
+    CHECK(lookup(t, "c.dyn.x", &id) == WG_UNKNOWN_NAME);
+
+    /* Dynamic: cleared and rebuilt with another metric set, the tree answers for the new one
+     * only (the root stays, and children follow the new insertion order). */
+    wg_tree_clear(t);
+    CHECK(wg_tree_len(t) == 0);
+    CHECK(!strcmp(kids_of(t, "c.dyn"), ""));
+    CHECK(lookup(t, "c.dyn.slots", &id) == WG_UNKNOWN_NAME);
+    CHECK(wg_tree_names_of(t, pm(46, 0, 0), &names, &n) == WG_UNKNOWN_PMID);
+    CHECK(wg_tree_add(t, "c.dyn.slot.0.hits", pm(46, 1, 0), WG_COUNTER, "count", "", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_add(t, "c.dyn.slots", pm(46, 0, 0), WG_DISCRETE, "", "", WG_INDOM_NULL) == NULL);
+    CHECK(!strcmp(kids_of(t, "c.dyn"), "slot:inner slots:leaf"));
+
+    /* Growing past the indexes' first size: 3000 metrics, all found by name and by PMID. */
+    char name[64];
+    for (uint32_t i = 1; i < 3000; i++) {
+        snprintf(name, sizeof name, "c.dyn.slot.%u.hits", i);
+        CHECK(wg_tree_add(t, name, pm(46, 1, i), WG_COUNTER, "count", "", WG_INDOM_NULL) == NULL);
+    }
+    CHECK(wg_tree_len(t) == 3001);
+    bool all = true;
+    for (uint32_t i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "c.dyn.slot.%u.hits", i);
+        all = all && lookup(t, name, &id) == WG_OK && same(id, pm(46, 1, i));
+        all = all && wg_tree_names_of(t, pm(46, 1, i), &names, &n) == WG_OK && n == 1 && !strcmp(names[0], name);
+    }
+    CHECK(all);
+    const wg_child *kids;
+    CHECK(wg_tree_children(t, "c.dyn.slot", 10, &kids, &n) == WG_OK && n == 3000);
+    CHECK(n == 3000 && !strcmp(kids[0].name, "0") && !strcmp(kids[2999].name, "2999") && !kids[5].leaf);
+    CHECK(lookup(t, "c.dyn.slots", &id) == WG_OK && same(id, pm(46, 0, 0)));
+
+    /* A new root: the old names are gone. Without a root, any names. */
+    CHECK(wg_tree_root(t, "other") == NULL);
+    CHECK(wg_tree_len(t) == 0 && lookup(t, "c.dyn.slots", &id) == WG_UNKNOWN_NAME);
+    CHECK(lookup(t, "c", &id) == WG_UNKNOWN_NAME && lookup(t, "other", &id) == WG_NON_LEAF);
+    wg_tree_free(t);
+    t = wg_tree_new();
+    CHECK(wg_tree_add(t, "a.b", pm(1, 0, 0), WG_INSTANT, "", "", WG_INDOM_NULL) == NULL);
+    CHECK(wg_tree_add(t, "top", pm(1, 0, 1), WG_INSTANT, "", "", WG_INDOM_NULL) == NULL);
+    CHECK(lookup(t, "top", &id) == WG_OK && lookup(t, "a", &id) == WG_NON_LEAF);
+    CHECK(!strcmp(kids_of(t, "a"), "b:leaf"));
+    wg_tree_free(t);
+}
+
+static void test_values_and_errors(void) {
+    wg_values v;
+    wg_values_init(&v);
+    for (int i = 0; i < 10; i++) wg_value(&v, i % 2 ? "disk0" : "", i);
+    wg_value(&v, NULL, 1.5);
+    CHECK(v.n == 11 && v.v[0].instance == NULL && !strcmp(v.v[1].instance, "disk0") && v.v[9].value == 9);
+    CHECK(v.v[10].instance == NULL && v.v[10].value == 1.5);
+    wg_values_free(&v);
+    CHECK(v.n == 0 && v.v == NULL);
+    CHECK(wg_error("disk %s is gone (%d)", "sda", 5) == WG_OTHER);
+    CHECK(!strcmp(wg_error_message(), "disk sda is gone (5)"));
+}
+
+static void test_integer_params(void) {
+    const char *err = NULL;
+    const char *doc = "{\"count\": 3, \"neg\": -1, \"frac\": 1.5, \"exp\": 1e3, \"s\": \"7\", \"big\": 99999999999999999999}";
+    wg_params *p = wg_params_parse(doc, strlen(doc), &err);
+    CHECK(p != NULL);
+    int64_t v = 0;
+    CHECK(wg_param_integer(p, "count", 0, 0, 1000, &v) == NULL && v == 3);
+    CHECK(wg_param_integer(p, "absent", 45, 1, 510, &v) == NULL && v == 45);
+    const char *e = wg_param_integer(p, "neg", 0, 0, 1000, &v);
+    CHECK(e && !strcmp(e, "`neg` must be at least 0, got -1"));
+    e = wg_param_integer(p, "count", 0, 0, 2, &v);
+    CHECK(e && !strcmp(e, "`count` must be at most 2, got 3"));
+    e = wg_param_integer(p, "frac", 0, 0, 1000, &v);
+    CHECK(e && !strcmp(e, "`frac` must be an integer, got 1.5"));
+    e = wg_param_integer(p, "exp", 0, 0, 1000, &v);
+    CHECK(e && strstr(e, "must be an integer"));
+    e = wg_param_integer(p, "s", 0, 0, 1000, &v);
+    CHECK(e && !strcmp(e, "`s` must be an integer, got \"7\""));
+    e = wg_param_integer(p, "big", 0, INT64_MIN, INT64_MAX, &v);
+    CHECK(e && strstr(e, "must be an integer"));
+    wg_params_free(p);
+}
+
 int main(void) {
     test_decode_and_encode_share_the_table();
     test_params();
+    test_tree_answers_the_namespace();
+    test_values_and_errors();
+    test_integer_params();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -1,9 +1,12 @@
-/* The C SDK's codec: string table, batch decoding and encoding, parameters. Plain C with no
- * bindings, so that it is unit-tested natively (test_wasmon_guest.c); glue.c connects it to the
- * bindings wit-bindgen generates. */
+/* The C SDK's codec: string table, batch decoding and encoding, parameters, and the agent's
+ * tree. Plain C with no bindings, so that it is unit-tested natively (test_wasmon_guest.c);
+ * glue_transformer.c and glue_agent.c connect it to the bindings wit-bindgen generates for each
+ * world. */
 #include "wasmon_guest.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,3 +474,407 @@ const char *wg_param_bool(const wg_params *p, const char *key, bool dflt, bool *
     *out = m->boolean;
     return NULL;
 }
+
+const char *wg_param_integer(const wg_params *p, const char *key, int64_t dflt, int64_t min,
+                             int64_t max, int64_t *out) {
+    const member *m = find(p, key);
+    int64_t v = dflt;
+    if (m) {
+        /* As JSON parsers type it: a number without fraction or exponent. */
+        if (m->type != P_NUMBER || strpbrk(m->json, ".eE")) return wrong(m, "an integer");
+        char *endp;
+        errno = 0;
+        long long n = strtoll(m->json, &endp, 10);
+        if (errno || *endp) return wrong(m, "an integer");
+        v = (int64_t)n;
+    }
+    if (v < min) {
+        snprintf(errbuf, sizeof errbuf, "`%s` must be at least %lld, got %lld", key, (long long)min,
+                 (long long)v);
+        return errbuf;
+    }
+    if (v > max) {
+        snprintf(errbuf, sizeof errbuf, "`%s` must be at most %lld, got %lld", key, (long long)max,
+                 (long long)v);
+        return errbuf;
+    }
+    *out = v;
+    return NULL;
+}
+
+/* ---- the agent's tree ------------------------------------------------------------------- */
+
+/* A node of the namespace below the (nameless) top, node 0: an inner name or a metric. */
+typedef struct {
+    char *full;   /* the full dotted name, NUL-terminated */
+    size_t seg;   /* where its last part starts in `full` */
+    size_t len;   /* strlen(full) */
+    int32_t parent, first, last, next; /* first and last child, next sibling: -1 for none */
+    bool leaf;
+    wg_pmid id;
+    wg_semantics semantics;
+    char *units, *help;
+    uint32_t indom;
+    int32_t next_same; /* the next metric with the same PMID, in order of addition */
+} node;
+
+struct wg_tree {
+    char *root; /* NULL: none */
+    node *nodes;
+    size_t n, cap;
+    /* Open addressing, both of `n_slots` (a power of two, at most half full): slot -> node + 1
+     * (0: empty), by (parent, last part) and by PMID (the PMID's first metric). */
+    uint32_t *by_child, *by_pmid;
+    size_t n_slots;
+    size_t n_metrics;
+    /* The answers of the last children and names-of queries. */
+    wg_child *kids;
+    size_t cap_kids;
+    const char **names;
+    size_t cap_names;
+};
+
+static char tree_err[512];
+
+static char *copy_n(const char *s, size_t len) {
+    char *c = xrealloc(NULL, len + 1);
+    memcpy(c, s, len);
+    c[len] = 0;
+    return c;
+}
+
+static uint64_t child_hash(int32_t parent, const char *seg, size_t len) {
+    return hash(seg, len) ^ ((uint64_t)(parent + 1) * 0x9E3779B97F4A7C15ULL);
+}
+
+static uint64_t pmid_hash(wg_pmid id) {
+    uint64_t h = ((uint64_t)id.domain << 42) ^ ((uint64_t)id.cluster << 21) ^ id.item;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static bool same_pmid(wg_pmid a, wg_pmid b) {
+    return a.domain == b.domain && a.cluster == b.cluster && a.item == b.item;
+}
+
+static int32_t find_child(const wg_tree *t, int32_t parent, const char *seg, size_t len) {
+    if (!t->n_slots) return -1;
+    size_t mask = t->n_slots - 1;
+    for (size_t i = child_hash(parent, seg, len) & mask; t->by_child[i]; i = (i + 1) & mask) {
+        const node *c = &t->nodes[t->by_child[i] - 1];
+        if (c->parent == parent && c->len - c->seg == len && !memcmp(c->full + c->seg, seg, len))
+            return (int32_t)(t->by_child[i] - 1);
+    }
+    return -1;
+}
+
+/* The slot of a PMID's first metric, or of where it would go. */
+static size_t pmid_slot(const wg_tree *t, wg_pmid id) {
+    size_t mask = t->n_slots - 1;
+    size_t i = pmid_hash(id) & mask;
+    while (t->by_pmid[i] && !same_pmid(t->nodes[t->by_pmid[i] - 1].id, id)) i = (i + 1) & mask;
+    return i;
+}
+
+static void index_node(wg_tree *t, int32_t k) {
+    const node *c = &t->nodes[k];
+    size_t mask = t->n_slots - 1;
+    size_t i = child_hash(c->parent, c->full + c->seg, c->len - c->seg) & mask;
+    while (t->by_child[i]) i = (i + 1) & mask;
+    t->by_child[i] = (uint32_t)k + 1;
+    if (!c->leaf) return;
+    i = pmid_slot(t, c->id);
+    if (!t->by_pmid[i]) {
+        t->by_pmid[i] = (uint32_t)k + 1;
+        return;
+    }
+    int32_t j = (int32_t)t->by_pmid[i] - 1;
+    while (t->nodes[j].next_same >= 0) j = t->nodes[j].next_same;
+    t->nodes[j].next_same = k;
+}
+
+/* Adds node `k` (already in `nodes`) to its parent's children and to the indexes. */
+static void link_node(wg_tree *t, int32_t k) {
+    node *c = &t->nodes[k];
+    node *p = &t->nodes[c->parent];
+    if (p->last >= 0) t->nodes[p->last].next = k;
+    else p->first = k;
+    p->last = k;
+    if (2 * t->n > t->n_slots) {
+        free(t->by_child);
+        free(t->by_pmid);
+        t->n_slots = t->n_slots ? 2 * t->n_slots : 64;
+        while (2 * t->n > t->n_slots) t->n_slots *= 2;
+        t->by_child = calloc(t->n_slots, sizeof *t->by_child);
+        t->by_pmid = calloc(t->n_slots, sizeof *t->by_pmid);
+        if (!t->by_child || !t->by_pmid) abort();
+        for (size_t i = 0; i < t->n; i++) t->nodes[i].next_same = -1;
+        for (size_t i = 1; i < t->n; i++) index_node(t, (int32_t)i);
+    } else {
+        index_node(t, k);
+    }
+}
+
+/* Appends a node and links it to its parent and the indexes. */
+static int32_t push_node(wg_tree *t, node nd) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 16;
+        t->nodes = xrealloc(t->nodes, t->cap * sizeof *t->nodes);
+    }
+    int32_t k = (int32_t)t->n++;
+    t->nodes[k] = nd;
+    link_node(t, k);
+    return k;
+}
+
+/* A node for the first `len` bytes of `name` (its last part starting at `seg`) under `parent`:
+ * a non-leaf until `leaf` is set. */
+static node make_node(int32_t parent, const char *name, size_t seg, size_t len) {
+    return (node){
+        .full = copy_n(name, len),
+        .seg = seg,
+        .len = len,
+        .parent = parent,
+        .first = -1,
+        .last = -1,
+        .next = -1,
+        .next_same = -1,
+        .indom = WG_INDOM_NULL,
+    };
+}
+
+/* The node of a dotted name, or -1 (an empty name or part names no node). */
+static int32_t find_name(const wg_tree *t, const char *name, size_t len) {
+    int32_t cur = 0;
+    size_t start = 0;
+    if (!len) return -1;
+    for (;;) {
+        const char *dot = memchr(name + start, '.', len - start);
+        size_t end = dot ? (size_t)(dot - name) : len;
+        if (end == start) return -1;
+        cur = find_child(t, cur, name + start, end - start);
+        if (cur < 0 || !dot) return cur;
+        start = end + 1;
+    }
+}
+
+/* Non-empty parts separated by dots. */
+static bool valid_dotted(const char *name) {
+    if (!*name) return false;
+    for (const char *p = name; *p; p++)
+        if (*p == '.' && (p == name || !p[1] || p[1] == '.')) return false;
+    return true;
+}
+
+/* Adds the nodes of `name`'s parts that are missing; returns the last one's. */
+static int32_t make_path(wg_tree *t, const char *name, size_t len) {
+    int32_t cur = 0;
+    size_t start = 0;
+    for (;;) {
+        const char *dot = memchr(name + start, '.', len - start);
+        size_t end = dot ? (size_t)(dot - name) : len;
+        int32_t c = find_child(t, cur, name + start, end - start);
+        cur = c >= 0 ? c : push_node(t, make_node(cur, name, start, end));
+        if (!dot) return cur;
+        start = end + 1;
+    }
+}
+
+wg_tree *wg_tree_new(void) {
+    wg_tree *t = calloc(1, sizeof *t);
+    if (!t) abort();
+    t->cap = 16;
+    t->nodes = xrealloc(NULL, t->cap * sizeof *t->nodes);
+    t->nodes[0] = (node){.full = copy_n("", 0), .parent = -1, .first = -1, .last = -1, .next = -1,
+                         .next_same = -1};
+    t->n = 1;
+    return t;
+}
+
+static void drop_nodes(wg_tree *t) {
+    for (size_t i = 1; i < t->n; i++) {
+        free(t->nodes[i].full);
+        free(t->nodes[i].units);
+        free(t->nodes[i].help);
+    }
+    t->n = 1;
+    t->nodes[0].first = t->nodes[0].last = -1;
+    t->n_metrics = 0;
+    if (t->n_slots) {
+        memset(t->by_child, 0, t->n_slots * sizeof *t->by_child);
+        memset(t->by_pmid, 0, t->n_slots * sizeof *t->by_pmid);
+    }
+}
+
+void wg_tree_free(wg_tree *t) {
+    if (!t) return;
+    drop_nodes(t);
+    free(t->nodes[0].full);
+    free(t->nodes);
+    free(t->by_child);
+    free(t->by_pmid);
+    free(t->kids);
+    free(t->names);
+    free(t->root);
+    free(t);
+}
+
+void wg_tree_clear(wg_tree *t) {
+    drop_nodes(t);
+    if (t->root) make_path(t, t->root, strlen(t->root));
+}
+
+const char *wg_tree_root(wg_tree *t, const char *root) {
+    if (!root || !valid_dotted(root)) {
+        snprintf(tree_err, sizeof tree_err, "`%s` is not a metric name (dotted, no empty part)",
+                 root ? root : "(null)");
+        return tree_err;
+    }
+    free(t->root);
+    t->root = copy_n(root, strlen(root));
+    wg_tree_clear(t);
+    return NULL;
+}
+
+size_t wg_tree_len(const wg_tree *t) { return t->n_metrics; }
+
+const char *wg_tree_add(wg_tree *t, const char *name, wg_pmid id, wg_semantics semantics,
+                        const char *units, const char *help, uint32_t indom) {
+    if (!name || !valid_dotted(name)) {
+        snprintf(tree_err, sizeof tree_err, "`%s` is not a metric name (dotted, no empty part)",
+                 name ? name : "(null)");
+        return tree_err;
+    }
+    size_t len = strlen(name);
+    if (t->root) {
+        size_t r = strlen(t->root);
+        if (len <= r + 1 || memcmp(name, t->root, r) || name[r] != '.') {
+            snprintf(tree_err, sizeof tree_err, "metric %s is not under %s", name, t->root);
+            return tree_err;
+        }
+    }
+    if ((unsigned)semantics > WG_DISCRETE) {
+        snprintf(tree_err, sizeof tree_err, "metric %s: semantics must be WG_COUNTER, WG_INSTANT or WG_DISCRETE", name);
+        return tree_err;
+    }
+    /* Refused before anything is added: a name is a leaf or a non-leaf, never both. */
+    int32_t cur = 0;
+    size_t start = 0;
+    for (;;) {
+        const char *dot = memchr(name + start, '.', len - start);
+        size_t end = dot ? (size_t)(dot - name) : len;
+        cur = find_child(t, cur, name + start, end - start);
+        if (cur < 0) break;
+        if (!dot) {
+            snprintf(tree_err, sizeof tree_err,
+                     t->nodes[cur].leaf ? "metric %s is declared twice"
+                                        : "metric %s would be a leaf with metrics below it",
+                     name);
+            return tree_err;
+        }
+        if (t->nodes[cur].leaf) {
+            snprintf(tree_err, sizeof tree_err, "metric %s would be below metric %s", name,
+                     t->nodes[cur].full);
+            return tree_err;
+        }
+        start = end + 1;
+    }
+    int32_t parent = 0;
+    const char *last_dot = strrchr(name, '.');
+    if (last_dot) parent = make_path(t, name, (size_t)(last_dot - name));
+    node leaf = make_node(parent, name, last_dot ? (size_t)(last_dot - name) + 1 : 0, len);
+    leaf.leaf = true;
+    leaf.id = id;
+    leaf.semantics = semantics;
+    leaf.units = copy_n(units ? units : "", units ? strlen(units) : 0);
+    leaf.help = copy_n(help ? help : "", help ? strlen(help) : 0);
+    leaf.indom = indom;
+    push_node(t, leaf);
+    t->n_metrics++;
+    return NULL;
+}
+
+int wg_tree_lookup(const wg_tree *t, const char *name, size_t len, wg_pmid *out) {
+    int32_t k = find_name(t, name, len);
+    if (k < 0) return WG_UNKNOWN_NAME;
+    if (!t->nodes[k].leaf) return WG_NON_LEAF;
+    *out = t->nodes[k].id;
+    return WG_OK;
+}
+
+static int32_t first_of(const wg_tree *t, wg_pmid id) {
+    if (!t->n_slots) return -1;
+    size_t i = pmid_slot(t, id);
+    return t->by_pmid[i] ? (int32_t)t->by_pmid[i] - 1 : -1;
+}
+
+int wg_tree_names_of(wg_tree *t, wg_pmid id, const char *const **names, size_t *n) {
+    *n = 0;
+    *names = NULL;
+    int32_t k = first_of(t, id);
+    if (k < 0) return WG_UNKNOWN_PMID;
+    for (; k >= 0; k = t->nodes[k].next_same) {
+        if (*n == t->cap_names) {
+            t->cap_names = t->cap_names ? 2 * t->cap_names : 4;
+            t->names = xrealloc(t->names, t->cap_names * sizeof *t->names);
+        }
+        t->names[(*n)++] = t->nodes[k].full;
+    }
+    *names = t->names;
+    return WG_OK;
+}
+
+int wg_tree_children(wg_tree *t, const char *name, size_t len, const wg_child **kids, size_t *n) {
+    *n = 0;
+    *kids = NULL;
+    int32_t k = find_name(t, name, len);
+    if (k < 0) return WG_UNKNOWN_NAME;
+    for (int32_t c = t->nodes[k].first; c >= 0; c = t->nodes[c].next) {
+        if (*n == t->cap_kids) {
+            t->cap_kids = t->cap_kids ? 2 * t->cap_kids : 8;
+            t->kids = xrealloc(t->kids, t->cap_kids * sizeof *t->kids);
+        }
+        t->kids[(*n)++] = (wg_child){t->nodes[c].full + t->nodes[c].seg, t->nodes[c].leaf};
+    }
+    *kids = t->kids;
+    return WG_OK;
+}
+
+int wg_tree_describe(const wg_tree *t, wg_pmid id, wg_metric *out) {
+    int32_t k = first_of(t, id);
+    if (k < 0) return WG_UNKNOWN_PMID;
+    const node *m = &t->nodes[k];
+    *out = (wg_metric){m->full, m->id, m->semantics, m->units, m->help, m->indom};
+    return WG_OK;
+}
+
+/* ---- fetched values and errors ------------------------------------------------------------ */
+
+void wg_values_init(wg_values *out) { memset(out, 0, sizeof *out); }
+
+void wg_values_free(wg_values *out) {
+    for (size_t i = 0; i < out->n; i++) free(out->v[i].instance);
+    free(out->v);
+    wg_values_init(out);
+}
+
+void wg_value(wg_values *out, const char *instance, double value) {
+    if (out->n == out->cap) {
+        out->cap = out->cap ? 2 * out->cap : 4;
+        out->v = xrealloc(out->v, out->cap * sizeof *out->v);
+    }
+    char *copy = instance && *instance ? copy_n(instance, strlen(instance)) : NULL;
+    out->v[out->n++] = (wg_instance_value){copy, value};
+}
+
+static char error_message[512];
+
+int wg_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    va_end(ap);
+    return WG_OTHER;
+}
+
+const char *wg_error_message(void) { return error_message; }

@@ -1,5 +1,8 @@
 /* wasmon guest SDK for C (clang-19 for wasm32-wasip1, componentized by `wasmon guest build`).
  *
+ * One SDK, two worlds (`world` in wasmon-guest.toml); a guest implements the functions of its
+ * world only (the build links only that world's glue: glue_transformer.c or glue_agent.c).
+ *
  * A transformer implements three functions over plain samples:
  *
  *     static double factor;
@@ -18,6 +21,28 @@
  * Lifetimes: the strings and metadata of the samples passed to wg_handle are valid until
  * wg_handle returns; copy (strdup) what you keep for later. Strings of emitted samples are
  * copied by wg_emit's caller before the call returns, so any string may be emitted.
+ *
+ * An agent (world "agent") declares its metrics into a tree and fetches values; the SDK
+ * answers the namespace (lookup-name, names-of, children) and describe from the tree:
+ *
+ *     static double ops;
+ *     const char *wg_agent_configure(const wg_params *p, wg_tree *tree) {
+ *         const char *err = wg_tree_root(tree, "foo");
+ *         if (!err) err = wg_tree_add(tree, "foo.ops", (wg_pmid){44, 0, 0}, WG_COUNTER,
+ *                                     "count", "operations", WG_INDOM_NULL);
+ *         return err;                                           // NULL: accepted
+ *     }
+ *     int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out) {
+ *         if (id.cluster != 0 || id.item != 0) return WG_UNKNOWN_PMID;
+ *         wg_value(out, "", ++ops);                             // "": a singular metric
+ *         return WG_OK;
+ *     }
+ *
+ * The tree may change at any time (a dynamic subtree): wg_agent_fetch, or the optional
+ * wg_agent_fetched that runs after each fetch call, may wg_tree_clear it and add metrics again;
+ * later look-ups see the new tree. Children are listed in the order their first metric was
+ * added. The `mapped` import (files the daemon grants) is called directly through the
+ * bindings: #include "agent.h".
  */
 #ifndef WASMON_GUEST_H
 #define WASMON_GUEST_H
@@ -85,6 +110,63 @@ typedef enum { WG_TRACE, WG_DEBUG, WG_INFO, WG_WARN, WG_ERROR } wg_level;
 /* A log line attributed to this guest (printf format). */
 void wg_log(wg_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* --- agents (world "agent") -------------------------------------------------------------- */
+
+/* PCP-style metric identifier: domain (agent) . cluster . item. */
+typedef struct {
+    uint32_t domain, cluster, item;
+} wg_pmid;
+
+typedef enum { WG_COUNTER = 0, WG_INSTANT = 1, WG_DISCRETE = 2 } wg_semantics;
+
+/* The indom of a singular metric (PCP's PM_INDOM_NULL). */
+#define WG_INDOM_NULL 0xffffffffu
+
+/* What namespace answers and fetches return: WG_OK, or PCP's PM_ERR_NAME, PM_ERR_NONLEAF,
+ * PM_ERR_PMID, or WG_OTHER with a message (return wg_error(...)). */
+enum { WG_OK = 0, WG_UNKNOWN_NAME = 1, WG_NON_LEAF = 2, WG_UNKNOWN_PMID = 3, WG_OTHER = 4 };
+
+/* An agent's metrics: full dotted names under a root, each with its description. */
+typedef struct wg_tree wg_tree;
+/* The values of one metric in a fetch. */
+typedef struct wg_values wg_values;
+
+/* Implemented by an agent. Called once per instance with a fresh, empty tree to declare its
+ * metrics into; returns NULL to accept, else an error naming the parameter (the SDK copies
+ * it). */
+const char *wg_agent_configure(const wg_params *params, wg_tree *tree);
+/* Implemented by an agent: the values of one metric (wg_value each) and WG_OK, or why there
+ * are none (WG_UNKNOWN_PMID, return wg_error("...")). One call per requested id, in order. */
+int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out);
+/* Optional (the SDK's default does nothing): runs after each fetch call's metrics. */
+void wg_agent_fetched(wg_tree *tree);
+
+/* Empties the tree and makes `root` (a dotted name) its root: every metric is under it, and it
+ * is a non-leaf even with no metric. NULL, or an error for an invalid name. */
+const char *wg_tree_root(wg_tree *tree, const char *root);
+/* Removes every metric (the root stays). */
+void wg_tree_clear(wg_tree *tree);
+/* Declares a metric (strings copied; units as PCP writes them, "" when dimensionless; indom
+ * WG_INDOM_NULL when singular). NULL, or an error: a name not under the root, with an empty
+ * part, already declared, below another metric or above one (a name is a leaf or a non-leaf,
+ * never both). A PMID may have several names; describe answers with its first one's. */
+const char *wg_tree_add(wg_tree *tree, const char *name, wg_pmid id, wg_semantics semantics,
+                        const char *units, const char *help, uint32_t indom);
+/* How many metrics the tree has. */
+size_t wg_tree_len(const wg_tree *tree);
+
+/* One value of a fetched metric: `instance` is the instance's name, "" (or NULL) for a
+ * singular metric (copied). */
+void wg_value(wg_values *out, const char *instance, double value);
+
+/* Sets the message of WG_OTHER (printf format) and returns WG_OTHER. */
+int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Typed integer parameter (a JSON number without fraction or exponent) in [min, max]: stores it
+ * (or `dflt`) in `*out` and returns NULL, or returns an error naming the parameter. */
+const char *wg_param_integer(const wg_params *p, const char *key, int64_t dflt, int64_t min,
+                             int64_t max, int64_t *out);
+
 /* --- the codec (used by the glue and by the SDK's native tests) ---------------------------- */
 
 typedef struct {
@@ -144,5 +226,45 @@ wg_params *wg_params_parse(const char *text, size_t len, const char **err);
 void wg_params_free(wg_params *p);
 /* The string of a table id ("" when unknown), for tests. */
 const char *wg_string(uint32_t id);
+
+/* --- the agent's tree (used by glue_agent.c and by the SDK's native tests) ----------------- */
+
+typedef struct {
+    const char *name;
+    bool leaf;
+} wg_child;
+
+typedef struct {
+    const char *name; /* its first name */
+    wg_pmid id;
+    wg_semantics semantics;
+    const char *units;
+    const char *help;
+    uint32_t indom;
+} wg_metric;
+
+typedef struct {
+    char *instance; /* malloc'd; NULL for "" */
+    double value;
+} wg_instance_value;
+
+struct wg_values {
+    wg_instance_value *v;
+    size_t n, cap;
+};
+
+wg_tree *wg_tree_new(void);
+void wg_tree_free(wg_tree *tree);
+/* The answers, for a name of `len` bytes: WG_OK or a WG_ error code. Pointers stored through
+ * the out-parameters are valid until the tree changes or the same query runs again. */
+int wg_tree_lookup(const wg_tree *tree, const char *name, size_t len, wg_pmid *out);
+int wg_tree_names_of(wg_tree *tree, wg_pmid id, const char *const **names, size_t *n);
+int wg_tree_children(wg_tree *tree, const char *name, size_t len, const wg_child **kids, size_t *n);
+int wg_tree_describe(const wg_tree *tree, wg_pmid id, wg_metric *out);
+
+void wg_values_init(wg_values *out);
+void wg_values_free(wg_values *out);
+/* The message of the last wg_error. */
+const char *wg_error_message(void);
 
 #endif

@@ -10,6 +10,17 @@
 //     }
 //     export const transform = exportTransformer(Scale);
 //
+// An agent is a class answering look-ups and fetches. Deriving from `Tree` (a table of
+// `{ "full.dotted.name": new Metric([domain, cluster, item], semantics, units, help) }` under a
+// root) answers the namespace part, so the agent only implements `fetch(pmid)`:
+//
+//     import { Metric, Tree, UnknownPmid, exportAgent } from "./wasmon_guest.js";
+//     class Up extends Tree {
+//       constructor(params) { super("myagent", { "myagent.up": new Metric([46, 0, 0]) }); }
+//       fetch(pmid) { if (pmid.item !== 0) throw new UnknownPmid(); return 1; }
+//     }
+//     export const { namespace, source } = exportAgent(Up);
+//
 // What this module hides (see wit/types.wit): the string table the host and the guest share
 // (strings cross as ids; only strings the host has not seen are sent back, in `newStrings`;
 // `reset` clears the table), metadata sets, column-wise batches (typed arrays, timestamps as
@@ -228,4 +239,199 @@ export function exportTransformer(cls) {
       return codec.encode(out);
     },
   };
+}
+
+// --- agents --------------------------------------------------------------------------------
+
+/** A namespace error; throw one of its subclasses from an agent (PCP's PM_ERR_* meaning). */
+export class NsError extends Error {}
+/** PM_ERR_NAME: unknown metric name. */
+export class UnknownName extends NsError {}
+/** PM_ERR_NONLEAF: the name is not a leaf. */
+export class NonLeaf extends NsError {}
+/** PM_ERR_PMID: unknown or illegal metric identifier. */
+export class UnknownPmid extends NsError {}
+
+/** domain.cluster.item, from `[d, c, i]`, `{domain, cluster, item}` or a Pmid. */
+export class Pmid {
+  constructor(domain, cluster, item) {
+    for (const [k, v] of [["domain", domain], ["cluster", cluster], ["item", item]]) {
+      if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new TypeError(`pmid ${k} must be a u32, got ${v}`);
+    }
+    this.domain = domain;
+    this.cluster = cluster;
+    this.item = item;
+    Object.freeze(this);
+  }
+
+  static of(p) {
+    if (p instanceof Pmid) return p;
+    if (Array.isArray(p)) return new Pmid(p[0], p[1], p[2]);
+    return new Pmid(p.domain, p.cluster, p.item);
+  }
+
+  /** "d.c.i": the key the tree indexes names by. */
+  toString() {
+    return `${this.domain}.${this.cluster}.${this.item}`;
+  }
+
+  equals(other) {
+    const o = Pmid.of(other);
+    return o.domain === this.domain && o.cluster === this.cluster && o.item === this.item;
+  }
+}
+
+const SEMANTICS = ["counter", "instant", "discrete"];
+
+/**
+ * What an agent says about one metric: `semantics` is counter, instant or discrete; `units` as
+ * PCP writes them (`Kbyte`, `count / sec`); `indom` undefined for a singular metric.
+ */
+export class Metric {
+  constructor(pmid, semantics = "instant", units = "", help = "", indom = undefined) {
+    if (!SEMANTICS.includes(semantics)) {
+      throw new TypeError(`semantics must be counter, instant or discrete, got ${JSON.stringify(semantics)}`);
+    }
+    this.pmid = Pmid.of(pmid);
+    this.semantics = semantics;
+    this.units = units;
+    this.help = help;
+    this.indom = indom ?? undefined;
+  }
+}
+
+/**
+ * Answers the namespace callbacks (lookup, names, children, describe) for a table of metrics
+ * `{ "full.dotted.name": Metric }` under `root`. An agent derives from it and implements
+ * `fetch(pmid)`; it calls `this.setMetrics(root, metrics)` again when its metrics change.
+ */
+export class Tree {
+  constructor(root, metrics) {
+    this.setMetrics(root, metrics);
+  }
+
+  setMetrics(root, metrics) {
+    const byName = new Map();
+    const byPmid = new Map();
+    // Inner nodes -> their children in first-seen order (name -> leaf).
+    const inner = new Map([[root, new Map()]]);
+    for (const [name, m] of metrics instanceof Map ? metrics : Object.entries(metrics)) {
+      if (!name.startsWith(root + ".")) throw new TypeError(`metric ${name} is not under ${root}`);
+      const metric = m instanceof Metric ? m : new Metric(m.pmid, m.semantics, m.units, m.help, m.indom);
+      byName.set(name, metric);
+      const key = metric.pmid.toString();
+      if (!byPmid.has(key)) byPmid.set(key, []);
+      byPmid.get(key).push(name);
+      const parts = name.slice(root.length + 1).split(".");
+      let node = root;
+      parts.forEach((part, k) => {
+        const leaf = k === parts.length - 1;
+        const kids = inner.get(node);
+        // A name that is a leaf here and inner elsewhere is inner (as the Python SDK says).
+        kids.set(part, (kids.get(part) ?? true) && leaf);
+        node = `${node}.${part}`;
+        if (!leaf && !inner.has(node)) inner.set(node, new Map());
+      });
+    }
+    this.root = root;
+    this.metrics = byName;
+    this.byPmid = byPmid;
+    this.inner = inner;
+  }
+
+  lookupName(name) {
+    const m = this.metrics.get(name);
+    if (m !== undefined) return m.pmid;
+    if (this.inner.has(name)) throw new NonLeaf();
+    throw new UnknownName();
+  }
+
+  namesOf(pmid) {
+    const names = this.byPmid.get(Pmid.of(pmid).toString());
+    if (names === undefined) throw new UnknownPmid();
+    return [...names];
+  }
+
+  /** `[[name, leaf], ...]` of a non-leaf name; a leaf has none. */
+  children(name) {
+    if (this.metrics.has(name)) return [];
+    const kids = this.inner.get(name);
+    if (kids === undefined) throw new UnknownName();
+    return [...kids];
+  }
+
+  describe(pmid) {
+    return this.metrics.get(this.namesOf(pmid)[0]);
+  }
+}
+
+/** What `fetch` returned -> `[[instance, value], ...]`: a number is a singular value. */
+function fetchedValues(result) {
+  if (typeof result === "number" || typeof result === "bigint") return [["", Number(result)]];
+  return Array.from(result, ([instance, value]) => [String(instance), Number(value)]);
+}
+
+/** An NsError (or anything else thrown) -> the WIT `ns-error` variant. */
+export function nsError(e) {
+  if (e instanceof UnknownName) return { tag: "unknown-name" };
+  if (e instanceof NonLeaf) return { tag: "non-leaf" };
+  if (e instanceof UnknownPmid) return { tag: "unknown-pmid" };
+  return { tag: "other", val: String(e?.message ?? e) };
+}
+
+/**
+ * The objects to export as the `namespace` and `source` interfaces
+ * (`export const { namespace, source } = exportAgent(cls)`). `new cls(params)` configures;
+ * the instance answers `lookupName`, `namesOf`, `children` (`[[name, leaf]]`), `describe` (a
+ * Metric) and `fetch(pmid)` (a number, or `[[instance, value]]`), throwing `UnknownName`,
+ * `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call (a dynamic
+ * subtree may change there).
+ */
+export function exportAgent(cls) {
+  let impl = null;
+  // componentize-js returns a thrown non-Error value as the result's error (an Error traps).
+  const call = (f, ...args) => {
+    if (impl === null) throw { tag: "other", val: "agent not configured" };
+    try {
+      return impl[f](...args);
+    } catch (e) {
+      throw nsError(e);
+    }
+  };
+  const wirePmid = (p) => {
+    const q = Pmid.of(p);
+    return { domain: q.domain, cluster: q.cluster, item: q.item };
+  };
+  const namespace = {
+    lookupName: (name) => wirePmid(call("lookupName", name)),
+    namesOf: (id) => Array.from(call("namesOf", Pmid.of(id)), String),
+    children: (name) => Array.from(call("children", name), ([n, leaf]) => ({ name: String(n), leaf: Boolean(leaf) })),
+  };
+  const source = {
+    configure(params) {
+      try {
+        impl = new cls(Params.parse(params));
+      } catch (e) {
+        throw e instanceof ConfigError ? e.message : `bad parameters: ${e?.message ?? e}`;
+      }
+    },
+    describe(id) {
+      const m = call("describe", Pmid.of(id));
+      return { id: wirePmid(m.pmid), semantics: m.semantics, units: m.units, indom: m.indom, help: m.help };
+    },
+    fetch(ids) {
+      const out = Array.from(ids, (id) => {
+        try {
+          const values = fetchedValues(call("fetch", Pmid.of(id))).map(([instance, value]) => ({ instance, value }));
+          return { id, values: { tag: "ok", val: values } };
+        } catch (e) {
+          // One metric failing does not fail the others; `call` made it an ns-error already.
+          return { id, values: { tag: "err", val: e?.tag ? e : nsError(e) } };
+        }
+      });
+      if (impl !== null && typeof impl.fetched === "function") impl.fetched();
+      return out;
+    },
+  };
+  return { namespace, source };
 }

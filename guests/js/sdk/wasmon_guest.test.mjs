@@ -3,7 +3,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { Codec, ConfigError, Kind, Params, Sample, exportTransformer } from "./wasmon_guest.js";
+import {
+  Codec, ConfigError, Kind, Metric, NonLeaf, Params, Pmid, Sample, Tree, UnknownName, UnknownPmid,
+  exportAgent, exportTransformer,
+} from "./wasmon_guest.js";
 
 function batch(newStrings, metadata, ids, kinds, values, ts, reset = false) {
   return {
@@ -98,4 +101,66 @@ test("exportTransformer configures, handles and reports errors as strings", () =
   assert.deepEqual(Array.from(out.values), [42]);
   assert.deepEqual(out.newStrings, []);
   assert.equal(t.flush().values.length, 0);
+});
+
+const tree = () => new Tree("a", {
+  "a.x": new Metric([9, 0, 0], "counter", "count", "x"),
+  "a.b.y": new Metric([9, 1, 0]),
+  "a.b.z": new Metric([9, 1, 1], "discrete"),
+  "a.alias": new Metric([9, 0, 0]),
+});
+
+test("a tree answers look-ups, names, children and descriptions as PCP does", () => {
+  const t = tree();
+  assert.ok(t.lookupName("a.b.z").equals([9, 1, 1]));
+  assert.throws(() => t.lookupName("a.b"), NonLeaf);
+  assert.throws(() => t.lookupName("a"), NonLeaf);
+  assert.throws(() => t.lookupName("a.nope"), UnknownName);
+  assert.throws(() => t.lookupName("a.x.deeper"), UnknownName);
+  assert.deepEqual(t.namesOf(new Pmid(9, 0, 0)), ["a.x", "a.alias"]);
+  assert.throws(() => t.namesOf([9, 7, 7]), UnknownPmid);
+  assert.deepEqual(t.children("a"), [["x", true], ["b", false], ["alias", true]]);
+  assert.deepEqual(t.children("a.b"), [["y", true], ["z", true]]);
+  assert.deepEqual(t.children("a.x"), []);
+  assert.throws(() => t.children("zz"), UnknownName);
+  assert.equal(t.describe({ domain: 9, cluster: 0, item: 0 }).units, "count");
+  assert.throws(() => new Tree("a", { "b.c": new Metric([1, 0, 0]) }), /not under a/);
+  assert.throws(() => new Metric([1, 0, 0], "gauge"), /semantics/);
+  assert.throws(() => new Pmid(1, -1, 0), /cluster/);
+});
+
+test("exportAgent speaks the WIT shapes: ns-error variants, per-metric results, fetched()", () => {
+  class A extends Tree {
+    constructor(params) {
+      super("a", { "a.x": new Metric([9, 0, 0]) });
+      this.v = params.number("v");
+      this.calls = 0;
+    }
+    fetch(p) {
+      if (p.item === 5) throw new Error("boom");
+      if (p.item !== 0) throw new UnknownPmid();
+      return [["i1", this.v], ["i2", BigInt(2)]];
+    }
+    fetched() {
+      this.calls += 1;
+      this.setMetrics("a", { "a.x": new Metric([9, 0, 0]), [`a.n${this.calls}`]: new Metric([9, 0, this.calls]) });
+    }
+  }
+  const { namespace, source } = exportAgent(A);
+  assert.throws(() => namespace.lookupName("a.x"), (e) => e.tag === "other" && /not configured/.test(e.val));
+  assert.throws(() => source.configure("{}"), (e) => e === "`v` is required (a number)");
+  source.configure('{"v": 1.5}');
+  assert.deepEqual(namespace.lookupName("a.x"), { domain: 9, cluster: 0, item: 0 });
+  assert.throws(() => namespace.lookupName("a"), (e) => e.tag === "non-leaf");
+  assert.throws(() => namespace.lookupName("b"), (e) => e.tag === "unknown-name");
+  assert.deepEqual(namespace.children("a"), [{ name: "x", leaf: true }]);
+  const d = source.describe({ domain: 9, cluster: 0, item: 0 });
+  assert.deepEqual(d, { id: { domain: 9, cluster: 0, item: 0 }, semantics: "instant", units: "", indom: undefined, help: "" });
+  const ids = [0, 3, 5].map((item) => ({ domain: 9, cluster: 0, item }));
+  const got = source.fetch(ids);
+  assert.deepEqual(got[0].values, { tag: "ok", val: [{ instance: "i1", value: 1.5 }, { instance: "i2", value: 2 }] });
+  assert.deepEqual(got[1].values, { tag: "err", val: { tag: "unknown-pmid" } });
+  assert.deepEqual(got[2].values, { tag: "err", val: { tag: "other", val: "boom" } });
+  // fetched() changed the namespace.
+  assert.deepEqual(namespace.namesOf({ domain: 9, cluster: 0, item: 1 }), ["a.n1"]);
 });

@@ -1,6 +1,6 @@
 """`dyn_agent`: an agent in Python serving a dynamic subtree.
 
-Under `root` (default `pyagent.dyn`) it serves `count` counters `root.slot.N.hits` (cluster 1,
+Under `root` (default `pyagent.dyn`) it serves `count` counters `root.slot.sN.hits` (cluster 1,
 item N) plus `root.slots` (cluster 0, item 0: how many there are). The set of slots is
 dynamic: every `grow_every` fetches one more slot appears, up to `max`. Values change at each
 fetch (a slot's hits grow by N + 1). Parameters::
@@ -28,7 +28,7 @@ class Dyn(Tree):
                                               "number of slots"),
         }
         for n in range(self.count):
-            metrics["%s.slot.%d.hits" % (self.root_name, n)] = Metric(
+            metrics["%s.slot.s%d.hits" % (self.root_name, n)] = Metric(
                 (self.domain, 1, n), "counter", "count", "hits of slot %d" % n)
         Tree.__init__(self, self.root_name, metrics)
 

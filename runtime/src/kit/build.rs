@@ -6,17 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::toolchain::{self, COMPONENTIZE_JS, COMPONENTIZE_PY};
-use super::{Lang, Manifest, WorldName, write_if_changed, write_wit};
+use super::{Lang, Manifest, write_if_changed, write_wit};
 
 /// The Python SDK (`guests/python/sdk`).
 const PY_SDK: &str = include_str!("../../../guests/python/sdk/wasmon_guest.py");
 /// The JavaScript SDK (`guests/js/sdk`).
 const JS_SDK: &str = include_str!("../../../guests/js/sdk/wasmon_guest.js");
-/// The C SDK (`guests/c/sdk`): the codec and the glue to wit-bindgen's bindings.
+/// The C SDK (`guests/c/sdk`): the codec, the agent's tree and one glue file per world to
+/// wit-bindgen's bindings (`glue_WORLD.c`: a build compiles only its world's).
 const C_SDK: &[(&str, &str)] = &[
     (
         "wasmon_guest.h",
@@ -26,7 +27,14 @@ const C_SDK: &[(&str, &str)] = &[
         "wasmon_guest.c",
         include_str!("../../../guests/c/sdk/wasmon_guest.c"),
     ),
-    ("glue.c", include_str!("../../../guests/c/sdk/glue.c")),
+    (
+        "glue_transformer.c",
+        include_str!("../../../guests/c/sdk/glue_transformer.c"),
+    ),
+    (
+        "glue_agent.c",
+        include_str!("../../../guests/c/sdk/glue_agent.c"),
+    ),
 ];
 
 /// Directories never hashed or copied as sources.
@@ -235,9 +243,6 @@ fn build_js(dir: &Path, m: &Manifest, stage: &Path, out: &Path, tc: &Path) -> Re
 
 fn build_c(dir: &Path, m: &Manifest, stage: &Path, out: &Path) -> Result<()> {
     let clang = toolchain::clang()?;
-    if m.world != WorldName::Transformer {
-        bail!("the C SDK builds transformers only");
-    }
     let wit = stage.join("wit");
     write_wit(&wit)?;
     // Bindings from wit-bindgen's C generator, as a library (no CLI to install).
@@ -284,7 +289,7 @@ fn build_c(dir: &Path, m: &Manifest, stage: &Path, out: &Path) -> Result<()> {
         }
     }
     cmd.arg(gen_dir.join("wasmon_guest.c"))
-        .arg(gen_dir.join("glue.c"))
+        .arg(gen_dir.join(format!("glue_{}.c", m.world.name())))
         .arg("-lm")
         .arg("-o")
         .arg(stage.join("module.wasm"));

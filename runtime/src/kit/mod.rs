@@ -97,13 +97,6 @@ impl Manifest {
         let m: Manifest =
             toml::from_str(&text).with_context(|| format!("{} is invalid", path.display()))?;
         valid_name(&m.name).with_context(|| format!("{}: `name`", path.display()))?;
-        if m.world == WorldName::Agent && matches!(m.lang, Lang::Js | Lang::C) {
-            bail!(
-                "{}: the {} SDK builds transformers only (agents: Rust or Python)",
-                path.display(),
-                m.lang.name()
-            );
-        }
         Ok(m)
     }
 }

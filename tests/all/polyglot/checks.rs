@@ -96,6 +96,15 @@ fn check_describes_agents_and_transformers_and_links_them() {
     let (accepted, text) = check(&built("c", "clamp"), &[]);
     assert!(accepted, "{text}");
     assert!(text.contains("wasmon:collector/transform@0.1.0"), "{text}");
+    // The C SDK's agents: the agent world's exports, linked.
+    let (accepted, text) = check(&built("c", "dyn_agent"), &[]);
+    assert!(accepted, "{text}");
+    assert!(
+        text.contains("implements wasmon:collector/agent@0.1.0"),
+        "{text}"
+    );
+    assert!(text.contains("wasmon:collector/source@0.1.0"), "{text}");
+    assert!(text.contains("accepted"), "{text}");
     // componentize-py's Python guests import WASI the linker has (cli, io, clocks...).
     let (accepted, text) = check(&built("python", "zscore"), &["--no-link"]);
     assert!(accepted, "{text}");

@@ -2,7 +2,7 @@
 //! `wasmon transform` and the sandbox.
 
 use serde_json::{Value, json};
-use wasmon::host::agent_types::{NsError, Pmid};
+use wasmon::host::agent_types::{NsError, Pmid, Semantics};
 use wasmon::host::{AgentWorld, GuestConfig, Image};
 
 use super::{built, cached_runtime, transform};
@@ -190,55 +190,315 @@ fn pmid(domain: u32, cluster: u32, item: u32) -> Pmid {
     }
 }
 
-#[test]
-fn python_agent_serves_a_dynamic_subtree_that_grows() {
+/// Loads `guests/LANG/NAME` (a `dyn_agent`) in the sandbox with `params`.
+fn load_agent(
+    lang: &str,
+    name: &str,
+    params: &Value,
+) -> anyhow::Result<wasmon::host::AgentInstance> {
     let rt = cached_runtime();
-    let bytes = std::fs::read(built("python", "dyn_agent")).unwrap();
-    let compiled = rt.compile(&bytes, "dyn_agent").unwrap();
-    let params = json!({"domain": 45, "root": "py.dyn", "count": 2, "grow_every": 2});
-    let mut cfg = GuestConfig::new("dyn_agent", &params.to_string());
+    let bytes = std::fs::read(built(lang, name)).unwrap();
+    let compiled = rt.compile(&bytes, name).unwrap();
+    let mut cfg = GuestConfig::new(name, &params.to_string());
     cfg.memory = 256 << 20;
     cfg.deadline = std::time::Duration::from_secs(2);
-    let mut a = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+    Image::<AgentWorld>::load(&rt, &compiled, cfg)
+}
+
+/// What every language's `dyn_agent` (guests/LANG/dyn_agent: `ROOT.slots` and `count` slots
+/// `ROOT.slot.sN.hits`, one more every `grow_every` fetches) answers, asked in the sandbox.
+fn dyn_agent_serves_a_dynamic_subtree_that_grows(lang: &str, name: &str, root: &str, domain: u32) {
+    let params = json!({"domain": domain, "root": root, "count": 2, "grow_every": 2});
+    let mut a = load_agent(lang, name, &params).unwrap();
+    let n = |rest: &str| format!("{root}.{rest}");
 
     assert_eq!(
-        a.lookup_name("py.dyn.slot.1.hits").unwrap(),
-        Ok(pmid(45, 1, 1))
-    );
-    assert_eq!(a.lookup_name("py.dyn.slot").unwrap(), Err(NsError::NonLeaf));
-    assert_eq!(
-        a.lookup_name("py.dyn.slot.2.hits").unwrap(),
-        Err(NsError::UnknownName)
+        a.lookup_name(&n("slot.s1.hits")).unwrap(),
+        Ok(pmid(domain, 1, 1)),
+        "{lang}"
     );
     assert_eq!(
-        a.names_of(pmid(45, 0, 0)).unwrap(),
-        Ok(vec!["py.dyn.slots".to_string()])
+        a.lookup_name(&n("slot")).unwrap(),
+        Err(NsError::NonLeaf),
+        "{lang}"
     );
-    let kids = a.children("py.dyn").unwrap().unwrap();
-    let kids: Vec<(String, bool)> = kids.into_iter().map(|c| (c.name, c.leaf)).collect();
     assert_eq!(
-        kids,
-        [("slots".to_string(), true), ("slot".to_string(), false)]
+        a.lookup_name(root).unwrap(),
+        Err(NsError::NonLeaf),
+        "{lang}"
     );
-    let desc = a.describe(pmid(45, 1, 0)).unwrap().unwrap();
-    assert_eq!(desc.units, "count");
+    assert_eq!(
+        a.lookup_name(&n("slot.s2.hits")).unwrap(),
+        Err(NsError::UnknownName),
+        "{lang}"
+    );
+    assert_eq!(
+        a.names_of(pmid(domain, 0, 0)).unwrap(),
+        Ok(vec![n("slots")]),
+        "{lang}"
+    );
+    assert_eq!(
+        a.names_of(pmid(domain, 1, 2)).unwrap(),
+        Err(NsError::UnknownPmid),
+        "{lang}"
+    );
+    let kids = |a: &mut wasmon::host::AgentInstance, name: &str| -> Vec<(String, bool)> {
+        a.children(name)
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{lang}: children({name}): {e:?}"))
+            .into_iter()
+            .map(|c| (c.name, c.leaf))
+            .collect()
+    };
+    assert_eq!(
+        kids(&mut a, root),
+        [("slots".to_string(), true), ("slot".to_string(), false)],
+        "{lang}"
+    );
+    assert_eq!(
+        kids(&mut a, &n("slot")),
+        [("s0".to_string(), false), ("s1".to_string(), false)],
+        "{lang}"
+    );
+    assert_eq!(
+        kids(&mut a, &n("slot.s0")),
+        [("hits".to_string(), true)],
+        "{lang}"
+    );
+    assert_eq!(
+        kids(&mut a, &n("slots")),
+        [],
+        "{lang}: a leaf has no children"
+    );
+    assert_eq!(
+        a.children(&n("nothing")).unwrap(),
+        Err(NsError::UnknownName),
+        "{lang}"
+    );
+    let desc = a.describe(pmid(domain, 1, 0)).unwrap().unwrap();
+    assert_eq!(desc.id, pmid(domain, 1, 0), "{lang}");
+    assert_eq!(desc.units, "count", "{lang}");
+    assert_eq!(desc.help, "hits of slot 0", "{lang}");
+    assert_eq!(desc.semantics, Semantics::Counter, "{lang}");
+    assert_eq!(desc.indom, None, "{lang}");
+    let desc = a.describe(pmid(domain, 0, 0)).unwrap().unwrap();
+    assert_eq!(
+        (desc.semantics, desc.units.as_str(), desc.help.as_str()),
+        (Semantics::Discrete, "", "number of slots"),
+        "{lang}"
+    );
+    assert_eq!(
+        a.describe(pmid(domain, 9, 9)).unwrap(),
+        Err(NsError::UnknownPmid),
+        "{lang}"
+    );
 
-    let ids = [pmid(45, 1, 1), pmid(45, 0, 0), pmid(45, 9, 9)];
+    let ids = [pmid(domain, 1, 1), pmid(domain, 0, 0), pmid(domain, 9, 9)];
     let first = a.fetch(&ids).unwrap();
-    assert_eq!(first[0].values.as_ref().unwrap()[0].value, 2.0);
-    assert_eq!(first[1].values.as_ref().unwrap()[0].value, 2.0);
-    assert_eq!(first[2].values, Err(NsError::UnknownPmid));
+    assert_eq!(first.len(), 3, "{lang}");
+    assert_eq!(first[0].id, ids[0], "{lang}");
+    let values = first[0].values.as_ref().unwrap();
+    assert_eq!(values.len(), 1, "{lang}");
+    assert_eq!(
+        (values[0].instance.as_str(), values[0].value),
+        ("", 2.0),
+        "{lang}: a singular value"
+    );
+    assert_eq!(first[1].values.as_ref().unwrap()[0].value, 2.0, "{lang}");
+    assert_eq!(first[2].values, Err(NsError::UnknownPmid), "{lang}");
     // The second fetch grows the subtree by one slot.
     let second = a.fetch(&ids).unwrap();
     assert_eq!(
         second[0].values.as_ref().unwrap()[0].value,
         4.0,
-        "values change"
+        "{lang}: values change"
     );
     assert_eq!(
-        a.lookup_name("py.dyn.slot.2.hits").unwrap(),
-        Ok(pmid(45, 1, 2))
+        a.lookup_name(&n("slot.s2.hits")).unwrap(),
+        Ok(pmid(domain, 1, 2)),
+        "{lang}"
+    );
+    assert_eq!(
+        kids(&mut a, &n("slot")),
+        [
+            ("s0".to_string(), false),
+            ("s1".to_string(), false),
+            ("s2".to_string(), false)
+        ],
+        "{lang}"
+    );
+    assert_eq!(
+        a.describe(pmid(domain, 1, 2)).unwrap().unwrap().help,
+        "hits of slot 2",
+        "{lang}"
     );
     let third = a.fetch(&ids).unwrap();
-    assert_eq!(third[1].values.as_ref().unwrap()[0].value, 3.0);
+    assert_eq!(third[1].values.as_ref().unwrap()[0].value, 3.0, "{lang}");
+    let slot2 = a.fetch(&[pmid(domain, 1, 2)]).unwrap();
+    assert_eq!(slot2[0].values.as_ref().unwrap()[0].value, 3.0, "{lang}");
+
+    // A bad parameter is refused by configure, naming it.
+    for (params, want) in [
+        (json!({"count": -1}), "`count` must be at least 0, got -1"),
+        (
+            json!({"count": 4, "max": 3}),
+            "`max` must be at least 4, got 3",
+        ),
+        (
+            json!({"domain": 1.5}),
+            "`domain` must be an integer, got 1.5",
+        ),
+        (json!({"root": 7}), "`root` must be a string, got 7"),
+    ] {
+        let err = load_agent(lang, name, &params).err().expect("refused");
+        let err = format!("{err:#}");
+        assert!(err.contains(want), "{lang}: {params}: {err}");
+    }
+}
+
+#[test]
+fn python_agent_serves_a_dynamic_subtree_that_grows() {
+    dyn_agent_serves_a_dynamic_subtree_that_grows("python", "dyn_agent", "py.dyn", 45);
+}
+
+#[test]
+fn c_agent_serves_a_dynamic_subtree_that_grows() {
+    dyn_agent_serves_a_dynamic_subtree_that_grows("c", "dyn_agent", "c.dyn", 46);
+    // Its defaults.
+    let mut a = load_agent("c", "dyn_agent", &json!({})).unwrap();
+    assert_eq!(
+        a.lookup_name("cagent.dyn.slot.s2.hits").unwrap(),
+        Ok(pmid(46, 1, 2))
+    );
+    assert_eq!(
+        a.lookup_name("cagent.dyn.slot.s3.hits").unwrap(),
+        Err(NsError::UnknownName)
+    );
+}
+
+#[test]
+fn js_agent_serves_a_dynamic_subtree_that_grows() {
+    dyn_agent_serves_a_dynamic_subtree_that_grows("js", "dyn_agent", "js.dyn", 47);
+}
+
+/// `guests/LANG/dyn_agent` in a running daemon, owning the dynamic subtree `ROOT.dyn` of its
+/// PMNS: looked up, listed and fetched over HTTP while it grows.
+fn dyn_agent_in_a_running_daemon(lang: &str, root: &str, domain: u32) {
+    let guest = built(lang, "dyn_agent");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("wasmon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[daemon]
+data-dir = "data"
+[procfs]
+enabled = false
+
+[[agent]]
+name = "dyn"
+guest = "{}"
+domain = {domain}
+pmns = "root {{ {root} }}\n{root} {{ dyn {domain}:*:* }}"
+params = {{ domain = {domain}, root = "{root}.dyn", count = 2, grow_every = 1, max = 3 }}
+"#,
+            guest.display()
+        ),
+    )
+    .unwrap();
+    let d = crate::common::DaemonProcess::start(&config);
+    let get = |path: &str| -> Value {
+        let r = d.get(path).unwrap();
+        assert_eq!(r.status(), 200, "{lang}: {path}");
+        r.json().unwrap()
+    };
+    let p = |rest: &str| format!("{root}.dyn{rest}");
+
+    let v = get(&format!(
+        "/api/ns/lookup?name={}&name={}&name={}&name={}&name={}",
+        p(".slots"),
+        p(".slot.s1.hits"),
+        p(".slot"),
+        p(""),
+        p(".nope")
+    ));
+    assert_eq!(v[0]["pmid"], format!("{domain}.0.0"), "{lang}: {v}");
+    assert_eq!(v[1]["pmid"], format!("{domain}.1.1"), "{lang}: {v}");
+    assert_eq!(
+        v[2]["error"], "Metric name is not a leaf in PMNS",
+        "{lang}: {v}"
+    );
+    assert_eq!(
+        v[3]["error"], "Metric name is not a leaf in PMNS",
+        "{lang}: {v}"
+    );
+    assert_eq!(v[4]["error"], "Unknown metric name", "{lang}: {v}");
+    let v = get(&format!(
+        "/api/ns/name?pmid={domain}.0.0&pmid={domain}.1.0&pmid={domain}.9.9"
+    ));
+    assert_eq!(v[0]["names"], json!([p(".slots")]), "{lang}: {v}");
+    assert_eq!(v[1]["names"], json!([p(".slot.s0.hits")]), "{lang}: {v}");
+    assert_eq!(
+        v[2]["error"], "Unknown or illegal metric identifier",
+        "{lang}: {v}"
+    );
+    let v = get(&format!("/api/ns/children?name={}", p("")));
+    assert_eq!(
+        v["children"],
+        json!([{"name": "slots", "leaf": true}, {"name": "slot", "leaf": false}]),
+        "{lang}: {v}"
+    );
+    let v = get(&format!("/api/ns/children?name={}", p(".slot")));
+    assert_eq!(
+        v["children"],
+        json!([{"name": "s0", "leaf": false}, {"name": "s1", "leaf": false}]),
+        "{lang}: {v}"
+    );
+
+    // Every fetch grows the subtree by one slot, up to `max`; a slot's hits grow by N + 1.
+    let fetch = |name: String| -> (Value, Value) {
+        let v = get(&format!("/api/fetch?name={name}"));
+        (v[0]["semantics"].clone(), v[0]["values"].clone())
+    };
+    assert_eq!(
+        fetch(p(".slots")),
+        (json!("discrete"), json!([["", 2.0]])),
+        "{lang}"
+    );
+    assert_eq!(
+        fetch(p(".slots")),
+        (json!("discrete"), json!([["", 3.0]])),
+        "{lang}"
+    );
+    assert_eq!(
+        fetch(p(".slots")),
+        (json!("discrete"), json!([["", 3.0]])),
+        "{lang}: at most `max`"
+    );
+    assert_eq!(
+        fetch(p(".slot.s2.hits")),
+        (json!("counter"), json!([["", 3.0]])),
+        "{lang}"
+    );
+    assert_eq!(
+        fetch(p(".slot.s2.hits")),
+        (json!("counter"), json!([["", 6.0]])),
+        "{lang}"
+    );
+}
+
+#[test]
+fn python_agent_serves_its_subtree_in_a_running_daemon() {
+    dyn_agent_in_a_running_daemon("python", "py", 45);
+}
+
+#[test]
+fn js_agent_serves_its_subtree_in_a_running_daemon() {
+    dyn_agent_in_a_running_daemon("js", "js", 47);
+}
+
+#[test]
+fn c_agent_serves_its_subtree_in_a_running_daemon() {
+    dyn_agent_in_a_running_daemon("c", "c", 46);
 }

@@ -208,7 +208,7 @@ fn js_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        report.contains("# pass 6") && report.contains("# fail 0"),
+        report.contains("# pass 8") && report.contains("# fail 0"),
         "{report}"
     );
 }

@@ -1,5 +1,6 @@
 /* Connects the C SDK's codec to the bindings wit-bindgen generates for the `transformer`
- * world (transformer.h, written by `wasmon guest build`). */
+ * world (transformer.h, written by `wasmon guest build`); a transformer's build compiles this
+ * file, an agent's glue_agent.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,205 @@
+/* Connects the C SDK's agent tree to the bindings wit-bindgen generates for the `agent` world
+ * (agent.h, written by `wasmon guest build`): the namespace and describe are answered from the
+ * tree, fetch by the guest's wg_agent_fetch.
+ *
+ * Ownership, as wit-bindgen's C bindings have it: the arguments of an export (strings, lists)
+ * are the callee's to free; what an export returns is freed by the bindings after the call
+ * (post-return), each string and list with free() when its length is not zero, so every
+ * returned non-empty buffer here is malloc'd and an empty one is NULL. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "wasmon_guest.h"
+
+typedef wasmon_collector_types_ns_error_t ns_error_t;
+
+static wg_params *params;
+static wg_tree *tree;
+
+void wg_log(wg_level level, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    agent_string_t msg = {(uint8_t *)buf, strlen(buf)};
+    wasmon_collector_host_log((wasmon_collector_host_level_t)level, &msg);
+}
+
+/* The default of the optional hook. */
+__attribute__((weak)) void wg_agent_fetched(wg_tree *t) { (void)t; }
+
+/* A string for the host: a malloc'd copy, NULL when empty. */
+static void str_out(agent_string_t *ret, const char *s) {
+    size_t len = strlen(s);
+    ret->len = len;
+    ret->ptr = NULL;
+    if (!len) return;
+    ret->ptr = malloc(len);
+    if (!ret->ptr) abort();
+    memcpy(ret->ptr, s, len);
+}
+
+static void *alloc_n(size_t n, size_t size) {
+    if (!n) return NULL;
+    void *p = malloc(n * size);
+    if (!p) abort();
+    return p;
+}
+
+/* A WG_ code (not WG_OK) as the WIT's ns-error. */
+static void error_out(ns_error_t *err, int code, const char *message) {
+    memset(err, 0, sizeof *err);
+    switch (code) {
+    case WG_UNKNOWN_NAME: err->tag = WASMON_COLLECTOR_TYPES_NS_ERROR_UNKNOWN_NAME; break;
+    case WG_NON_LEAF: err->tag = WASMON_COLLECTOR_TYPES_NS_ERROR_NON_LEAF; break;
+    case WG_UNKNOWN_PMID: err->tag = WASMON_COLLECTOR_TYPES_NS_ERROR_UNKNOWN_PMID; break;
+    default:
+        err->tag = WASMON_COLLECTOR_TYPES_NS_ERROR_OTHER;
+        str_out(&err->val.other, message);
+    }
+}
+
+static bool not_configured(ns_error_t *err) {
+    error_out(err, WG_OTHER, "agent not configured");
+    return false;
+}
+
+static wg_pmid from_wit(const wasmon_collector_types_pmid_t *id) {
+    return (wg_pmid){id->domain, id->cluster, id->item};
+}
+
+bool exports_wasmon_collector_source_configure(agent_string_t *text, agent_string_t *err) {
+    const char *why = NULL;
+    wg_params_free(params);
+    /* Kept for the instance's life: strings from wg_param_string point into it. */
+    params = wg_params_parse((const char *)text->ptr, text->len, &why);
+    agent_string_free(text);
+    wg_tree *fresh = wg_tree_new();
+    if (params) why = wg_agent_configure(params, fresh);
+    if (why) {
+        str_out(err, why);
+        wg_tree_free(fresh);
+        return false;
+    }
+    wg_tree_free(tree);
+    tree = fresh;
+    return true;
+}
+
+bool exports_wasmon_collector_namespace_lookup_name(agent_string_t *name, wasmon_collector_types_pmid_t *ret,
+                                                    ns_error_t *err) {
+    int code = WG_OTHER;
+    wg_pmid id;
+    if (tree) code = wg_tree_lookup(tree, (const char *)name->ptr, name->len, &id);
+    agent_string_free(name);
+    if (!tree) return not_configured(err);
+    if (code != WG_OK) {
+        error_out(err, code, "");
+        return false;
+    }
+    *ret = (wasmon_collector_types_pmid_t){id.domain, id.cluster, id.item};
+    return true;
+}
+
+bool exports_wasmon_collector_namespace_names_of(wasmon_collector_types_pmid_t *id, agent_list_string_t *ret,
+                                                 ns_error_t *err) {
+    if (!tree) return not_configured(err);
+    const char *const *names;
+    size_t n;
+    int code = wg_tree_names_of(tree, from_wit(id), &names, &n);
+    if (code != WG_OK) {
+        error_out(err, code, "");
+        return false;
+    }
+    ret->len = n;
+    ret->ptr = alloc_n(n, sizeof *ret->ptr);
+    for (size_t i = 0; i < n; i++) str_out(&ret->ptr[i], names[i]);
+    return true;
+}
+
+bool exports_wasmon_collector_namespace_children(agent_string_t *name,
+                                                 exports_wasmon_collector_namespace_list_child_t *ret,
+                                                 ns_error_t *err) {
+    int code = WG_OTHER;
+    const wg_child *kids = NULL;
+    size_t n = 0;
+    if (tree) code = wg_tree_children(tree, (const char *)name->ptr, name->len, &kids, &n);
+    agent_string_free(name);
+    if (!tree) return not_configured(err);
+    if (code != WG_OK) {
+        error_out(err, code, "");
+        return false;
+    }
+    ret->len = n;
+    ret->ptr = alloc_n(n, sizeof *ret->ptr);
+    for (size_t i = 0; i < n; i++) {
+        str_out(&ret->ptr[i].name, kids[i].name);
+        ret->ptr[i].leaf = kids[i].leaf;
+    }
+    return true;
+}
+
+bool exports_wasmon_collector_source_describe(wasmon_collector_types_pmid_t *id,
+                                              wasmon_collector_types_metric_desc_t *ret, ns_error_t *err) {
+    if (!tree) return not_configured(err);
+    wg_metric m;
+    int code = wg_tree_describe(tree, from_wit(id), &m);
+    if (code != WG_OK) {
+        error_out(err, code, "");
+        return false;
+    }
+    memset(ret, 0, sizeof *ret);
+    ret->id = *id;
+    ret->semantics = (wasmon_collector_types_semantics_t)m.semantics;
+    str_out(&ret->units, m.units);
+    str_out(&ret->help, m.help);
+    ret->indom.is_some = m.indom != WG_INDOM_NULL;
+    ret->indom.val = ret->indom.is_some ? m.indom : 0;
+    return true;
+}
+
+void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_pmid_t *ids,
+                                           exports_wasmon_collector_source_list_value_set_t *ret) {
+    size_t n = ids->len;
+    ret->len = n;
+    ret->ptr = alloc_n(n, sizeof *ret->ptr);
+    for (size_t i = 0; i < n; i++) {
+        wasmon_collector_types_value_set_t *set = &ret->ptr[i];
+        memset(set, 0, sizeof *set);
+        set->id = ids->ptr[i];
+        if (!tree) {
+            set->values.is_err = true;
+            error_out(&set->values.val.err, WG_OTHER, "agent not configured");
+            continue;
+        }
+        wg_values vals;
+        wg_values_init(&vals);
+        wg_error("fetch failed");
+        int code = wg_agent_fetch(tree, from_wit(&ids->ptr[i]), &vals);
+        if (code != WG_OK) {
+            /* One metric failing does not fail the others. */
+            wg_values_free(&vals);
+            set->values.is_err = true;
+            if (code < WG_OK || code > WG_OTHER) wg_error("fetch failed with code %d", code);
+            error_out(&set->values.val.err, code, wg_error_message());
+            continue;
+        }
+        wasmon_collector_types_list_value_t *list = &set->values.val.ok;
+        list->len = vals.n;
+        list->ptr = alloc_n(vals.n, sizeof *list->ptr);
+        for (size_t j = 0; j < vals.n; j++) {
+            /* The instance's malloc'd copy (NULL for "") moves to the host's list. */
+            char *inst = vals.v[j].instance;
+            list->ptr[j].instance = (agent_string_t){(uint8_t *)inst, inst ? strlen(inst) : 0};
+            list->ptr[j].value = vals.v[j].value;
+        }
+        free(vals.v);
+    }
+    exports_wasmon_collector_source_list_pmid_free(ids);
+    /* An agent may change its namespace between fetches (a dynamic subtree). */
+    if (tree) wg_agent_fetched(tree);
+}
