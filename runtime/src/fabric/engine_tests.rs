@@ -290,9 +290,9 @@ fn every_port_is_one_observation_per_counter() {
     }
 }
 
-/// The fast path tests counters a lane at a time: whatever happens on one port must come out
-/// the same wherever that port sits among quiet ones (first, middle or last of a lane, or in
-/// the tail after the last full lane) as on a port of its own.
+/// The fast path tests counters a chunk or a lane at a time: whatever happens on one port must
+/// come out the same wherever that port sits among quiet ones (first, middle or last of a
+/// lane or a chunk, or in the tail after the last full lane) as on a port of its own.
 #[test]
 fn a_port_gives_the_same_output_in_every_lane_position() {
     let schema = &IB_LEGACY;
@@ -339,6 +339,13 @@ fn a_port_gives_the_same_output_in_every_lane_position() {
         (29, 15),
         (29, 24),
         (29, 28),
+        // Chunks of 64 (the memcmp path): 150 = 2 chunks, 2 lanes and a tail of 6.
+        (150, 0),
+        (150, 63),
+        (150, 64),
+        (150, 100),
+        (150, 130),
+        (150, 149),
     ] {
         for (e, (mut got, want)) in run(n, at).into_iter().zip(&alone).enumerate() {
             let quiet = if e == 0 { 0 } else { n as u64 - 1 };
