@@ -6,6 +6,7 @@
 //! - bytes and messages sent up the tree per epoch, quiet vs 1 % busy (printed);
 //! - takeover after an agent stops renewing, as a multiple of the lease (printed; needs
 //!   Debian's nats-server, skipped with a note when it is missing).
+//!
 //! Goal: an engine epoch within 25 ms on one core.
 
 use std::hint::black_box;

@@ -67,7 +67,7 @@ fn twenty_reloads_under_load_deliver_every_sample_exactly_once() {
     let dir = daemon_dir();
     let testing = guest_path("testing");
     let second = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             "guest = \"template\"\nparams = { factor = 1.0 }".to_string()
         } else {
             format!(

@@ -47,6 +47,8 @@ fn err(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(json!({"error": msg.into()}))).into_response()
 }
 
+// The error is the reply itself (axum's Response), built once on a refused request.
+#[allow(clippy::result_large_err)]
 fn handle(s: &St) -> Result<&Arc<FabricHandle>, Response> {
     s.as_ref().ok_or_else(|| {
         err(
@@ -56,6 +58,8 @@ fn handle(s: &St) -> Result<&Arc<FabricHandle>, Response> {
     })
 }
 
+// The error is the reply itself (axum's Response), built once on a refused request.
+#[allow(clippy::result_large_err)]
 fn buckets(h: &FabricHandle) -> Result<&crate::fabric::ownership::Buckets, Response> {
     h.buckets()
         .ok_or_else(|| err(StatusCode::SERVICE_UNAVAILABLE, "not connected to NATS yet"))

@@ -39,6 +39,9 @@ pub fn trap_metric(counter: &str) -> String {
     format!("fabric.{counter}")
 }
 
+/// Thresholds a command set, waiting for the next epoch: (trap, change), by counter name.
+pub(super) type NewThresholds = (BTreeMap<String, u64>, BTreeMap<String, u64>);
+
 /// A running agent as the API and the command handler see it.
 pub struct FabricHandle {
     pub cfg: FabricConfig,
@@ -52,7 +55,7 @@ pub struct FabricHandle {
     /// This agent's latest lease value (what it renews).
     pub(super) status: Mutex<Lease>,
     pub(super) clear: AtomicBool,
-    pub(super) new_thresholds: Mutex<Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>>,
+    pub(super) new_thresholds: Mutex<Option<NewThresholds>>,
     /// Bytes and messages this agent published up the tree (own and relayed).
     pub bytes_up: AtomicU64,
     pub msgs_up: AtomicU64,

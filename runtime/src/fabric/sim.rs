@@ -120,7 +120,7 @@ impl Default for SimSpec {
 
 impl SimSpec {
     pub fn check(&self) -> Result<(), String> {
-        if self.radix < 4 || self.radix > 254 || self.radix % 2 != 0 {
+        if self.radix < 4 || self.radix > 254 || !self.radix.is_multiple_of(2) {
             return Err(format!("radix {} must be even, 4..=254", self.radix));
         }
         if self.pods == 0 || self.pods > self.radix {
@@ -230,13 +230,13 @@ impl SimFabric {
     }
 
     fn a64(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        debug_assert!(off.is_multiple_of(8) && off + 8 <= self.map.len());
         // SAFETY: in bounds, 8-aligned (the map is page-aligned), and only used atomically.
         unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
     }
 
     fn a32(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        debug_assert!(off.is_multiple_of(4) && off + 4 <= self.map.len());
         // SAFETY: as `a64`.
         unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU32) }
     }
@@ -585,7 +585,7 @@ impl CounterSource for SimSource {
                 continue;
             }
             let epoch = f.epoch();
-            out.ts_ns = f.epoch_ts() as i64;
+            out.ts_ns = f.epoch_ts();
             out.epoch = epoch;
             for (i, &p) in ports.iter().enumerate() {
                 let p = p as usize;

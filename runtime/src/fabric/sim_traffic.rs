@@ -62,7 +62,7 @@ fn xmit(seed: u64, busy_ppm: u32, secs: f64, port: usize, e: u64) -> (u64, u64, 
             0
         };
         (data, data / UNITS_PER_PACKET + 1, wait)
-    } else if r % 8 == 0 {
+    } else if r.is_multiple_of(8) {
         // A few management packets (64 bytes each).
         let pkts = 1 + (r >> 8) % 3;
         (pkts * 16, pkts, 0)

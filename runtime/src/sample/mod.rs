@@ -5,6 +5,8 @@
 
 mod json;
 mod name;
+// The type's own file, beside its name and JSON forms.
+#[allow(clippy::module_inception)]
 mod sample;
 
 pub use json::{
