@@ -214,43 +214,54 @@ impl Engine {
         let mut start = 0;
         while start < n {
             let end = (start + BLOCK).min(n);
+            let len = end - start;
+            // Per port: its state, its interval, and its timestamp for the next epoch (read
+            // here for the last time this epoch). Ports read together share one interval, so
+            // the int-to-float conversion is done once per distinct previous timestamp.
+            let (mut last_ts, mut last_dt) = (NO_TS, 0.0);
+            let mut missing = 0;
             for i in start..end {
                 let j = i - start;
-                self.clear_mask[j] = 0;
+                let pts = self.prev_ts[i];
                 self.state[j] = if !self.reading.ok[i] {
-                    out.ports_missing += 1;
+                    missing += 1;
                     ST_MISSING
-                } else if self.prev_ts[i] == NO_TS || self.prev_ts[i] >= ts {
-                    out.ports_read += 1;
-                    ST_FIRST
                 } else {
-                    out.ports_read += 1;
-                    self.dt[j] = (ts - self.prev_ts[i]) as f64 * 1e-9;
-                    if self.reading.cleared[i] | self.reading.reset[i] != 0 {
-                        ST_FLAGGED
+                    self.prev_ts[i] = ts;
+                    if pts == NO_TS || pts >= ts {
+                        ST_FIRST
                     } else {
-                        ST_OK
+                        if pts != last_ts {
+                            (last_ts, last_dt) = (pts, (ts - pts) as f64 * 1e-9);
+                        }
+                        self.dt[j] = last_dt;
+                        if self.reading.cleared[i] | self.reading.reset[i] != 0 {
+                            ST_FLAGGED
+                        } else {
+                            ST_OK
+                        }
                     }
                 };
             }
-            for (l, ok) in self.lane_ok[..(end - start).div_ceil(LANES)]
-                .iter_mut()
-                .enumerate()
-            {
-                let lane = &self.state[l * LANES..(l * LANES + LANES).min(end - start)];
+            out.ports_missing += missing;
+            out.ports_read += len as u32 - missing;
+            self.clear_mask[..len].fill(0);
+            for (l, ok) in self.lane_ok[..len.div_ceil(LANES)].iter_mut().enumerate() {
                 // A partial lane (the tail) is never "ok": it always takes the slow path.
-                *ok = u8::from(lane.len() == LANES && lane.iter().all(|s| *s == ST_OK));
+                *ok = match self.state.get(l * LANES..l * LANES + LANES) {
+                    Some(lane) if l * LANES + LANES <= len => {
+                        // `ST_OK` is 0: eight states at once.
+                        u8::from(u64::from_ne_bytes(lane.try_into().unwrap()) == 0)
+                    }
+                    _ => 0,
+                };
             }
             for c in 0..self.schema.len() {
                 self.column(c, start, end, out);
             }
-            for i in start..end {
-                let j = i - start;
-                if self.state[j] != ST_MISSING {
-                    self.prev_ts[i] = ts;
-                }
-                if self.clear_mask[j] != 0 {
-                    out.clears.push((i as u32, self.clear_mask[j]));
+            for (j, m) in self.clear_mask[..len].iter().enumerate() {
+                if *m != 0 {
+                    out.clears.push(((start + j) as u32, *m));
                 }
             }
             start = end;
