@@ -7,14 +7,17 @@ use clap::Subcommand;
 
 use crate::host::Runtime;
 use crate::host::check::{self, WorldKind};
-use crate::kit::{self, Lang};
+use crate::kit::{self, Lang, WorldName};
 
 #[derive(Subcommand, Debug)]
 pub enum GuestCommand {
-    /// Create a guest (a transformer that scales samples) that builds as is.
+    /// Create a guest that builds as is: a transformer that scales samples, or an agent
+    /// serving `NAME.up` and `NAME.calls`.
     New {
         #[arg(long, value_enum)]
         lang: Lang,
+        #[arg(long, value_enum, default_value = "transformer")]
+        world: WorldName,
         /// The directory to create; its name is the guest's name.
         dir: PathBuf,
     },
@@ -42,11 +45,12 @@ pub enum GuestCommand {
 /// Runs a `wasmon guest` command; `Ok(false)` when a checked component is refused.
 pub fn guest(cmd: GuestCommand) -> Result<bool> {
     match cmd {
-        GuestCommand::New { lang, dir } => {
-            let name = kit::new(&dir, lang)?;
+        GuestCommand::New { lang, world, dir } => {
+            let name = kit::new(&dir, lang, world)?;
             println!(
-                "created {} guest `{name}` in {}; build it with `wasmon guest build {}`",
+                "created {} {} `{name}` in {}; build it with `wasmon guest build {}`",
                 lang.name(),
+                world.name(),
                 dir.display(),
                 dir.display()
             );

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 mod build;
 mod scaffold;
+mod scaffold_agent;
 mod toolchain;
 
 pub use build::{Built, build};

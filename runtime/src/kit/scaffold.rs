@@ -1,11 +1,12 @@
-//! `wasmon guest new`: a transformer that builds as is (it scales samples, like the bundled
-//! `template`), in each language, with its manifest.
+//! `wasmon guest new`: a guest that builds as is, in each language, with its manifest: a
+//! transformer scaling samples (like the bundled `template`), or an agent
+//! (`scaffold_agent.rs`).
 
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Lang, MANIFEST, valid_name, write_if_changed, write_wit};
+use super::{Lang, MANIFEST, WorldName, scaffold_agent, valid_name, write_if_changed, write_wit};
 
 /// The Rust SDK (`guests/sdk`), vendored into a Rust guest's `.wasmon/rust/sdk` by `new` and
 /// refreshed by `build`, so that a guest outside this repository builds.
@@ -48,10 +49,11 @@ pub(crate) fn write_rust_sdk(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn manifest(name: &str, lang: Lang) -> String {
+fn manifest(name: &str, lang: Lang, world: WorldName) -> String {
     format!(
-        "# A wasmon guest: `wasmon guest build` builds it into target/wasmon/{name}.wasm.\nname = \"{name}\"\nlang = \"{}\"\nworld = \"transformer\"\n",
-        lang.name()
+        "# A wasmon guest: `wasmon guest build` builds it into target/wasmon/{name}.wasm.\nname = \"{name}\"\nlang = \"{}\"\nworld = \"{}\"\n",
+        lang.name(),
+        world.name()
     )
 }
 
@@ -59,7 +61,7 @@ const DOC: &str = "multiplies every sample whose name starts with `prefix` by `f
 give it a new `unit`. Parameters: {\"factor\": 0.001, \"prefix\": \"disk.\", \"unit\": \"KB\"}";
 
 /// Creates `dir` (which must not exist) with a guest named after its last component.
-pub fn new(dir: &Path, lang: Lang) -> Result<String> {
+pub fn new(dir: &Path, lang: Lang, world: WorldName) -> Result<String> {
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -71,14 +73,19 @@ pub fn new(dir: &Path, lang: Lang) -> Result<String> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let w = |rel: &str, text: &str| write_if_changed(&dir.join(rel), text.as_bytes());
-    w(MANIFEST, &manifest(&name, lang))?;
+    w(MANIFEST, &manifest(&name, lang, world))?;
     w(".gitignore", "target/\n.wasmon/\n__pycache__/\n")?;
+    if lang == Lang::Rust {
+        w("Cargo.toml", &rust_manifest(&name))?;
+        write_rust_sdk(dir)?;
+    }
+    if world == WorldName::Agent {
+        let (file, text) = scaffold_agent::source(lang, &name);
+        w(&file, &text)?;
+        return Ok(name);
+    }
     match lang {
-        Lang::Rust => {
-            w("Cargo.toml", &rust_manifest(&name))?;
-            w("src/lib.rs", &RUST_LIB.replace("{DOC}", DOC))?;
-            write_rust_sdk(dir)?;
-        }
+        Lang::Rust => w("src/lib.rs", &RUST_LIB.replace("{DOC}", DOC))?,
         Lang::Python => w("app.py", &PYTHON_APP.replace("{DOC}", DOC))?,
         Lang::Js => w("app.js", &JS_APP.replace("{DOC}", DOC))?,
         Lang::C => w(&format!("{name}.c"), &C_APP.replace("{DOC}", DOC))?,

@@ -26,45 +26,60 @@ fn ok(out: &Output, what: &str) {
     );
 }
 
+/// `wasmon guest new --lang LANG --world WORLD my_LANG_WORLD`, then `wasmon guest build` where
+/// earlier runs built it (an unchanged scaffold is not rebuilt, and its component, the same
+/// bytes, is served by the compile cache); checked with `wasmon guest check`.
+fn build_scaffold(root: &Path, lang: &str, world: &str) -> (PathBuf, PathBuf) {
+    ensure_system_toolchain(lang);
+    // Rust scaffolds build in a target dir kept across runs (wit-bindgen compiles once).
+    let cargo_target = work().join("scaffold-cargo-target");
+    let name = if world == "transformer" {
+        format!("my_{lang}_guest")
+    } else {
+        format!("my_{lang}_{world}")
+    };
+    let fresh = root.join(&name);
+    ok(
+        &run(wasmon()
+            .args(["guest", "new", "--lang", lang, "--world", world])
+            .arg(&fresh)),
+        &format!("wasmon guest new --lang {lang} --world {world}"),
+    );
+    assert!(fresh.join("wasmon-guest.toml").exists());
+    let dir = work().join("scaffolds").join(&name);
+    refresh(&fresh, &dir);
+    let out = run(wasmon()
+        .args(["guest", "build"])
+        .arg(&dir)
+        .env("CARGO_TARGET_DIR", &cargo_target));
+    ok(
+        &out,
+        &format!("wasmon guest build ({lang} {world} scaffold)"),
+    );
+    let wasm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert_eq!(
+        wasm,
+        dir.join(format!("target/wasmon/{name}.wasm")),
+        "{lang}"
+    );
+    // `--no-link` for the big ones: linking compiles 12-18 MB (~20 s each); the built
+    // guests of the same toolchains are linked in the other tests.
+    let big = matches!(lang, "python" | "js");
+    let (accepted, text) = check(&wasm, if big { &["--no-link"] } else { &[] });
+    assert!(accepted, "{lang}: {text}");
+    assert!(
+        text.contains(&format!("implements wasmon:collector/{world}@0.1.0")),
+        "{text}"
+    );
+    assert!(text.contains("accepted"), "{text}");
+    (wasm, dir)
+}
+
 #[test]
 fn the_scaffolds_of_all_four_languages_build_as_they_are_and_pass_the_check() {
     let root = tempfile::tempdir().unwrap();
-    // Rust scaffolds build in a target dir kept across runs (wit-bindgen compiles once).
-    let cargo_target = work().join("scaffold-cargo-target");
     for lang in ["rust", "python", "js", "c"] {
-        ensure_system_toolchain(lang);
-        let name = format!("my_{lang}_guest");
-        let fresh = root.path().join(&name);
-        ok(
-            &run(wasmon().args(["guest", "new", "--lang", lang]).arg(&fresh)),
-            &format!("wasmon guest new --lang {lang}"),
-        );
-        assert!(fresh.join("wasmon-guest.toml").exists());
-        // Built where earlier runs built it: an unchanged scaffold is not rebuilt, and its
-        // component (the same bytes) is served by the compile cache.
-        let dir = work().join("scaffolds").join(&name);
-        refresh(&fresh, &dir);
-        let out = run(wasmon()
-            .args(["guest", "build"])
-            .arg(&dir)
-            .env("CARGO_TARGET_DIR", &cargo_target));
-        ok(&out, &format!("wasmon guest build ({lang} scaffold)"));
-        let wasm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        assert_eq!(
-            wasm,
-            dir.join(format!("target/wasmon/my_{lang}_guest.wasm")),
-            "{lang}"
-        );
-        // `--no-link` for the big ones: linking compiles 12-18 MB (~20 s each); the built
-        // guests of the same toolchains are linked in the other tests.
-        let big = matches!(lang, "python" | "js");
-        let (accepted, text) = check(&wasm, if big { &["--no-link"] } else { &[] });
-        assert!(accepted, "{lang}: {text}");
-        assert!(
-            text.contains("implements wasmon:collector/transformer@0.1.0"),
-            "{text}"
-        );
-        assert!(text.contains("accepted"), "{text}");
+        let (wasm, dir) = build_scaffold(root.path(), lang, "transformer");
         // It transforms: the scaffold scales by `factor`.
         let got = super::transform(
             &wasm,
@@ -81,6 +96,78 @@ fn the_scaffolds_of_all_four_languages_build_as_they_are_and_pass_the_check() {
                 "{lang}"
             );
         }
+    }
+}
+
+/// The agent scaffolds (`--world agent`) build, pass the check and answer in the sandbox:
+/// `NAME.up` is 1, `NAME.calls` counts the fetches, the subtree lists both.
+#[test]
+fn the_agent_scaffolds_of_all_four_languages_build_and_answer() {
+    use wasmon::host::agent_types::{NsError, Pmid, Semantics};
+    use wasmon::host::{AgentWorld, GuestConfig, Image};
+    let root = tempfile::tempdir().unwrap();
+    for lang in ["rust", "python", "js", "c"] {
+        let (wasm, _) = build_scaffold(root.path(), lang, "agent");
+        let name = format!("my_{lang}_agent");
+        let rt = super::cached_runtime();
+        let compiled = rt.compile(&std::fs::read(&wasm).unwrap(), &name).unwrap();
+        let mut cfg = GuestConfig::new(&name, r#"{"domain": 201}"#);
+        cfg.memory = 256 << 20;
+        cfg.deadline = std::time::Duration::from_secs(2);
+        let mut a = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+        let id = |item| Pmid {
+            domain: 201,
+            cluster: 0,
+            item,
+        };
+        let n = |leaf: &str| format!("{name}.{leaf}");
+        assert_eq!(a.lookup_name(&n("calls")).unwrap(), Ok(id(1)), "{lang}");
+        assert_eq!(
+            a.lookup_name(&name).unwrap(),
+            Err(NsError::NonLeaf),
+            "{lang}"
+        );
+        assert_eq!(
+            a.lookup_name(&n("nope")).unwrap(),
+            Err(NsError::UnknownName),
+            "{lang}"
+        );
+        assert_eq!(a.names_of(id(0)).unwrap(), Ok(vec![n("up")]), "{lang}");
+        let kids: Vec<(String, bool)> = a
+            .children(&name)
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.name, c.leaf))
+            .collect();
+        assert_eq!(
+            kids,
+            [("up".to_string(), true), ("calls".to_string(), true)],
+            "{lang}"
+        );
+        let d = a.describe(id(1)).unwrap().unwrap();
+        assert_eq!(
+            (d.semantics, d.units.as_str(), d.help.as_str()),
+            (Semantics::Counter, "count", "fetches answered"),
+            "{lang}"
+        );
+        for calls in [0.0, 1.0] {
+            let v = a.fetch(&[id(0), id(1), id(7)]).unwrap();
+            assert_eq!(v[0].values.as_ref().unwrap()[0].value, 1.0, "{lang}");
+            assert_eq!(v[1].values.as_ref().unwrap()[0].value, calls, "{lang}");
+            assert_eq!(v[2].values, Err(NsError::UnknownPmid), "{lang}");
+        }
+        // A bad parameter is refused, naming it.
+        let mut cfg = GuestConfig::new(&name, r#"{"domain": 0}"#);
+        cfg.memory = 256 << 20;
+        cfg.deadline = std::time::Duration::from_secs(2);
+        let err = format!(
+            "{:#}",
+            Image::<AgentWorld>::load(&rt, &compiled, cfg)
+                .err()
+                .expect("refused")
+        );
+        assert!(err.contains("`domain`"), "{lang}: {err}");
     }
 }
 
