@@ -263,7 +263,12 @@ async fn watch(
         Some((futures_util::stream::iter(out), guard))
     })
     .flatten();
-    Ok(Sse::new(stream)
+    // A comment first: a client (Firefox's fetch among them) sees the stream open at once,
+    // not at the first notification or keep-alive.
+    let opened = futures_util::stream::once(async {
+        Ok::<_, Infallible>(SseEvent::default().comment("live"))
+    });
+    Ok(Sse::new(opened.chain(stream))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
 }

@@ -364,3 +364,27 @@ async fn second_watch_is_refused_and_batches_are_one_event() {
     assert_eq!(batch.len(), 4, "the burst is one SSE event: {batch:?}");
     assert!(batch.iter().all(|e| e["event"] == "notification"));
 }
+
+/// A watch stream's first bytes come at once (a comment), not with the first notification or
+/// keep-alive: clients that wait for a body byte (Firefox's fetch) see the stream open.
+#[tokio::test]
+async fn watch_opens_with_a_comment_at_once() {
+    let n = Arc::new(Notifier::new(NotifierConfig {
+        log: false,
+        ..Default::default()
+    }));
+    let base = serve(Arc::clone(&n)).await;
+    n.add("quiet", ThresholdSpec::rising(Selector::any("m"), 10.0))
+        .unwrap();
+    let r = reqwest::get(format!("{base}/api/notify/watch?subscriber=quiet"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut body = r.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(2), body.next())
+        .await
+        .expect("a first chunk within 2 s")
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with(b":"), "{first:?}");
+}
