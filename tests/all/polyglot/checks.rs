@@ -104,17 +104,11 @@ fn the_scaffolds_of_all_four_languages_build_as_they_are_and_pass_the_check() {
 #[test]
 fn the_agent_scaffolds_of_all_four_languages_build_and_answer() {
     use wasmon::host::agent_types::{NsError, Pmid, Semantics};
-    use wasmon::host::{AgentWorld, GuestConfig, Image};
     let root = tempfile::tempdir().unwrap();
     for lang in ["rust", "python", "js", "c"] {
         let (wasm, _) = build_scaffold(root.path(), lang, "agent");
         let name = format!("my_{lang}_agent");
-        let rt = super::cached_runtime();
-        let compiled = rt.compile(&std::fs::read(&wasm).unwrap(), &name).unwrap();
-        let mut cfg = GuestConfig::new(&name, r#"{"domain": 201}"#);
-        cfg.memory = 256 << 20;
-        cfg.deadline = std::time::Duration::from_secs(2);
-        let mut a = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+        let mut a = super::load_agent(&wasm, &name, r#"{"domain": 201}"#).unwrap();
         let id = |item| Pmid {
             domain: 201,
             cluster: 0,
@@ -158,12 +152,9 @@ fn the_agent_scaffolds_of_all_four_languages_build_and_answer() {
             assert_eq!(v[2].values, Err(NsError::UnknownPmid), "{lang}");
         }
         // A bad parameter is refused, naming it.
-        let mut cfg = GuestConfig::new(&name, r#"{"domain": 0}"#);
-        cfg.memory = 256 << 20;
-        cfg.deadline = std::time::Duration::from_secs(2);
         let err = format!(
             "{:#}",
-            Image::<AgentWorld>::load(&rt, &compiled, cfg)
+            super::load_agent(&wasm, &name, r#"{"domain": 0}"#)
                 .err()
                 .expect("refused")
         );

@@ -3,9 +3,8 @@
 
 use serde_json::{Value, json};
 use wasmon::host::agent_types::{NsError, Pmid, Semantics};
-use wasmon::host::{AgentWorld, GuestConfig, Image};
 
-use super::{built, cached_runtime, transform};
+use super::{built, transform};
 
 /// The shared sample file: 1200 samples (three batches of `wasmon transform`'s 512, so the
 /// string table carries over between calls), names in and out of the `disk.` prefix, units,
@@ -196,13 +195,7 @@ fn load_agent(
     name: &str,
     params: &Value,
 ) -> anyhow::Result<wasmon::host::AgentInstance> {
-    let rt = cached_runtime();
-    let bytes = std::fs::read(built(lang, name)).unwrap();
-    let compiled = rt.compile(&bytes, name).unwrap();
-    let mut cfg = GuestConfig::new(name, &params.to_string());
-    cfg.memory = 256 << 20;
-    cfg.deadline = std::time::Duration::from_secs(2);
-    Image::<AgentWorld>::load(&rt, &compiled, cfg)
+    super::load_agent(&built(lang, name), name, &params.to_string())
 }
 
 /// What every language's `dyn_agent` (guests/LANG/dyn_agent: `ROOT.slots` and `count` slots

@@ -130,6 +130,22 @@ pub fn built(lang: &str, name: &str) -> PathBuf {
     .clone()
 }
 
+/// Loads the agent component `wasm` as guest `name` with `params` in the sandbox (256 MiB and
+/// 2 s a call: Python and JS agents start a language runtime).
+pub fn load_agent(
+    wasm: &Path,
+    name: &str,
+    params: &str,
+) -> anyhow::Result<wasmon::host::AgentInstance> {
+    use wasmon::host::{AgentWorld, GuestConfig, Image};
+    let rt = cached_runtime();
+    let compiled = rt.compile(&std::fs::read(wasm).unwrap(), name).unwrap();
+    let mut cfg = GuestConfig::new(name, params);
+    cfg.memory = 256 << 20;
+    cfg.deadline = std::time::Duration::from_secs(2);
+    Image::<AgentWorld>::load(&rt, &compiled, cfg)
+}
+
 /// One runtime for these tests, with a disk cache under `target/` (an 18 MB Python component
 /// compiles in ~20 s; the cache serves it in milliseconds on later runs).
 pub fn cached_runtime() -> Arc<Runtime> {
