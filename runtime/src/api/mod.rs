@@ -127,6 +127,24 @@ async fn pipelines(State(d): State<Arc<Daemon>>) -> Response {
     axum::Json(list).into_response()
 }
 
+/// A server-sent event stream as every stream of this API is served: a `: live` comment at
+/// once, then `events`, with a keep-alive comment every 15 s. Without the first comment a
+/// client that waits for a body byte (Firefox's `fetch()` resolves only then, not at the
+/// headers) saw the stream open only at the first event or keep-alive.
+pub(crate) fn live_sse<S>(events: S) -> Response
+where
+    S: futures_util::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>
+        + Send
+        + 'static,
+{
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures_util::StreamExt;
+    let opened = futures_util::stream::once(async { Ok(Event::default().comment("live")) });
+    Sse::new(opened.chain(events))
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
+        .into_response()
+}
+
 fn no_pipeline(name: &str) -> Response {
     (
         StatusCode::NOT_FOUND,

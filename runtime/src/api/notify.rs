@@ -25,11 +25,10 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
@@ -263,14 +262,7 @@ async fn watch(
         Some((futures_util::stream::iter(out), guard))
     })
     .flatten();
-    // A comment first: a client (Firefox's fetch among them) sees the stream open at once,
-    // not at the first notification or keep-alive.
-    let opened = futures_util::stream::once(async {
-        Ok::<_, Infallible>(SseEvent::default().comment("live"))
-    });
-    Ok(Sse::new(opened.chain(stream))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response())
+    Ok(super::live_sse(stream))
 }
 
 #[cfg(test)]

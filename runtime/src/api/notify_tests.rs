@@ -3,6 +3,7 @@
 use super::*;
 use crate::cli::notify::*;
 use crate::notify::NotifierConfig;
+use std::time::Duration;
 
 /// What the daemon's authentication layer records for a caller without auth configured.
 fn unauthenticated() -> Caller {

@@ -12,7 +12,7 @@
 //! | `GET /api/ui/ps?sort=cpu\|mem&limit=N&filter=F` | the process table, CPU % since the previous call |
 //! | `GET /api/ui/thresholds?filter=F&limit=N` | thresholds of every subscriber |
 //! | `GET /api/ui/notifications` | the last notifications (every subscriber's), oldest first |
-//! | `GET /api/ui/notifications/stream` | server-sent events, after a `: live` comment at once: `notification` (JSON), `dropped` (`{"count":n}`) |
+//! | `GET /api/ui/notifications/stream` | server-sent events ([`super::live_sse`]): `notification` (JSON), `dropped` (`{"count":n}`) |
 //!
 //! Every list is bounded (`limit`, at most [`MAX_LIMIT`]) and says how many there were, so
 //! the page stays responsive with 100k series, thresholds or processes behind it.
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -454,16 +454,8 @@ async fn recent(State(ui): State<Arc<Ui>>) -> Response {
 
 /// Every notification as it fires. A page too slow to read them gets `dropped` with the
 /// exact count it missed.
-///
-/// The stream opens with a comment: Firefox resolves `fetch()` only at the first body byte,
-/// not at the headers, so without it the page waited for the first notification or
-/// keep-alive (15 s) before it showed the stream live.
 async fn stream(State(ui): State<Arc<Ui>>) -> Response {
-    use futures_util::StreamExt;
     let rx = ui.tap.tx.subscribe();
-    let opened = futures_util::stream::once(async {
-        Ok::<_, Infallible>(SseEvent::default().comment("live"))
-    });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         let ev = match rx.recv().await {
             Ok(text) => SseEvent::default().event("notification").data(&*text),
@@ -474,7 +466,5 @@ async fn stream(State(ui): State<Arc<Ui>>) -> Response {
         };
         Some((Ok::<_, Infallible>(ev), rx))
     });
-    Sse::new(opened.chain(events))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    super::live_sse(events)
 }

@@ -79,18 +79,30 @@ pub fn new(dir: &Path, lang: Lang, world: WorldName) -> Result<String> {
         w("Cargo.toml", &rust_manifest(&name))?;
         write_rust_sdk(dir)?;
     }
-    if world == WorldName::Agent {
-        let (file, text) = scaffold_agent::source(lang, &name);
-        w(&file, &text)?;
-        return Ok(name);
-    }
-    match lang {
-        Lang::Rust => w("src/lib.rs", &RUST_LIB.replace("{DOC}", DOC))?,
-        Lang::Python => w("app.py", &PYTHON_APP.replace("{DOC}", DOC))?,
-        Lang::Js => w("app.js", &JS_APP.replace("{DOC}", DOC))?,
-        Lang::C => w(&format!("{name}.c"), &C_APP.replace("{DOC}", DOC))?,
-    }
+    // The file the build starts from, in each language.
+    let file = match lang {
+        Lang::Rust => "src/lib.rs".to_string(),
+        Lang::Python => "app.py".to_string(),
+        Lang::Js => "app.js".to_string(),
+        Lang::C => format!("{name}.c"),
+    };
+    let text = match world {
+        WorldName::Transformer => transformer_source(lang),
+        WorldName::Agent => scaffold_agent::source(lang, &name),
+    };
+    w(&file, &text)?;
     Ok(name)
+}
+
+/// The scale transformer's source.
+fn transformer_source(lang: Lang) -> String {
+    let text = match lang {
+        Lang::Rust => RUST_LIB,
+        Lang::Python => PYTHON_APP,
+        Lang::Js => JS_APP,
+        Lang::C => C_APP,
+    };
+    text.replace("{DOC}", DOC)
 }
 
 fn rust_manifest(name: &str) -> String {

@@ -7,15 +7,15 @@ use super::Lang;
 const DOC: &str = "serves `{NAME}.up` (1 while the agent runs) and `{NAME}.calls` (fetches \
 answered) under PMID domain `domain` (cluster 0, items 0 and 1). Parameters: {\"domain\": 200}";
 
-/// The agent's source: (file name, text) for `name`.
-pub(super) fn source(lang: Lang, name: &str) -> (String, String) {
-    let (file, text) = match lang {
-        Lang::Rust => ("src/lib.rs".to_string(), RUST),
-        Lang::Python => ("app.py".to_string(), PYTHON),
-        Lang::Js => ("app.js".to_string(), JS),
-        Lang::C => (format!("{name}.c"), C),
+/// The agent's source, serving the subtree `name`.
+pub(super) fn source(lang: Lang, name: &str) -> String {
+    let text = match lang {
+        Lang::Rust => RUST,
+        Lang::Python => PYTHON,
+        Lang::Js => JS,
+        Lang::C => C,
     };
-    (file, text.replace("{DOC}", DOC).replace("{NAME}", name))
+    text.replace("{DOC}", DOC).replace("{NAME}", name)
 }
 
 const RUST: &str = r#"//! A wasmon agent: {DOC}
