@@ -724,12 +724,17 @@ void wg_tree_clear(wg_tree *t) {
     if (t->root) make_path(t, t->root, strlen(t->root));
 }
 
+/* NULL when `name` is a dotted name, else the error naming it. */
+static const char *check_name(const char *name) {
+    if (name && valid_dotted(name)) return NULL;
+    snprintf(tree_err, sizeof tree_err, "`%s` is not a metric name (dotted, no empty part)",
+             name ? name : "(null)");
+    return tree_err;
+}
+
 const char *wg_tree_root(wg_tree *t, const char *root) {
-    if (!root || !valid_dotted(root)) {
-        snprintf(tree_err, sizeof tree_err, "`%s` is not a metric name (dotted, no empty part)",
-                 root ? root : "(null)");
-        return tree_err;
-    }
+    const char *err = check_name(root);
+    if (err) return err;
     free(t->root);
     t->root = copy_n(root, strlen(root));
     wg_tree_clear(t);
@@ -740,11 +745,8 @@ size_t wg_tree_len(const wg_tree *t) { return t->n_metrics; }
 
 const char *wg_tree_add(wg_tree *t, const char *name, wg_pmid id, wg_semantics semantics,
                         const char *units, const char *help, uint32_t indom) {
-    if (!name || !valid_dotted(name)) {
-        snprintf(tree_err, sizeof tree_err, "`%s` is not a metric name (dotted, no empty part)",
-                 name ? name : "(null)");
-        return tree_err;
-    }
+    const char *err = check_name(name);
+    if (err) return err;
     size_t len = strlen(name);
     if (t->root) {
         size_t r = strlen(t->root);
