@@ -14,13 +14,16 @@
 use super::counters::{Class, CounterDesc, NA};
 use super::histogram::{Histogram, bucket};
 use super::rate::{Delta, bound, clear_level, delta};
-use super::source::Reading;
+use super::source::{Column, Reading, Word};
 
 /// Ports per block of the pass: each column is read in runs of 64 KB, long enough for the
 /// prefetcher (1,024 measured 20 % slower); the block's scratch is 8192 × 13 bytes, in L2.
 const BLOCK: usize = 8192;
 /// `prev_ts` of a port with no previous reading.
 const NO_TS: i64 = i64::MIN;
+/// `prev_ts` of a port read in the last reading processed (at `Engine::last_ts`): most ports,
+/// and they need no write per epoch.
+const LAST: i64 = i64::MIN + 1;
 
 const ST_OK: u8 = 0;
 const ST_FLAGGED: u8 = 1;
@@ -92,8 +95,13 @@ pub struct Thresholds {
 pub struct Engine {
     schema: Vec<CounterDesc>,
     ports: Vec<u32>,
-    prev: Vec<Vec<u64>>,
+    /// The previous reading's columns and unreadable bits (the last reading, swapped in).
+    prev: Vec<Column>,
+    prev_na: Vec<u32>,
+    /// Per port: when it was last read, `LAST` or `NO_TS`.
     prev_ts: Vec<i64>,
+    /// When the last reading processed was taken.
+    last_ts: i64,
     /// Unreported change per reported counter (empty for error counters).
     pending: Vec<Vec<u64>>,
     reading: Reading,
@@ -118,11 +126,13 @@ impl Engine {
         assert_eq!(thresholds.change.len(), schema.len());
         Engine {
             clear_at: schema.iter().map(|c| clear_level(c.width)).collect(),
-            prev: vec![Vec::new(); schema.len()],
+            prev: schema.iter().map(|c| Column::new(c.width)).collect(),
+            prev_na: Vec::new(),
             pending: vec![Vec::new(); schema.len()],
             schema: schema.to_vec(),
             ports: Vec::new(),
             prev_ts: Vec::new(),
+            last_ts: NO_TS,
             reading: Reading::default(),
             thresholds,
             can_clear,
@@ -170,17 +180,21 @@ impl Engine {
             map.iter().map(|m| m.map_or(fill, |i| src[i])).collect()
         };
         for c in 0..self.schema.len() {
-            self.prev[c] = remap(&self.prev[c], 0);
+            self.prev[c] = self.prev[c].remap(&map);
             if self.schema[c].class.reported() {
                 self.pending[c] = remap(&self.pending[c], 0);
             }
         }
+        self.prev_na = map
+            .iter()
+            .map(|m| m.map_or(0, |i| self.prev_na[i]))
+            .collect();
         self.prev_ts = map
             .iter()
             .map(|m| m.map_or(NO_TS, |i| self.prev_ts[i]))
             .collect();
         self.ports = ports;
-        self.reading.resize(self.schema.len(), self.ports.len());
+        self.reading.resize(&self.schema, self.ports.len());
         // Unknown until each lane has been through the slow path once.
         let lanes = self.ports.len().div_ceil(LANES);
         for h in &mut self.lane_high {
@@ -200,7 +214,7 @@ impl Engine {
     /// The reading the source fills next (sized to `ports()`; `ok` all false).
     pub fn reading_mut(&mut self) -> &mut Reading {
         let n = self.ports.len();
-        self.reading.resize(self.schema.len(), n);
+        self.reading.resize(&self.schema, n);
         &mut self.reading
     }
 
@@ -211,54 +225,27 @@ impl Engine {
         out.ts_ns = self.reading.ts_ns;
         let n = self.ports.len();
         let ts = self.reading.ts_ns;
+        // The interval of every port read in the last reading and in this one.
+        let common_dt = (self.last_ts != NO_TS && self.last_ts < ts)
+            .then(|| (ts - self.last_ts) as f64 * 1e-9);
         let mut start = 0;
         while start < n {
             let end = (start + BLOCK).min(n);
             let len = end - start;
-            // Per port: its state, its interval, and its timestamp for the next epoch (read
-            // here for the last time this epoch). Ports read together share one interval, so
-            // the int-to-float conversion is done once per distinct previous timestamp.
-            let (mut last_ts, mut last_dt) = (NO_TS, 0.0);
-            let mut missing = 0;
-            for i in start..end {
-                let j = i - start;
-                let pts = self.prev_ts[i];
-                self.state[j] = if !self.reading.ok[i] {
-                    missing += 1;
-                    ST_MISSING
-                } else {
-                    self.prev_ts[i] = ts;
-                    if pts == NO_TS || pts >= ts {
-                        ST_FIRST
-                    } else {
-                        if pts != last_ts {
-                            (last_ts, last_dt) = (pts, (ts - pts) as f64 * 1e-9);
-                        }
-                        self.dt[j] = last_dt;
-                        if self.reading.cleared[i] | self.reading.reset[i] != 0 {
-                            ST_FLAGGED
-                        } else {
-                            ST_OK
-                        }
-                    }
-                };
-            }
-            out.ports_missing += missing;
-            out.ports_read += len as u32 - missing;
+            out.ports_missing += self.prelude(start, end, common_dt);
+            out.ports_read = (end - out.ports_missing as usize) as u32;
             self.clear_mask[..len].fill(0);
-            for (ok, lane) in self.lane_ok.iter_mut().zip(self.state[..len].chunks(LANES)) {
-                // `ST_OK` is 0: eight states at once. A partial lane (the tail) is never "ok":
-                // it always takes the slow path.
-                *ok = u8::from(
-                    <[u8; LANES]>::try_from(lane).is_ok_and(|s| u64::from_ne_bytes(s) == 0),
-                );
-            }
             for c in 0..self.schema.len() {
                 self.column(c, start, end, out);
             }
-            for (j, m) in self.clear_mask[..len].iter().enumerate() {
-                if *m != 0 {
-                    out.clears.push(((start + j) as u32, *m));
+            // Clears are rare: eight masks tested at once.
+            for (k, lane) in self.clear_mask[..len].chunks(LANES).enumerate() {
+                if lane.iter().fold(0, |a, m| a | m) != 0 {
+                    for (j, m) in lane.iter().enumerate() {
+                        if *m != 0 {
+                            out.clears.push(((start + k * LANES + j) as u32, *m));
+                        }
+                    }
                 }
             }
             start = end;
@@ -266,41 +253,175 @@ impl Engine {
         // This reading is the next epoch's previous one (missing ports copied their old
         // values into it in `column`).
         std::mem::swap(&mut self.prev, &mut self.reading.cols);
+        std::mem::swap(&mut self.prev_na, &mut self.reading.na);
+        self.last_ts = ts;
     }
 
+    /// Per port of the block `start..end`: its state, its interval (`dt`), its timestamp for
+    /// the next epoch, and per lane whether all its ports are `ST_OK` (`lane_ok`). Returns
+    /// the ports missing.
+    ///
+    /// A lane of 8 ports read normally in the last reading and in this one, with no flags,
+    /// is decided at once (the common case: no branch per port, and `prev_ts` keeps its
+    /// `LAST`, so it is not written).
+    fn prelude(&mut self, start: usize, end: usize, common_dt: Option<f64>) -> u32 {
+        let r = &mut self.reading;
+        let mut missing = 0;
+        let mut last = (NO_TS, 0.0);
+        for (l, lo) in (start..end).step_by(LANES).enumerate() {
+            let hi = (lo + LANES).min(end);
+            let j = lo - start;
+            if let Some(dt) = common_dt
+                && hi - lo == LANES
+                && quiet_ports(
+                    lane(&r.ok, lo),
+                    lane(&self.prev_ts, lo),
+                    [
+                        lane(&r.cleared, lo),
+                        lane(&r.reset, lo),
+                        lane(&r.na, lo),
+                        lane(&self.prev_na, lo),
+                    ],
+                )
+            {
+                self.state[j..j + LANES].fill(ST_OK);
+                self.dt[j..j + LANES].fill(dt);
+                self.lane_ok[l] = 1;
+                continue;
+            }
+            for i in lo..hi {
+                let j = i - start;
+                let pts = match self.prev_ts[i] {
+                    LAST => self.last_ts,
+                    t => t,
+                };
+                self.state[j] = if !r.ok[i] {
+                    missing += 1;
+                    // Its old values stay (copied back in `column`), unreadable ones too, and
+                    // its time is no longer the last reading's.
+                    r.na[i] = self.prev_na[i];
+                    self.prev_ts[i] = pts;
+                    ST_MISSING
+                } else {
+                    self.prev_ts[i] = LAST;
+                    if pts == NO_TS || pts >= r.ts_ns {
+                        ST_FIRST
+                    } else {
+                        // Ports read together share one interval: converted once.
+                        if pts != last.0 {
+                            last = (pts, (r.ts_ns - pts) as f64 * 1e-9);
+                        }
+                        self.dt[j] = last.1;
+                        if r.cleared[i] | r.reset[i] | r.na[i] | self.prev_na[i] != 0 {
+                            ST_FLAGGED
+                        } else {
+                            ST_OK
+                        }
+                    }
+                };
+            }
+            // A partial lane (the tail) is never "ok": it always takes the slow path.
+            self.lane_ok[l] = u8::from(
+                hi - lo == LANES && self.state[j..j + LANES].iter().all(|s| *s == ST_OK),
+            );
+        }
+        missing
+    }
+
+    /// Counter `c` of the block `start..end`, in the column's own word.
     fn column(&mut self, c: usize, start: usize, end: usize, out: &mut Output) {
         let desc = self.schema[c];
-        let max = desc.width.max();
-        let bit = 1u32 << c;
         let clear_lvl = if self.can_clear && desc.width.saturates() {
             self.clear_at[c]
         } else {
             u64::MAX
         };
-        let trap_at = self.thresholds.trap[c];
-        let change_units = self.thresholds.change[c] / u64::from(desc.octets_per_unit.max(1));
-        let cur = &mut self.reading.cols[c][start..end];
-        let prev = &self.prev[c][start..end];
-        let state = &self.state[..end - start];
-        let lane_ok = &self.lane_ok;
-        let lane_high = &mut self.lane_high[c][start / LANES..];
-        let hist = &mut out.hist[c];
-        // Below `quiet_below` an unchanged counter is neither stuck at its top nor due a clear.
-        let quiet_below = max.min(clear_lvl);
-        let mut zero = 0u64;
+        let mut pass = Pass {
+            c,
+            desc,
+            max: desc.width.max(),
+            clear_lvl,
+            // Below it an unchanged counter is neither stuck at its top nor due a clear.
+            quiet_below: desc.width.max().min(clear_lvl),
+            trap_at: self.thresholds.trap[c],
+            change_units: self.thresholds.change[c] / u64::from(desc.octets_per_unit.max(1)),
+            start,
+            state: &self.state[..end - start],
+            dt: &self.dt,
+            lane_ok: &self.lane_ok,
+            lane_high: &mut self.lane_high[c][start / LANES..],
+            cleared: &self.reading.cleared,
+            reset: &self.reading.reset,
+            na: &self.reading.na,
+            prev_na: &self.prev_na,
+            pending: &mut self.pending[c],
+            clear_mask: &mut self.clear_mask,
+            out,
+        };
+        let (cur, prev) = (&mut self.reading.cols[c], &self.prev[c]);
+        match (cur, prev) {
+            (Column::U8(v), Column::U8(p)) => pass.run(&mut v[start..end], &p[start..end]),
+            (Column::U16(v), Column::U16(p)) => pass.run(&mut v[start..end], &p[start..end]),
+            (Column::U32(v), Column::U32(p)) => pass.run(&mut v[start..end], &p[start..end]),
+            (Column::U64(v), Column::U64(p)) => pass.run(&mut v[start..end], &p[start..end]),
+            _ => unreachable!("a counter's columns share its word"),
+        }
+    }
+}
+
+/// One column of one block: what [`Engine::column`] lends the pass.
+struct Pass<'a> {
+    c: usize,
+    desc: CounterDesc,
+    max: u64,
+    clear_lvl: u64,
+    quiet_below: u64,
+    trap_at: u64,
+    change_units: u64,
+    /// The block's first port.
+    start: usize,
+    /// Per port of the block.
+    state: &'a [u8],
+    dt: &'a [f64],
+    lane_ok: &'a [u8],
+    /// From the block's first lane on.
+    lane_high: &'a mut [u8],
+    /// Per port of all ports.
+    cleared: &'a [u32],
+    reset: &'a [u32],
+    na: &'a [u32],
+    prev_na: &'a [u32],
+    pending: &'a mut [u64],
+    clear_mask: &'a mut [u32],
+    out: &'a mut Output,
+}
+
+impl Pass<'_> {
+    fn run<W: Word>(&mut self, cur: &mut [W], prev: &[W]) {
+        let c = self.c;
+        let desc = self.desc;
+        let (max, clear_lvl) = (self.max, self.clear_lvl);
+        let bit = 1u32 << c;
+        let quiet_below = W::narrow(self.quiet_below);
+        let state = self.state;
+        let lane_ok = self.lane_ok;
+        let hist = &mut self.out.hist[c];
+        // Counters the slow path found anything but "zero" for; the rest are zero.
+        let mut not_zero = 0u64;
+        let (mut last_dt, mut last_bound) = (f64::NAN, 0);
         let n = cur.len();
+        let chunk = CHUNK_BYTES / size_of::<W>();
         let mut lane = 0;
         while lane < n {
-            // A chunk of 8 lanes at once when all its lanes' flags say quiet: one memcmp
-            // (libc's, vectorised for this CPU) and two flag words instead of 8 lane tests.
-            if lane % CHUNK == 0 && lane + CHUNK <= n {
+            // A chunk of 512 bytes of each column set at once when all its lanes' flags say
+            // quiet: one memcmp (libc's, vectorised for this CPU) instead of a test per lane.
+            if lane % chunk == 0 && lane + chunk <= n {
                 let l = lane / LANES;
-                let ok = u64::from_ne_bytes(lane_ok[l..l + CHUNK_LANES].try_into().unwrap());
-                let high = u64::from_ne_bytes(lane_high[l..l + CHUNK_LANES].try_into().unwrap());
-                if ok == ALL_OK && high == 0 && cur[lane..lane + CHUNK] == prev[lane..lane + CHUNK]
+                let lanes = l..l + chunk / LANES;
+                if quiet(&lane_ok[lanes.clone()], &self.lane_high[lanes])
+                    && cur[lane..lane + chunk] == prev[lane..lane + chunk]
                 {
-                    zero += CHUNK as u64;
-                    lane += CHUNK;
+                    lane += chunk;
                     continue;
                 }
             }
@@ -308,43 +429,42 @@ impl Engine {
             let l = lane / LANES;
             // The counters of the lane that need a look; a partial lane (the tail) looks at all.
             let mut busy = if lane_end - lane == LANES {
-                let (c, p) = (
+                let (cl, pl) = (
                     cur[lane..lane_end].try_into().unwrap(),
                     prev[lane..lane_end].try_into().unwrap(),
                 );
-                if lane_ok[l] & !lane_high[l] & 1 != 0 && unchanged(c, p) {
-                    zero += LANES as u64;
+                if lane_ok[l] & !self.lane_high[l] & 1 != 0 && unchanged(cl, pl) {
                     lane = lane_end;
                     continue;
                 }
                 let st = state[lane..lane_end].try_into().unwrap();
-                needs_look(c, p, st, quiet_below)
+                needs_look(cl, pl, st, quiet_below)
             } else {
                 (1u32 << (lane_end - lane)) - 1
             };
-            zero += (lane_end - lane) as u64 - u64::from(busy.count_ones());
             while busy != 0 {
                 let j = lane + busy.trailing_zeros() as usize;
                 busy &= busy - 1;
-                let (v, p, st) = (cur[j], prev[j], state[j]);
+                let st = state[j];
+                let (v, p): (u64, u64) = (cur[j].into(), prev[j].into());
                 if st == ST_OK && v == p && v < max {
-                    zero += 1;
                     if v >= clear_lvl {
                         self.clear_mask[j] |= bit;
                     }
                     continue;
                 }
-                let i = start + j;
+                let i = self.start + j;
+                not_zero += 1;
                 match st {
                     ST_MISSING => {
                         hist.missing += 1;
-                        cur[j] = p;
+                        cur[j] = prev[j];
                         continue;
                     }
                     ST_FIRST => {
                         // A baseline, not an observation: a port that just changed owner is
                         // never counted twice in one epoch (its old owner may still count it).
-                        if v != NA && v >= clear_lvl {
+                        if self.na[i] & bit == 0 && v >= clear_lvl {
                             self.clear_mask[j] |= bit;
                         }
                         continue;
@@ -352,20 +472,27 @@ impl Engine {
                     _ => {}
                 }
                 // Only a flagged port has flags: the common case reads no more per-port arrays
-                // (1M ports' flags are 8 MB, a cache miss a look).
-                let (cleared, reset) = if st == ST_FLAGGED {
+                // (1M ports' flags are 4 MB each, a cache miss a look).
+                let (cleared, reset, v, p) = if st == ST_FLAGGED {
+                    let na = |m: &[u32], x: u64| if m[i] & bit != 0 { NA } else { x };
                     (
-                        self.reading.cleared[i] & bit != 0,
-                        self.reading.reset[i] & bit != 0,
+                        self.cleared[i] & bit != 0,
+                        self.reset[i] & bit != 0,
+                        na(self.na, v),
+                        na(self.prev_na, p),
                     )
                 } else {
-                    (false, false)
+                    (false, false, v, p)
                 };
                 let dt = self.dt[j];
-                let d = delta(desc.width, p, v, cleared, reset, bound(desc.max_rate, dt));
+                if dt != last_dt {
+                    // Ports read together share an interval, so this is mostly once a column.
+                    (last_dt, last_bound) = (dt, bound(desc.max_rate, dt));
+                }
+                let d = delta(desc.width, p, v, cleared, reset, last_bound);
                 let rate = match d {
                     Delta::Known(0) => {
-                        zero += 1;
+                        not_zero -= 1;
                         Some(0.0)
                     }
                     Delta::Known(x) => {
@@ -380,22 +507,22 @@ impl Engine {
                 };
                 if desc.class == Class::Error {
                     let inc = d.lower_bound();
-                    if trap_at > 0 && inc >= trap_at {
-                        out.traps.push(Trap {
+                    if self.trap_at > 0 && inc >= self.trap_at {
+                        self.out.traps.push(Trap {
                             slot: i as u32,
                             counter: c as u8,
                             increase: inc,
                             at_least: d.known().is_none(),
-                            threshold: trap_at,
+                            threshold: self.trap_at,
                         });
                     }
                 } else {
-                    let pend = &mut self.pending[c][i];
+                    let pend = &mut self.pending[i];
                     match d {
                         Delta::Known(x) => {
                             *pend = pend.saturating_add(x);
-                            if *pend > change_units {
-                                out.reports.push(Report {
+                            if *pend > self.change_units {
+                                self.out.reports.push(Report {
                                     slot: i as u32,
                                     counter: c as u8,
                                     change: desc.to_output(*pend),
@@ -405,7 +532,7 @@ impl Engine {
                             }
                         }
                         Delta::Unknown { .. } if v != p || cleared => {
-                            out.reports.push(Report {
+                            self.out.reports.push(Report {
                                 slot: i as u32,
                                 counter: c as u8,
                                 change: 0.0,
@@ -421,32 +548,61 @@ impl Engine {
                 }
             }
             // Missing ports put their old values back above: the lane as the next epoch sees it.
-            lane_high[l] = u8::from(cur[lane..lane_end].iter().any(|v| *v >= quiet_below));
+            self.lane_high[l] = u8::from(cur[lane..lane_end].iter().any(|v| *v >= quiet_below));
             lane = lane_end;
         }
-        hist.zero += zero;
+        self.out.hist[c].zero += n as u64 - not_zero;
     }
 }
 
 /// Counters tested at once on the fast path.
 const LANES: usize = 8;
-/// Lanes of the memcmp path: their flag bytes are read as one `u64`.
-const CHUNK_LANES: usize = 8;
-/// Counters of the memcmp path: 512 bytes of each column set (16 or 32 lanes measured slower).
-const CHUNK: usize = CHUNK_LANES * LANES;
+/// Bytes of each column set compared by one memcmp: 64 ports of a 64-bit counter, 512 of an
+/// 8-bit one (for a 64-bit counter, 1,024 and 2,048 bytes measured no better).
+const CHUNK_BYTES: usize = 512;
 /// Eight `lane_ok` bytes of 1.
 const ALL_OK: u64 = 0x0101_0101_0101_0101;
+
+/// Whether a run of lanes is all quiet by its flags (ports read normally, no value near the
+/// top), eight lanes a word.
+#[inline(always)]
+fn quiet(lane_ok: &[u8], lane_high: &[u8]) -> bool {
+    let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap());
+    lane_ok
+        .chunks_exact(8)
+        .zip(lane_high.chunks_exact(8))
+        .all(|(ok, high)| word(ok) == ALL_OK && word(high) == 0)
+}
+
+/// The lane of `LANES` values from `lo` (a full lane).
+#[inline(always)]
+fn lane<T>(v: &[T], lo: usize) -> &[T; LANES] {
+    v[lo..lo + LANES].try_into().unwrap()
+}
+
+/// Whether a lane of ports was read normally now and in the last reading, with no flags:
+/// without a branch per port.
+#[inline(always)]
+fn quiet_ports(ok: &[bool; LANES], prev_ts: &[i64; LANES], flags: [&[u32; LANES]; 4]) -> bool {
+    let (mut all_ok, mut ts, mut fl) = (true, 0, 0);
+    for k in 0..LANES {
+        all_ok &= ok[k];
+        ts |= prev_ts[k] ^ LAST;
+        fl |= flags[0][k] | flags[1][k] | flags[2][k] | flags[3][k];
+    }
+    all_ok & (ts == 0) & (fl == 0)
+}
 
 /// Whether `LANES` counters of a column are all unchanged: with the lane's flags (ports read
 /// normally, no value near the top) the same question as [`needs_look`] `== 0`, reading only
 /// the two column sets.
 #[inline(always)]
-fn unchanged(cur: &[u64; LANES], prev: &[u64; LANES]) -> bool {
-    let mut changed = 0u64;
+fn unchanged<W: Word>(cur: &[W; LANES], prev: &[W; LANES]) -> bool {
+    let mut changed = W::ZERO;
     for k in 0..LANES {
-        changed |= cur[k] ^ prev[k];
+        changed = changed | (cur[k] ^ prev[k]);
     }
-    changed == 0
+    changed == W::ZERO
 }
 
 /// Which of `LANES` counters of a column need more than "unchanged" (a bit each): a changed
@@ -454,11 +610,11 @@ fn unchanged(cur: &[u64; LANES], prev: &[u64; LANES]) -> bool {
 /// branch per counter; on a quiet fabric most lanes come out 0, and a lane with one busy port
 /// costs one look, not eight.
 #[inline(always)]
-fn needs_look(
-    cur: &[u64; LANES],
-    prev: &[u64; LANES],
+fn needs_look<W: Word>(
+    cur: &[W; LANES],
+    prev: &[W; LANES],
     state: &[u8; LANES],
-    quiet_below: u64,
+    quiet_below: W,
 ) -> u32 {
     let mut busy = 0u32;
     for k in 0..LANES {

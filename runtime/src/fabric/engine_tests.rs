@@ -52,8 +52,10 @@ impl Rig {
             r.ok[i] = ok(i);
             r.cleared[i] = cleared(i);
         }
-        for (c, col) in r.cols.iter_mut().enumerate() {
-            col.copy_from_slice(&vals[c]);
+        for (c, col) in vals.iter().enumerate() {
+            for (i, v) in col.iter().enumerate() {
+                r.set(c, i, *v);
+            }
         }
         self.e.process(&mut self.out);
     }
@@ -292,28 +294,48 @@ fn every_port_is_one_observation_per_counter() {
 
 /// The fast path tests counters a chunk or a lane at a time: whatever happens on one port must
 /// come out the same wherever that port sits among quiet ones (first, middle or last of a
-/// lane or a chunk, or in the tail after the last full lane) as on a port of its own.
+/// lane or a chunk, or in the tail after the last full lane) as on a port of its own. Both
+/// tables: their counters are kept in words of 8 to 64 bits, whose chunks hold 64 to 512
+/// ports.
 #[test]
 fn a_port_gives_the_same_output_in_every_lane_position() {
-    let schema = &IB_LEGACY;
-    let (data, errs) = (
-        0,
-        schema.iter().position(|c| c.class == Class::Error).unwrap(),
+    for schema in [&IB_LEGACY, &IB_EXTENDED] {
+        same_output_in_every_lane_position(schema);
+    }
+}
+
+fn same_output_in_every_lane_position(schema: &[CounterDesc]) {
+    let data = 0;
+    let (errs, e8, e4) = (
+        idx("symbol_error"),
+        idx("link_error_recovery"),
+        idx("local_link_integrity_errors"),
     );
-    let top = schema[1].width.max();
+    let top = schema[3].width.max();
     let clear_at = clear_level(schema[1].width);
-    // Per epoch: (values of counters 0, 1, errs and 3 on the port, read ok, cleared mask).
-    let story: [([u64; 4], bool, u32); 8] = [
-        ([0, 0, 0, 0], true, 0),
-        ([1000, clear_at, 20, 0], true, 0), // a change, a clear due, a trap
-        ([1000, clear_at, 20, 0], true, 0), // unchanged, still due a clear
-        ([5000, clear_at, 20, 0], false, 0), // not read
-        ([300, 0, 20, top], true, 0b11),    // cleared as asked; counter 3 saturated
-        ([300, 0, 20, top], true, 0),       // stuck at the top
-        ([200, 0, 25, top - 1], true, 0),   // cleared out of band; 3 below its top again
-        ([200, 0, 25, top - 1], true, 0),
+    let clear8 = clear_level(schema[e8].width);
+    // Per epoch: (values of counters 0, 1, errs, 3, e8 and e4 on the port, read ok,
+    // cleared mask).
+    #[rustfmt::skip]
+    let story: [([u64; 6], bool, u32); 9] = [
+        ([0, 0, 0, 0, 0, 0], true, 0),
+        // A change, a clear due, traps; e4 at its top.
+        ([1000, clear_at, 20, 0, 5, 15], true, 0),
+        // Unchanged, still due a clear; e4 stuck.
+        ([1000, clear_at, 20, 0, 5, 15], true, 0),
+        // Not read.
+        ([5000, clear_at, 20, 0, 9, 15], false, 0),
+        // Cleared as asked; 3 at its top; e8 due a clear, e4 cleared out of band.
+        ([300, 0, 20, top, clear8, 0], true, 0b11),
+        // Stuck at the top; e4 unreadable.
+        ([300, 0, 20, top, clear8, NA], true, 0),
+        // Cleared out of band; 3 below its top again; e8 unreadable too.
+        ([200, 0, 25, top - 1, NA, NA], true, 0),
+        // Readable again.
+        ([200, 0, 25, top - 1, 7, 2], true, 0),
+        ([200, 0, 25, top - 1, 7, 2], true, 0),
     ];
-    let cols = [data, 1, errs, 3];
+    let cols = [data, 1, errs, 3, e8, e4];
     let run = |n: usize, at: usize| -> Vec<Output> {
         let mut r = Rig::new(schema, n, true);
         let mut outs = Vec::new();
@@ -331,22 +353,16 @@ fn a_port_gives_the_same_output_in_every_lane_position() {
         outs
     };
     let alone = run(1, 0);
-    for (n, at) in [
-        (29, 0),
-        (29, 3),
-        (29, 7),
-        (29, 8),
-        (29, 15),
-        (29, 24),
-        (29, 28),
-        // Chunks of 64 (the memcmp path): 150 = 2 chunks, 2 lanes and a tail of 6.
-        (150, 0),
-        (150, 63),
-        (150, 64),
-        (150, 100),
-        (150, 130),
-        (150, 149),
-    ] {
+    let mut cases: Vec<(usize, usize)> = [0, 3, 7, 8, 15, 24, 28].map(|at| (29, at)).into();
+    // Chunks of 512 bytes (the memcmp path) hold 64 to 512 ports: 1,100 ports are two chunks
+    // of 512 and a tail of 76 (9 lanes and 4 ports).
+    cases.extend(
+        [
+            0, 7, 8, 63, 64, 127, 128, 255, 256, 511, 512, 700, 1023, 1024, 1095, 1096, 1099,
+        ]
+        .map(|at| (1100, at)),
+    );
+    for (n, at) in cases {
         for (e, (mut got, want)) in run(n, at).into_iter().zip(&alone).enumerate() {
             let quiet = if e == 0 { 0 } else { n as u64 - 1 };
             for h in &mut got.hist {
@@ -382,8 +398,9 @@ fn a_port_gives_the_same_output_in_every_lane_position() {
     // The story did reach every path it was written for.
     let all = |f: &dyn Fn(&Output) -> bool| alone.iter().any(f);
     assert!(all(&|o| !o.reports.is_empty()));
-    assert!(all(&|o| !o.traps.is_empty()));
-    assert!(all(&|o| !o.clears.is_empty()));
+    assert!(all(&|o| o.traps.iter().any(|t| t.counter as usize == e8)));
+    assert!(all(&|o| o.traps.iter().any(|t| t.at_least)));
+    assert!(all(&|o| o.clears.iter().any(|c| c.1 & (1 << e8) != 0)));
     assert!(all(&|o| o.hist.iter().any(|h| h.missing > 0)));
-    assert!(all(&|o| o.hist.iter().any(|h| h.invalid > 0)));
+    assert!(all(&|o| o.hist[e4].invalid > 0));
 }

@@ -594,8 +594,8 @@ impl CounterSource for SimSource {
                 out.cleared[i] = 0;
                 out.reset[i] = 0;
                 let cs = f.counters(p);
-                for (c, col) in out.cols.iter_mut().enumerate() {
-                    col[i] = cs[c].load(Relaxed);
+                for (c, v) in cs.iter().enumerate() {
+                    out.set(c, i, v.load(Relaxed));
                 }
             }
             if f.seq() == s1 {

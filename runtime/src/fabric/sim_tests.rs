@@ -19,7 +19,7 @@ fn small() -> SimSpec {
 fn read_all(src: &mut SimSource) -> Reading {
     let ports: Vec<u32> = (0..src.fabric().port_count() as u32).collect();
     let mut r = Reading::default();
-    r.resize(IB_COUNTERS, ports.len());
+    r.resize(&IB_EXTENDED, ports.len());
     src.read(&ports, &mut r).unwrap();
     r
 }
@@ -117,7 +117,7 @@ fn clears_are_acknowledged_to_the_reader_that_can_use_them() {
     let r = read_all(&mut src);
     assert_eq!(r.cleared[3], 1 << wait);
     assert_eq!(r.reset[3], 0);
-    assert!(r.cols[wait][3] <= (2.5e9 * 0.1) as u64);
+    assert!(r.get(wait, 3) <= (2.5e9 * 0.1) as u64);
     // A reader that skipped an epoch cannot know what was lost before the clear.
     let mut late = SimSource::new(f.clone());
     read_all(&mut late);
@@ -215,7 +215,7 @@ fn a_file_is_shared_between_a_writer_and_readers() {
     let mut src = SimSource::new(r.clone());
     let reading = read_all(&mut src);
     assert_eq!(reading.epoch, 2);
-    assert_eq!(reading.cols[0][9], w.counter(9, 0));
+    assert_eq!(reading.get(0, 9), w.counter(9, 0));
     src.clear(9, 1);
     w.tick(7);
     assert!(w.counter(9, 0) <= 3_200_000_000u64 / 10);

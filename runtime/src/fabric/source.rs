@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use super::counters::CounterDesc;
+use super::counters::{CounterDesc, NA, Width};
 
 /// Why a read failed as a whole (single ports failing are marked in the reading instead).
 #[derive(Debug, thiserror::Error)]
@@ -19,8 +19,13 @@ pub enum SourceError {
     Other(String),
 }
 
-/// What a source returns for one epoch, column-wise: `cols[counter][i]` is the value of the
-/// `i`-th requested port. The engine owns and reuses it (see `Engine::reading_mut`).
+/// What a source returns for one epoch, column-wise: counter `c` of the `i`-th requested port
+/// is [`Reading::get`]`(c, i)`. The engine owns and reuses it (see `Engine::reading_mut`).
+///
+/// Each counter's column holds the narrowest word its width fits ([`Column`]): the error
+/// counters are 4 to 16 bits, and a 1M-port epoch is read twice (this reading and the
+/// previous one), so 16 × 64-bit columns would be 2.4× the bytes of what they hold.
+/// An unreadable value is a bit in `na`, not a sentinel in the column.
 #[derive(Clone, Debug, Default)]
 pub struct Reading {
     /// When the counters were read, ns since the Unix epoch (the simulated fabric's epoch
@@ -35,21 +40,30 @@ pub struct Reading {
     pub cleared: Vec<u32>,
     /// Per port: counters reset at an unknown time since the previous reading.
     pub reset: Vec<u32>,
-    pub cols: Vec<Vec<u64>>,
+    /// Per port: counters that could not be read (bit per counter; their column holds 0).
+    pub na: Vec<u32>,
+    pub(crate) cols: Vec<Column>,
+    /// Per counter: the largest value it holds (a larger one is stored as this).
+    max: Vec<u64>,
 }
 
 impl Reading {
-    /// Size for `ports` ports of `counters` counters, every port unread.
-    pub fn resize(&mut self, counters: usize, ports: usize) {
+    /// Size for `ports` ports of the counters of `schema`, every port unread.
+    pub fn resize(&mut self, schema: &[CounterDesc], ports: usize) {
         self.ok.clear();
         self.ok.resize(ports, false);
         self.cleared.clear();
         self.cleared.resize(ports, 0);
         self.reset.clear();
         self.reset.resize(ports, 0);
-        self.cols.resize_with(counters, Vec::new);
+        self.na.clear();
+        self.na.resize(ports, 0);
+        if self.max.len() != schema.len() {
+            self.cols = schema.iter().map(|d| Column::new(d.width)).collect();
+            self.max = schema.iter().map(|d| d.width.max()).collect();
+        }
         for c in &mut self.cols {
-            c.resize(ports, 0);
+            c.resize(ports);
         }
     }
 
@@ -59,6 +73,120 @@ impl Reading {
 
     pub fn is_empty(&self) -> bool {
         self.ok.is_empty()
+    }
+
+    /// Counter `c` of port `i`; [`NA`] when it could not be read.
+    pub fn get(&self, c: usize, i: usize) -> u64 {
+        if self.na[i] >> c & 1 != 0 {
+            NA
+        } else {
+            self.cols[c].get(i)
+        }
+    }
+
+    /// Set counter `c` of port `i`: [`NA`] marks it unreadable; a value above the counter's
+    /// width (a confused source) is stored as its top, which reads as saturated.
+    #[inline]
+    pub fn set(&mut self, c: usize, i: usize, v: u64) {
+        if v == NA {
+            self.na[i] |= 1 << c;
+            self.cols[c].set(i, 0);
+        } else {
+            self.na[i] &= !(1 << c);
+            self.cols[c].set(i, v.min(self.max[c]));
+        }
+    }
+}
+
+/// A machine word a counter column is stored in.
+pub(crate) trait Word:
+    Copy
+    + Ord
+    + Into<u64>
+    + std::ops::BitXor<Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::fmt::Debug
+    + 'static
+{
+    const ZERO: Self;
+    /// `v`, which the caller has bounded to the word's range.
+    fn narrow(v: u64) -> Self;
+}
+
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            const ZERO: Self = 0;
+            #[inline(always)]
+            fn narrow(v: u64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+word!(u8, u16, u32, u64);
+
+/// One counter's values, in the narrowest word that holds its range: 4- and 8-bit counters in
+/// bytes, 16-bit in `u16`, 32-bit in `u32`, 64-bit in `u64`.
+#[derive(Clone, Debug)]
+pub(crate) enum Column {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+/// `$body` with `$v` bound to the column's vector, whatever its word.
+macro_rules! each_word {
+    ($col:expr, $v:ident => $body:expr) => {
+        match $col {
+            Column::U8($v) => $body,
+            Column::U16($v) => $body,
+            Column::U32($v) => $body,
+            Column::U64($v) => $body,
+        }
+    };
+}
+
+impl Column {
+    pub(crate) fn new(width: Width) -> Column {
+        match width.max() {
+            m if m <= u8::MAX.into() => Column::U8(Vec::new()),
+            m if m <= u16::MAX.into() => Column::U16(Vec::new()),
+            m if m <= u32::MAX.into() => Column::U32(Vec::new()),
+            _ => Column::U64(Vec::new()),
+        }
+    }
+
+    fn resize(&mut self, n: usize) {
+        each_word!(self, v => v.resize(n, Word::ZERO))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> u64 {
+        each_word!(self, v => v[i].into())
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, x: u64) {
+        each_word!(self, v => v[i] = Word::narrow(x))
+    }
+
+    /// The values of `map`'s ports: `Some(i)` takes this column's `i`-th value, `None` is 0.
+    pub(crate) fn remap(&self, map: &[Option<usize>]) -> Column {
+        let mut out = match self {
+            Column::U8(_) => Column::U8(Vec::new()),
+            Column::U16(_) => Column::U16(Vec::new()),
+            Column::U32(_) => Column::U32(Vec::new()),
+            Column::U64(_) => Column::U64(Vec::new()),
+        };
+        out.resize(map.len());
+        for (j, m) in map.iter().enumerate() {
+            if let Some(i) = m {
+                out.set(j, self.get(*i));
+            }
+        }
+        out
     }
 }
 

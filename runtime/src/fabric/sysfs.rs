@@ -222,7 +222,7 @@ impl CounterSource for SysfsSource {
                     Some(f) => self.read_value(&f).unwrap_or(NA),
                     None => NA,
                 };
-                out.cols[c][i] = v;
+                out.set(c, i, v);
             }
         }
         Ok(())
