@@ -123,6 +123,37 @@ fn a_quiet_port_sends_nothing() {
     assert!(r.out.reports.iter().all(|x| x.change == 1100.0));
 }
 
+/// Unreported changes are kept in the narrowest word that holds the change threshold; a new
+/// threshold of any size moves them to its word and loses none.
+#[test]
+fn unreported_changes_survive_thresholds_of_any_size() {
+    let mut r = Rig::new(&IB_EXTENDED, 3, false);
+    let p = idx("port_xmit_packets");
+    let mut t = thresholds();
+    let step = |r: &mut Rig, e: i64, add: u64| {
+        r.vals[p][1] += add;
+        r.tick(e * SEC);
+        r.out.reports.iter().map(|x| x.change).collect::<Vec<_>>()
+    };
+    r.tick(0);
+    // Threshold 1000 packets: a 16-bit word.
+    assert!(step(&mut r, 1, 900).is_empty());
+    t.change[p] = 10_000_000_000; // a 64-bit word
+    r.e.set_thresholds(t.clone());
+    // (Ten seconds: fewer packets a second than a port can send.)
+    assert!(step(&mut r, 11, 5_000_000_000).is_empty());
+    t.change[p] = 100_000; // a 32-bit word: 5,000,000,900 pending is kept as its top
+    r.e.set_thresholds(t.clone());
+    assert_eq!(step(&mut r, 12, 1), vec![(u32::MAX as u64 + 1) as f64]);
+    t.change[p] = 1000;
+    r.e.set_thresholds(t.clone());
+    assert!(
+        step(&mut r, 13, 1000).is_empty(),
+        "1000 is not more than 1000"
+    );
+    assert_eq!(step(&mut r, 14, 1), vec![1001.0]);
+}
+
 #[test]
 fn a_64_bit_wrap_gives_the_true_rate() {
     let mut r = Rig::new(&IB_EXTENDED, 1, false);

@@ -150,7 +150,12 @@ macro_rules! each_word {
 
 impl Column {
     pub(crate) fn new(width: Width) -> Column {
-        match width.max() {
+        Column::holding(width.max())
+    }
+
+    /// An empty column of the narrowest word that holds `max`.
+    pub(crate) fn holding(max: u64) -> Column {
+        match max {
             m if m <= u8::MAX.into() => Column::U8(Vec::new()),
             m if m <= u16::MAX.into() => Column::U16(Vec::new()),
             m if m <= u32::MAX.into() => Column::U32(Vec::new()),
@@ -158,17 +163,42 @@ impl Column {
         }
     }
 
-    fn resize(&mut self, n: usize) {
+    pub(crate) fn resize(&mut self, n: usize) {
         each_word!(self, v => v.resize(n, Word::ZERO))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        each_word!(self, v => v.len())
+    }
+
+    /// Every value 0.
+    pub(crate) fn zero(&mut self) {
+        each_word!(self, v => v.fill(Word::ZERO))
+    }
+
+    /// The largest value the word holds.
+    pub(crate) fn max(&self) -> u64 {
+        match self {
+            Column::U8(_) => u8::MAX.into(),
+            Column::U16(_) => u16::MAX.into(),
+            Column::U32(_) => u32::MAX.into(),
+            Column::U64(_) => u64::MAX,
+        }
     }
 
     #[inline]
     pub(crate) fn get(&self, i: usize) -> u64 {
-        each_word!(self, v => v[i].into())
+        match self {
+            Column::U8(v) => v[i].into(),
+            Column::U16(v) => v[i].into(),
+            Column::U32(v) => v[i].into(),
+            Column::U64(v) => v[i],
+        }
     }
 
+    /// Set the `i`-th value to `x`, which the caller has bounded to [`Column::max`].
     #[inline]
-    fn set(&mut self, i: usize, x: u64) {
+    pub(crate) fn set(&mut self, i: usize, x: u64) {
         each_word!(self, v => v[i] = Word::narrow(x))
     }
 
