@@ -24,7 +24,7 @@ pub enum SourceError {
 ///
 /// Each counter's column holds the narrowest word its width fits ([`Column`]): the error
 /// counters are 4 to 16 bits, and a 1M-port epoch is read twice (this reading and the
-/// previous one), so 16 × 64-bit columns would be 2.4× the bytes of what they hold.
+/// previous one), so 16 × 64-bit columns would be 2.5× the bytes of what they hold.
 /// An unreadable value is a bit in `na`, not a sentinel in the column.
 #[derive(Clone, Debug, Default)]
 pub struct Reading {
