@@ -58,7 +58,13 @@ impl Reading {
         self.reset.resize(ports, 0);
         self.na.clear();
         self.na.resize(ports, 0);
-        if self.max.len() != schema.len() {
+        // The words follow the table (two tables may have as many counters).
+        if !self
+            .max
+            .iter()
+            .copied()
+            .eq(schema.iter().map(|d| d.width.max()))
+        {
             self.cols = schema.iter().map(|d| Column::new(d.width)).collect();
             self.max = schema.iter().map(|d| d.width.max()).collect();
         }
