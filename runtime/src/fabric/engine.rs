@@ -103,10 +103,10 @@ pub struct Engine {
     prev_ts: Vec<i64>,
     /// When the last reading processed was taken.
     last_ts: i64,
-    /// Unreported change per reported counter (empty for error counters).
-    /// In the narrowest word that holds the counter's change threshold: a stored change never
-    /// exceeds it (more is reported and reset to 0), and the 4 of 5 reported columns a quiet
-    /// fabric changes are read and written in every epoch.
+    /// Unreported change per reported counter (empty for error counters), in the narrowest
+    /// word that holds the counter's change threshold: a stored change never exceeds it (more
+    /// is reported and reset to 0), and the 4 of 5 reported columns a quiet fabric changes are
+    /// read and written in every epoch.
     pending: Vec<Column>,
     reading: Reading,
     thresholds: Thresholds,
@@ -244,7 +244,7 @@ impl Engine {
         let ts = self.reading.ts_ns;
         // The interval of every port read in the last reading and in this one.
         let common_dt =
-            (self.last_ts != NO_TS && self.last_ts < ts).then(|| (ts - self.last_ts) as f64 * 1e-9);
+            (self.last_ts != NO_TS && self.last_ts < ts).then(|| seconds(self.last_ts, ts));
         let mut start = 0;
         while start < n {
             let end = (start + BLOCK).min(n);
@@ -326,7 +326,7 @@ impl Engine {
                     } else {
                         // Ports read together share one interval: converted once.
                         if pts != last.0 {
-                            last = (pts, (r.ts_ns - pts) as f64 * 1e-9);
+                            last = (pts, seconds(pts, r.ts_ns));
                         }
                         self.dt[j] = last.1;
                         if r.cleared[i] | r.reset[i] | r.na[i] | self.prev_na[i] != 0 {
@@ -599,6 +599,11 @@ fn avx2() -> bool {
         return false;
     }
     std::is_x86_feature_detected!("avx2")
+}
+
+/// The interval from `from` to `to` (ns), in seconds.
+fn seconds(from: i64, to: i64) -> f64 {
+    (to - from) as f64 * 1e-9
 }
 
 /// A counter's change threshold in its own units (4-octet words for InfiniBand data).

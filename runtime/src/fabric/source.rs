@@ -210,12 +210,7 @@ impl Column {
 
     /// The values of `map`'s ports: `Some(i)` takes this column's `i`-th value, `None` is 0.
     pub(crate) fn remap(&self, map: &[Option<usize>]) -> Column {
-        let mut out = match self {
-            Column::U8(_) => Column::U8(Vec::new()),
-            Column::U16(_) => Column::U16(Vec::new()),
-            Column::U32(_) => Column::U32(Vec::new()),
-            Column::U64(_) => Column::U64(Vec::new()),
-        };
+        let mut out = Column::holding(self.max());
         out.resize(map.len());
         for (j, m) in map.iter().enumerate() {
             if let Some(i) = m {
