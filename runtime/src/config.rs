@@ -23,6 +23,9 @@ pub struct Config {
     pub guest_defaults: GuestDefaults,
     #[serde(default, rename = "pipeline")]
     pub pipelines: Vec<PipelineConfig>,
+    /// Forwarding sinks pipelines name in their `sinks` (`[[sink]]`).
+    #[serde(default, rename = "sink", skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<crate::sink::SinkConfig>,
     #[serde(default)]
     pub namespace: NamespaceConfig,
     #[serde(default, rename = "agent")]
@@ -256,8 +259,8 @@ fn empty_table() -> toml::Table {
     toml::Table::new()
 }
 
-/// Sinks a pipeline may name.
-pub const SINKS: &[&str] = &["log", "stdout", "store", "notify"];
+/// Built-in sinks a pipeline may name besides its `[[sink]]`s.
+pub const SINKS: &[&str] = crate::sink::config::BUILT_IN;
 
 impl Config {
     /// Parses and checks a configuration; errors name the field (and line) at fault.
@@ -281,6 +284,16 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.log.check().map_err(anyhow::Error::msg)?;
+        if let Some(n) = &self.nats {
+            n.check().map_err(anyhow::Error::msg)?;
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, s) in self.sinks.iter().enumerate() {
+            if !names.insert(&s.name) {
+                bail!("sink[{i}].name: {:?} is used twice", s.name);
+            }
+            s.check(None)?;
+        }
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.pipelines.iter().enumerate() {
             if p.name.is_empty()
@@ -301,9 +314,9 @@ impl Config {
                 bail!("pipeline {:?}: flush-interval must be positive", p.name);
             }
             for s in &p.sinks {
-                if !SINKS.contains(&s.as_str()) {
+                if !SINKS.contains(&s.as_str()) && !self.sinks.iter().any(|x| &x.name == s) {
                     bail!(
-                        "pipeline {:?}: sinks: unknown sink {s:?} (known: {})",
+                        "pipeline {:?}: sinks: unknown sink {s:?} (built in: {}; or a [[sink]] by that name)",
                         p.name,
                         SINKS.join(", ")
                     );

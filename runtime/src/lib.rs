@@ -10,6 +10,7 @@
 //! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
 //! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
+//! - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
 //! - [`api`]: the HTTP API;
@@ -33,6 +34,7 @@ pub mod notify;
 pub mod pipeline;
 pub mod procfs;
 pub mod sample;
+pub mod sink;
 pub mod store;
 pub mod telemetry;
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Helpers shared by the tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use wasmon::host::{GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
 use wasmon::sample::{Kind, Metadata, Sample};
@@ -82,8 +84,17 @@ impl DaemonProcess {
         config: &std::path::Path,
         adjust: impl FnOnce(&mut std::process::Command),
     ) -> DaemonProcess {
+        Self::start_at(config, free_port(), adjust)
+    }
+
+    /// [`DaemonProcess::start_with`] on a given port (a daemon restarted where its clients
+    /// expect it).
+    pub fn start_at(
+        config: &std::path::Path,
+        port: u16,
+        adjust: impl FnOnce(&mut std::process::Command),
+    ) -> DaemonProcess {
         use std::io::BufRead;
-        let port = free_port();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"));
         cmd.args(["run", "--config"])
             .arg(config)
@@ -230,4 +241,54 @@ pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
         ok && present(),
         "this test needs the Debian package {package} (`apt-get install -y {package}` failed)"
     );
+}
+
+/// nats-server with JetStream, restartable on the same port and store.
+pub struct NatsServer {
+    child: Child,
+    port: u16,
+    store: PathBuf,
+}
+
+impl NatsServer {
+    pub fn start(port: u16, store: &Path) -> NatsServer {
+        ensure_debian_package("nats-server", || {
+            Path::new("/usr/sbin/nats-server").exists()
+        });
+        let child = Command::new("/usr/sbin/nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        NatsServer {
+            child,
+            port,
+            store: store.to_path_buf(),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn restart(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        *self = NatsServer::start(self.port, &self.store.clone());
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

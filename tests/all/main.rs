@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod daemon;
 mod fabric;
+mod forward;
 mod guests;
 mod hostile_daemon;
 mod hostile_guests;

@@ -29,10 +29,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{Store, config::duration_serde};
 
+pub use crate::sample::sanitize_metric_name;
 pub use auth::{AuthError, Claims, Verifier};
 pub use ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
 pub use nats::{NatsConfig, NatsError, NatsSubscription, run_nats_ingest};
-pub use prom::{render_prometheus, sanitize_metric_name};
+pub use prom::render_prometheus;
 pub use query::{ApiMetricData, ApiQuery, ApiQueryRequest, ApiQueryResponse};
 
 /// `[api]` settings of the cc-metric-store compatible API.
@@ -52,6 +53,12 @@ pub struct CcmsConfig {
     /// Values (data and padding) one `/api/query` request may return; more is refused with
     /// 413. Each value costs the daemon ~40 bytes while the answer is built and sent.
     pub max_query_values: usize,
+    /// PEM certificate chain: with `tls-key`, the API is served over HTTPS only.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `tls-cert`.
+    pub tls_key: Option<std::path::PathBuf>,
+    /// PEM CA(s): clients must present a certificate that chains to one of them (mutual TLS).
+    pub tls_client_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for CcmsConfig {
@@ -62,6 +69,9 @@ impl Default for CcmsConfig {
             healthcheck_max_age: Duration::from_secs(300),
             max_query_series: query::MAX_QUERY_SERIES,
             max_query_values: query::MAX_QUERY_VALUES,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
         }
     }
 }
@@ -71,6 +81,63 @@ pub struct CcmsState {
     pub store: Arc<Store>,
     pub config: CcmsConfig,
     verifier: Option<Verifier>,
+    /// Per sending queue (`NODE.SINK`), the highest record id stored: a wasmon sink sends one
+    /// record at a time, oldest first, so an id at or below it is a re-send (a lost answer, a
+    /// sender restarted within its commit interval) and is not stored again.
+    batches: std::sync::Mutex<HashMap<String, u64>>,
+    /// Batches recognised as re-sends and not stored again.
+    pub duplicate_batches: Arc<crate::telemetry::Counter>,
+}
+
+/// Sending queues remembered; past this the map starts over (a re-send is then stored again,
+/// which the store's slots absorb: the value is the same).
+const MAX_SENDERS: usize = 100_000;
+
+impl CcmsState {
+    /// `true` when the batch `id` (`NODE.SINK.SEQ`) was stored already.
+    fn seen(&self, id: Option<(&str, u64)>) -> bool {
+        id.is_some_and(|(q, seq)| {
+            self.batches
+                .lock()
+                .unwrap()
+                .get(q)
+                .is_some_and(|&hw| seq <= hw)
+        })
+    }
+
+    fn stored(&self, id: Option<(&str, u64)>) {
+        let Some((q, seq)) = id else { return };
+        let mut b = self.batches.lock().unwrap();
+        if b.len() >= MAX_SENDERS && !b.contains_key(q) {
+            b.clear();
+        }
+        let hw = b.entry(q.to_string()).or_insert(seq);
+        *hw = (*hw).max(seq);
+    }
+}
+
+/// The record id a wasmon sink sends (`NODE.SINK.SEQ`): the queue and the sequence number.
+fn batch_id(headers: &axum::http::HeaderMap) -> Option<(&str, u64)> {
+    let v = headers.get(crate::sink::BATCH_ID_HEADER)?.to_str().ok()?;
+    let (queue, seq) = v.rsplit_once('.')?;
+    Some((queue, seq.parse().ok()?))
+}
+
+/// A gzip body inflated, refused past `limit` bytes (a small body can inflate to gigabytes).
+fn gunzip(body: &[u8], limit: usize) -> Result<Bytes, Response> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(body.len() * 4);
+    let mut z = flate2::read::MultiGzDecoder::new(body).take(limit as u64 + 1);
+    if let Err(e) = z.read_to_end(&mut out) {
+        return Err(error(StatusCode::BAD_REQUEST, format!("gzip body: {e}")));
+    }
+    if out.len() > limit {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the gzip body inflates past [store] max-body-size ({limit} bytes)"),
+        ));
+    }
+    Ok(out.into())
 }
 
 impl CcmsState {
@@ -87,6 +154,12 @@ impl CcmsState {
             store,
             config,
             verifier,
+            batches: std::sync::Mutex::new(HashMap::new()),
+            duplicate_batches: crate::telemetry::registry().counter(
+                "wasmon_write_duplicate_batches_total",
+                "Batches a wasmon sink sent again that /api/write had stored already.",
+                &[],
+            ),
         })
     }
 }
@@ -210,8 +283,30 @@ const INLINE_BODY: usize = 256 << 10;
 async fn write(
     State(st): State<Arc<CcmsState>>,
     Query(q): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
+    let id = batch_id(&headers);
+    if st.seen(id) {
+        st.duplicate_batches.inc();
+        return StatusCode::OK.into_response();
+    }
+    let body = match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+        None | Some(b"identity") => body,
+        Some(b"gzip") => match gunzip(&body, st.store.config().max_body_size) {
+            Ok(b) => b,
+            Err(r) => return r,
+        },
+        Some(other) => {
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "Content-Encoding {:?}: only gzip is taken",
+                    String::from_utf8_lossy(other)
+                ),
+            );
+        }
+    };
     let cluster = q.get("cluster").cloned();
     let now = now();
     let out = if body.len() <= INLINE_BODY {
@@ -230,6 +325,7 @@ async fn write(
         return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     if out.errors.is_empty() {
+        st.stored(id);
         return StatusCode::OK.into_response();
     }
     if let Some(e) = out.errors.iter().find(|e| e.line == 0) {

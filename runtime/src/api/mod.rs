@@ -10,6 +10,8 @@
 //!   `wasmon transform`); valid lines are accepted even when others are not, and each
 //!   rejected line is named by number (400).
 //! - `POST /api/pipelines/{name}/flush`: flush the pipeline now.
+//! - `GET  /api/sinks`: forwarding sinks: queue, delivery counters, kept queues ([`sinks`]);
+//!   `DELETE /api/sinks/{name}/queue` deletes a kept queue (admin).
 //! - `GET  /metrics`: Prometheus text exposition of wasmon's own counters.
 //! - `/api/ns/...`, `/api/fetch`: the metric namespace and its agents ([`ns`]).
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
@@ -36,6 +38,8 @@ pub mod ccms;
 pub mod fabric;
 pub mod notify;
 pub mod ns;
+pub mod sinks;
+pub mod tls;
 pub mod ui;
 use crate::sample::{Line, NameBudget, parse_line_within};
 
@@ -52,6 +56,11 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/api/pipelines", get(pipelines))
         .route("/api/pipelines/{name}/samples", post(post_samples))
         .route("/api/pipelines/{name}/flush", post(flush))
+        .route("/api/sinks", get(sinks::list))
+        .route(
+            "/api/sinks/{name}/queue",
+            axum::routing::delete(sinks::delete_queue),
+        )
         .route("/metrics", get(metrics))
         .merge(ns::routes())
         .with_state(daemon.clone())
@@ -188,9 +197,11 @@ async fn post_samples(
         errors.push(format!("and {more} more bad lines"));
     }
     let accepted = batch.len();
-    // `send` blocks while the pipeline's queue is full: that is the backpressure we want, but
-    // not on an async worker thread.
-    let sent = tokio::task::spawn_blocking(move || pipeline.send(batch)).await;
+    // Answered once the batch went through the chain and its output reached the sinks (a
+    // forwarding sink's queue file among them), so a 200 means the samples survive a SIGKILL.
+    // `send_acked` blocks while the pipeline's queue is full: that is the backpressure we
+    // want, but not on an async worker thread.
+    let sent = tokio::task::spawn_blocking(move || pipeline.send_acked(batch)).await;
     if !matches!(sent, Ok(Ok(()))) {
         return no_pipeline(&name);
     }
@@ -219,6 +230,7 @@ async fn flush(State(d): State<Arc<Daemon>>, Path(name): Path<String>) -> Respon
 async fn metrics(State(d): State<Arc<Daemon>>) -> Response {
     let mut out = String::new();
     crate::telemetry::registry().render(&mut out);
+    sinks::render_prometheus(&d.sinks().statuses(), &mut out);
     out.push_str(&ccms::render_prometheus(&d.parts().store, "wasmon_"));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

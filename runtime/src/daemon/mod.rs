@@ -60,9 +60,26 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
     let poller = tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone()));
     let app = crate::api::router(daemon.clone());
     let token = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { token.cancelled().await })
-        .await?;
+    let api = daemon.config().api;
+    match (&api.tls_cert, &api.tls_key) {
+        (Some(cert), Some(key)) => {
+            let base = daemon.base_dir();
+            let tls = crate::api::tls::server_config(
+                &base.join(cert),
+                &base.join(key),
+                api.tls_client_ca.as_ref().map(|p| base.join(p)).as_deref(),
+            )?;
+            let listener = crate::api::tls::TlsListener::new(listener, tls)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await?;
+        }
+        _ => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await?
+        }
+    }
 
     shutdown.cancel();
     let _ = signals.await;
@@ -70,6 +87,8 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
     let _ = poller.await;
     let d = daemon.clone();
     tokio::task::spawn_blocking(move || d.stop_pipelines()).await?;
+    // The pipelines' last output is queued: stop the senders, fsync the queues.
+    daemon.sinks().stop().await;
     // The pipelines' last output is in the store: now its final snapshot.
     daemon.parts().close().await;
     tracing::info!("stopped");

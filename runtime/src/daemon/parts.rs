@@ -3,7 +3,6 @@
 //! its detectors; and the pipeline sinks that feed the store and the notifier. These are
 //! started once: their config sections take effect at the next start, not at a reload.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -13,7 +12,7 @@ use crate::api::ccms::{CcmsState, run_nats_ingest};
 use crate::config::Config;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
-use crate::sample::Sample;
+use crate::sample::{Level, Sample};
 use crate::store::Store;
 
 /// The store, the notifier and the API state over the store.
@@ -134,10 +133,7 @@ impl Parts {
     }
 }
 
-/// Pipeline output into the store. The level comes from metadata as cc-metric-store's tags
-/// name it (`cluster`, `hostname`/`host`, `type`+`type-id`, `stype`+`stype-id`); without them
-/// the cluster is `default_cluster`, the host is this machine, and a non-empty resource (an
-/// instance: `cpu0`, `eth0`, a pid) is one level below the host.
+/// Pipeline output into the store, at the sample's [`Level`].
 pub struct StoreSink {
     pub store: Arc<Store>,
     pub default_cluster: String,
@@ -152,36 +148,7 @@ impl Sink for StoreSink {
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         let mut refused = 0usize;
         for s in samples {
-            let m = &s.metadata;
-            let cluster = m.get("cluster").unwrap_or(&self.default_cluster);
-            let host = m
-                .get("hostname")
-                .or_else(|| m.get("host"))
-                .unwrap_or(&self.hostname);
-            // Borrowed where the sample already holds the text: only levels composed from two
-            // tags (or a resource with a `/`, which the store refuses in names) allocate.
-            let mut path: [Cow<str>; 4] = [cluster.into(), host.into(), "".into(), "".into()];
-            let mut depth = 2;
-            match (m.get("type"), m.get("type-id")) {
-                (Some("node"), _) => {}
-                (Some(t), Some(id)) => {
-                    path[2] = format!("{t}{id}").into();
-                    depth = 3;
-                    if let (Some(st), Some(sid)) = (m.get("stype"), m.get("stype-id")) {
-                        path[3] = format!("{st}{sid}").into();
-                        depth = 4;
-                    }
-                }
-                _ if !s.resource.is_empty() => {
-                    path[2] = if s.resource.contains('/') {
-                        s.resource.replace('/', "-").into()
-                    } else {
-                        (&*s.resource).into()
-                    };
-                    depth = 3;
-                }
-                _ => {}
-            }
+            let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
             let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
             let ts = s.timestamp_ns.div_euclid(1_000_000_000);
             if let Err(e) = self.store.write(&refs[..depth], &s.name, ts, s.value) {
@@ -196,6 +163,19 @@ impl Sink for StoreSink {
                 "the store refused samples (see debug log for each)"
             );
         }
+    }
+}
+
+/// Pipeline output into a forwarding sink's queue.
+pub struct ForwardSink(pub Arc<crate::sink::Forwarder>);
+
+impl Sink for ForwardSink {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn accept(&self, _pipeline: &str, samples: &[Sample]) {
+        self.0.accept(samples);
     }
 }
 

@@ -51,6 +51,8 @@ pub struct ReloadOutcome {
     /// values stay (and are what `GET /api/config` reports).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub restart_required: Vec<String>,
+    /// Forwarding sinks started, reconfigured or stopped.
+    pub sinks: crate::sink::SinksOutcome,
     /// Whether quarantined guests were let out (only when the reload asked for it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
@@ -110,6 +112,8 @@ pub struct Daemon {
     parts: super::parts::Parts,
     store_sink: Arc<dyn Sink>,
     notify_sink: Arc<dyn Sink>,
+    /// The forwarding sinks (`[[sink]]`).
+    sinks: crate::sink::SinkSet,
     /// The last [`RELOADS_KEPT`] reloads (for the live view), oldest first.
     history: Mutex<std::collections::VecDeque<Reload>>,
 }
@@ -161,6 +165,9 @@ impl Daemon {
             hostname: super::parts::hostname(),
         });
         let notify_sink: Arc<dyn Sink> = Arc::new(super::parts::NotifySink(parts.notifier.clone()));
+        let sinks =
+            crate::sink::SinkSet::new(&data_dir, &config.daemon.cluster, &super::parts::hostname())
+                .with_context(|| format!("opening {}", data_dir.join("sinks").display()))?;
         let daemon = Arc::new(Daemon {
             runtime,
             opts,
@@ -175,6 +182,7 @@ impl Daemon {
             parts,
             store_sink,
             notify_sink,
+            sinks,
             history: Mutex::new(std::collections::VecDeque::new()),
         });
         let d = daemon.clone();
@@ -199,6 +207,11 @@ impl Daemon {
     /// The config the daemon runs now.
     pub fn config(&self) -> Config {
         self.config.read().unwrap().clone()
+    }
+
+    /// The forwarding sinks.
+    pub fn sinks(&self) -> &crate::sink::SinkSet {
+        &self.sinks
     }
 
     /// The namespace and its agents.
@@ -260,7 +273,8 @@ impl Daemon {
         }
     }
 
-    fn base_dir(&self) -> PathBuf {
+    /// The directory relative paths of the config file start from.
+    pub fn base_dir(&self) -> PathBuf {
         self.opts
             .config
             .as_deref()
@@ -274,6 +288,15 @@ impl Daemon {
             released: release,
             ..Default::default()
         };
+        // Sinks first: a sink that cannot be built (a missing token file, a bad CA) refuses
+        // the whole reload, before anything else is replaced.
+        match self.sinks.prepare(&config.sinks, &self.base_dir()) {
+            Ok(prepared) => outcome.sinks = self.sinks.apply(prepared),
+            Err(e) => {
+                outcome.config_error = Some(format!("{e:#}"));
+                return outcome;
+            }
+        }
         match self.build_agents(&config) {
             Ok((ns, agents, prints, polls)) => {
                 outcome.agents_started = config
@@ -347,7 +370,7 @@ impl Daemon {
     }
 
     fn install(&self, p: &PipelineConfig, chain: Vec<TransformerInstance>) -> PipelineOutcome {
-        let sinks = self.sinks(p);
+        let sinks = self.sinks_of(p);
         if let Some(running) = self.pipeline(&p.name) {
             let swap = Swap {
                 chain,
@@ -371,7 +394,7 @@ impl Daemon {
         PipelineOutcome::Started
     }
 
-    fn sinks(&self, p: &PipelineConfig) -> Vec<Arc<dyn Sink>> {
+    fn sinks_of(&self, p: &PipelineConfig) -> Vec<Arc<dyn Sink>> {
         p.sinks
             .iter()
             .filter_map(|s| match s.as_str() {
@@ -379,7 +402,10 @@ impl Daemon {
                 "stdout" => Some(Arc::new(StdoutSink) as Arc<dyn Sink>),
                 "store" => Some(self.store_sink.clone()),
                 "notify" => Some(self.notify_sink.clone()),
-                _ => None,
+                name => self
+                    .sinks
+                    .get(name)
+                    .map(|f| Arc::new(super::parts::ForwardSink(f)) as Arc<dyn Sink>),
             })
             .collect()
     }

@@ -60,7 +60,8 @@ pub struct SwapOutcome {
 }
 
 enum Command {
-    Batch(Vec<Sample>),
+    /// A batch, and whom to tell once its output reached the sinks.
+    Batch(Vec<Sample>, Option<Sender<()>>),
     Flush(Sender<()>),
     Swap(Swap, Sender<SwapOutcome>),
     Stop(Sender<()>),
@@ -159,7 +160,20 @@ impl Pipeline {
 
     /// Queues a batch; blocks while the queue is full. Fails only after `stop`.
     pub fn send(&self, batch: Vec<Sample>) -> Result<(), Stopped> {
-        self.tx.send(Command::Batch(batch)).map_err(|_| Stopped)
+        self.tx
+            .send(Command::Batch(batch, None))
+            .map_err(|_| Stopped)
+    }
+
+    /// Queues a batch and waits until the chain has handled it and its output reached every
+    /// sink (a forwarding sink's queue file among them): what an ingest acknowledges. Samples
+    /// a caching stage holds back are the stage's until its next flush.
+    pub fn send_acked(&self, batch: Vec<Sample>) -> Result<(), Stopped> {
+        let (ack, done) = crossbeam_channel::bounded(1);
+        self.tx
+            .send(Command::Batch(batch, Some(ack)))
+            .map_err(|_| Stopped)?;
+        done.recv().map_err(|_| Stopped)
     }
 
     /// Flushes the chain and waits until the output reached the sinks.
@@ -255,10 +269,13 @@ impl Worker {
                         .zip(self.flush_interval)
                         .map(|(at, d)| (at + d).max(Instant::now()));
                 }
-                Some(Command::Batch(batch)) => {
+                Some(Command::Batch(batch, ack)) => {
                     self.stats.samples_in.add(batch.len() as u64);
                     let out = self.run_stages(0, batch);
                     self.emit(out);
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
+                    }
                 }
                 Some(Command::Flush(ack)) => {
                     self.flush_from(0, Vec::new());

@@ -4,6 +4,7 @@
 //! of pipelines, guests or sinks: `host` and `pipeline` both build on it, never the reverse.
 
 mod json;
+mod level;
 mod name;
 // The type's own file, beside its name and JSON forms.
 #[allow(clippy::module_inception)]
@@ -12,5 +13,6 @@ mod sample;
 pub use json::{
     Line, LineError, MAX_NEW_NAMES_PER_REQUEST, NameBudget, parse_line, parse_line_within, to_line,
 };
+pub use level::{Component, Level, sanitize_metric_name, split_id};
 pub use name::{MAX_NAMES, Name, NamesFull};
 pub use sample::{Kind, Metadata, Pair, Sample};

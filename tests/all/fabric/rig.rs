@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,55 +28,7 @@ pub(super) const AGENTS: [(&str, &str, &str); 4] = [
     ("a4", "a2", "hca-p9-0"),
 ];
 
-/// nats-server with JetStream, restartable on the same port and store.
-pub(super) struct Nats {
-    child: Child,
-    port: u16,
-    store: PathBuf,
-}
-
-impl Nats {
-    pub(super) fn start(port: u16, store: &Path) -> Nats {
-        ensure_debian_package("nats-server", || {
-            Path::new("/usr/sbin/nats-server").exists()
-        });
-        let child = Command::new("/usr/sbin/nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Nats {
-            child,
-            port,
-            store: store.to_path_buf(),
-        }
-    }
-
-    pub(super) fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    pub(super) fn restart(&mut self, down: Duration) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::thread::sleep(down);
-        *self = Nats::start(self.port, &self.store.clone());
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub(super) use crate::common::NatsServer as Nats;
 
 /// A reader of every port, processing every epoch: the central histograms to compare with.
 pub(super) struct Central {

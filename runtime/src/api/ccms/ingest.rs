@@ -248,11 +248,12 @@ impl<'a> Ingest<'a, '_> {
             .store
             .level(&[&cluster, &host.as_str()])
             .map_err(|e| e.to_string())?;
+        // `type` alone names the component by itself, as cc-metric-store reads it (what a
+        // forwarding sink sends for a resource such as `lo`).
         let component = match (typ, typ_id) {
             (None, _) => None,
             (Some(t), _) if t == "node" => None,
-            (Some(_), None) => return Err("tag 'type' without 'type-id'".into()),
-            (Some(t), Some(id)) => Some((t, id)),
+            (Some(t), id) => Some((t, id)),
         };
         let Some((typ, typ_id)) = component else {
             if styp.is_some() {
@@ -265,10 +266,12 @@ impl<'a> Ingest<'a, '_> {
             (Some(_), None) => return Err("tag 'stype' without 'stype-id'".into()),
             (Some(s), Some(id)) => Some((s, id)),
         };
-        for (kind, id) in std::iter::once((typ, typ_id)).chain(sub) {
+        for (kind, id) in std::iter::once((typ, typ_id)).chain(sub.map(|(s, id)| (s, Some(id)))) {
             self.name.clear();
             self.name.push_str(&kind.as_str());
-            self.name.push_str(&id.as_str());
+            if let Some(id) = id {
+                self.name.push_str(&id.as_str());
+            }
             level = level.child(&self.name).map_err(|e| e.to_string())?;
         }
         Ok((level, item))

@@ -2,6 +2,12 @@
 //! a line-protocol body, the cluster for lines without a `cluster` tag taken from the
 //! subscription. Core NATS is at-most-once, so messages are not held back for WAL durability;
 //! the WAL is still appended (durable at the next group commit).
+//!
+//! A subscription that names a `stream` is a durable JetStream pull consumer instead (what a
+//! node's `jetstream` sink publishes into): messages are acknowledged only after their samples
+//! are in the WAL, so nothing acknowledged is lost when the daemon dies, and a message that was
+//! not acknowledged is delivered again. A second daemon with its own `durable` is a replica that
+//! catches up from the stream. NATS going away (a restart) is waited out, not fatal.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +33,14 @@ pub struct NatsConfig {
     /// A NATS credentials file (JWT + nkey seed).
     #[serde(default)]
     pub creds_file_path: Option<PathBuf>,
+    /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate and key, for servers that require one.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
     /// Subjects to subscribe to.
     pub subscriptions: Vec<NatsSubscription>,
 }
@@ -40,6 +54,46 @@ pub struct NatsSubscription {
     /// Cluster for lines without a `cluster` tag.
     #[serde(default)]
     pub cluster_tag: Option<String>,
+    /// A JetStream stream to consume `subscribe-to` from (created with that subject when it
+    /// is missing), instead of a core NATS subscription.
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// The durable consumer's name (with `stream`): the server remembers what it acknowledged
+    /// across restarts. Daemons with different names each get every message (replicas).
+    #[serde(default)]
+    pub durable: Option<String>,
+    /// The stream's de-duplication window when this daemon creates it: at least as long as the
+    /// senders' retry horizon, so a re-sent batch is stored once.
+    #[serde(
+        default = "default_window",
+        with = "crate::store::config::duration_serde"
+    )]
+    pub duplicate_window: std::time::Duration,
+}
+
+fn default_window() -> std::time::Duration {
+    crate::sink::config::DEFAULT_DUPLICATE_WINDOW
+}
+
+impl NatsConfig {
+    /// Checks stream and consumer names (NATS refuses some) and that TLS files go together.
+    pub fn check(&self) -> Result<(), String> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err("nats: tls-cert and tls-key go together".into());
+        }
+        for (i, sc) in self.subscriptions.iter().enumerate() {
+            let at = |f: &str, e: String| format!("nats.subscriptions[{i}].{f}: {e}");
+            if let Some(s) = &sc.stream {
+                crate::sink::config::check_stream_name(s).map_err(|e| at("stream", e))?;
+            } else if sc.durable.is_some() {
+                return Err(at("durable", "goes with `stream`".into()));
+            }
+            if let Some(d) = &sc.durable {
+                crate::sink::config::check_stream_name(d).map_err(|e| at("durable", e))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,15 +113,38 @@ pub async fn run_nats_ingest(
     cfg: NatsConfig,
     shutdown: CancellationToken,
 ) -> Result<(), NatsError> {
-    let client = crate::nats::connect(
+    let mut opts = crate::nats::options(
+        std::path::Path::new(""),
         &cfg.address,
-        cfg.username.as_deref(),
-        cfg.password.as_deref(),
+        None,
         cfg.creds_file_path.as_deref(),
+        crate::nats::Tls {
+            ca: cfg.tls_ca.as_deref(),
+            client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
+        },
     )
     .await?;
+    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
+        opts = opts.user_and_password(u.clone(), p.clone());
+    }
+    // A JetStream consumer waits out a NATS server that is down at start; core NATS
+    // subscriptions fail the start as before (nothing would be kept for them anyway).
+    if cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
+        opts = opts.retry_on_initial_connect();
+    }
+    let client = opts.connect(cfg.address.as_str()).await.map_err(|source| {
+        crate::nats::ConnectError::Connect {
+            address: cfg.address.clone(),
+            source,
+        }
+    })?;
     let mut tasks = Vec::new();
     for sc in cfg.subscriptions {
+        if sc.stream.is_some() {
+            let (store, shutdown, client) = (store.clone(), shutdown.clone(), client.clone());
+            tasks.push(tokio::spawn(run_consumer(store, client, sc, shutdown)));
+            continue;
+        }
         let mut sub = client
             .subscribe(sc.subscribe_to.clone())
             .await
@@ -101,6 +178,103 @@ pub async fn run_nats_ingest(
     Ok(())
 }
 
+/// Messages fetched (and acknowledged after one WAL commit) at a time.
+const FETCH: usize = 256;
+
+/// A durable pull consumer on `sc.stream`, until `shutdown`: fetch, store, wait for the WAL,
+/// acknowledge. Errors (NATS restarting, the stream missing) are logged once and retried.
+async fn run_consumer(
+    store: Arc<Store>,
+    client: async_nats::Client,
+    sc: NatsSubscription,
+    shutdown: CancellationToken,
+) {
+    use async_nats::jetstream::consumer::pull;
+    let js = async_nats::jetstream::new(client);
+    let stream = sc.stream.clone().unwrap_or_default();
+    let durable = sc.durable.clone().unwrap_or_else(|| "wasmon".into());
+    let mut failing = false;
+    let fail = |what: String, failing: &mut bool| {
+        if !std::mem::replace(failing, true) {
+            tracing::warn!(stream = %stream, durable = %durable, error = %what, "JetStream ingest: retrying (logged again when it works)");
+        }
+    };
+    'setup: loop {
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let consumer = async {
+            let st = crate::nats::stream_for(&js, &stream, &sc.subscribe_to, sc.duplicate_window)
+                .await?;
+            st.get_or_create_consumer(
+                &durable,
+                pull::Config {
+                    durable_name: Some(durable.clone()),
+                    filter_subject: sc.subscribe_to.clone(),
+                    ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| format!("consumer {durable:?}: {e}"))
+        }
+        .await;
+        let consumer = match consumer {
+            Ok(c) => c,
+            Err(e) => {
+                fail(e, &mut failing);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue 'setup,
+                }
+            }
+        };
+        tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                b = consumer.fetch().max_messages(FETCH).expires(std::time::Duration::from_secs(1)).messages() => b,
+            };
+            let mut messages = match batch {
+                Ok(m) => m,
+                Err(e) => {
+                    fail(e.to_string(), &mut failing);
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    continue 'setup;
+                }
+            };
+            let mut got = Vec::new();
+            let mut wal_seq = 0;
+            while let Some(m) = messages.next().await {
+                let Ok(m) = m else { break };
+                let now = chrono::Utc::now().timestamp();
+                let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
+                for e in out.errors.iter().take(5) {
+                    tracing::warn!(stream = %stream, error = %e, "JetStream line rejected");
+                }
+                wal_seq = wal_seq.max(out.wal_seq);
+                got.push(m);
+            }
+            if got.is_empty() {
+                continue;
+            }
+            // Acknowledge only what the WAL holds: a crash before this re-delivers them.
+            if let Err(e) = store.wait_durable(wal_seq).await {
+                tracing::error!(error = %e, "WAL commit failed: messages left unacknowledged");
+                continue;
+            }
+            for m in got {
+                if let Err(e) = m.ack().await {
+                    fail(format!("ack: {e}"), &mut failing);
+                }
+            }
+            if std::mem::replace(&mut failing, false) {
+                tracing::info!(stream = %stream, durable = %durable, "JetStream ingest works again");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,14 +293,23 @@ mod tests {
             username: None,
             password: None,
             creds_file_path: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
             subscriptions: vec![
                 NatsSubscription {
                     subscribe_to: "updates.>".into(),
                     cluster_tag: Some("fritz".into()),
+                    stream: None,
+                    durable: None,
+                    duplicate_window: default_window(),
                 },
                 NatsSubscription {
                     subscribe_to: "other".into(),
                     cluster_tag: None,
+                    stream: None,
+                    durable: None,
+                    duplicate_window: default_window(),
                 },
             ],
         };
@@ -172,6 +355,9 @@ mod tests {
             username: None,
             password: None,
             creds_file_path: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
             subscriptions: vec![],
         };
         let store = Arc::new(Store::new(StoreConfig::default()));

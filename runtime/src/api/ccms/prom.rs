@@ -6,25 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::sample::{sanitize_metric_name, split_id};
 use crate::store::Store;
-
-/// A valid Prometheus metric name for `name`, with `prefix` prepended.
-pub fn sanitize_metric_name(prefix: &str, name: &str) -> String {
-    let mut out = String::with_capacity(prefix.len() + name.len() + 1);
-    for (i, c) in prefix.chars().chain(name.chars()).enumerate() {
-        let ok = c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit());
-        if i == 0 && c.is_ascii_digit() {
-            out.push('_');
-            out.push(c);
-        } else {
-            out.push(if ok { c } else { '_' });
-        }
-    }
-    if out.is_empty() {
-        out.push('_');
-    }
-    out
-}
 
 fn escape_label(v: &str, out: &mut String) {
     for c in v.chars() {
@@ -35,12 +18,6 @@ fn escape_label(v: &str, out: &mut String) {
             c => out.push(c),
         }
     }
-}
-
-/// Splits `hwthread12` into (`hwthread`, `12`); a name without trailing digits has no id.
-fn split_id(s: &str) -> (&str, &str) {
-    let cut = s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    s.split_at(cut)
 }
 
 fn labels(path: &[&str]) -> String {

@@ -1,0 +1,337 @@
+//! `[[sink]]`: a named forwarding sink, its transport, its credentials and its queue's budget.
+//! Checks that serde cannot express (URLs, files, NATS names) are in [`SinkConfig::check`],
+//! run at start and at every reload, so a bad sink is refused before anything is replaced.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::config::duration_serde;
+
+/// How a sink reaches its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SinkType {
+    /// InfluxDB line protocol POSTed to `url` (cc-metric-store's and wasmon's `/api/write`,
+    /// InfluxDB, VictoriaMetrics): acknowledged by a 2xx answer.
+    Http,
+    /// Core NATS publish of line protocol on `subject`: best effort (no acknowledgement beyond
+    /// the server having read the bytes), what cc-metric-store's `nats-subscriptions` read.
+    Nats,
+    /// JetStream publish on `subject` into `stream`, one message per record with a stable
+    /// `Nats-Msg-Id`: acknowledged by the PubAck.
+    Jetstream,
+    /// Prometheus remote write 1.0 (snappy-compressed protobuf `WriteRequest`).
+    RemoteWrite,
+}
+
+impl SinkType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkType::Http => "http",
+            SinkType::Nats => "nats",
+            SinkType::Jetstream => "jetstream",
+            SinkType::RemoteWrite => "remote-write",
+        }
+    }
+
+    fn uses_nats(self) -> bool {
+        matches!(self, SinkType::Nats | SinkType::Jetstream)
+    }
+}
+
+/// One `[[sink]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SinkConfig {
+    /// Unique name, used by pipelines' `sinks`, in the API, the logs and the counters; also the
+    /// name of its queue's directory under `data-dir/sinks/`.
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: SinkType,
+    /// `http`/`remote-write`: the endpoint (`http://` or `https://`); `nats`/`jetstream`: the
+    /// server (`nats://` or `tls://`).
+    pub url: String,
+    /// `nats`/`jetstream`: the subject records are published on.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// `jetstream`: the stream (created with `subject` when missing).
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// `jetstream`: the stream's de-duplication window when this sink creates it. Re-sends
+    /// after a crash or a lost PubAck within it are stored once.
+    #[serde(
+        default = "default_duplicate_window",
+        with = "duration_serde",
+        skip_serializing_if = "is_default_window"
+    )]
+    pub duplicate_window: Duration,
+    /// `http`/`remote-write`: a file holding a bearer token (a JWT for cc-metric-store or
+    /// wasmon), read at start and at every reload; `nats`/`jetstream`: a NATS token.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// `nats`/`jetstream`: a NATS credentials file (JWT and nkey seed).
+    #[serde(default)]
+    pub creds_file: Option<PathBuf>,
+    /// PEM file of the CA(s) the server's certificate must chain to, instead of the system's
+    /// roots.
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate (with `tls-key`) for servers that require one.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// `http`: gzip bodies (`Content-Encoding: gzip`). wasmon, InfluxDB and VictoriaMetrics take
+    /// them; cc-metric-store does not: set `false` for it.
+    #[serde(default = "yes")]
+    pub gzip: bool,
+    /// Retries back off from 100 ms up to this, with full jitter, without end.
+    #[serde(
+        default = "default_max_backoff",
+        with = "duration_serde",
+        skip_serializing_if = "is_default_backoff"
+    )]
+    pub max_backoff: Duration,
+    /// A request that has not been answered after this is abandoned and retried.
+    #[serde(
+        default = "default_timeout",
+        with = "duration_serde",
+        skip_serializing_if = "is_default_timeout"
+    )]
+    pub timeout: Duration,
+    /// Samples per queued record (and so per request or message at most); a pipeline's larger
+    /// batches are split.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// The queue's budget on disk; past it the oldest records are dropped and counted.
+    #[serde(
+        default = "default_queue_max_size",
+        deserialize_with = "size",
+        serialize_with = "ser_size"
+    )]
+    pub queue_max_size: u64,
+    /// Records queued longer than this are dropped and counted.
+    #[serde(default = "default_queue_max_age", with = "duration_serde")]
+    pub queue_max_age: Duration,
+    /// Samples per second this sink sends while it drains a backlog (after an outage), so that
+    /// a thousand nodes coming back at once do not stampede the central store. Live traffic
+    /// (a queue of a record or two) is never held back. 0: no limit.
+    #[serde(default = "default_catch_up_rate")]
+    pub catch_up_rate: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_duplicate_window() -> Duration {
+    DEFAULT_DUPLICATE_WINDOW
+}
+fn is_default_window(d: &Duration) -> bool {
+    *d == DEFAULT_DUPLICATE_WINDOW
+}
+fn default_max_backoff() -> Duration {
+    Duration::from_secs(30)
+}
+fn is_default_backoff(d: &Duration) -> bool {
+    *d == default_max_backoff()
+}
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn is_default_timeout(d: &Duration) -> bool {
+    *d == default_timeout()
+}
+fn default_batch_size() -> usize {
+    DEFAULT_BATCH_SIZE
+}
+fn default_queue_max_size() -> u64 {
+    1 << 30
+}
+fn default_queue_max_age() -> Duration {
+    Duration::from_secs(7 * 24 * 3600)
+}
+fn default_catch_up_rate() -> u64 {
+    DEFAULT_CATCH_UP_RATE
+}
+
+/// A day: longer than any retry horizon a node's queue covers in practice is impossible to
+/// promise (the queue holds 7 days), but re-sends happen within seconds of an outage's end or a
+/// restart; a day of message ids costs the server ~100 bytes per message of the window.
+pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// 5,000 samples of ~60 bytes of line protocol: ~300 KB, under NATS's default 1 MB message
+/// limit with room for long names, and large enough that a request's overhead is noise.
+pub const DEFAULT_BATCH_SIZE: usize = 5_000;
+/// Fifty times a busy node's live rate (10,000 samples/s); a thousand nodes draining at once
+/// still send at most what one central daemon ingests per core in a second or so per node.
+pub const DEFAULT_CATCH_UP_RATE: u64 = 500_000;
+/// Encoded records larger than this are split further (NATS's default message limit is 1 MiB).
+pub const MAX_RECORD_BYTES: usize = 768 << 10;
+
+/// Names pipelines give the built-in sinks; a `[[sink]]` may not take one of them.
+pub const BUILT_IN: &[&str] = &["log", "stdout", "store", "notify"];
+
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumOrStr {
+        Num(u64),
+        Str(String),
+    }
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Num(n) => Ok(n),
+        NumOrStr::Str(s) => crate::config::parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn ser_size<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(*n)
+}
+
+/// Why a sink's configuration was refused; each names the sink and the field.
+#[derive(Debug, thiserror::Error)]
+#[error("sink {sink:?}: {field}: {problem}")]
+pub struct SinkConfigError {
+    pub sink: String,
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl SinkConfig {
+    fn err(&self, field: &'static str, problem: impl Into<String>) -> SinkConfigError {
+        SinkConfigError {
+            sink: self.name.clone(),
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// Checks what serde cannot; with `base` (the directory relative file names start from)
+    /// also that the files it names exist.
+    pub fn check(&self, base: Option<&Path>) -> Result<(), SinkConfigError> {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        {
+            return Err(self.err(
+                "name",
+                "must be non-empty letters, digits, '-' or '_' (it names a directory)",
+            ));
+        }
+        if BUILT_IN.contains(&self.name.as_str()) {
+            return Err(self.err(
+                "name",
+                format!("{:?} is a built-in sink: choose another name", self.name),
+            ));
+        }
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| self.err("url", format!("{:?} does not parse: {e}", self.url)))?;
+        let schemes: &[&str] = if self.kind.uses_nats() {
+            &["nats", "tls"]
+        } else {
+            &["http", "https"]
+        };
+        if !schemes.contains(&url.scheme()) || url.host_str().is_none_or(str::is_empty) {
+            return Err(self.err(
+                "url",
+                format!(
+                    "{:?}: a {} sink needs a {}:// URL with a host",
+                    self.url,
+                    self.kind.as_str(),
+                    schemes.join(":// or ")
+                ),
+            ));
+        }
+        match (self.kind.uses_nats(), &self.subject) {
+            (true, None) => return Err(self.err("subject", "a NATS sink needs a subject")),
+            (true, Some(s)) => check_subject(s).map_err(|p| self.err("subject", p))?,
+            (false, Some(_)) => {
+                return Err(self.err("subject", "only nats and jetstream sinks take one"));
+            }
+            (false, None) => {}
+        }
+        match (self.kind, &self.stream) {
+            (SinkType::Jetstream, None) => {
+                return Err(self.err("stream", "a jetstream sink needs a stream"));
+            }
+            (SinkType::Jetstream, Some(s)) => {
+                check_stream_name(s).map_err(|p| self.err("stream", p))?
+            }
+            (_, Some(_)) => return Err(self.err("stream", "only jetstream sinks take one")),
+            _ => {}
+        }
+        if self.creds_file.is_some() && !self.kind.uses_nats() {
+            return Err(self.err("creds-file", "only nats and jetstream sinks take one"));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(self.err("tls-cert", "tls-cert and tls-key go together"));
+        }
+        for (field, file) in [
+            ("token-file", &self.token_file),
+            ("creds-file", &self.creds_file),
+            ("tls-ca", &self.tls_ca),
+            ("tls-cert", &self.tls_cert),
+            ("tls-key", &self.tls_key),
+        ] {
+            if let (Some(f), Some(base)) = (file, base) {
+                let path = base.join(f);
+                std::fs::metadata(&path)
+                    .map_err(|e| self.err(field, format!("{}: {e}", path.display())))?;
+            }
+        }
+        if self.batch_size == 0 {
+            return Err(self.err("batch-size", "must be at least 1"));
+        }
+        if self.max_backoff < Duration::from_millis(100) {
+            return Err(self.err("max-backoff", "must be at least 100ms"));
+        }
+        if self.timeout.is_zero() {
+            return Err(self.err("timeout", "must be positive"));
+        }
+        if self.queue_max_size < MIN_QUEUE_SIZE {
+            return Err(self.err(
+                "queue-max-size",
+                format!("must be at least {MIN_QUEUE_SIZE} bytes (a few records)"),
+            ));
+        }
+        if self.queue_max_age.is_zero() {
+            return Err(self.err("queue-max-age", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// Below this a queue could not hold one full record.
+pub const MIN_QUEUE_SIZE: u64 = 4 << 20;
+
+/// NATS subjects: dot-separated tokens, no whitespace, no empty token; `*` and `>` are for
+/// subscribing, not publishing.
+pub fn check_subject(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.split('.').any(str::is_empty) {
+        return Err(format!("{s:?} is not a NATS subject (empty token)"));
+    }
+    if s.chars().any(|c| c.is_whitespace() || c == '*' || c == '>') {
+        return Err(format!(
+            "{s:?} is not a subject one can publish on (whitespace or a wildcard)"
+        ));
+    }
+    Ok(())
+}
+
+/// The names JetStream accepts for streams and consumers (nats-server's `isValidName`, and
+/// no path separators: the name becomes a directory on the server).
+pub fn check_stream_name(s: &str) -> Result<(), String> {
+    if s.is_empty()
+        || s.len() > 255
+        || s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || ".*>/\\".contains(c))
+    {
+        return Err(format!(
+            "{s:?} is not a name NATS accepts (no whitespace, '.', '*', '>', '/' or '\\', at most 255 bytes)"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,391 @@
+//! One forwarding sink: batches from pipelines are encoded and appended to the sink's durable
+//! queue on the pipeline's thread (a `write(2)`, no network), and a sender task delivers the
+//! queue oldest first, removing a record only when the destination acknowledged it. Retries
+//! back off from 100 ms to `max-backoff` with full jitter and never give up; a backlog drains
+//! at most at `catch-up-rate` samples per second.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{MAX_RECORD_BYTES, SinkConfig, SinkType};
+use super::encode::{self, Context};
+use super::queue::{Nack, Queue, QueueConfig};
+use super::transport::{Outcome, Transport};
+use crate::sample::Sample;
+
+/// Where the sink's samples come from and go: set at start, changed by a reload.
+struct Settings {
+    cfg: SinkConfig,
+    transport: Arc<Transport>,
+}
+
+pub struct Forwarder {
+    name: String,
+    settings: RwLock<Settings>,
+    queue: Arc<Queue>,
+    default_cluster: String,
+    hostname: String,
+    /// This daemon's id (kept in the data directory): record ids are `NODE.SINK.SEQ`, unique
+    /// across the fleet and stable across restarts, so receivers recognise a re-sent record.
+    node_id: String,
+    wake: tokio::sync::Notify,
+    counters: Counters,
+    last_error: Mutex<Option<(i64, String)>>,
+    /// The sender is failing (logged once when it starts and once when it ends).
+    failing: AtomicBool,
+}
+
+/// Samples dropped, by reason.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Dropped {
+    pub queue_size: u64,
+    pub queue_age: u64,
+    pub unencodable: u64,
+    pub queue_error: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    accepted: AtomicU64,
+    unencodable: AtomicU64,
+    queue_errors: AtomicU64,
+    attempts: AtomicU64,
+    retries: AtomicU64,
+}
+
+/// What `/api/sinks`, `/metrics` and the live view show of a sink.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SinkStatus {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub url: String,
+    /// Samples pipelines handed this sink since the start.
+    pub accepted: u64,
+    /// In the queue now (in flight included).
+    pub queued_records: u64,
+    pub queued_samples: u64,
+    pub queued_bytes: u64,
+    /// The queue's files on disk.
+    pub disk_bytes: u64,
+    /// Seconds since the oldest queued sample was taken (0 when the queue is empty).
+    pub oldest_age_seconds: f64,
+    /// Acknowledged by the destination since the start.
+    pub sent_records: u64,
+    pub sent_samples: u64,
+    /// Samples dropped, by reason: the queue's size and age budgets; a value that cannot be
+    /// encoded (NaN, infinities); the queue could not write them (disk full, I/O error).
+    pub dropped: Dropped,
+    /// Refused by the destination as malformed: in the queue's dead-letter file.
+    pub dead_lettered_records: u64,
+    pub dead_lettered_samples: u64,
+    /// Records found damaged in the queue's files (skipped, counted).
+    pub damaged_records: u64,
+    pub damaged_samples: u64,
+    /// Samples the budget removed while they were being sent: counted as sent or as dropped
+    /// when that attempt ends (so accepted = queued + in flight removed + sent + dropped +
+    /// dead-lettered + damaged at every moment).
+    pub evicted_in_flight_samples: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    /// Whether the last attempt failed.
+    pub failing: bool,
+    /// When (Unix seconds) and what.
+    pub last_error: Option<(i64, String)>,
+}
+
+/// Retries start here and double up to `max-backoff`.
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+impl Forwarder {
+    pub fn new(
+        cfg: SinkConfig,
+        transport: Transport,
+        queue: Queue,
+        node_id: &str,
+        default_cluster: &str,
+        hostname: &str,
+    ) -> Arc<Forwarder> {
+        Arc::new(Forwarder {
+            name: cfg.name.clone(),
+            settings: RwLock::new(Settings {
+                cfg,
+                transport: Arc::new(transport),
+            }),
+            queue: Arc::new(queue),
+            default_cluster: default_cluster.into(),
+            hostname: hostname.into(),
+            node_id: node_id.into(),
+            wake: tokio::sync::Notify::new(),
+            counters: Counters::default(),
+            last_error: Mutex::new(None),
+            failing: AtomicBool::new(false),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn config(&self) -> SinkConfig {
+        self.settings.read().unwrap().cfg.clone()
+    }
+
+    /// A reload changed the sink: new transport and limits, same queue.
+    pub fn reconfigure(&self, cfg: SinkConfig, transport: Transport) {
+        self.queue.reconfigure(queue_config(&cfg));
+        *self.settings.write().unwrap() = Settings {
+            cfg,
+            transport: Arc::new(transport),
+        };
+        self.wake.notify_one();
+    }
+
+    /// Encodes `samples` into records of at most `batch-size` samples and
+    /// [`MAX_RECORD_BYTES`], and queues them. Returns once they are written to the queue's
+    /// file (they survive a SIGKILL of the daemon from then on).
+    pub fn accept(&self, samples: &[Sample]) {
+        if samples.is_empty() {
+            return;
+        }
+        self.counters
+            .accepted
+            .fetch_add(samples.len() as u64, Relaxed);
+        let (kind, gzip, batch) = {
+            let s = self.settings.read().unwrap();
+            (s.cfg.kind, s.cfg.gzip, s.cfg.batch_size)
+        };
+        for chunk in samples.chunks(batch) {
+            self.queue_chunk(kind, gzip, chunk);
+        }
+        self.wake.notify_one();
+    }
+
+    fn queue_chunk(&self, kind: SinkType, gzip: bool, chunk: &[Sample]) {
+        let cx = Context {
+            default_cluster: &self.default_cluster,
+            hostname: &self.hostname,
+        };
+        let mut enc = match kind {
+            SinkType::RemoteWrite => encode::remote_write(chunk),
+            _ => encode::line_protocol(chunk, &cx),
+        };
+        if enc.bytes.len() > MAX_RECORD_BYTES && chunk.len() > 1 {
+            let (a, b) = chunk.split_at(chunk.len() / 2);
+            self.queue_chunk(kind, gzip, a);
+            self.queue_chunk(kind, gzip, b);
+            return;
+        }
+        self.counters
+            .unencodable
+            .fetch_add(u64::from(enc.unencodable), Relaxed);
+        if enc.samples == 0 {
+            return;
+        }
+        if kind == SinkType::Http && gzip {
+            enc.bytes = encode::gzip(&enc.bytes);
+        }
+        if let Err(e) = self.queue.push(&enc.bytes, enc.samples, enc.oldest_ns) {
+            self.counters
+                .queue_errors
+                .fetch_add(u64::from(enc.samples), Relaxed);
+            self.note_error(format!("queue: {e}"));
+            tracing::error!(sink = %self.name, error = %e, samples = enc.samples, "cannot queue samples: dropped");
+        }
+    }
+
+    pub fn status(&self) -> SinkStatus {
+        let s = self.settings.read().unwrap();
+        let queue = self.queue.stats();
+        let now = now_ns();
+        let oldest_age_seconds = if queue.queued_records > 0 {
+            (now - queue.oldest_sample_ns).max(0) as f64 / 1e9
+        } else {
+            0.0
+        };
+        SinkStatus {
+            name: self.name.clone(),
+            kind: s.cfg.kind.as_str(),
+            url: s.cfg.url.clone(),
+            accepted: self.counters.accepted.load(Relaxed),
+            queued_records: queue.queued_records,
+            queued_samples: queue.queued_samples,
+            queued_bytes: queue.queued_bytes,
+            disk_bytes: queue.disk_bytes,
+            oldest_age_seconds,
+            sent_records: queue.sent_records,
+            sent_samples: queue.sent_samples,
+            dropped: Dropped {
+                queue_size: queue.dropped_size_samples,
+                queue_age: queue.dropped_age_samples,
+                unencodable: self.counters.unencodable.load(Relaxed),
+                queue_error: self.counters.queue_errors.load(Relaxed),
+            },
+            dead_lettered_records: queue.dead_lettered_records,
+            dead_lettered_samples: queue.dead_lettered_samples,
+            damaged_records: queue.damaged_records,
+            damaged_samples: queue.damaged_samples,
+            evicted_in_flight_samples: queue.evicted_in_flight_samples,
+            attempts: self.counters.attempts.load(Relaxed),
+            retries: self.counters.retries.load(Relaxed),
+            failing: self.failing.load(Relaxed),
+            last_error: self.last_error.lock().unwrap().clone(),
+        }
+    }
+
+    fn note_error(&self, e: String) {
+        *self.last_error.lock().unwrap() = Some((now_ns() / 1_000_000_000, e));
+    }
+
+    /// fsyncs the queue (at shutdown).
+    pub fn sync(&self) {
+        if let Err(e) = self.queue.sync() {
+            tracing::error!(sink = %self.name, error = %e, "syncing the queue");
+        }
+    }
+
+    /// Delivers the queue until `stop` is cancelled; a record in flight then stays queued and
+    /// is sent again at the next start.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut pending: Option<super::queue::Record> = None;
+        let mut backoff = MIN_BACKOFF;
+        let mut limiter = Limiter::new();
+        loop {
+            if stop.is_cancelled() {
+                return;
+            }
+            let record = match pending.take() {
+                Some(r) => r,
+                None => match self.queue.next() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => {
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = self.wake.notified() => {}
+                            // A wake-up lost between `next` and `notified` costs at most this.
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        self.note_error(format!("reading the queue: {e}"));
+                        tracing::error!(sink = %self.name, error = %e, "reading the queue");
+                        if sleep_or_stop(&stop, Duration::from_secs(1)).await {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let (transport, rate, max_backoff) = {
+                let s = self.settings.read().unwrap();
+                (s.transport.clone(), s.cfg.catch_up_rate, s.cfg.max_backoff)
+            };
+            // Live traffic (the record just queued) goes at once; a backlog is paced.
+            if rate > 0 && self.queue.stats().queued_records > 1 {
+                let wait = limiter.take(u64::from(record.samples), rate);
+                if !wait.is_zero() && sleep_or_stop(&stop, wait).await {
+                    return;
+                }
+            }
+            let id = format!("{}.{}.{}", self.node_id, self.name, record.seq);
+            self.counters.attempts.fetch_add(1, Relaxed);
+            let outcome = tokio::select! {
+                _ = stop.cancelled() => return,
+                o = transport.send(&record.payload, &id) => o,
+            };
+            match outcome {
+                Outcome::Delivered => {
+                    if let Err(e) = self.queue.ack(record.seq) {
+                        tracing::error!(sink = %self.name, error = %e, "acknowledging a record");
+                    }
+                    backoff = MIN_BACKOFF;
+                    if self.failing.swap(false, Relaxed) {
+                        let q = self.queue.stats();
+                        tracing::info!(sink = %self.name, backlog_records = q.queued_records, "delivering again; draining the backlog");
+                    }
+                }
+                Outcome::Refused(why) => {
+                    tracing::warn!(sink = %self.name, seq = record.seq, samples = record.samples, reason = %why, "destination refused a batch: dead-lettered");
+                    self.note_error(format!("refused: {why}"));
+                    if let Err(e) = self.queue.dead_letter(record.seq, &record.payload, &why) {
+                        tracing::error!(sink = %self.name, error = %e, "writing the dead-letter file");
+                    }
+                }
+                Outcome::Retry(why) => {
+                    self.counters.retries.fetch_add(1, Relaxed);
+                    self.note_error(why.clone());
+                    if !self.failing.swap(true, Relaxed) {
+                        tracing::warn!(sink = %self.name, error = %why, "cannot deliver; queuing on disk and retrying (logged again when delivery resumes)");
+                    } else {
+                        tracing::debug!(sink = %self.name, error = %why, "retry failed");
+                    }
+                    if let Nack::Retry = self.queue.nack(record.seq) {
+                        pending = Some(record);
+                    }
+                    // Full jitter: nodes that lost the same upstream come back spread out.
+                    let wait = backoff.mul_f64(rand::random::<f64>());
+                    backoff = (backoff * 2).min(max_backoff);
+                    if sleep_or_stop(&stop, wait.max(Duration::from_millis(10))).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps; true when `stop` was cancelled meanwhile.
+async fn sleep_or_stop(stop: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = stop.cancelled() => true,
+        _ = tokio::time::sleep(d) => false,
+    }
+}
+
+/// A token bucket in samples: one second's worth of burst.
+struct Limiter {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Limiter {
+    fn new() -> Limiter {
+        Limiter {
+            tokens: 0.0,
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes `n` samples' worth at `rate` per second; how long to wait first.
+    fn take(&mut self, n: u64, rate: u64) -> Duration {
+        let now = Instant::now();
+        let rate = rate as f64;
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * rate).min(rate);
+        self.at = now;
+        self.tokens -= n as f64;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / rate)
+        }
+    }
+}
+
+pub fn queue_config(cfg: &SinkConfig) -> QueueConfig {
+    QueueConfig {
+        max_size: cfg.queue_max_size,
+        max_age: cfg.queue_max_age,
+        ..QueueConfig::default()
+    }
+}
+
+fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}

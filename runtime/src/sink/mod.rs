@@ -1,0 +1,274 @@
+//! `sink` owns forwarding: the named `[[sink]]`s that send what pipelines emit to another
+//! wasmon, cc-metric-store, InfluxDB, VictoriaMetrics, a NATS subject, a JetStream stream or a
+//! Prometheus remote-write receiver; each with a durable on-disk queue (`data-dir/sinks/NAME`),
+//! retries without end, acknowledgements, dead letters and TLS clients. It knows samples (from
+//! `sample`) and nothing of pipelines, guests, the store or HTTP serving: the daemon hands it
+//! batches and shows its status.
+//!
+//! Delivery is at least once: a record leaves the queue only when the destination acknowledged
+//! it, and a crash re-sends what was in flight. Receivers make that effectively once: JetStream
+//! by `Nats-Msg-Id`, wasmon by the record id header, and cc-metric-store's store by writing a
+//! re-sent sample into the slot it already holds.
+
+pub mod config;
+pub mod encode;
+mod forwarder;
+pub mod queue;
+pub mod tls;
+pub mod transport;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{SinkConfig, SinkType};
+pub use forwarder::{Forwarder, SinkStatus, queue_config};
+pub use transport::{BATCH_ID_HEADER, Transport};
+
+/// The daemon's forwarding sinks.
+pub struct SinkSet {
+    dir: PathBuf,
+    node_id: String,
+    default_cluster: String,
+    hostname: String,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+struct Running {
+    fwd: Arc<Forwarder>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Sinks built by [`SinkSet::prepare`], applied by [`SinkSet::apply`]: between the two
+/// nothing runs differently, so a reload that fails elsewhere changes no sink.
+pub struct Prepared {
+    new: Vec<Arc<Forwarder>>,
+    changed: Vec<(SinkConfig, Transport)>,
+    keep: Vec<String>,
+}
+
+/// What a reload did to the sinks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SinksOutcome {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub started: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reconfigured: Vec<String>,
+    /// Removed from the config: stopped, their queues kept on disk (see `GET /api/sinks`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<String>,
+}
+
+/// A queue on disk whose sink is not configured (removed by a reload, or renamed): kept until
+/// it is deleted on purpose (`DELETE /api/sinks/NAME/queue`).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeptQueue {
+    pub name: String,
+    pub bytes: u64,
+}
+
+impl SinkSet {
+    /// Sinks under `data_dir/sinks`; this daemon's id is read from `data_dir/node-id` (made
+    /// once, at the first start).
+    pub fn new(data_dir: &Path, default_cluster: &str, hostname: &str) -> std::io::Result<SinkSet> {
+        let dir = data_dir.join("sinks");
+        std::fs::create_dir_all(&dir)?;
+        Ok(SinkSet {
+            node_id: node_id(data_dir)?,
+            dir,
+            default_cluster: default_cluster.into(),
+            hostname: hostname.into(),
+            running: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// Checks every sink, builds the transports of new and changed ones and opens new ones'
+    /// queues. Fails naming the sink and field; nothing running is touched.
+    pub fn prepare(&self, configs: &[SinkConfig], base: &Path) -> anyhow::Result<Prepared> {
+        let running = self.running.lock().unwrap();
+        let mut p = Prepared {
+            new: Vec::new(),
+            changed: Vec::new(),
+            keep: Vec::new(),
+        };
+        for cfg in configs {
+            cfg.check(Some(base))?;
+            match running.get(&cfg.name) {
+                Some(r) if r.fwd.config() == *cfg => p.keep.push(cfg.name.clone()),
+                Some(_) => p.changed.push((cfg.clone(), Transport::build(cfg, base)?)),
+                None => {
+                    let transport = Transport::build(cfg, base)?;
+                    let dir = self.dir.join(&cfg.name);
+                    let (queue, recovery) =
+                        queue::Queue::open(&dir, queue_config(cfg)).map_err(|e| {
+                            anyhow::anyhow!("sink {:?}: opening its queue: {e}", cfg.name)
+                        })?;
+                    if recovery.damaged_records > 0 || recovery.truncated_tail_bytes > 0 {
+                        tracing::warn!(sink = %cfg.name, damaged_records = recovery.damaged_records,
+                            damaged_bytes = recovery.damaged_bytes, truncated_tail_bytes = recovery.truncated_tail_bytes,
+                            "the sink's queue was damaged: the intact records are delivered");
+                    }
+                    if recovery.records > 0 {
+                        tracing::info!(sink = %cfg.name, records = recovery.records, samples = recovery.samples, "queued records from before the restart will be sent");
+                    }
+                    p.new.push(Forwarder::new(
+                        cfg.clone(),
+                        transport,
+                        queue,
+                        &self.node_id,
+                        &self.default_cluster,
+                        &self.hostname,
+                    ));
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// Starts new sinks' senders, reconfigures changed ones and stops removed ones (their
+    /// queues stay on disk).
+    pub fn apply(&self, p: Prepared) -> SinksOutcome {
+        let mut out = SinksOutcome::default();
+        let mut running = self.running.lock().unwrap();
+        for (cfg, transport) in p.changed {
+            if let Some(r) = running.get(&cfg.name) {
+                out.reconfigured.push(cfg.name.clone());
+                r.fwd.reconfigure(cfg, transport);
+            }
+        }
+        let configured: Vec<String> = p
+            .new
+            .iter()
+            .map(|f| f.name().to_string())
+            .chain(p.keep)
+            .chain(out.reconfigured.iter().cloned())
+            .collect();
+        let gone: Vec<String> = running
+            .keys()
+            .filter(|n| !configured.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(r) = running.remove(&name) {
+                r.stop.cancel();
+                r.fwd.sync();
+                out.stopped.push(name);
+            }
+        }
+        for fwd in p.new {
+            let stop = CancellationToken::new();
+            let task = tokio::runtime::Handle::current().spawn(fwd.clone().run(stop.clone()));
+            out.started.push(fwd.name().to_string());
+            running.insert(fwd.name().to_string(), Running { fwd, stop, task });
+        }
+        out
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Forwarder>> {
+        self.running
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|r| r.fwd.clone())
+    }
+
+    pub fn statuses(&self) -> Vec<SinkStatus> {
+        let running: Vec<_> = self
+            .running
+            .lock()
+            .unwrap()
+            .values()
+            .map(|r| r.fwd.clone())
+            .collect();
+        running.iter().map(|f| f.status()).collect()
+    }
+
+    /// Queues on disk of sinks that are not running.
+    pub fn kept_queues(&self) -> Vec<KeptQueue> {
+        let running = self.running.lock().unwrap();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut kept: Vec<KeptQueue> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !running.contains_key(n))
+            .map(|name| KeptQueue {
+                bytes: dir_size(&self.dir.join(&name)),
+                name,
+            })
+            .collect();
+        kept.sort_by(|a, b| a.name.cmp(&b.name));
+        kept
+    }
+
+    /// Deletes the kept queue of a sink that is not running.
+    pub fn delete_kept_queue(&self, name: &str) -> Result<u64, String> {
+        if self.running.lock().unwrap().contains_key(name) {
+            return Err(format!(
+                "sink {name:?} is running: remove it from the config first"
+            ));
+        }
+        let Some(q) = self.kept_queues().into_iter().find(|q| q.name == name) else {
+            return Err(format!("no kept queue named {name:?}"));
+        };
+        std::fs::remove_dir_all(self.dir.join(name))
+            .map_err(|e| format!("deleting {}: {e}", self.dir.join(name).display()))?;
+        tracing::warn!(
+            sink = name,
+            bytes = q.bytes,
+            "kept queue deleted on request"
+        );
+        Ok(q.bytes)
+    }
+
+    /// Stops every sender (records in flight stay queued) and fsyncs the queues.
+    pub async fn stop(&self) {
+        let running: Vec<Running> = std::mem::take(&mut *self.running.lock().unwrap())
+            .into_values()
+            .collect();
+        for r in &running {
+            r.stop.cancel();
+        }
+        for r in running {
+            let _ = r.task.await;
+            r.fwd.sync();
+        }
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|es| {
+            es.filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// This daemon's id: 16 random hex digits, made once and kept in `data_dir/node-id`.
+fn node_id(data_dir: &Path) -> std::io::Result<String> {
+    let path = data_dir.join("node-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim();
+        if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(id.to_string());
+        }
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    let tmp = data_dir.join("node-id.tmp");
+    std::fs::write(&tmp, format!("{id}\n"))?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(id)
+}

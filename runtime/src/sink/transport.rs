@@ -1,0 +1,278 @@
+//! Sending one queued record and classifying the answer: delivered (the destination
+//! acknowledged it: remove it), retry (the destination or the way there failed: keep it and
+//! try again), or refused (the destination said the record itself is bad: dead-letter it).
+//!
+//! | transport | delivered | retried | refused |
+//! |---|---|---|---|
+//! | http (line protocol) | 2xx | transport errors, timeouts, 5xx, 408, 425, 429, and 401/403/404 (wrong credentials or URL: the config's fault, not the batch's) | other 4xx (400: a malformed batch) |
+//! | remote-write | 2xx | as http | other 4xx, as the spec says |
+//! | nats | the server read it (flush) | not connected, flush failed | never |
+//! | jetstream | PubAck (a duplicate too) | no PubAck in time, not connected, no stream | a message over the server's size limit |
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
+
+use super::config::{SinkConfig, SinkType};
+use super::tls;
+
+/// What became of one attempt.
+#[derive(Debug)]
+pub enum Outcome {
+    Delivered,
+    Retry(String),
+    Refused(String),
+}
+
+/// The header that carries a record's id from one wasmon to another (and `Nats-Msg-Id` on
+/// JetStream): the receiver drops a batch it already stored.
+pub const BATCH_ID_HEADER: &str = "x-wasmon-batch";
+
+/// A sink's way to its destination, built from its config (at start and at each reload that
+/// changes it). Building reads the token and TLS files: a missing or bad one is a config error.
+pub enum Transport {
+    Http(Http),
+    Nats(Nats),
+}
+
+pub struct Http {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+}
+
+pub struct Nats {
+    cfg: SinkConfig,
+    base: std::path::PathBuf,
+    jetstream: bool,
+    /// Connected on first use (and kept: the client reconnects by itself), so a daemon starts
+    /// while the NATS server is down.
+    conn: tokio::sync::Mutex<Option<Conn>>,
+}
+
+struct Conn {
+    client: async_nats::Client,
+    js: Option<async_nats::jetstream::Context>,
+    /// The stream was found or created since this connection was made.
+    stream_ready: bool,
+}
+
+/// Why a transport could not be built; names the field at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("sink {sink:?}: {field}: {problem}")]
+pub struct BuildError {
+    pub sink: String,
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl Transport {
+    pub fn build(cfg: &SinkConfig, base: &std::path::Path) -> Result<Transport, BuildError> {
+        let err = |field: &'static str, problem: String| BuildError {
+            sink: cfg.name.clone(),
+            field,
+            problem,
+        };
+        match cfg.kind {
+            SinkType::Http | SinkType::RemoteWrite => {
+                let mut headers = HeaderMap::new();
+                if let Some(f) = &cfg.token_file {
+                    let path = base.join(f);
+                    let token = std::fs::read_to_string(&path)
+                        .map_err(|e| err("token-file", format!("{}: {e}", path.display())))?;
+                    let value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+                        .map_err(|_| {
+                            err(
+                                "token-file",
+                                format!("{}: not a valid header value", path.display()),
+                            )
+                        })?;
+                    headers.insert(AUTHORIZATION, value);
+                }
+                if cfg.kind == SinkType::RemoteWrite {
+                    headers.insert(
+                        CONTENT_TYPE,
+                        HeaderValue::from_static("application/x-protobuf"),
+                    );
+                    headers.insert(CONTENT_ENCODING, HeaderValue::from_static("snappy"));
+                    headers.insert(
+                        "x-prometheus-remote-write-version",
+                        HeaderValue::from_static("0.1.0"),
+                    );
+                } else {
+                    headers.insert(
+                        CONTENT_TYPE,
+                        HeaderValue::from_static("text/plain; charset=utf-8"),
+                    );
+                    if cfg.gzip {
+                        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                    }
+                }
+                let client = tls::http_client(cfg, base).map_err(|(f, p)| err(f, p))?;
+                let url = reqwest::Url::parse(&cfg.url).map_err(|e| err("url", e.to_string()))?;
+                Ok(Transport::Http(Http {
+                    client,
+                    url,
+                    headers,
+                }))
+            }
+            SinkType::Nats | SinkType::Jetstream => {
+                // Read the files now, so that a missing one is refused at (re)load, not at the
+                // first send.
+                tls::check_nats_files(cfg, base).map_err(|(f, p)| err(f, p))?;
+                Ok(Transport::Nats(Nats {
+                    cfg: cfg.clone(),
+                    base: base.to_path_buf(),
+                    jetstream: cfg.kind == SinkType::Jetstream,
+                    conn: tokio::sync::Mutex::new(None),
+                }))
+            }
+        }
+    }
+
+    /// One attempt at delivering `payload` under the record id `id`.
+    pub async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
+        match self {
+            Transport::Http(h) => h.send(payload, id).await,
+            Transport::Nats(n) => n.send(payload, id).await,
+        }
+    }
+}
+
+impl Http {
+    async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
+        let req = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(BATCH_ID_HEADER, id)
+            .body(payload.clone());
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Retry(error_chain(&e)),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            return Outcome::Delivered;
+        }
+        let body = resp.text().await.unwrap_or_default();
+        let what = format!(
+            "{status}: {}",
+            body.trim().chars().take(300).collect::<String>()
+        );
+        match status.as_u16() {
+            408 | 425 | 429 | 401 | 403 | 404 => Outcome::Retry(what),
+            400..=499 => Outcome::Refused(what),
+            _ => Outcome::Retry(what),
+        }
+    }
+}
+
+/// reqwest's error and its sources in one line ("error sending request: connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+/// How long a JetStream publish waits for its PubAck before the record is retried.
+const PUBACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Nats {
+    async fn connection(&self) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
+        let mut conn = self.conn.lock().await;
+        if conn.is_none() {
+            let opts = tls::nats_options(&self.cfg, &self.base).await?;
+            let client = opts
+                .connect(self.cfg.url.as_str())
+                .await
+                .map_err(|e| format!("connecting to {}: {e}", self.cfg.url))?;
+            let js = self.jetstream.then(|| {
+                let mut js = async_nats::jetstream::new(client.clone());
+                js.set_timeout(PUBACK_TIMEOUT);
+                js
+            });
+            *conn = Some(Conn {
+                client,
+                js,
+                stream_ready: false,
+            });
+        }
+        Ok(tokio::sync::MutexGuard::map(conn, |c| {
+            c.as_mut().expect("connected above")
+        }))
+    }
+
+    async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
+        let subject = self.cfg.subject.clone().unwrap_or_default();
+        let mut conn = match self.connection().await {
+            Ok(c) => c,
+            Err(e) => return Outcome::Retry(e),
+        };
+        if conn.client.connection_state() != async_nats::connection::State::Connected {
+            return Outcome::Retry(format!("not connected to {}", self.cfg.url));
+        }
+        let Some(js) = conn.js.clone() else {
+            // Core NATS: best effort. A flush that returns means the server has read the bytes;
+            // nothing says a subscriber got them.
+            if let Err(e) = conn.client.publish(subject, payload.clone()).await {
+                return Outcome::Retry(e.to_string());
+            }
+            return match conn.client.flush().await {
+                Ok(()) => Outcome::Delivered,
+                Err(e) => Outcome::Retry(e.to_string()),
+            };
+        };
+        if !conn.stream_ready {
+            match ensure_stream(&js, &self.cfg).await {
+                Ok(()) => conn.stream_ready = true,
+                Err(e) => return Outcome::Retry(e),
+            }
+        }
+        let limit = conn.client.server_info().max_payload;
+        drop(conn);
+        if limit > 0 && payload.len() > limit {
+            return Outcome::Refused(format!(
+                "{} bytes is over the server's message limit",
+                payload.len()
+            ));
+        }
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        let ack = match js
+            .publish_with_headers(subject, headers, payload.clone())
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => return Outcome::Retry(e.to_string()),
+        };
+        match ack.await {
+            Ok(_) => Outcome::Delivered,
+            Err(e) => {
+                // A stream deleted meanwhile answers "no responders": look for it again.
+                if let Some(c) = self.conn.lock().await.as_mut() {
+                    c.stream_ready = false;
+                }
+                Outcome::Retry(e.to_string())
+            }
+        }
+    }
+}
+
+/// Finds the sink's stream, or creates it on the sink's subject with its de-duplication
+/// window; a stream that exists is used as it is.
+async fn ensure_stream(
+    js: &async_nats::jetstream::Context,
+    cfg: &SinkConfig,
+) -> Result<(), String> {
+    let name = cfg.stream.as_deref().unwrap_or_default();
+    let subject = cfg.subject.as_deref().unwrap_or_default();
+    crate::nats::stream_for(js, name, subject, cfg.duplicate_window)
+        .await
+        .map(|_| ())
+}
