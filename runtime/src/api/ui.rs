@@ -7,7 +7,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /`, `/ui/app.js`, `/ui/chart.js`, `/ui/style.css` | the page (static, no data: served without a token) |
-//! | `GET /api/ui/overview` | pipelines with their guests' counters, agents, the last reloads, store and notifier sizes |
+//! | `GET /api/ui/overview` | pipelines with their guests' counters, forwarding sinks, agents, the last reloads, store and notifier sizes |
 //! | `GET /api/ui/store?path=C:H&filter=F&limit=N` | a level of the store: its children (filtered, at most N) and the metrics here and one level below |
 //! | `GET /api/ui/ps?sort=cpu\|mem&limit=N&filter=F` | the process table, CPU % since the previous call |
 //! | `GET /api/ui/thresholds?filter=F&limit=N` | thresholds of every subscriber |
@@ -269,6 +269,8 @@ async fn overview(State(ui): State<Arc<Ui>>) -> Response {
         "pipelines": pipelines,
         "agents": agents,
         "reloads": d.reloads(),
+        "sinks": d.sinks().statuses(),
+        "kept-queues": d.sinks().kept_queues(),
         "store": d.parts().store.usage(),
         "notify": {
             "thresholds": notifier.threshold_count(),

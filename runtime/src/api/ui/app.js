@@ -114,6 +114,7 @@ async function refreshOverview() {
     el("td", {}, a.pipeline ? `${a.pipeline} every ${a["poll-interval"]} s` : "—"),
     el("td", {}, badge(a.health)),
     el("td", { class: "num" }, a.counters ? (a.counters.calls || 0) : "—"))));
+  renderSinks(o.sinks, o["kept-queues"]);
   $("reload-count").textContent = o.reloads.length;
   $("reloads").querySelector("ul").replaceChildren(...o.reloads.slice().reverse().map((r) => {
     const out = r.outcome;
@@ -127,6 +128,32 @@ async function refreshOverview() {
     if (out.agents_error) parts.push("agents refused: " + out.agents_error);
     return el("li", {}, new Date(r.at * 1000).toLocaleTimeString(), " — ", parts.join("; ") || "nothing changed");
   }));
+}
+
+// ---- forwarding sinks: queue, delivery, losses ----
+
+function renderSinks(sinks, kept) {
+  $("sink-summary").textContent = sinks.length ? "" : "none configured";
+  fill($("sink-table").tBodies[0], sinks.map((s) => {
+    const d = s.dropped;
+    const dropped = d["queue-size"] + d["queue-age"] + d.unencodable + d["queue-error"];
+    const err = s["last-error"];
+    return el("tr", { "data-sink": s.name },
+      el("td", {}, el("b", {}, s.name), " ", el("span", { class: "muted" }, s.type)),
+      el("td", { class: "hash", title: s.url }, s.url),
+      el("td", {}, badge(s.failing ? "failing" : "ok")),
+      el("td", { class: "num", title: `${s["queued-records"]} records` }, `${s["queued-samples"]} (${bytes(s["queued-bytes"])})`),
+      el("td", { class: "num" }, s["queued-records"] ? duration(Math.round(s["oldest-age-seconds"])) : "—"),
+      el("td", { class: "num" }, s["sent-samples"]),
+      el("td", { class: "num" }, s.retries),
+      el("td", { class: dropped ? "num bad" : "num", title: JSON.stringify(d) }, dropped),
+      el("td", { class: "num" }, s["dead-lettered-samples"]),
+      el("td", { class: "muted" }, err ? `${new Date(err[0] * 1000).toLocaleTimeString()} ${err[1]}` : ""));
+  }));
+  const k = $("kept-queues");
+  k.hidden = !kept.length;
+  k.textContent = kept.length ? "Queues kept on disk for sinks no longer configured: " +
+    kept.map((q) => `${q.name} (${bytes(q.bytes)})`).join(", ") + " — DELETE /api/sinks/NAME/queue removes one." : "";
 }
 
 // ---- the store: cluster / host / metric picker and the chart ----
