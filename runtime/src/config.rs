@@ -35,10 +35,10 @@ pub struct Config {
     pub store: crate::store::config::StoreConfig,
     /// cc-metric-store's HTTP API: auth and health (`[api]`).
     #[serde(default)]
-    pub api: crate::api::ccms::CcmsConfig,
+    pub api: CcmsConfig,
     /// Line protocol from NATS subjects into the store (`[nats]`).
     #[serde(default)]
-    pub nats: Option<crate::api::ccms::NatsConfig>,
+    pub nats: Option<crate::ingest::NatsConfig>,
     /// Thresholds and their subscribers (`[notify]`, `[notify.nats]`).
     #[serde(default)]
     pub notify: crate::notify::NotifierConfig,
@@ -52,6 +52,57 @@ pub struct Config {
     #[serde(default)]
     pub log: crate::logging::LogConfig,
 }
+
+/// `[api]` settings of the cc-metric-store compatible API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct CcmsConfig {
+    /// Base64 Ed25519 public key; when set every request needs a valid `Bearer` JWT.
+    pub jwt_public_key: Option<String>,
+    /// Roles (JWT `roles` claim) allowed to call `/api/free` and `/api/debug`.
+    pub admin_roles: Vec<String>,
+    /// `/api/healthcheck?cluster=&node=` reports a node unhealthy when its newest sample is
+    /// older than this.
+    #[serde(with = "crate::store::config::duration_serde")]
+    pub healthcheck_max_age: Duration,
+    /// Series (selectors) one `/api/query` request may read; more is refused with 413.
+    pub max_query_series: usize,
+    /// Values (data and padding) one `/api/query` request may return; more is refused with
+    /// 413. Each value costs the daemon ~40 bytes while the answer is built and sent.
+    pub max_query_values: usize,
+    /// PEM certificate chain: with `tls-key`, the API is served over HTTPS only.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `tls-cert`.
+    pub tls_key: Option<std::path::PathBuf>,
+    /// PEM CA(s): clients must present a certificate that chains to one of them (mutual TLS).
+    pub tls_client_ca: Option<std::path::PathBuf>,
+}
+
+impl Default for CcmsConfig {
+    fn default() -> Self {
+        CcmsConfig {
+            jwt_public_key: None,
+            admin_roles: vec!["admin".into()],
+            healthcheck_max_age: Duration::from_secs(300),
+            max_query_series: MAX_QUERY_SERIES,
+            max_query_values: MAX_QUERY_VALUES,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+        }
+    }
+}
+
+/// Default of `[api] max-query-series`: series (selectors) one request may read.
+/// `type-ids` x `subtype-ids` multiply, and a careless client can name millions; the largest
+/// real case, every core of every node of a big job, is in the tens of thousands.
+pub const MAX_QUERY_SERIES: usize = 100_000;
+/// Default of `[api] max-query-values`: values (data and padding) one request may return.
+/// 4 M values cost the daemon ~160 MB while the answer is built (numbers, then JSON): a day
+/// of 60 s data from 1,000 nodes x 2 metrics, or an hour of 10 s data from 1,000 x 10. Past
+/// it the request is refused with 413 naming the limit, instead of growing the daemon by
+/// gigabytes.
+pub const MAX_QUERY_VALUES: usize = 4 << 20;
 
 /// The metric namespace beyond what agents bring.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default)]
@@ -284,6 +335,14 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.log.check().map_err(anyhow::Error::msg)?;
+        if self.api.tls_cert.is_some() != self.api.tls_key.is_some() {
+            bail!("api: tls-cert and tls-key go together");
+        }
+        if self.api.tls_client_ca.is_some() && self.api.tls_cert.is_none() {
+            bail!(
+                "api: tls-client-ca needs tls-cert and tls-key (client certificates are a TLS feature)"
+            );
+        }
         if let Some(n) = &self.nats {
             n.check().map_err(anyhow::Error::msg)?;
         }

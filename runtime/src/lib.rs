@@ -8,6 +8,7 @@
 //! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
 //! - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
 //! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
+//! - [`ingest`]: line protocol into the store, from HTTP bodies, NATS and JetStream;
 //! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
@@ -25,6 +26,7 @@ pub mod daemon;
 pub mod fabric;
 pub mod guests;
 pub mod host;
+pub mod ingest;
 pub mod kit;
 pub mod lineproto;
 pub mod logging;

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             };
             tokio::runtime::Runtime::new()
                 .map_err(anyhow::Error::from)
-                .and_then(|rt| rt.block_on(wasmon::daemon::run(opts, CancellationToken::new())))
+                .and_then(|rt| rt.block_on(wasmon::api::serve::run(opts, CancellationToken::new())))
                 .map(|()| true)
         }
         Command::Transform {

@@ -1,6 +1,6 @@
 //! Connecting to a NATS server with the credentials and TLS files a config section names, and
 //! the JetStream streams wasmon creates: shared by the line-protocol ingest
-//! (`api::ccms::nats`), the notifier's sink (`notify::nats`), the fabric agents and the
+//! (`ingest::nats`), the notifier's sink (`notify::nats`), the fabric agents and the
 //! forwarding sinks. Owns nothing but these steps.
 
 use std::path::{Path, PathBuf};

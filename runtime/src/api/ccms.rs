@@ -1,14 +1,10 @@
 //! cc-metric-store's HTTP API over the buffer store, as an axum `Router`:
 //! `POST /api/write` (line protocol), `GET|POST /api/query` (JSON), `POST /api/free`,
-//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth; plus the Prometheus rendering and the
-//! NATS ingest that share the line-protocol ingest.
+//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth; plus the Prometheus rendering. Bodies
+//! go into the store through `ingest`, which the NATS consumers share.
 
 #[path = "ccms/auth.rs"]
 pub mod auth;
-#[path = "ccms/ingest.rs"]
-pub mod ingest;
-#[path = "ccms/nats.rs"]
-pub mod nats;
 #[path = "ccms/prom.rs"]
 pub mod prom;
 #[path = "ccms/query.rs"]
@@ -16,7 +12,6 @@ pub mod query;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -27,54 +22,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Store, config::duration_serde};
+use crate::store::Store;
 
+pub use crate::config::CcmsConfig;
+pub use crate::ingest::nats::{NatsConfig, NatsError, NatsSubscription, run_nats_ingest};
+pub use crate::ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
 pub use crate::sample::sanitize_metric_name;
 pub use auth::{AuthError, Claims, Verifier};
-pub use ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
-pub use nats::{NatsConfig, NatsError, NatsSubscription, run_nats_ingest};
 pub use prom::render_prometheus;
 pub use query::{ApiMetricData, ApiQuery, ApiQueryRequest, ApiQueryResponse};
-
-/// `[api]` settings of the cc-metric-store compatible API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct CcmsConfig {
-    /// Base64 Ed25519 public key; when set every request needs a valid `Bearer` JWT.
-    pub jwt_public_key: Option<String>,
-    /// Roles (JWT `roles` claim) allowed to call `/api/free` and `/api/debug`.
-    pub admin_roles: Vec<String>,
-    /// `/api/healthcheck?cluster=&node=` reports a node unhealthy when its newest sample is
-    /// older than this.
-    #[serde(with = "duration_serde")]
-    pub healthcheck_max_age: Duration,
-    /// Series (selectors) one `/api/query` request may read; more is refused with 413.
-    pub max_query_series: usize,
-    /// Values (data and padding) one `/api/query` request may return; more is refused with
-    /// 413. Each value costs the daemon ~40 bytes while the answer is built and sent.
-    pub max_query_values: usize,
-    /// PEM certificate chain: with `tls-key`, the API is served over HTTPS only.
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// PEM private key of `tls-cert`.
-    pub tls_key: Option<std::path::PathBuf>,
-    /// PEM CA(s): clients must present a certificate that chains to one of them (mutual TLS).
-    pub tls_client_ca: Option<std::path::PathBuf>,
-}
-
-impl Default for CcmsConfig {
-    fn default() -> Self {
-        CcmsConfig {
-            jwt_public_key: None,
-            admin_roles: vec!["admin".into()],
-            healthcheck_max_age: Duration::from_secs(300),
-            max_query_series: query::MAX_QUERY_SERIES,
-            max_query_values: query::MAX_QUERY_VALUES,
-            tls_cert: None,
-            tls_key: None,
-            tls_client_ca: None,
-        }
-    }
-}
 
 /// Shared state of the API handlers.
 pub struct CcmsState {

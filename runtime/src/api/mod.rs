@@ -38,6 +38,7 @@ pub mod ccms;
 pub mod fabric;
 pub mod notify;
 pub mod ns;
+pub mod serve;
 pub mod sinks;
 pub mod tls;
 pub mod ui;
@@ -47,10 +48,13 @@ use crate::sample::{Line, NameBudget, parse_line_within};
 /// `/api/healthcheck` needs a valid Bearer token (reload, free, debug and deleting another
 /// subscriber's thresholds also an admin role); bodies are capped by `[store]
 /// max-body-size` on every route (413 beyond).
-pub fn router(daemon: Arc<Daemon>) -> Router {
-    let ccms = daemon.parts().ccms.clone();
+pub fn router(daemon: Arc<Daemon>) -> Result<Router, ccms::AuthError> {
+    let ccms = Arc::new(ccms::CcmsState::new(
+        daemon.parts().store.clone(),
+        daemon.config().api,
+    )?);
     let limit = ccms.store.config().max_body_size;
-    Router::new()
+    Ok(Router::new()
         .route("/api/admin/reload", post(reload))
         .route("/api/config", get(config))
         .route("/api/pipelines", get(pipelines))
@@ -71,11 +75,11 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
             ccms.clone(),
             ccms::authenticate,
         ))
-        .merge(ccms::open_routes(ccms))
+        .merge(ccms::open_routes(ccms.clone()))
         // The live view: its page and scripts are open (a browser cannot send a token with a
         // navigation), the data it reads (`/api/ui/...`) is behind the same check.
-        .merge(ui::router(daemon.clone()))
-        .layer(DefaultBodyLimit::max(limit))
+        .merge(ui::router(daemon.clone(), ccms))
+        .layer(DefaultBodyLimit::max(limit)))
 }
 
 /// `?release-quarantine=true`: quarantined guests are let out as well.

@@ -99,10 +99,9 @@ struct Ui {
 
 /// The page and its routes. The `/api/ui` routes sit behind the same JWT check as
 /// cc-metric-store's API (`[api] jwt-public-key`); the page itself holds no data.
-pub fn router(daemon: Arc<Daemon>) -> Router {
+pub fn router(daemon: Arc<Daemon>, ccms: Arc<super::ccms::CcmsState>) -> Router {
     let tap = Tap::new();
     daemon.parts().notifier.add_sink(tap.clone());
-    let ccms = daemon.parts().ccms.clone();
     let ui = Arc::new(Ui {
         daemon,
         tap,

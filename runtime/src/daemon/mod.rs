@@ -1,7 +1,8 @@
-//! `daemon` is `wasmon run`: it wires configuration, guests, pipelines and the HTTP API
-//! together, reloads on file changes, SIGHUP and the admin endpoint, and shuts down gracefully
-//! (pipelines flush a last time). It owns no data itself and may not reach into the parts'
-//! internals: it uses their public APIs only.
+//! `daemon` is what `wasmon run` runs: it wires configuration, guests, pipelines, sinks and
+//! the native parts together, reloads on file changes, SIGHUP and the admin endpoint, and
+//! shuts down gracefully (pipelines flush a last time). It owns no data itself and may not
+//! reach into the parts' internals: it uses their public APIs only. It knows no HTTP: the API
+//! (`api::serve`) starts it and serves over it.
 
 pub mod agents;
 mod kept;
@@ -12,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 pub use reload::{Daemon, PipelineOutcome, Reload, ReloadOutcome};
@@ -25,74 +26,56 @@ pub struct RunOptions {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Runs the daemon until SIGINT/SIGTERM or until `shutdown` is cancelled.
-pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
-    tune_malloc();
-    let daemon = Daemon::start(opts).await?;
-    release_freed_memory();
-    let listen = daemon.listen();
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding the HTTP API to {listen}"))?;
-    tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+/// Background work of a started daemon, owned until [`Daemon::stop`].
+pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
 
-    let signals = tokio::spawn(watch_signals(daemon.clone(), shutdown.clone()));
-    {
-        let d = daemon.clone();
-        let config = daemon.config();
-        let procfs_pipeline = config.procfs.pipeline.clone();
-        daemon.parts().spawn(&config, &shutdown, move |samples| {
-            if let Some(p) = procfs_pipeline.as_deref().and_then(|p| d.pipeline(p)) {
-                let _ = p.send(samples);
-            }
-        });
-    }
-    {
-        let d = daemon.clone();
-        let fabric_pipeline = daemon.config().fabric.pipeline.clone();
-        daemon.parts().spawn_fabric(&shutdown, move |samples| {
-            if let Some(p) = fabric_pipeline.as_deref().and_then(|p| d.pipeline(p)) {
-                let _ = p.send(samples);
-            }
-        });
-    }
-    let watcher = tokio::spawn(reload::watch(daemon.clone(), shutdown.clone()));
-    let poller = tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone()));
-    let app = crate::api::router(daemon.clone());
-    let token = shutdown.clone();
-    let api = daemon.config().api;
-    match (&api.tls_cert, &api.tls_key) {
-        (Some(cert), Some(key)) => {
-            let base = daemon.base_dir();
-            let tls = crate::api::tls::server_config(
-                &base.join(cert),
-                &base.join(key),
-                api.tls_client_ca.as_ref().map(|p| base.join(p)).as_deref(),
-            )?;
-            let listener = crate::api::tls::TlsListener::new(listener, tls)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await?;
+impl Daemon {
+    /// Starts the daemon's background work: the parts' tasks (store workers, NATS ingest and
+    /// sink, the process reader), the fabric agent, the config watcher, the agents' polls and
+    /// the signal handler (SIGTERM/SIGINT cancel `shutdown`, SIGHUP reloads).
+    pub fn spawn_tasks(self: &Arc<Self>, shutdown: &CancellationToken) -> Tasks {
+        let daemon = self;
+        {
+            let d = daemon.clone();
+            let config = daemon.config();
+            let procfs_pipeline = config.procfs.pipeline.clone();
+            daemon.parts().spawn(&config, shutdown, move |samples| {
+                if let Some(p) = procfs_pipeline.as_deref().and_then(|p| d.pipeline(p)) {
+                    let _ = p.send(samples);
+                }
+            });
         }
-        _ => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await?
+        {
+            let d = daemon.clone();
+            let fabric_pipeline = daemon.config().fabric.pipeline.clone();
+            daemon.parts().spawn_fabric(shutdown, move |samples| {
+                if let Some(p) = fabric_pipeline.as_deref().and_then(|p| d.pipeline(p)) {
+                    let _ = p.send(samples);
+                }
+            });
         }
+        Tasks(vec![
+            tokio::spawn(watch_signals(daemon.clone(), shutdown.clone())),
+            tokio::spawn(reload::watch(daemon.clone(), shutdown.clone())),
+            tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone())),
+        ])
     }
 
-    shutdown.cancel();
-    let _ = signals.await;
-    let _ = watcher.await;
-    let _ = poller.await;
-    let d = daemon.clone();
-    tokio::task::spawn_blocking(move || d.stop_pipelines()).await?;
-    // The pipelines' last output is queued: stop the senders, fsync the queues.
-    daemon.sinks().stop().await;
-    // The pipelines' last output is in the store: now its final snapshot.
-    daemon.parts().close().await;
-    tracing::info!("stopped");
-    Ok(())
+    /// After `shutdown` was cancelled and the API stopped: the pipelines' final flush, the
+    /// sinks' queues synced, then the store's final snapshot.
+    pub async fn stop(self: &Arc<Self>, tasks: Tasks) -> Result<()> {
+        for t in tasks.0 {
+            let _ = t.await;
+        }
+        let d = self.clone();
+        tokio::task::spawn_blocking(move || d.stop_pipelines()).await?;
+        // The pipelines' last output is queued: stop the senders, fsync the queues.
+        self.sinks().stop().await;
+        // The pipelines' last output is in the store: now its final snapshot.
+        self.parts().close().await;
+        tracing::info!("stopped");
+        Ok(())
+    }
 }
 
 /// Allocations from this size on get their own mapping, returned to the OS when freed.
@@ -105,7 +88,7 @@ const MALLOC_TRIM_THRESHOLD: i32 = 1 << 20;
 /// after which the per-thread arenas keep up to 64 MB each free but resident for good, and
 /// `malloc_trim` cannot release an arena's top. Measured on the default config (debug build):
 /// idle RSS after a first start 144 -> 98.5 MB.
-fn tune_malloc() {
+pub(crate) fn tune_malloc() {
     // SAFETY: mallopt only sets malloc's parameters; called before the daemon's threads start.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {

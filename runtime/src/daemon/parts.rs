@@ -8,20 +8,18 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::ccms::{CcmsState, run_nats_ingest};
 use crate::config::Config;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
 use crate::sample::{Level, Sample};
 use crate::store::Store;
 
-/// The store, the notifier and the API state over the store.
+/// The store, the notifier and the fabric agent.
 pub struct Parts {
     pub store: Arc<Store>,
     /// The fabric agent (`[fabric] enabled`), for the API.
     pub fabric: Option<Arc<crate::fabric::FabricHandle>>,
     pub notifier: Arc<Notifier>,
-    pub ccms: Arc<CcmsState>,
     /// Cancelled after the pipelines have flushed into the store: the store's workers then
     /// write the final snapshot.
     store_shutdown: CancellationToken,
@@ -36,7 +34,6 @@ impl Parts {
                 .with_context(|| format!("opening the store in {}", dir.display()))?,
         );
         let notifier = Arc::new(Notifier::new(config.notify.clone()));
-        let ccms = Arc::new(CcmsState::new(store.clone(), config.api.clone()).context("[api]")?);
         let fabric = config
             .fabric
             .enabled
@@ -45,7 +42,6 @@ impl Parts {
             fabric,
             store,
             notifier,
-            ccms,
             store_shutdown: CancellationToken::new(),
             store_workers: std::sync::Mutex::new(None),
         })
@@ -65,7 +61,7 @@ impl Parts {
         if let Some(nats) = config.nats.clone() {
             let (store, token) = (self.store.clone(), shutdown.clone());
             tokio::spawn(async move {
-                if let Err(e) = run_nats_ingest(store, nats, token).await {
+                if let Err(e) = crate::ingest::run_nats_ingest(store, nats, token).await {
                     tracing::error!(error = %e, "NATS ingest stopped");
                 }
             });

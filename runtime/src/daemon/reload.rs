@@ -143,6 +143,7 @@ pub(crate) struct Poll {
 impl Daemon {
     /// Loads the config and starts every pipeline; any error refuses the start.
     pub async fn start(opts: RunOptions) -> Result<Arc<Daemon>> {
+        super::tune_malloc();
         let config = Config::load(opts.config.as_deref())?;
         // A relative data-dir in a config file is relative to that file, like guests-dir; on
         // the command line or in the embedded default, to the working directory.
@@ -190,6 +191,7 @@ impl Daemon {
         if !outcome.ok() {
             anyhow::bail!("{}", serde_json::to_string_pretty(&outcome)?);
         }
+        super::release_freed_memory();
         Ok(daemon)
     }
 

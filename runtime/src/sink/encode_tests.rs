@@ -49,7 +49,7 @@ fn line_protocol_lands_at_the_store_sinks_level() {
     assert_eq!(enc.unencodable, 1);
     assert_eq!(enc.oldest_ns, 1_700_000_000 * 1_000_000_000);
     let store = Arc::new(Store::new(StoreConfig::default()));
-    let out = crate::api::ccms::ingest(&store, &enc.bytes, None, 1_700_000_000);
+    let out = crate::ingest::ingest(&store, &enc.bytes, None, 1_700_000_000);
     assert!(
         out.errors.is_empty(),
         "{:?}\n{}",

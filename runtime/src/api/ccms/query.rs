@@ -2,6 +2,7 @@
 //! selector construction from host/type/type-ids/subtype/subtype-ids, aggregation, stats,
 //! scaling and front padding. NaN is serialised as `null`.
 
+pub use crate::config::{MAX_QUERY_SERIES, MAX_QUERY_VALUES};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -159,18 +160,6 @@ fn selectors(cluster: &str, q: &ApiQuery) -> Vec<Vec<SelectorElement>> {
 
 /// Most nulls added in front of one result by `with-padding`.
 const MAX_PAD: i64 = 1 << 20;
-
-/// Default of `[api] max-query-series`: series (selectors) one request may read.
-/// `type-ids` x `subtype-ids` multiply, and a careless client can name millions; the largest
-/// real case, every core of every node of a big job, is in the tens of thousands.
-pub const MAX_QUERY_SERIES: usize = 100_000;
-
-/// Default of `[api] max-query-values`: values (data and padding) one request may return.
-/// 4 M values cost the daemon ~160 MB while the answer is built (numbers, then JSON): a day
-/// of 60 s data from 1,000 nodes x 2 metrics, or an hour of 10 s data from 1,000 x 10. Past
-/// it the request is refused with 413 naming the limit, instead of growing the daemon by
-/// gigabytes.
-pub const MAX_QUERY_VALUES: usize = 4 << 20;
 
 /// Why a request was refused before or while it ran.
 #[derive(Debug, thiserror::Error)]

@@ -389,14 +389,16 @@ m,cluster=c,hostname=h1,type=hwthread value=1 60\n\
 m,cluster=c,hostname=h1 other=1 60\n\
 bad line\n";
         let out = ingest(&s, body, Some("dflt"), 0);
-        assert_eq!(out.stored, 4, "{:?}", out.errors);
+        assert_eq!(out.stored, 5, "{:?}", out.errors);
         let lines: Vec<usize> = out.errors.iter().map(|e| e.line).collect();
-        assert_eq!(lines, vec![5, 6, 7, 8, 9]);
+        assert_eq!(lines, vec![5, 6, 8, 9]);
         assert!(out.errors[1].reason.contains(".."), "{}", out.errors[1]);
         let read = |p: &[&str]| s.read(&selector(p), "m", 60, 60, 0).unwrap().data;
         assert_eq!(read(&["c", "h1", "hwthread3"]), vec![1.0]);
         assert_eq!(read(&["c", "h1", "socket0", "core1"]), vec![3.5]);
         assert_eq!(read(&["dflt", "h2"]), vec![4.0]);
+        // `type` without `type-id` names the component by itself, as cc-metric-store reads it.
+        assert_eq!(read(&["c", "h1", "hwthread"]), vec![1.0]);
         // type=node wrote to the host level itself.
         assert_eq!(
             s.read(&selector(&["c", "h1"]), "m", 60, 60, 0)
@@ -442,7 +444,12 @@ bad line\n";
         assert_eq!(read(&["b", "h"], 60), vec![11.0]);
         // A tag section that failed is not remembered as good: it fails again.
         for _ in 0..2 {
-            let out = ingest(&s, b"m,cluster=c,host=h,type=core value=1 60\n", None, 0);
+            let out = ingest(
+                &s,
+                b"m,cluster=c,host=h,stype=core,stype-id=1 value=1 60\n",
+                None,
+                0,
+            );
             assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
         }
     }

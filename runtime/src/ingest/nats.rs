@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::ingest::ingest;
+use super::ingest;
 use crate::store::Store;
 
 /// `[nats]` section: server and subscriptions.
