@@ -6,6 +6,9 @@
 #[path = "forward/rig.rs"]
 mod rig;
 
+#[path = "forward/prometheus.rs"]
+mod prometheus;
+
 use std::time::Duration;
 
 use rig::*;
