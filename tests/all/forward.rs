@@ -9,6 +9,9 @@ mod rig;
 #[path = "forward/prometheus.rs"]
 mod prometheus;
 
+#[path = "forward/tls.rs"]
+mod tls;
+
 use std::time::Duration;
 
 use rig::*;
