@@ -12,6 +12,9 @@ mod prometheus;
 #[path = "forward/tls.rs"]
 mod tls;
 
+#[path = "forward/damage.rs"]
+mod damage;
+
 use std::time::Duration;
 
 use rig::*;
