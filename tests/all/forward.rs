@@ -15,6 +15,9 @@ mod tls;
 #[path = "forward/damage.rs"]
 mod damage;
 
+#[path = "forward/bad_input.rs"]
+mod bad_input;
+
 use std::time::Duration;
 
 use rig::*;
