@@ -18,6 +18,9 @@ mod damage;
 #[path = "forward/bad_input.rs"]
 mod bad_input;
 
+#[path = "forward/reload.rs"]
+mod reload;
+
 use std::time::Duration;
 
 use rig::*;
