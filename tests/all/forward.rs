@@ -21,6 +21,9 @@ mod bad_input;
 #[path = "forward/reload.rs"]
 mod reload;
 
+#[path = "forward/nats_core.rs"]
+mod nats_core;
+
 use std::time::Duration;
 
 use rig::*;
