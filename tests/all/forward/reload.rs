@@ -242,3 +242,50 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     assert!(kept_queues(&node).is_empty());
     assert!(!gone_dir.exists());
 }
+
+/// A sink removed and configured again at once (an operator's undo): the second reload
+/// opens the queue the first one stopped, and what it held arrives.
+#[test]
+fn a_sink_removed_and_added_back_at_once_resumes_its_queue() {
+    let tmp = tempfile::tempdir().unwrap();
+    let central_toml = tmp.path().join("central.toml");
+    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
+    let central = DaemonProcess::start(&central_toml);
+    let dead = free_port();
+    let config = |sinks: &str, port: Option<u16>| {
+        let mut c = format!(
+            "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [{sinks}]\n",
+            tmp.path().join("node").display()
+        );
+        if let Some(port) = port {
+            c.push_str(&format!(
+                "\n[[sink]]\nname = \"a\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{port}/api/write\"\nmax-backoff = \"200ms\"\n"
+            ));
+        }
+        c
+    };
+    let node_toml = tmp.path().join("node.toml");
+    std::fs::write(&node_toml, config("\"a\"", Some(dead))).unwrap();
+    let node = DaemonProcess::start(&node_toml);
+    let base = chrono::Utc::now().timestamp() - 3600;
+    let total = 4 * HOSTS;
+    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
+    assert!(
+        node.post("/api/pipelines/host/samples", &body)
+            .status()
+            .is_success()
+    );
+    assert_eq!(sink(&node, "a")["queued-samples"], total);
+
+    replace_file(&node_toml, config("\"store\"", None).as_bytes());
+    let out = reload(&node);
+    assert_eq!(out["sinks"]["stopped"], json!(["a"]), "{out}");
+    replace_file(&node_toml, config("\"a\"", Some(central.port)).as_bytes());
+    let out = reload(&node);
+    assert_eq!(out["sinks"]["started"], json!(["a"]), "{out}");
+    wait_until("the queue arrived", Duration::from_secs(30), || {
+        sink(&node, "a")["sent-samples"] == total
+    });
+    let values = central_values(&central, base, base + (total / HOSTS) as i64);
+    assert_all_there("central", &[(0, total)], &values, base);
+}
