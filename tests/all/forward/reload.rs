@@ -289,3 +289,68 @@ fn a_sink_removed_and_added_back_at_once_resumes_its_queue() {
     let values = central_values(&central, base, base + (total / HOSTS) as i64);
     assert_all_there("central", &[(0, total)], &values, base);
 }
+
+/// A smaller `queue-max-size` applies at the reload to what is queued already: the oldest
+/// records beyond it are dropped and counted, and what arrives once the central is back is the
+/// newest, exactly sent + dropped = accepted.
+#[test]
+fn a_smaller_queue_budget_applies_at_reload() {
+    let tmp = tempfile::tempdir().unwrap();
+    let central_port = free_port();
+    let config = |size: &str| {
+        format!(
+            "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [\"up\"]\n\n\
+             [[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
+             gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 1000\nqueue-max-size = \"{size}\"\n",
+            tmp.path().join("node").display()
+        )
+    };
+    let node_toml = tmp.path().join("node.toml");
+    std::fs::write(&node_toml, config("64MiB")).unwrap();
+    let node = DaemonProcess::start(&node_toml);
+    let base = chrono::Utc::now().timestamp() - 3600;
+    // ~56 bytes of line protocol a sample: ~8 MB, within 64 MiB, twice 4 MiB.
+    let total = 150_000u64;
+    for from in (0..total).step_by(10_000) {
+        let body: String = (from..from + 10_000)
+            .map(|i| sample_line(i, base))
+            .collect();
+        assert!(
+            node.post("/api/pipelines/host/samples", &body)
+                .status()
+                .is_success()
+        );
+    }
+    let s = sink(&node, "up");
+    assert_eq!(
+        (&s["queued-samples"], &s["dropped"]["queue-size"]),
+        (&json!(total), &json!(0))
+    );
+
+    replace_file(&node_toml, config("4MiB").as_bytes());
+    let out = reload(&node);
+    assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
+    let s = sink(&node, "up");
+    assert!(s["queued-bytes"].as_u64().unwrap() <= 4 << 20, "{s}");
+    let n = |k: &str| s[k].as_u64().unwrap();
+    let dropped = s["dropped"]["queue-size"].as_u64().unwrap();
+    assert!(dropped >= total / 3, "{s}");
+    assert_eq!(
+        n("queued-samples") + n("evicted-in-flight-samples") + dropped,
+        total,
+        "queued + dropped = accepted: {s}"
+    );
+
+    let central_toml = tmp.path().join("central.toml");
+    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
+    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    wait_until("the node drained", Duration::from_secs(60), || {
+        sink(&node, "up")["queued-records"] == 0
+    });
+    let s = sink(&node, "up");
+    let dropped = s["dropped"]["queue-size"].as_u64().unwrap();
+    let sent = s["sent-samples"].as_u64().unwrap();
+    assert_eq!(sent + dropped, total, "sent + dropped = accepted: {s}");
+    let values = central_values(&central, base, base + (total / HOSTS) as i64 + 1);
+    assert_all_there("central", &[(total - sent, total)], &values, base);
+}
