@@ -84,11 +84,13 @@ fn tag(out: &mut Vec<u8>, key: &str, value: &str) {
     escape(out, value, b",= ");
 }
 
-/// Line protocol's escapes: a backslash before each of `special`; newlines, which no escape
-/// covers, become spaces (escaped) rather than ending the line.
+/// Line protocol's escapes: a backslash before each of `special` and before a backslash
+/// (receivers read `\\` as one backslash, and a lone one at the end of a name would escape the
+/// separator after it); newlines, which no escape covers, become spaces (escaped) rather than
+/// ending the line.
 fn escape(out: &mut Vec<u8>, text: &str, special: &[u8]) {
     for &b in text.as_bytes() {
-        if special.contains(&b) {
+        if b == b'\\' || special.contains(&b) {
             out.push(b'\\');
             out.push(b);
         } else if b == b'\n' || b == b'\r' {
