@@ -24,6 +24,9 @@ mod reload;
 #[path = "forward/nats_core.rs"]
 mod nats_core;
 
+#[path = "forward/levels.rs"]
+mod levels;
+
 use std::time::Duration;
 
 use rig::*;
