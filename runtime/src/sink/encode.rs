@@ -135,7 +135,7 @@ pub fn remote_write(samples: &[Sample]) -> Encoded {
             labels.push(("instance".into(), s.resource.to_string()));
         }
         for (k, v) in s.metadata.iter() {
-            let k = sanitize_metric_name("", k);
+            let k = label_name(k);
             if !v.is_empty() && !labels.iter().any(|(x, _)| *x == k) && !k.starts_with("__") {
                 labels.push((k, v.to_string()));
             }
@@ -173,6 +173,13 @@ pub fn remote_write(samples: &[Sample]) -> Encoded {
         .compress_vec(&req)
         .unwrap_or_default();
     enc
+}
+
+/// A valid label name for a metadata key: `[a-zA-Z_][a-zA-Z0-9_]*`, as the remote-write spec
+/// requires. A metric name may hold `:`, a label name may not: receivers that validate (Mimir,
+/// Cortex, later Prometheus) refuse the whole request otherwise.
+fn label_name(key: &str) -> String {
+    sanitize_metric_name("", key).replace(':', "_")
 }
 
 fn pb_key(out: &mut Vec<u8>, field: u32, wire: u8) {

@@ -142,7 +142,7 @@ fn remote_write_request_shape() {
     let batch = vec![
         sample("cpu.util", "cpu0", 2.0, 20, &[("job", "x"), ("empty", "")]),
         sample("cpu.util", "cpu0", 1.0, 10, &[("job", "x"), ("empty", "")]),
-        sample("mem", "", 3.0, 10, &[]),
+        sample("mem", "", 3.0, 10, &[("rack:slot", "3")]),
         sample("inf", "", f64::INFINITY, 10, &[]),
     ];
     let enc = remote_write(&batch);
@@ -182,5 +182,12 @@ fn remote_write_request_shape() {
             vec![(1.0, 10_000), (2.0, 20_000)]
         )
     );
-    assert_eq!(got[1], (l(&[("__name__", "mem")]), vec![(3.0, 10_000)]));
+    // A colon is valid in a metric name, not in a label name.
+    assert_eq!(
+        got[1],
+        (
+            l(&[("__name__", "mem"), ("rack_slot", "3")]),
+            vec![(3.0, 10_000)]
+        )
+    );
 }
