@@ -123,7 +123,9 @@ fn prometheus_holds_the_forwarded_series_with_their_labels() {
     let node = DaemonProcess::start(&config);
     // Recent timestamps: Prometheus refuses samples older than its head block's range.
     let t0 = chrono::Utc::now().timestamp() - 300;
-    let meta = r#"{"hostname":"n1","job-kind":"batch"}"#;
+    // Keys that are not label names as they are: a dash, a colon (valid in metric names,
+    // not in label names), a leading digit.
+    let meta = r#"{"hostname":"n1","job-kind":"batch","rack:slot":"3","1st":"yes"}"#;
     let body: String = (0..10)
         .map(|i| sample("node.cpu-user", "cpu3", i as f64 * 1.5, t0 + i * 10, meta))
         .chain(
@@ -153,7 +155,7 @@ fn prometheus_holds_the_forwarded_series_with_their_labels() {
         assert_eq!(
             labels,
             &serde_json::json!({"__name__": "node_cpu_user", "instance": instance,
-                "hostname": "n1", "job_kind": "batch"}),
+                "hostname": "n1", "job_kind": "batch", "rack_slot": "3", "_1st": "yes"}),
         );
         let want: Vec<(i64, f64)> = (0..10).map(|i| (t0 + i * 10, value(i))).collect();
         assert_eq!(points(series), want, "{instance}");
