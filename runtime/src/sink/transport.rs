@@ -235,6 +235,20 @@ impl Nats {
 
     async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
         let subject = self.cfg.subject.clone().unwrap_or_default();
+        // Queued by this sink when it was an `http` one with gzip: subscribers read plain
+        // line protocol.
+        let inflated;
+        let payload = if payload.starts_with(&GZIP_MAGIC) {
+            match gunzip(payload) {
+                Ok(plain) => {
+                    inflated = bytes::Bytes::from(plain);
+                    &inflated
+                }
+                Err(e) => return Outcome::Refused(format!("inflating the queued record: {e}")),
+            }
+        } else {
+            payload
+        };
         let mut conn = match self.connection().await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),
