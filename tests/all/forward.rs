@@ -27,6 +27,9 @@ mod nats_core;
 #[path = "forward/levels.rs"]
 mod levels;
 
+#[path = "forward/formats.rs"]
+mod formats;
+
 use std::time::Duration;
 
 use rig::*;

@@ -64,7 +64,7 @@ fn assert_names(what: &str, text: &str, field: &str, value: &str) {
 }
 
 /// `wasmon run` on `config`: must exit unsuccessfully; returns its stderr.
-fn run_refused(config: &Path) -> String {
+pub(super) fn run_refused(config: &Path) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
         .args(["run", "--config"])
         .arg(config)
