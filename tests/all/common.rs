@@ -305,16 +305,23 @@ pub struct NatsServer {
     child: Child,
     port: u16,
     store: PathBuf,
+    args: Vec<String>,
 }
 
 impl NatsServer {
     pub fn start(port: u16, store: &Path) -> NatsServer {
+        Self::start_with(port, store, &[])
+    }
+
+    /// [`NatsServer::start`] with more command-line options (`--tls ...`).
+    pub fn start_with(port: u16, store: &Path, args: &[String]) -> NatsServer {
         ensure_debian_package("nats-server", || {
             Path::new("/usr/sbin/nats-server").exists()
         });
         let child = Command::new("/usr/sbin/nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -328,6 +335,7 @@ impl NatsServer {
             child,
             port,
             store: store.to_path_buf(),
+            args: args.to_vec(),
         }
     }
 
@@ -339,7 +347,7 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::thread::sleep(down);
-        *self = NatsServer::start(self.port, &self.store.clone());
+        *self = NatsServer::start_with(self.port, &self.store.clone(), &self.args.clone());
     }
 }
 

@@ -30,6 +30,9 @@ mod levels;
 #[path = "forward/formats.rs"]
 mod formats;
 
+#[path = "forward/nats_tls.rs"]
+mod nats_tls;
+
 use std::time::Duration;
 
 use rig::*;

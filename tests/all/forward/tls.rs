@@ -14,14 +14,14 @@ use super::rig::*;
 use crate::common::*;
 
 /// A CA that signs server and client certificates, written as PEM files under `dir`.
-struct Ca {
+pub(super) struct Ca {
     cert: rcgen::Certificate,
     key: KeyPair,
     dir: PathBuf,
 }
 
 impl Ca {
-    fn new(dir: &Path, name: &str) -> Ca {
+    pub(super) fn new(dir: &Path, name: &str) -> Ca {
         let key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -35,7 +35,7 @@ impl Ca {
         }
     }
 
-    fn pem(&self) -> PathBuf {
+    pub(super) fn pem(&self) -> PathBuf {
         let name = self
             .cert
             .params()
@@ -48,7 +48,7 @@ impl Ca {
     }
 
     /// A certificate for `names` with `usage`: (cert file, key file).
-    fn issue(
+    pub(super) fn issue(
         &self,
         file: &str,
         names: &[&str],
