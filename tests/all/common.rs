@@ -94,6 +94,17 @@ impl DaemonProcess {
         port: u16,
         adjust: impl FnOnce(&mut std::process::Command),
     ) -> DaemonProcess {
+        Self::start_probing(config, port, adjust, |d| d.get("/api/healthcheck").is_ok())
+    }
+
+    /// [`DaemonProcess::start_at`] that waits until `serving` holds instead of until plain
+    /// HTTP answers (a daemon serving HTTPS, perhaps only to clients with a certificate).
+    pub fn start_probing(
+        config: &std::path::Path,
+        port: u16,
+        adjust: impl FnOnce(&mut std::process::Command),
+        serving: impl Fn(&DaemonProcess) -> bool,
+    ) -> DaemonProcess {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"));
         cmd.args(["run", "--config"])
@@ -135,7 +146,7 @@ impl DaemonProcess {
             stderr,
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while d.get("/api/healthcheck").is_err() {
+        while !serving(&d) {
             if let Ok(Some(status)) = d.child.try_wait() {
                 panic!(
                     "wasmon exited with {status} before serving:\n{}",
@@ -243,21 +254,74 @@ pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
     );
 }
 
+/// [`ensure_debian_package`] for a package whose maintainer scripts call `systemctl` (to
+/// enable or start its service) and fail where systemd is not PID 1 (containers, CI): that
+/// leaves dpkg half-configured and breaks every later apt-get on the machine. A `systemctl`
+/// that does nothing and succeeds goes first on PATH for the install; the service is never
+/// started (the test runs the binary itself).
+pub fn ensure_debian_package_without_systemd(package: &str, present: impl Fn() -> bool) {
+    if present() {
+        return;
+    }
+    let shims = tempfile::tempdir().unwrap();
+    let shim = shims.path().join("systemctl");
+    std::fs::write(&shim, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        shims.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        let (cmd, args) = args.split_first().unwrap();
+        Command::new(cmd)
+            .args(args)
+            .env("PATH", &path)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let install = [
+        "apt-get",
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        "install",
+        "-y",
+        "-q",
+        package,
+    ];
+    // A dpkg left half-configured by an earlier install without the shim refuses every
+    // install until it is configured: finish that first, then try again.
+    let ok = run(&install) || (run(&["dpkg", "--configure", "-a"]) && run(&install));
+    assert!(
+        ok && present(),
+        "this test needs the Debian package {package} (`apt-get install -y {package}` failed)"
+    );
+}
+
 /// nats-server with JetStream, restartable on the same port and store.
 pub struct NatsServer {
     child: Child,
     port: u16,
     store: PathBuf,
+    args: Vec<String>,
 }
 
 impl NatsServer {
     pub fn start(port: u16, store: &Path) -> NatsServer {
+        Self::start_with(port, store, &[])
+    }
+
+    /// [`NatsServer::start`] with more command-line options (`--tls ...`).
+    pub fn start_with(port: u16, store: &Path, args: &[String]) -> NatsServer {
         ensure_debian_package("nats-server", || {
             Path::new("/usr/sbin/nats-server").exists()
         });
         let child = Command::new("/usr/sbin/nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -271,6 +335,7 @@ impl NatsServer {
             child,
             port,
             store: store.to_path_buf(),
+            args: args.to_vec(),
         }
     }
 
@@ -282,7 +347,7 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::thread::sleep(down);
-        *self = NatsServer::start(self.port, &self.store.clone());
+        *self = NatsServer::start_with(self.port, &self.store.clone(), &self.args.clone());
     }
 }
 

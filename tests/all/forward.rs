@@ -6,6 +6,33 @@
 #[path = "forward/rig.rs"]
 mod rig;
 
+#[path = "forward/prometheus.rs"]
+mod prometheus;
+
+#[path = "forward/tls.rs"]
+mod tls;
+
+#[path = "forward/damage.rs"]
+mod damage;
+
+#[path = "forward/bad_input.rs"]
+mod bad_input;
+
+#[path = "forward/reload.rs"]
+mod reload;
+
+#[path = "forward/nats_core.rs"]
+mod nats_core;
+
+#[path = "forward/levels.rs"]
+mod levels;
+
+#[path = "forward/formats.rs"]
+mod formats;
+
+#[path = "forward/nats_tls.rs"]
+mod nats_tls;
+
 use std::time::Duration;
 
 use rig::*;

@@ -261,9 +261,15 @@ pub fn transform(
     Ok(all_ok && !bad_lines)
 }
 
-/// `wasmon config check FILE`.
+/// `wasmon config check FILE`: what `wasmon run` and a reload would refuse, including the
+/// sinks' files (token, TLS), which start and reload read relative to the config's directory.
 pub fn config_check(file: &Path) -> Result<()> {
     let c = Config::load(Some(file))?;
+    let base = file.parent().unwrap_or(Path::new(""));
+    for s in &c.sinks {
+        s.check(Some(base))?;
+        crate::sink::Transport::build(s, base)?;
+    }
     println!("{}: ok ({} pipelines)", file.display(), c.pipelines.len());
     Ok(())
 }

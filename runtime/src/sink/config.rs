@@ -36,6 +36,15 @@ impl SinkType {
         }
     }
 
+    /// What the queue's records hold: a sink whose type changes to another format cannot
+    /// send the records queued before (line protocol is not a remote-write request).
+    pub fn record_format(self) -> &'static str {
+        match self {
+            SinkType::Http | SinkType::Nats | SinkType::Jetstream => "line-protocol",
+            SinkType::RemoteWrite => "remote-write",
+        }
+    }
+
     fn uses_nats(self) -> bool {
         matches!(self, SinkType::Nats | SinkType::Jetstream)
     }

@@ -84,11 +84,13 @@ fn tag(out: &mut Vec<u8>, key: &str, value: &str) {
     escape(out, value, b",= ");
 }
 
-/// Line protocol's escapes: a backslash before each of `special`; newlines, which no escape
-/// covers, become spaces (escaped) rather than ending the line.
+/// Line protocol's escapes: a backslash before each of `special` and before a backslash
+/// (receivers read `\\` as one backslash, and a lone one at the end of a name would escape the
+/// separator after it); newlines, which no escape covers, become spaces (escaped) rather than
+/// ending the line.
 fn escape(out: &mut Vec<u8>, text: &str, special: &[u8]) {
     for &b in text.as_bytes() {
-        if special.contains(&b) {
+        if b == b'\\' || special.contains(&b) {
             out.push(b'\\');
             out.push(b);
         } else if b == b'\n' || b == b'\r' {
@@ -133,7 +135,7 @@ pub fn remote_write(samples: &[Sample]) -> Encoded {
             labels.push(("instance".into(), s.resource.to_string()));
         }
         for (k, v) in s.metadata.iter() {
-            let k = sanitize_metric_name("", k);
+            let k = label_name(k);
             if !v.is_empty() && !labels.iter().any(|(x, _)| *x == k) && !k.starts_with("__") {
                 labels.push((k, v.to_string()));
             }
@@ -171,6 +173,13 @@ pub fn remote_write(samples: &[Sample]) -> Encoded {
         .compress_vec(&req)
         .unwrap_or_default();
     enc
+}
+
+/// A valid label name for a metadata key: `[a-zA-Z_][a-zA-Z0-9_]*`, as the remote-write spec
+/// requires. A metric name may hold `:`, a label name may not: receivers that validate (Mimir,
+/// Cortex, later Prometheus) refuse the whole request otherwise.
+fn label_name(key: &str) -> String {
+    sanitize_metric_name("", key).replace(':', "_")
 }
 
 fn pb_key(out: &mut Vec<u8>, field: u32, wire: u8) {

@@ -42,10 +42,19 @@ fn line_protocol_lands_at_the_store_sinks_level() {
                 ("stype-id", "12"),
             ],
         ),
+        // A backslash before a separator, and two in a row (read as one escaped backslash).
+        sample(
+            "back\\",
+            "gpu0",
+            3.0,
+            1_700_000_000,
+            &[("hostname", "tail\\")],
+        ),
+        sample("two", "", 4.0, 1_700_000_000, &[("hostname", "a\\\\b")]),
         sample("nan", "", f64::NAN, 1_700_000_000, &[]),
     ];
     let enc = line_protocol(&batch, &CX);
-    assert_eq!(enc.samples, 5);
+    assert_eq!(enc.samples, 7);
     assert_eq!(enc.unencodable, 1);
     assert_eq!(enc.oldest_ns, 1_700_000_000 * 1_000_000_000);
     let store = Arc::new(Store::new(StoreConfig::default()));
@@ -56,14 +65,14 @@ fn line_protocol_lands_at_the_store_sinks_level() {
         out.errors,
         String::from_utf8_lossy(&enc.bytes)
     );
-    assert_eq!(out.stored, 5);
+    assert_eq!(out.stored, 7);
     let read = |path: &[&str], m: &str| {
         store
             .read(&selector(path), m, 1_700_000_000, 1_700_000_001, 0)
             .unwrap_or_else(|e| panic!("{path:?} {m}: {e}"))
             .data[0]
     };
-    for s in &batch[..5] {
+    for s in &batch[..7] {
         let level = crate::sample::Level::of(s, "local", "node7");
         let (p, d) = level.path();
         let path: Vec<&str> = p[..d].iter().map(|x| &**x).collect();
@@ -133,7 +142,7 @@ fn remote_write_request_shape() {
     let batch = vec![
         sample("cpu.util", "cpu0", 2.0, 20, &[("job", "x"), ("empty", "")]),
         sample("cpu.util", "cpu0", 1.0, 10, &[("job", "x"), ("empty", "")]),
-        sample("mem", "", 3.0, 10, &[]),
+        sample("mem", "", 3.0, 10, &[("rack:slot", "3")]),
         sample("inf", "", f64::INFINITY, 10, &[]),
     ];
     let enc = remote_write(&batch);
@@ -173,5 +182,12 @@ fn remote_write_request_shape() {
             vec![(1.0, 10_000), (2.0, 20_000)]
         )
     );
-    assert_eq!(got[1], (l(&[("__name__", "mem")]), vec![(3.0, 10_000)]));
+    // A colon is valid in a metric name, not in a label name.
+    assert_eq!(
+        got[1],
+        (
+            l(&[("__name__", "mem"), ("rack_slot", "3")]),
+            vec![(3.0, 10_000)]
+        )
+    );
 }

@@ -261,7 +261,9 @@ impl Forwarder {
                 return;
             }
             let record = match pending.take() {
-                Some(r) => r,
+                // Held across a backoff: the budget may have dropped it meanwhile.
+                Some(r) if self.queue.still_queued(r.seq) => r,
+                Some(_) => continue,
                 None => match self.queue.next() {
                     Ok(Some(r)) => r,
                     Ok(None) => {

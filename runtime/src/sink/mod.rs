@@ -103,7 +103,13 @@ impl SinkSet {
             cfg.check(Some(base))?;
             match running.get(&cfg.name) {
                 Some(r) if r.fwd.config() == *cfg => p.keep.push(cfg.name.clone()),
-                Some(_) => p.changed.push((cfg.clone(), Transport::build(cfg, base)?)),
+                Some(r) => {
+                    let was = r.fwd.config().kind;
+                    if was.record_format() != cfg.kind.record_format() {
+                        return Err(format_changed(cfg, was.record_format()).into());
+                    }
+                    p.changed.push((cfg.clone(), Transport::build(cfg, base)?))
+                }
                 None => {
                     let transport = Transport::build(cfg, base)?;
                     let dir = self.dir.join(&cfg.name);
@@ -111,6 +117,7 @@ impl SinkSet {
                         queue::Queue::open(&dir, queue_config(cfg)).map_err(|e| {
                             anyhow::anyhow!("sink {:?}: opening its queue: {e}", cfg.name)
                         })?;
+                    check_format(&dir, cfg, recovery.records)?;
                     if recovery.damaged_records > 0 || recovery.truncated_tail_bytes > 0 {
                         tracing::warn!(sink = %cfg.name, damaged_records = recovery.damaged_records,
                             damaged_bytes = recovery.damaged_bytes, truncated_tail_bytes = recovery.truncated_tail_bytes,
@@ -243,6 +250,36 @@ impl SinkSet {
             let _ = r.task.await;
             r.fwd.sync();
         }
+    }
+}
+
+/// The file in a queue's directory naming its records' format ([`SinkType::record_format`]).
+const FORMAT_FILE: &str = "format";
+
+fn format_changed(cfg: &SinkConfig, queued: &str) -> config::SinkConfigError {
+    config::SinkConfigError {
+        sink: cfg.name.clone(),
+        field: "type",
+        problem: format!(
+            "{:?}: its queue holds {queued} records, which a {} sink cannot send; give the sink \
+             a new name (the queue is kept under this one)",
+            cfg.kind.as_str(),
+            cfg.kind.as_str()
+        ),
+    }
+}
+
+/// At a sink's start: refuses a queue holding records of another format than the sink's type
+/// sends (the type was changed while the daemon was stopped), and notes the format otherwise.
+fn check_format(dir: &Path, cfg: &SinkConfig, queued: u64) -> anyhow::Result<()> {
+    let path = dir.join(FORMAT_FILE);
+    let want = cfg.kind.record_format();
+    let found = std::fs::read_to_string(&path).ok();
+    match found.as_deref().map(str::trim) {
+        Some(f) if f == want => Ok(()),
+        Some(f) if queued > 0 => Err(format_changed(cfg, f).into()),
+        _ => std::fs::write(&path, format!("{want}\n"))
+            .map_err(|e| anyhow::anyhow!("sink {:?}: writing {}: {e}", cfg.name, path.display())),
     }
 }
 

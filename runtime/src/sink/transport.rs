@@ -39,6 +39,9 @@ pub struct Http {
     client: reqwest::Client,
     url: reqwest::Url,
     headers: HeaderMap,
+    /// Line protocol (not remote write), and whether the receiver takes gzip (`gzip`).
+    line_protocol: bool,
+    gzip: bool,
 }
 
 pub struct Nats {
@@ -100,13 +103,11 @@ impl Transport {
                         HeaderValue::from_static("0.1.0"),
                     );
                 } else {
+                    // Content-Encoding goes with each record (see `Http::send`).
                     headers.insert(
                         CONTENT_TYPE,
                         HeaderValue::from_static("text/plain; charset=utf-8"),
                     );
-                    if cfg.gzip {
-                        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-                    }
                 }
                 let client = tls::http_client(cfg, base).map_err(|(f, p)| err(f, p))?;
                 let url = reqwest::Url::parse(&cfg.url).map_err(|e| err("url", e.to_string()))?;
@@ -114,6 +115,8 @@ impl Transport {
                     client,
                     url,
                     headers,
+                    line_protocol: cfg.kind == SinkType::Http,
+                    gzip: cfg.gzip,
                 }))
             }
             SinkType::Nats | SinkType::Jetstream => {
@@ -141,12 +144,25 @@ impl Transport {
 
 impl Http {
     async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
-        let req = self
+        let mut req = self
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .header(BATCH_ID_HEADER, id)
-            .body(payload.clone());
+            .header(BATCH_ID_HEADER, id);
+        // A record is compressed as `gzip` was when it was queued, which a reload may have
+        // changed since: the body says which (line protocol is UTF-8, never gzip's magic).
+        let mut body = payload.clone();
+        if self.line_protocol && payload.starts_with(&GZIP_MAGIC) {
+            if self.gzip {
+                req = req.header(CONTENT_ENCODING, "gzip");
+            } else {
+                match gunzip(payload) {
+                    Ok(plain) => body = plain.into(),
+                    Err(e) => return Outcome::Refused(format!("inflating the queued record: {e}")),
+                }
+            }
+        }
+        let req = req.body(body);
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => return Outcome::Retry(error_chain(&e)),
@@ -166,6 +182,15 @@ impl Http {
             _ => Outcome::Retry(what),
         }
     }
+}
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(bytes.len() * 8);
+    flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// reqwest's error and its sources in one line ("error sending request: connection refused").
@@ -210,6 +235,20 @@ impl Nats {
 
     async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
         let subject = self.cfg.subject.clone().unwrap_or_default();
+        // Queued by this sink when it was an `http` one with gzip: subscribers read plain
+        // line protocol.
+        let inflated;
+        let payload = if payload.starts_with(&GZIP_MAGIC) {
+            match gunzip(payload) {
+                Ok(plain) => {
+                    inflated = bytes::Bytes::from(plain);
+                    &inflated
+                }
+                Err(e) => return Outcome::Refused(format!("inflating the queued record: {e}")),
+            }
+        } else {
+            payload
+        };
         let mut conn = match self.connection().await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),

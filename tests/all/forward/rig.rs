@@ -84,13 +84,23 @@ impl Client {
 
 /// Every value the central store holds for metric `fwd`, by host and timestamp.
 pub fn central_values(d: &DaemonProcess, from: i64, to: i64) -> BTreeMap<(u64, i64), f64> {
+    central_values_at(&reqwest::blocking::Client::new(), &d.url(""), from, to)
+}
+
+/// [`central_values`] of the daemon at `base` (`http://` or `https://`) through `http`.
+pub fn central_values_at(
+    http: &reqwest::blocking::Client,
+    base: &str,
+    from: i64,
+    to: i64,
+) -> BTreeMap<(u64, i64), f64> {
     let queries: Vec<Value> = (0..HOSTS)
         .map(|h| json!({"metric": "fwd", "host": format!("h{h}")}))
         .collect();
     let body = json!({"cluster": "local", "from": from, "to": to, "queries": queries,
         "with-stats": false});
-    let resp: Value = reqwest::blocking::Client::new()
-        .post(d.url("/api/query"))
+    let resp: Value = http
+        .post(format!("{base}/api/query"))
         .json(&body)
         .send()
         .unwrap()

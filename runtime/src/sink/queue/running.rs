@@ -284,6 +284,14 @@ impl Queue {
         lock(&self.inner.state).index.nack(seq)
     }
 
+    /// The sender kept `seq` after a failed send (`nack` said `Retry`) and is about to send it
+    /// again: `false` if the budget removed it during the backoff (counted as dropped now) or
+    /// it was decided already. Without the check, a record the budget dropped would still be
+    /// delivered once the destination is back, in place of newer data the budget kept.
+    pub fn still_queued(&self, seq: u64) -> bool {
+        self.nack(seq) == Nack::Retry
+    }
+
     /// Writes `payload` to the dead-letter file (fsynced), then counts `seq` as dead-lettered and
     /// removes it. A seq decided already is left alone (nothing written).
     pub fn dead_letter(&self, seq: u64, payload: &[u8], reason: &str) -> Result<(), QueueError> {

@@ -313,6 +313,36 @@ fn records_dropped_in_flight_are_decided_exactly_once() {
 }
 
 #[test]
+fn a_record_kept_for_a_retry_and_evicted_meanwhile_is_not_sent_again() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let c = QueueConfig {
+        max_size: 3 * (HEADER_LEN + 100) as u64,
+        ..cfg()
+    };
+    let (q, _) = Queue::open(d.path(), c).expect("open");
+    let first = q.push(&[7; 100], 10, 0).expect("push");
+    assert_eq!(q.next().expect("next").map(|r| r.seq), Some(first));
+    assert_eq!(q.nack(first), Nack::Retry);
+    assert!(q.still_queued(first), "nothing evicted it yet");
+    // Pushes during the backoff push it out of the budget.
+    for _ in 0..3 {
+        q.push(&[7; 100], 10, 0).expect("push");
+    }
+    assert!(!q.still_queued(first));
+    assert!(!q.still_queued(first), "asked twice, counted once");
+    let s = check(&q);
+    assert_eq!(
+        (
+            s.dropped_size_records,
+            s.evicted_in_flight_records,
+            s.queued_records
+        ),
+        (1, 0, 3)
+    );
+    assert_eq!(q.next().expect("next").map(|r| r.seq), Some(first + 1));
+}
+
+#[test]
 fn the_age_budget_drops_the_oldest_exactly_in_flight_too() {
     let d = tempfile::tempdir().expect("tempdir");
     let hour = Duration::from_secs(3600);
