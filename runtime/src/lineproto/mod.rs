@@ -234,6 +234,30 @@ impl<'a> Line<'a> {
         }
     }
 
+    /// The value of field `key` when the line has no other field, its last occurrence when it
+    /// repeats (cc-metric-store's rules: any other field makes the line an error, and each
+    /// `value` overwrites the one before); `Err` names the first other field.
+    #[inline]
+    pub fn sole_field(&self, key: &str) -> Result<FieldValue<'a>, Text<'a>> {
+        if self.first_field.0 != key {
+            return Err(self.first_field.0);
+        }
+        let mut v = self.first_field.1;
+        if !self.more_fields.is_empty() {
+            let more = Fields {
+                first: None,
+                rest: self.more_fields,
+            };
+            for (k, f) in more {
+                if k != key {
+                    return Err(k);
+                }
+                v = f;
+            }
+        }
+        Ok(v)
+    }
+
     /// The value of the field named `key` (first occurrence).
     #[inline]
     pub fn field(&self, key: &str) -> Option<FieldValue<'a>> {
