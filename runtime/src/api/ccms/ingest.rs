@@ -409,6 +409,32 @@ bad line\n";
     }
 
     #[test]
+    fn only_the_value_field_and_the_last_one_wins() {
+        // cc-backend pkg/metricstore/lineprotocol.go DecodeLine: a field other than `value`
+        // is an error ("unknown field"), each `value` overwrites the one before, and a bool
+        // or string value is an error. Here the error is the line's alone.
+        let s = Store::new(StoreConfig::default());
+        let body = b"m,cluster=c,host=h value=1,value=2 60\n\
+m,cluster=c,host=h value=3,unit=4 120\n\
+m,cluster=c,host=h load=5 180\n\
+m,cluster=c,host=h value=\"x\" 240\n\
+m,cluster=c,host=h value=6i,value=7u 300\n";
+        let out = ingest(&s, body, None, 0);
+        assert_eq!(out.stored, 2, "{:?}", out.errors);
+        let lines: Vec<usize> = out.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3, 4]);
+        assert!(
+            out.errors[0].reason.contains("\"unit\""),
+            "{}",
+            out.errors[0]
+        );
+        let r = s.read(&selector(&["c", "h"]), "m", 0, 400, 0).unwrap();
+        assert_eq!(r.from, 60);
+        assert_eq!((r.data[0], r.data.len()), (2.0, 5));
+        assert_eq!(r.data[4], 7.0);
+    }
+
+    #[test]
     fn missing_timestamp_means_now() {
         let s = Store::new(StoreConfig::default());
         let out = ingest(&s, b"m,cluster=c,host=h value=9", None, 1200);
