@@ -27,6 +27,8 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// A pool without retention (tests: nothing is too old).
+    #[cfg(test)]
     pub(crate) fn new(max: usize) -> Pool {
         Pool::with_retention(max, 0)
     }
