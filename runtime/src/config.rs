@@ -150,6 +150,10 @@ pub struct AgentConfig {
     /// The pipeline polled samples enter.
     #[serde(default)]
     pub pipeline: Option<String>,
+    /// More pipelines fed on the same `poll-interval`, each with the names it wants (a
+    /// `rate_of_change` pipeline takes the CPU counters only).
+    #[serde(default, rename = "feed", skip_serializing_if = "Vec::is_empty")]
+    pub feeds: Vec<FeedConfig>,
     #[serde(
         default,
         deserialize_with = "opt_duration",
@@ -276,6 +280,15 @@ pub struct PipelineConfig {
 
 fn default_sinks() -> Vec<String> {
     vec!["log".into()]
+}
+
+/// `[[agent.feed]]`: names of an agent polled into one more pipeline.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FeedConfig {
+    pub pipeline: String,
+    /// Names (or non-leaf prefixes) to poll for this pipeline.
+    pub names: Vec<String>,
 }
 
 /// One transformer of a pipeline.
@@ -447,6 +460,20 @@ impl Config {
             if a.poll_interval == Some(Duration::ZERO) {
                 bail!("{what}: poll-interval must be positive");
             }
+            for (j, f) in a.feeds.iter().enumerate() {
+                if a.poll_interval.is_none() {
+                    bail!("{what}: feed[{j}] needs the agent's `poll-interval`");
+                }
+                if !self.pipelines.iter().any(|x| x.name == f.pipeline) {
+                    bail!(
+                        "{what}: feed[{j}].pipeline: no pipeline named {:?}",
+                        f.pipeline
+                    );
+                }
+                if f.names.is_empty() {
+                    bail!("{what}: feed[{j}].names must not be empty");
+                }
+            }
         }
         Ok(())
     }
@@ -574,6 +601,41 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("used twice"), "{e}");
+    }
+
+    #[test]
+    fn agent_feeds_name_existing_pipelines_and_something_to_poll() {
+        let agent = |feed: &str, interval: &str| {
+            format!(
+                "[[pipeline]]\nname = \"p\"\n[[agent]]\nname = \"linux\"\nnative = \"linux\"\n\
+                 {interval}[[agent.feed]]\n{feed}\n"
+            )
+        };
+        let every = "poll-interval = \"10s\"\npipeline = \"p\"\n";
+        let c = Config::parse(&agent("pipeline = \"p\"\nnames = [\"mem\"]", every)).unwrap();
+        assert_eq!(c.agents[0].feeds[0].names, ["mem"]);
+        for (feed, interval, why) in [
+            (
+                "pipeline = \"q\"\nnames = [\"mem\"]",
+                every,
+                "no pipeline named \"q\"",
+            ),
+            (
+                "pipeline = \"p\"\nnames = []",
+                every,
+                "names must not be empty",
+            ),
+            (
+                "pipeline = \"p\"\nnames = [\"mem\"]",
+                "",
+                "needs the agent's `poll-interval`",
+            ),
+        ] {
+            let e = Config::parse(&agent(feed, interval))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("feed[0]") && e.contains(why), "{e}");
+        }
     }
 
     /// The Debian package's /etc/wasmon/wasmon.toml is the embedded default with its state in

@@ -211,3 +211,28 @@ fn transform_abandons_a_sleeping_guest_at_its_deadline() {
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(1));
 }
+
+#[test]
+fn transform_says_once_how_many_log_lines_a_guest_lost() {
+    // Issue 22 item 10: a guest writing 50,000 lines in one call shows the per-call cap's
+    // 100, and the run ends with one line naming the guest, the count lost and why.
+    let testing = crate::common::guest_path("testing");
+    let guest = testing.to_str().unwrap();
+    let input = "{\"name\":\"test.stderr\",\"value\":50000}\n";
+    let (code, out, err) = transform(&["--deadline", "30s", "--guest", guest], input);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.len(), 1);
+    let shown = err.lines().filter(|l| l.contains("xxxxxxxx")).count();
+    assert_eq!(shown, 100, "{}", &err[err.len().saturating_sub(2000)..]);
+    let notes: Vec<&str> = err.lines().filter(|l| l.contains("not shown")).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains(&format!("{guest}: 49900 log line(s) not shown"))
+            && notes[0].contains("at most 100 lines"),
+        "{}",
+        notes[0]
+    );
+    // Nothing lost, nothing said.
+    let (_, _, err) = transform(&["--guest", guest], "{\"name\":\"a\",\"value\":1}\n");
+    assert!(!err.contains("not shown"), "{err}");
+}

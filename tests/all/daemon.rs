@@ -227,3 +227,78 @@ fn the_embedded_default_config_starts() {
         .status();
     assert!(child.wait().unwrap().success());
 }
+
+/// Issue 22 item 9: on its own default config, with nothing posted, the daemon computes this
+/// host's memory_util (arithmetic over the linux agent's memory figures) and cpu_util
+/// (rate_of_change and arithmetic over its per-CPU counters) within one poll interval of the
+/// polls they need (one for memory, two for a rate), and shows both in the store, in
+/// `/metrics` and in the list the live view picks its chart from, which opens on cpu_util.
+#[test]
+fn the_default_config_computes_memory_and_cpu_utilisation_from_this_host() {
+    let dir = tempfile::tempdir().unwrap();
+    // The embedded default as `wasmon config default` prints it (data-dir beside it).
+    let config = dir.path().join("wasmon.toml");
+    std::fs::write(&config, wasmon::config::DEFAULT).unwrap();
+    let d = DaemonProcess::start(&config);
+    let get = |path: &str| {
+        d.get(path)
+            .ok()
+            .filter(|r| r.status().is_success())
+            .and_then(|r| r.text().ok())
+            .unwrap_or_default()
+    };
+    let host = hostname();
+    let store_path = format!("/api/ui/store?path=local:{host}");
+    // Two polls 10 s apart make the first rate; allow one more interval for a loaded machine.
+    let up = std::time::Instant::now();
+    let listed = |text: &str, m: &str| text.contains(&format!("\"name\":\"{m}\""));
+    let (metrics, store) = loop {
+        let metrics = get("/metrics");
+        let store = get(&store_path);
+        if metrics.contains("\nwasmon_memory_util{") && metrics.contains("\nwasmon_cpu_util{") {
+            break (metrics, store);
+        }
+        assert!(
+            up.elapsed().as_secs() < 30,
+            "no memory_util/cpu_util after {:?}; store lists {store}",
+            up.elapsed()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    // `name{labels} value [timestamp]`
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .and_then(|l| l.split_once("} "))
+            .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    // The store's values carry the `wasmon_` prefix in the exposition.
+    for m in ["wasmon_memory_util", "wasmon_cpu_util"] {
+        let v = value(m);
+        assert!((0.0..=100.5).contains(&v), "{m} = {v}");
+    }
+    // The store, as the live view lists it: memory_util at the host, cpu_util per CPU.
+    assert!(listed(&store, "memory_util"), "{store}");
+    assert!(listed(&store, "cpu_util"), "{store}");
+    let q = serde_json::json!({"cluster": "local", "from": 0, "to": i64::MAX / 2,
+        "queries": [{"metric": "memory_util", "host": host}]});
+    let r: Value =
+        serde_json::from_str(&d.post("/api/query", &q.to_string()).text().unwrap()).unwrap();
+    assert!(
+        r["results"][0][0]["data"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty()),
+        "{r}"
+    );
+    // The live view opens on cpu_util when no metric is asked for.
+    assert!(get("/ui/app.js").contains(r#"PREFERRED_METRICS = ["cpu_util""#));
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}

@@ -78,20 +78,21 @@ fn writes_survive_a_clean_restart() {
         r.text().unwrap().contains("line 121"),
         "named by its number"
     );
-    let before = query(&d, "load", "n1", t0, t0 + 59);
+    // `to` is exclusive, as in cc-metric-store.
+    let before = query(&d, "load", "n1", t0, t0 + 60);
     assert_eq!(before["data"].as_array().unwrap().len(), 60, "{before}");
     assert_eq!(before["data"][10], 5.0);
 
     d.signal("-TERM");
     assert!(d.child.wait().unwrap().success());
     let d = DaemonProcess::start(&config);
-    let after = query(&d, "load", "n1", t0, t0 + 59);
+    let after = query(&d, "load", "n1", t0, t0 + 60);
     assert_eq!(after, before, "identical after restart");
     let cpu = query_with(
         &d,
         json!({"metric": "load", "host": "n1", "type": "cpu", "type-ids": ["0"]}),
         t0,
-        t0 + 59,
+        t0 + 60,
     );
     assert_eq!(cpu["data"][59], 59.0, "{cpu}");
     assert_eq!(cpu["avg"], 29.5);
@@ -197,7 +198,7 @@ fn line_protocol_from_a_nats_subject_lands_in_the_store() {
             client.flush().await.unwrap();
         });
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let r = query(&d, "load", "nats1", t0, t0 + 9);
+        let r = query(&d, "load", "nats1", t0, t0 + 10);
         r["data"]
             .as_array()
             .is_some_and(|a| a.len() == 10 && a[9] == 18.0)
@@ -239,7 +240,7 @@ fn the_store_sink_derives_levels_from_tags_and_resources() {
         q.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        query_with(&d, q, t, t)
+        query_with(&d, q, t, t + 1)
     };
     d.wait_for("the samples in the store", || {
         q(json!({"type": "cpu", "type-ids": ["2"]}))["data"] == json!([3.0])

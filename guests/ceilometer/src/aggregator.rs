@@ -7,12 +7,15 @@
 //! and later ones are merged into it: `resource_metadata` is kept from the first, replaced by
 //! the last, or dropped; the timestamp is the first's, or the last's with `timestamp: last`.
 //!
-//! Release rule, as Ceilometer's `flush`: when at least `size` samples have been aggregated,
-//! or when the first one cached is more than `retention_time` seconds older than now, every
+//! Release rule, Ceilometer's `flush`: when at least `size` samples have been aggregated, or
+//! when the first one cached is more than `retention_time` seconds older than now, every
 //! series is emitted and the cache starts over. `size` 0 / absent means no size limit, but
-//! with neither limit `size` is 1, so everything cached is released. Ceilometer's pipeline
-//! flushes after every batch, so the rule is checked at the end of each `handle` as well as
-//! at `flush`.
+//! with neither limit `size` is 1, so everything cached is released. As in Ceilometer the
+//! rule is checked in `flush` only, never at the end of `handle`: `handle` only merges, so the
+//! aggregates do not depend on how the samples were batched (an HTTP client's request sizes,
+//! the daemon's batching), only on when the pipeline flushes (its `flush-interval`, a
+//! `POST .../flush`, the end of `wasmon transform`'s input). Ceilometer's pipeline flushes
+//! after each notification it publishes; wasmon's flushes on its timer.
 
 use std::collections::hash_map::Entry;
 
@@ -231,7 +234,7 @@ impl Transformer for Aggregator {
                 }
             }
         }
-        self.release_if_due(out);
+        // No release here: see the module doc.
     }
 
     fn flush(&mut self, out: &mut Vec<Sample>) {

@@ -258,7 +258,22 @@ pub fn transform(
     }
     let r = instance.flush();
     emit(r, "end of input (flush)", &mut out)?;
+    report_lost_log_lines(guest, &instance.image().stats().log_lines_dropped);
     Ok(all_ok && !bad_lines)
+}
+
+/// Says once, at the end, how many of the guest's log lines the per-call cap kept from
+/// stderr and why (the daemon counts the same in `/metrics`); silent when none were lost.
+fn report_lost_log_lines(guest: &str, dropped: &crate::telemetry::Counter) {
+    let lost = dropped.get();
+    if lost > 0 {
+        eprintln!(
+            "{guest}: {lost} log line(s) not shown: one guest call may log at most {} lines \
+             (its log, stdout and stderr together); the rest are counted and dropped \
+             (wasmon_guest_log_lines_dropped_total in the daemon's /metrics)",
+            crate::host::limits::MAX_LOG_LINES_PER_CALL
+        );
+    }
 }
 
 /// `wasmon config check FILE`: what `wasmon run` and a reload would refuse, including the

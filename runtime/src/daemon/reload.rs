@@ -551,6 +551,18 @@ impl Daemon {
                 due: now,
             });
         }
+        // `[[agent.feed]]`: the same agent, other names, another pipeline.
+        for f in &a.feeds {
+            if let Some(interval) = a.poll_interval {
+                polls.push(Poll {
+                    agent: a.name.clone(),
+                    names: f.names.clone(),
+                    pipeline: f.pipeline.clone(),
+                    interval,
+                    due: now,
+                });
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -196,12 +196,17 @@ impl<'a> Ingest<'a, '_> {
     /// The value, timestamp and metric of a line.
     #[inline(always)]
     fn sample(&mut self, line: &Line<'a>) -> Result<Item<'a>, String> {
-        let value = match line.field("value") {
-            Some(v) => v.as_f64().ok_or(match v {
+        let value = match line.sole_field("value") {
+            Ok(v) => v.as_f64().ok_or(match v {
                 FieldValue::Bool(_) => "field 'value' is a bool, not a number",
                 _ => "field 'value' is a string, not a number",
             })?,
-            None => return Err("no field 'value'".into()),
+            Err(other) => {
+                return Err(format!(
+                    "unknown field {:?}: cc-metric-store takes one field, 'value'",
+                    other.as_str()
+                ));
+            }
         };
         let ts = line.timestamp.map_or(self.now, timestamp_secs);
         let (name, metric) = self
@@ -393,7 +398,7 @@ bad line\n";
         let lines: Vec<usize> = out.errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, vec![5, 6, 8, 9]);
         assert!(out.errors[1].reason.contains(".."), "{}", out.errors[1]);
-        let read = |p: &[&str]| s.read(&selector(p), "m", 60, 60, 0).unwrap().data;
+        let read = |p: &[&str]| s.read(&selector(p), "m", 60, 61, 0).unwrap().data;
         assert_eq!(read(&["c", "h1", "hwthread3"]), vec![1.0]);
         assert_eq!(read(&["c", "h1", "socket0", "core1"]), vec![3.5]);
         assert_eq!(read(&["dflt", "h2"]), vec![4.0]);
@@ -401,11 +406,37 @@ bad line\n";
         assert_eq!(read(&["c", "h1", "hwthread"]), vec![1.0]);
         // type=node wrote to the host level itself.
         assert_eq!(
-            s.read(&selector(&["c", "h1"]), "m", 60, 60, 0)
+            s.read(&selector(&["c", "h1"]), "m", 60, 61, 0)
                 .unwrap()
                 .data,
             vec![2.0]
         );
+    }
+
+    #[test]
+    fn only_the_value_field_and_the_last_one_wins() {
+        // cc-backend pkg/metricstore/lineprotocol.go DecodeLine: a field other than `value`
+        // is an error ("unknown field"), each `value` overwrites the one before, and a bool
+        // or string value is an error. Here the error is the line's alone.
+        let s = Store::new(StoreConfig::default());
+        let body = b"m,cluster=c,host=h value=1,value=2 60\n\
+m,cluster=c,host=h value=3,unit=4 120\n\
+m,cluster=c,host=h load=5 180\n\
+m,cluster=c,host=h value=\"x\" 240\n\
+m,cluster=c,host=h value=6i,value=7u 300\n";
+        let out = ingest(&s, body, None, 0);
+        assert_eq!(out.stored, 2, "{:?}", out.errors);
+        let lines: Vec<usize> = out.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3, 4]);
+        assert!(
+            out.errors[0].reason.contains("\"unit\""),
+            "{}",
+            out.errors[0]
+        );
+        let r = s.read(&selector(&["c", "h"]), "m", 0, 400, 0).unwrap();
+        assert_eq!(r.from, 60);
+        assert_eq!((r.data[0], r.data.len()), (2.0, 5));
+        assert_eq!(r.data[4], 7.0);
     }
 
     #[test]
@@ -414,7 +445,7 @@ bad line\n";
         let out = ingest(&s, b"m,cluster=c,host=h value=9", None, 1200);
         assert_eq!(out.stored, 1);
         assert_eq!(
-            s.read(&selector(&["c", "h"]), "m", 1200, 1200, 0)
+            s.read(&selector(&["c", "h"]), "m", 1200, 1201, 0)
                 .unwrap()
                 .data,
             vec![9.0]
@@ -437,7 +468,7 @@ bad line\n";
             let out = ingest(&s, body(ts, v).as_bytes(), Some(cluster), 0);
             assert_eq!(out.stored, 2, "{:?}", out.errors);
         }
-        let read = |p: &[&str], from| s.read(&selector(p), "m", from, 120, 0).unwrap().data;
+        let read = |p: &[&str], from| s.read(&selector(p), "m", from, 121, 0).unwrap().data;
         assert_eq!(read(&["a", "h", "socket0"], 60), vec![1.0, 2.0]);
         assert_eq!(read(&["a", "h"], 60), vec![2.0, 3.0]);
         assert_eq!(read(&["b", "h", "socket0"], 60), vec![10.0]);

@@ -330,8 +330,8 @@ mod tests {
                 .unwrap();
             publisher.flush().await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let a = store.read(&selector(&["fritz", "f1"]), "load", 600, 600, 0);
-            let b = store.read(&selector(&["c2", "h"]), "load", 600, 600, 0);
+            let a = store.read(&selector(&["fritz", "f1"]), "load", 600, 601, 0);
+            let b = store.read(&selector(&["c2", "h"]), "load", 600, 601, 0);
             if let (Ok(a), Ok(b)) = (a, b) {
                 assert!(a.data[0] <= i as f64);
                 assert_eq!(b.data, vec![2.0]);

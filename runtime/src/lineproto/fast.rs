@@ -1,4 +1,5 @@
-//! Fast path of the line-protocol parser for the common line: no backslash, no quote, at most
+//! Fast path of the line-protocol parser for the common line: no backslash, no quote, no
+//! control character, at most
 //! 256 bytes, at most `MAX_SPANS` tags, numeric field values in plain notation (`12`, `-0.25`,
 //! `3i`, `7u`) and a timestamp of at most 18 digits. One SIMD pass classifies the separators
 //! of the whole line into a bitmask; each token end is then a trailing-zero count instead of a
@@ -16,7 +17,9 @@ struct Stops {
     bits: [u64; WORDS],
 }
 
-/// Separator and escape masks of 16 bytes (bit `j` = byte `j`).
+/// Separator and escape masks of 16 bytes (bit `j` = byte `j`). "Escape" covers what the
+/// fast path leaves to the general parser: a backslash, a quote, and the control characters
+/// (0x00-0x1f, 0x7f) line protocol refuses in names.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn mask16(c: &[u8; 16]) -> (u32, u32) {
@@ -26,7 +29,12 @@ fn mask16(c: &[u8; 16]) -> (u32, u32) {
         let v = _mm_loadu_si128(c.as_ptr().cast());
         let eq = |x: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(x as i8));
         let sep = _mm_or_si128(_mm_or_si128(eq(b','), eq(b' ')), eq(b'='));
-        let esc = _mm_or_si128(eq(b'\\'), eq(b'"'));
+        // Unsigned `v <= 0x1f`: min(v, 0x1f) == v.
+        let low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        let esc = _mm_or_si128(
+            _mm_or_si128(eq(b'\\'), eq(b'"')),
+            _mm_or_si128(low, eq(0x7f)),
+        );
         (_mm_movemask_epi8(sep) as u32, _mm_movemask_epi8(esc) as u32)
     }
 }
@@ -37,36 +45,43 @@ fn mask16(c: &[u8; 16]) -> (u32, u32) {
     let (mut sep, mut esc) = (0u32, 0u32);
     for (j, &x) in c.iter().enumerate() {
         sep |= u32::from(x == b',' || x == b' ' || x == b'=') << j;
-        esc |= u32::from(x == b'\\' || x == b'"') << j;
+        esc |= u32::from(x == b'\\' || x == b'"' || x < 0x20 || x == 0x7f) << j;
     }
     (sep, esc)
 }
 
-/// The first `\n` in `b`. Inline, 16 bytes a step: lines are ~100 bytes, where a call into
-/// `memchr` and its runtime dispatch cost more than the search.
+/// The first `\n` or `"` in `b`. A quote may open a string field, which runs on across
+/// newlines, so the caller then finds the entry's end the long way. Inline, 16 bytes a step:
+/// lines are ~100 bytes, where a call into `memchr` and its runtime dispatch cost more than
+/// the search.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(super) fn find_newline(b: &[u8]) -> Option<usize> {
+pub(super) fn find_newline_or_quote(b: &[u8]) -> Option<usize> {
     use std::arch::x86_64::*;
     let mut i = 0;
     while let Some(c) = b.get(i..i + 16) {
         // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `c`.
         let m = unsafe {
             let v = _mm_loadu_si128(c.as_ptr().cast());
-            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)))
+            let nl = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8));
+            let q = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            _mm_movemask_epi8(_mm_or_si128(nl, q))
         };
         if m != 0 {
             return Some(i + m.trailing_zeros() as usize);
         }
         i += 16;
     }
-    b[i..].iter().position(|&c| c == b'\n').map(|p| i + p)
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n' || c == b'"')
+        .map(|p| i + p)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-pub(super) fn find_newline(b: &[u8]) -> Option<usize> {
-    memchr::memchr(b'\n', b)
+pub(super) fn find_newline_or_quote(b: &[u8]) -> Option<usize> {
+    memchr::memchr2(b'\n', b'"', b)
 }
 
 /// The separators of `b` (at most `MAX_LEN` bytes); `None` if it holds a backslash or quote.
@@ -92,7 +107,9 @@ fn classify(b: &[u8]) -> Option<Stops> {
         } else {
             let mut pad = [0u8; 16];
             pad[..n].copy_from_slice(b);
-            mask16(&pad)
+            let (s, e) = mask16(&pad);
+            // The zero padding reads as control characters: keep the line's own bits.
+            (s, e & ((1 << n) - 1))
         };
         bits[i / 64] |= u64::from(s) << (i % 64);
         special |= e;

@@ -2,15 +2,23 @@
 //! Byte-at-a-time scanning (eight bytes at a time where nothing special occurs); the fast
 //! path in `lineproto_fast` handles the common lines and falls back to this one.
 
+use super::float::parse_float;
 use super::{ErrorKind, Escapes, FieldValue, Line, MAX_SPANS, SPANS_OVERFLOW, TagSpan, Text};
 
-/// Byte classes for scanning: 1 = `,` or space, 2 = `=`, 4 = backslash.
+/// Byte classes for scanning: 1 = `,` or space, 2 = `=`, 4 = backslash, 8 = a control
+/// character (0x00-0x1f, 0x7f), which line protocol refuses in names.
 static CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
     t[b',' as usize] = 1;
     t[b' ' as usize] = 1;
     t[b'=' as usize] = 2;
     t[b'\\' as usize] = 4;
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = 8;
+        c += 1;
+    }
+    t[0x7f] = 8;
     t
 };
 
@@ -19,6 +27,7 @@ const SPLAT_COMMA: u64 = LO * b',' as u64;
 const SPLAT_SPACE: u64 = LO * b' ' as u64;
 const SPLAT_EQ: u64 = LO * b'=' as u64;
 const SPLAT_BACKSLASH: u64 = LO * b'\\' as u64;
+const SPLAT_DEL: u64 = LO * 0x7f;
 
 /// High bit set in each byte of `x` that is zero. Bytes above the first zero byte may be
 /// flagged spuriously (borrow), so only the lowest flag is meaningful, which is all we use.
@@ -27,23 +36,40 @@ fn zero_byte(x: u64) -> u64 {
     x.wrapping_sub(LO) & !x & (LO << 7)
 }
 
+/// High bit set in each byte of `x` below 0x20 (same caveat as [`zero_byte`]).
+#[inline]
+fn control_byte(x: u64) -> u64 {
+    x.wrapping_sub(LO * 0x20) & !x & (LO << 7)
+}
+
+/// Whether `\` followed by `c` is an escape in a measurement (`EQ` false: `\ ` and `\,`) or a
+/// tag key, tag value or field key (`EQ` true: also `\=`), as influxdata/line-protocol v2
+/// reads them; before anything else a backslash is itself (`\\` stays two characters).
+#[inline]
+fn escapable<const EQ: bool>(c: u8) -> bool {
+    c == b' ' || c == b',' || (EQ && c == b'=')
+}
+
 /// Scans a name from `i` up to an unescaped `,` or space (and `=` when `EQ`), or the end.
-/// Returns the end and whether a backslash occurred. A table lookup per byte keeps the loop
-/// to one load and one test.
+/// Returns the end and whether an escape occurred; a control character is an error. A table
+/// lookup per byte keeps the loop to one load and one test.
 #[inline]
 pub(super) fn scan<const EQ: bool>(
     b: &[u8],
     mut i: usize,
 ) -> Result<(usize, bool), (usize, ErrorKind)> {
-    let stop = if EQ { 7 } else { 5 };
+    let stop = if EQ { 15 } else { 13 };
     let mut escaped = false;
     loop {
-        // Eight bytes at a time (SWAR): the lowest byte equal to a stop or a backslash.
+        // Eight bytes at a time (SWAR): the lowest byte equal to a stop, a backslash or a
+        // control character.
         while let Some(w) = b.get(i..i + 8) {
             let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
             let hit = zero_byte(w ^ SPLAT_COMMA)
                 | zero_byte(w ^ SPLAT_SPACE)
-                | zero_byte(w ^ SPLAT_BACKSLASH);
+                | zero_byte(w ^ SPLAT_BACKSLASH)
+                | zero_byte(w ^ SPLAT_DEL)
+                | control_byte(w);
             let hit = if EQ {
                 hit | zero_byte(w ^ SPLAT_EQ)
             } else {
@@ -58,19 +84,18 @@ pub(super) fn scan<const EQ: bool>(
         while i < b.len() && CLASS[b[i] as usize] & stop == 0 {
             i += 1;
         }
-        if i < b.len() && b[i] == b'\\' {
-            if i + 1 >= b.len() {
-                return Err((i, ErrorKind::TrailingBackslash));
+        match b.get(i) {
+            Some(b'\\') => {
+                if b.get(i + 1).is_some_and(|&c| escapable::<EQ>(c)) {
+                    escaped = true;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
             }
-            escaped = true;
-            // Skip the escaped character, including all bytes of a multi-byte one.
-            i += 2;
-            while i < b.len() && (b[i] & 0xC0) == 0x80 {
-                i += 1;
-            }
-            continue;
+            Some(&c) if CLASS[c as usize] == 8 => return Err((i, ErrorKind::ControlCharacter)),
+            _ => return Ok((i, escaped)),
         }
-        return Ok((i, escaped));
     }
 }
 
@@ -101,7 +126,9 @@ pub(super) fn parse_field(
             loop {
                 match b.get(j) {
                     None => return Err((v, ErrorKind::UnterminatedString)),
-                    Some(b'\\') if j + 1 < b.len() => {
+                    // `\\`, `\"`, `\n`, `\r` and `\t` are escapes in a string; a backslash
+                    // before anything else is itself.
+                    Some(b'\\') if b.get(j + 1).is_some_and(|c| b"\\\"nrt".contains(c)) => {
                         escaped = true;
                         j += 2;
                     }
@@ -127,63 +154,42 @@ pub(super) fn parse_field(
     }
 }
 
+/// A field value other than a string, by influxdata/line-protocol v2's rules: its first
+/// character decides the kind (`t`/`f` bool, `-`, a digit or `.` a number, anything else,
+/// a leading `+` included, no kind at all); an `i` or `u` suffix makes a number an integer
+/// (Go's `ParseInt`/`ParseUint`, base 10), otherwise it is a float as Go's `ParseFloat`
+/// reads it ([`parse_float`]), finite only.
 fn parse_value(t: &str) -> Result<FieldValue<'static>, ErrorKind> {
     let b = t.as_bytes();
-    let digits = |d: &[u8]| {
-        let d = d
-            .strip_prefix(b"-")
-            .or_else(|| d.strip_prefix(b"+"))
-            .unwrap_or(d);
-        !d.is_empty() && d.iter().all(u8::is_ascii_digit)
-    };
-    match *b.last().unwrap_or(&0) {
-        b'i' => {
-            let d = &t[..t.len() - 1];
-            if !digits(d.as_bytes()) {
-                return Err(ErrorKind::InvalidInteger);
-            }
-            d.parse()
-                .map(FieldValue::Int)
-                .map_err(|_| ErrorKind::IntegerOverflow)
-        }
-        b'u' => {
-            let d = &t[..t.len() - 1];
-            if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(ErrorKind::InvalidUnsigned);
-            }
-            d.parse()
-                .map(FieldValue::UInt)
-                .map_err(|_| ErrorKind::IntegerOverflow)
-        }
-        _ => match t {
+    match b.first() {
+        Some(b't' | b'T' | b'f' | b'F') => match t {
             "t" | "T" | "true" | "True" | "TRUE" => Ok(FieldValue::Bool(true)),
             "f" | "F" | "false" | "False" | "FALSE" => Ok(FieldValue::Bool(false)),
-            _ => {
-                // Only digits, sign, dot and exponent: rejects "nan", "inf" and "0x10",
-                // which Rust's float parser would otherwise accept or misread.
-                let mut digit = false;
-                let mut other = false;
-                for c in b {
-                    match c {
-                        b'0'..=b'9' => digit = true,
-                        b'.' | b'e' | b'E' | b'+' | b'-' => {}
-                        _ => other = true,
-                    }
-                }
-                if other || !digit {
-                    return Err(
-                        if b.first().is_some_and(|c| c.is_ascii_digit() || *c == b'-') {
-                            ErrorKind::InvalidFloat
-                        } else {
-                            ErrorKind::InvalidFieldValue
-                        },
-                    );
-                }
-                t.parse()
-                    .map(FieldValue::Float)
-                    .map_err(|_| ErrorKind::InvalidFloat)
-            }
+            _ => Err(ErrorKind::InvalidFieldValue),
         },
+        Some(b'-' | b'0'..=b'9' | b'.') => match *b.last().unwrap_or(&0) {
+            b'i' => {
+                let d = &t[..t.len() - 1];
+                let digits = d.strip_prefix('-').unwrap_or(d);
+                if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                    return Err(ErrorKind::InvalidInteger);
+                }
+                d.parse()
+                    .map(FieldValue::Int)
+                    .map_err(|_| ErrorKind::IntegerOverflow)
+            }
+            b'u' => {
+                let d = &t[..t.len() - 1];
+                if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
+                    return Err(ErrorKind::InvalidUnsigned);
+                }
+                d.parse()
+                    .map(FieldValue::UInt)
+                    .map_err(|_| ErrorKind::IntegerOverflow)
+            }
+            _ => parse_float(t).map(FieldValue::Float),
+        },
+        _ => Err(ErrorKind::InvalidFieldValue),
     }
 }
 

@@ -1,13 +1,19 @@
 //! Zero-copy InfluxDB line protocol parser:
-//! `measurement[,tag=value...] field=value[,field=value...] [timestamp]`.
+//! `measurement[,tag=value...] field=value[,field=value...] [timestamp]`, accepting and
+//! refusing what influxdata/line-protocol v2's decoder (cc-metric-store's) does; the cases
+//! taken from its tests and corpus are in `tests_conformance.rs`.
 //!
-//! Escaping per the InfluxDB spec: in the measurement `\,` and `\ `; in tag keys, tag values
-//! and field keys `\,`, `\=` and `\ `; in string field values `\"` and `\\`; a backslash
-//! before any other character is literal. Names are returned as [`Text`], which borrows the
-//! input and unescapes only on request. Field values: float (`1.5`, `-3e4`), integer (`3i`),
-//! unsigned (`3u`), bool (`t`, `true`, `F`, ...) and string (`"..."`). Blank lines and `#`
-//! comments are skipped. [`parse_lines`] yields one `Result` per line so a bad line does not
-//! stop the rest; no input makes it panic.
+//! Escapes as that decoder reads them: in the measurement `\,` and `\ `; in tag keys, tag
+//! values and field keys `\,`, `\=` and `\ `; in string field values `\"`, `\\`, `\n`,
+//! `\r` and `\t`; a backslash before anything else is itself (`\\` in a tag value stays two
+//! characters). Names are returned as [`Text`], which borrows the input and unescapes only on
+//! request; a control character (0x00-0x1f, 0x7f) in a name is an error. Field values: float
+//! as Go's `ParseFloat` reads it (`1.5`, `-3e4`, `1_000`, `0x1p4`; `1e9999` overflows),
+//! integer (`3i`), unsigned (`3u`), bool (`t`, `true`, `F`, ...) and string (`"..."`, which
+//! may span lines). Blank lines and `#` comments are skipped (a comment holding a control
+//! character, a lone carriage return included, is an error); only spaces may precede an
+//! entry. [`parse_lines`] yields one `Result` per entry so a bad one does not stop the rest;
+//! no input makes it panic.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -47,8 +53,12 @@ pub enum ErrorKind {
     UnexpectedCharacter,
     #[error("invalid timestamp")]
     InvalidTimestamp,
-    #[error("backslash at end of line")]
-    TrailingBackslash,
+    #[error("float out of range")]
+    FloatOutOfRange,
+    #[error("control character in a name")]
+    ControlCharacter,
+    #[error("control character in a comment line")]
+    InvalidComment,
 }
 
 /// A rejected line: 1-based line number, 1-based byte column, reason.
@@ -92,21 +102,29 @@ impl<'a> Text<'a> {
     }
 
     fn unescape(&self) -> Cow<'a, str> {
-        let special: &[char] = match self.kind {
-            Escapes::Measurement => &[',', ' ', '\\'],
-            Escapes::Name => &[',', '=', ' ', '\\'],
-            Escapes::Str => &['"', '\\'],
+        // (escaped, meaning) pairs per section, as the reference decoder's escapers have them.
+        let table: &[(char, char)] = match self.kind {
+            Escapes::Measurement => &[(',', ','), (' ', ' ')],
+            Escapes::Name => &[(',', ','), ('=', '='), (' ', ' ')],
+            Escapes::Str => &[
+                ('"', '"'),
+                ('\\', '\\'),
+                ('n', '\n'),
+                ('r', '\r'),
+                ('t', '\t'),
+            ],
         };
         let mut out = String::with_capacity(self.raw.len());
         let mut chars = self.raw.chars();
         while let Some(c) = chars.next() {
             if c == '\\' {
-                match chars.clone().next() {
-                    Some(n) if special.contains(&n) => {
-                        out.push(n);
+                let next = chars.clone().next();
+                match table.iter().find(|(e, _)| Some(*e) == next) {
+                    Some((_, meaning)) => {
+                        out.push(*meaning);
                         chars.next();
                     }
-                    _ => out.push('\\'),
+                    None => out.push('\\'),
                 }
             } else {
                 out.push(c);
@@ -232,6 +250,30 @@ impl<'a> Line<'a> {
             first: Some(self.first_field),
             rest: self.more_fields,
         }
+    }
+
+    /// The value of field `key` when the line has no other field, its last occurrence when it
+    /// repeats (cc-metric-store's rules: any other field makes the line an error, and each
+    /// `value` overwrites the one before); `Err` names the first other field.
+    #[inline]
+    pub fn sole_field(&self, key: &str) -> Result<FieldValue<'a>, Text<'a>> {
+        if self.first_field.0 != key {
+            return Err(self.first_field.0);
+        }
+        let mut v = self.first_field.1;
+        if !self.more_fields.is_empty() {
+            let more = Fields {
+                first: None,
+                rest: self.more_fields,
+            };
+            for (k, f) in more {
+                if k != key {
+                    return Err(k);
+                }
+                v = f;
+            }
+        }
+        Ok(v)
     }
 
     /// The value of the field named `key` (first occurrence).
@@ -372,15 +414,20 @@ pub fn parse_lines(body: &[u8]) -> Lines<'_> {
 }
 
 impl<'a> Lines<'a> {
-    /// The next non-blank, non-comment line as text (with its number and the count of leading
-    /// blanks stripped), or the UTF-8 error that stops it from being one.
+    /// The next non-blank, non-comment entry as text (with the number of the line it starts
+    /// on and the count of leading spaces stripped), or the error that stops it from being
+    /// one (invalid UTF-8, a control character in a comment). An entry is a line unless a
+    /// quoted string field runs on across newlines, as the reference decoder reads it.
     #[inline]
     fn next_text(&mut self) -> Option<Result<(&'a str, usize, usize), ParseError>> {
         loop {
             if self.rest.is_empty() {
                 return None;
             }
-            let end = fast::find_newline(self.rest);
+            let (end, quoted) = match fast::find_newline_or_quote(self.rest) {
+                Some(p) if self.rest[p] == b'"' => (entry_end(self.rest), true),
+                found => (found, false),
+            };
             let (raw, rest) = match end {
                 Some(p) => (&self.rest[..p], &self.rest[p + 1..]),
                 None => (self.rest, &[][..]),
@@ -397,17 +444,33 @@ impl<'a> Lines<'a> {
                 }
             });
             self.rest = rest;
-            self.line += 1;
+            let line = self.line + 1;
+            self.line += 1 + if quoted {
+                raw.iter().filter(|&&c| c == b'\n').count()
+            } else {
+                0
+            };
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            let lead = raw
-                .iter()
-                .take_while(|c| **c == b' ' || **c == b'\t')
-                .count();
+            // Only spaces: the decoder refuses a tab before the measurement.
+            let lead = raw.iter().take_while(|c| **c == b' ').count();
             let body = &raw[lead..];
-            if body.is_empty() || body[0] == b'#' {
+            if body.is_empty() {
                 continue;
             }
-            let line = self.line;
+            if body[0] == b'#' {
+                // A comment is printable to its end: a control character (a tab, a lone
+                // carriage return) makes the decoder refuse the line.
+                match body.iter().position(|&c| c < 0x20 || c == 0x7f) {
+                    None => continue,
+                    Some(p) => {
+                        return Some(Err(ParseError {
+                            line,
+                            column: lead + p + 1,
+                            kind: ErrorKind::InvalidComment,
+                        }));
+                    }
+                }
+            }
             let s = match raw_text {
                 // Same bytes as `body`: strip the same ASCII prefix and suffix.
                 Some(t) => &t[lead..lead + body.len()],
@@ -424,6 +487,67 @@ impl<'a> Lines<'a> {
             };
             return Some(Ok((s, line, lead)));
         }
+    }
+}
+
+/// Where the entry at the start of `b` ends (its `\n`, `None` for the end of `b`) when a quote
+/// comes before the first newline: a string field value runs to its closing quote across
+/// newlines, as influxdata/line-protocol v2 reads it (an unclosed one takes the rest of the
+/// body, as there). Walks the entry's structure only as far as it needs to find string values;
+/// where the entry is malformed, it ends at the next newline and the parser names the error.
+#[cold]
+fn entry_end(b: &[u8]) -> Option<usize> {
+    let nl = |from: usize| memchr::memchr(b'\n', b.get(from..)?).map(|p| from + p);
+    // `\` before one of `escapes` takes both bytes; before anything else it is itself.
+    let step = |i: usize, escapes: &[u8]| {
+        if b[i] == b'\\' && b.get(i + 1).is_some_and(|c| escapes.contains(c)) {
+            i + 2
+        } else {
+            i + 1
+        }
+    };
+    let mut i = b.iter().take_while(|c| **c == b' ').count();
+    if b.get(i) == Some(&b'#') {
+        return nl(i);
+    }
+    // Measurement and tags: up to the first unescaped space.
+    loop {
+        match b.get(i)? {
+            b'\n' => return Some(i),
+            b' ' => break,
+            _ => i = step(i, b" ,="),
+        }
+    }
+    while b.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    loop {
+        // A field key, up to '='.
+        loop {
+            match b.get(i)? {
+                b'\n' => return Some(i),
+                b'=' => break,
+                b' ' | b',' => return nl(i),
+                _ => i = step(i, b" ,="),
+            }
+        }
+        i += 1;
+        if b.get(i) == Some(&b'"') {
+            i += 1;
+            while *b.get(i)? != b'"' {
+                i = step(i, b"\\\"nrt");
+            }
+            i += 1;
+        } else {
+            while !matches!(b.get(i)?, b'\n' | b',' | b' ') {
+                i += 1;
+            }
+        }
+        if b.get(i) != Some(&b',') {
+            // The timestamp, the end, or an error: the rest of this line either way.
+            return nl(i);
+        }
+        i += 1;
     }
 }
 
@@ -485,8 +609,12 @@ pub fn for_each_line<'a>(body: &'a [u8], mut f: impl FnMut(Result<&Line<'a>, Par
 
 pub(crate) mod fast;
 
+mod float;
+
 mod general;
 use general::{parse_field, parse_inner, scan};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_conformance;

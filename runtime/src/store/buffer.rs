@@ -1,7 +1,10 @@
 //! Buffer chains: one per (level, metric). A chain is a time-ordered list of fixed 512-slot
-//! pages of f64 (exactly 4 KiB each), aligned to the metric's frequency on an absolute grid, so
-//! every series of a metric shares slot boundaries and children can be combined without
-//! re-alignment. Also owns the page pool that retention refills and new buffers draw from.
+//! pages of f64 (exactly 4 KiB each) on one time grid per chain: steps of the metric's
+//! frequency starting at the chain's first write (cc-metric-store's `start` rule: a 60 s
+//! metric first written at 1000 has slots at 1000, 1060, ...). Pages sit at multiples of 512
+//! slots of that grid. Also owns the page pool that retention refills and new buffers draw
+//! from, and the late-sample rule (a write older than the chain goes into the buffer its time
+//! belongs to, unless it is older than retention).
 
 use std::sync::Mutex;
 
@@ -14,17 +17,39 @@ const CAP: i64 = BUFFER_CAP as i64;
 pub(crate) use super::page::Page;
 
 /// Recycles pages released by retention/free so steady-state ingest does not hit the allocator.
+/// It also carries the retention period: every write already takes the pool, and only the
+/// rare write older than a whole chain asks for it (then it reads the clock).
 pub(crate) struct Pool {
     free: Mutex<Vec<Page>>,
     max: usize,
+    /// Seconds a sample stays in memory; 0 keeps everything (no retention pass runs).
+    retention: i64,
 }
 
 impl Pool {
+    /// A pool without retention (tests: nothing is too old).
+    #[cfg(test)]
     pub(crate) fn new(max: usize) -> Pool {
+        Pool::with_retention(max, 0)
+    }
+
+    pub(crate) fn with_retention(max: usize, retention_secs: u64) -> Pool {
         Pool {
             free: Mutex::new(Vec::new()),
             max,
+            retention: i64::try_from(retention_secs).unwrap_or(i64::MAX),
         }
+    }
+
+    /// The oldest time a late write may still have: what retention has not freed yet.
+    fn horizon(&self) -> i64 {
+        if self.retention == 0 {
+            return i64::MIN;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        now.saturating_sub(self.retention)
     }
 
     /// A page with every slot NaN.
@@ -76,19 +101,29 @@ impl Buf {
 pub(crate) struct Chain {
     /// The metric (registry id) this series belongs to; next to `freq` so a chain is 40 bytes.
     pub(crate) id: u32,
-    /// Step in seconds (at least 1). Stored per chain so a snapshot taken under another config
-    /// still reads correctly (and is reported as misaligned if combined with differently-stepped
-    /// series).
-    pub(crate) freq: u32,
+    /// Step in seconds (1 to [`MAX_FREQUENCY`]). Stored per chain so a snapshot taken under
+    /// another config still reads correctly.
+    pub(crate) freq: u16,
+    /// Where the grid starts within a step: slot `k` is the time `k * freq + phase`. The first
+    /// write's time modulo `freq`, fixed for the chain's life (`0..freq`).
+    pub(crate) phase: u16,
     head: Buf,
     older: Box<[Buf]>,
 }
 
-/// Slot index of a timestamp: timestamps are rounded to the nearest multiple of `freq`, so
-/// jitter of up to half a step either way lands in the intended slot.
+/// Largest step a chain holds: its step and phase share the 32 bits a `u32` step had, which
+/// keeps a chain at 40 bytes (the memory goal counts it per series). 65,535 s (18 h) steps
+/// make a 512-slot buffer cover 388 days; cc-metric-store's metrics step in seconds to minutes.
+pub const MAX_FREQUENCY: u64 = u16::MAX as u64;
+
+/// Slot index of a timestamp on a grid starting at `phase`: timestamps are rounded to the
+/// nearest step, so jitter of up to half a step either way lands in the intended slot (as
+/// cc-metric-store's buffers start half a step before their first write).
 #[inline]
-pub(crate) fn slot_of(ts: i64, freq: i64) -> i64 {
-    ts.saturating_add(freq / 2).div_euclid(freq)
+pub(crate) fn slot_of(ts: i64, freq: i64, phase: i64) -> i64 {
+    ts.saturating_sub(phase)
+        .saturating_add(freq / 2)
+        .div_euclid(freq)
 }
 
 /// The block of a slot, if it fits the 32-bit block index.
@@ -109,29 +144,37 @@ fn insert(older: &mut Box<[Buf]>, i: usize, b: Buf) {
 }
 
 impl Chain {
-    /// A chain holding one value.
+    /// A chain holding one value; its grid starts at `ts`.
     pub(crate) fn new(
         id: u32,
-        freq: u32,
+        freq: u16,
         ts: i64,
         value: f64,
         pool: &Pool,
     ) -> Result<Chain, StoreError> {
-        let slot = slot_of(ts, freq as i64);
+        let freq = freq.max(1);
+        let phase = ts.rem_euclid(freq as i64);
+        let slot = slot_of(ts, freq as i64, phase);
         Ok(Chain {
             id,
             freq,
+            phase: phase as u16,
             head: Buf::new(block_of(slot, ts)?, slot, value, pool),
             older: Box::default(),
         })
     }
 
-    /// A chain from restored buffers (ascending blocks); `None` if there are none.
-    pub(crate) fn from_bufs(id: u32, freq: u32, mut bufs: Vec<Buf>) -> Option<Chain> {
+    /// A chain from restored buffers (ascending blocks); `None` if there are none or the
+    /// step or phase is out of range.
+    pub(crate) fn from_bufs(id: u32, freq: u16, phase: u16, mut bufs: Vec<Buf>) -> Option<Chain> {
+        if freq == 0 || phase >= freq {
+            return None;
+        }
         let head = bufs.pop()?;
         Some(Chain {
             id,
             freq,
+            phase,
             head,
             older: bufs.into_boxed_slice(),
         })
@@ -143,6 +186,24 @@ impl Chain {
         self.freq as i64
     }
 
+    /// Where the grid starts within a step.
+    #[inline]
+    pub(crate) fn phase(&self) -> i64 {
+        self.phase as i64
+    }
+
+    /// The slot a timestamp lands in.
+    #[inline]
+    pub(crate) fn slot(&self, ts: i64) -> i64 {
+        slot_of(ts, self.step(), self.phase())
+    }
+
+    /// The time of slot `k`.
+    #[inline]
+    pub(crate) fn time(&self, k: i64) -> i64 {
+        k.saturating_mul(self.step()).saturating_add(self.phase())
+    }
+
     /// Buffers oldest first.
     pub(crate) fn bufs(&self) -> impl Iterator<Item = &Buf> {
         self.older.iter().chain(std::iter::once(&self.head))
@@ -152,18 +213,22 @@ impl Chain {
         self.older.len() + 1
     }
 
-    /// Writes one value; overwrites an existing slot; rejects slots older than the oldest buffer.
+    /// Writes one value into the slot its time belongs to, wherever in the chain that is (a
+    /// new buffer where none covers it); overwrites an existing slot, so re-sending a sample
+    /// is idempotent. Refuses only what is older than the chain and than retention.
     ///
     /// The common case, the step after the newest one (or the newest one again) landing in the
     /// head buffer, is recognised with a multiplication instead of a 64-bit division.
     #[inline]
     pub(crate) fn write(&mut self, ts: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
         let freq = self.step();
+        let phase = self.phase();
         let h = &mut self.head;
         let last = h.block as i64 * CAP + h.hi as i64 - 1;
         // No overflow on this path: x is exact, and `d` is the distance from `last`'s start.
         if let Some(d) = ts
-            .checked_add(freq / 2)
+            .checked_sub(phase)
+            .and_then(|t| t.checked_add(freq / 2))
             .zip(last.checked_mul(freq))
             .and_then(|(x, base)| x.checked_sub(base))
         {
@@ -179,7 +244,7 @@ impl Chain {
         }
         // Anywhere else in the head buffer (an overwrite or a gap) is still common enough to
         // stay inline.
-        let slot = slot_of(ts, freq);
+        let slot = slot_of(ts, freq, phase);
         if slot.div_euclid(CAP) == h.block as i64 {
             set(h, slot.rem_euclid(CAP) as usize, value);
             return Ok(());
@@ -202,16 +267,21 @@ impl Chain {
             push(&mut self.older, old);
             return Ok(());
         }
-        let oldest = self.older.first().map_or(self.head.block, |b| b.block);
-        if block < oldest {
-            return Err(StoreError::TooOld {
-                ts,
-                oldest: oldest as i64 * CAP * self.step(),
-            });
+        let oldest = self.older.first().unwrap_or(&self.head).first_slot();
+        if slot < oldest {
+            // Late: a backfill or a lagging forwarder. Kept unless retention already freed
+            // (or is about to free) its time, which would make it a sample nobody can read.
+            let horizon = pool.horizon();
+            if ts < horizon {
+                return Err(StoreError::TooOld {
+                    ts,
+                    oldest: horizon,
+                });
+            }
         }
         match self.older.binary_search_by_key(&block, |b| b.block) {
             Ok(i) => set(&mut self.older[i], off, value),
-            // A gap inside the chain: fill it with a new page.
+            // A gap inside the chain or before it: a new page there, blocks stay ascending.
             Err(i) => insert(&mut self.older, i, Buf::new(block, slot, value, pool)),
         }
         Ok(())
@@ -291,8 +361,8 @@ impl Chain {
     /// Releases buffers whose written data lies entirely before time `t`. Returns the count
     /// and whether the whole chain went (then it must be dropped via [`Chain::release`]).
     pub(crate) fn free_before(&mut self, t: i64, pool: &Pool) -> (usize, bool) {
-        let freq = self.step();
-        let old = |b: &Buf| (b.end_slot() - 1) * freq < t;
+        let (freq, phase) = (self.step(), self.phase());
+        let old = |b: &Buf| (b.end_slot() - 1) * freq + phase < t;
         let n = self.older.partition_point(old);
         if n > 0 {
             let mut v = std::mem::take(&mut self.older).into_vec();
@@ -310,7 +380,7 @@ impl Chain {
 
     /// Whether every buffer (only the head remains after `free_before`) lies before `t`.
     pub(crate) fn is_expired(&self, t: i64) -> bool {
-        self.older.is_empty() && (self.head.end_slot() - 1) * self.step() < t
+        self.older.is_empty() && self.time(self.head.end_slot() - 1) < t
     }
 
     /// Most recent written slot's time and value (NaN slots skipped within the newest buffer).
@@ -320,7 +390,7 @@ impl Chain {
             .rev()
             .map(|o| (b.block as i64 * CAP + o as i64, b.data[o as usize]))
             .find(|(_, v)| !v.is_nan())
-            .map(|(k, v)| (k * self.step(), v))
+            .map(|(k, v)| (self.time(k), v))
     }
 
     pub(crate) fn samples(&self) -> usize {
@@ -385,7 +455,8 @@ mod tests {
 
     #[test]
     fn chain_spans_buffers_and_fills_gaps() {
-        let pool = Pool::new(8);
+        // Retention of an hour: the write at t=10 below is decades older than that.
+        let pool = Pool::with_retention(8, 3600);
         let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
         for t in 1..1100 {
             c.write(t, t as f64, &pool).unwrap();
@@ -414,6 +485,62 @@ mod tests {
     }
 
     #[test]
+    fn the_grid_starts_at_the_first_write() {
+        // cc-metric-store's `start` rule: a 60 s chain first written at 1000 has slots at
+        // 1000 + 60k, and a time within half a step of one lands in it.
+        let pool = Pool::new(4);
+        let mut c = Chain::new(0, 60, 1000, 1.0, &pool).unwrap();
+        assert_eq!(c.phase(), 1000 % 60);
+        assert_eq!(c.time(c.span().0), 1000);
+        c.write(1089, 2.0, &pool).unwrap(); // nearer 1060 than 1120
+        c.write(1090, 3.0, &pool).unwrap(); // half a step: the later slot, as cc-metric-store
+        assert_eq!(c.slot(1089), c.slot(1060));
+        assert_eq!(c.slot(1090), c.slot(1120));
+        assert_eq!(c.latest(), Some((1120, 3.0)));
+        // Negative times and a phase keep the same arithmetic.
+        let c = Chain::new(0, 30, -7, 0.0, &pool).unwrap();
+        assert_eq!((c.phase(), c.time(c.span().0)), (23, -7));
+    }
+
+    #[test]
+    fn late_writes_go_where_their_time_belongs() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let pool = Pool::with_retention(8, 86_400);
+        let t0 = now - 3600;
+        let mut c = Chain::new(0, 1, t0, 0.0, &pool).unwrap();
+        // 1,000 older samples in time order after the newest: every one kept, in buffers
+        // created before the head, blocks ascending.
+        for i in 1..=1000 {
+            c.write(t0 - i, -(i as f64), &pool).unwrap();
+        }
+        let blocks: Vec<i32> = c.bufs().map(|b| b.block).collect();
+        assert!(blocks.windows(2).all(|w| w[0] < w[1]), "{blocks:?}");
+        assert_eq!(c.samples(), 1001);
+        // Re-sending is idempotent: same slot, same count.
+        c.write(t0 - 500, -500.0, &pool).unwrap();
+        assert_eq!(c.samples(), 1001);
+        let mut out = vec![0.0; 1001];
+        let k0 = c.slot(t0 - 1000);
+        c.copy_into(k0, k0 + 1001, &mut out);
+        assert_eq!(out[0], -1000.0);
+        assert_eq!(out[500], -500.0);
+        assert_eq!(out[1000], 0.0);
+        // Older than retention: refused.
+        assert!(matches!(
+            c.write(now - 86_400 - 10, 1.0, &pool),
+            Err(StoreError::TooOld { .. })
+        ));
+        // Without retention (0 = keep everything) nothing is too old.
+        let pool = Pool::new(8);
+        let mut c = Chain::new(0, 10, 1_000_000, 0.0, &pool).unwrap();
+        c.write(5, 1.0, &pool).unwrap();
+        assert_eq!(c.buffer_count(), 2);
+    }
+
+    #[test]
     fn headers_stay_small() {
         // The memory goal (bytes per sample including headers) depends on these.
         assert_eq!(std::mem::size_of::<Buf>(), 16);
@@ -424,7 +551,7 @@ mod tests {
     fn fast_path_agrees_with_division() {
         // Steps with jitter around the rounding boundary, repeats, gaps and a buffer change.
         let pool = Pool::new(8);
-        for freq in [1u32, 2, 7, 60] {
+        for freq in [1u16, 2, 7, 60] {
             let f = freq as i64;
             let mut c = Chain::new(0, freq, 5 * f, 0.0, &pool).unwrap();
             let mut expect = std::collections::BTreeMap::new();
@@ -434,7 +561,7 @@ mod tests {
                 ts += [f, f, 0, f + f / 2, f - f / 2, 2 * f][(i % 6) as usize];
                 let t = ts + [0, f / 2, -(f / 2), (f - 1) / 2][(i % 4) as usize];
                 c.write(t, i as f64, &pool).unwrap();
-                expect.insert(slot_of(t, f), i as f64);
+                expect.insert(slot_of(t, f, 0), i as f64);
             }
             let (k0, k1) = c.span();
             let mut out = vec![0.0; (k1 - k0) as usize];

@@ -25,7 +25,9 @@ pub enum Aggregation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MetricConfig {
-    /// Interval in seconds at which samples of this metric arrive; the buffer step.
+    /// Interval in seconds at which samples of this metric arrive; the buffer step
+    /// (1 to 65,535: see `MAX_FREQUENCY`).
+    #[serde(deserialize_with = "frequency")]
     pub frequency: u64,
     /// `"sum"`, `"avg"` or `"none"` (the default): how to combine children on reads.
     #[serde(default)]
@@ -65,6 +67,7 @@ pub struct StoreConfig {
     /// Known metrics: name -> { frequency (seconds), aggregation ("sum" | "avg" | "none") }.
     pub metrics: BTreeMap<String, MetricConfig>,
     /// Step in seconds used for metrics the table does not name.
+    #[serde(deserialize_with = "frequency")]
     pub default_frequency: u64,
     /// Reject samples of metrics the table does not name instead of storing them.
     pub refuse_unknown_metrics: bool,
@@ -98,6 +101,20 @@ impl Default for StoreConfig {
             buffer_pool_max: 16_384,
         }
     }
+}
+
+/// A step in seconds, refused at parse time when a chain cannot hold it (zero, or more than
+/// [`super::MAX_FREQUENCY`]), so the config check names the field instead of the store
+/// clamping it.
+fn frequency<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let f = u64::deserialize(d)?;
+    if f == 0 || f > super::MAX_FREQUENCY {
+        return Err(serde::de::Error::custom(format!(
+            "frequency {f} out of range: 1 to {} seconds",
+            super::MAX_FREQUENCY
+        )));
+    }
+    Ok(f)
 }
 
 /// Parses "48h", "1h30m", "90s", "2d", "500ms" or a plain number of seconds.
@@ -181,6 +198,18 @@ pub mod duration_serde {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frequencies_a_chain_cannot_hold_are_refused() {
+        for bad in ["0", "65536"] {
+            let e = toml::from_str::<StoreConfig>(&format!("default-frequency = {bad}"));
+            assert!(e.unwrap_err().to_string().contains("out of range"), "{bad}");
+            let e = toml::from_str::<StoreConfig>(&format!("metrics.x = {{ frequency = {bad} }}"));
+            assert!(e.is_err(), "{bad}");
+        }
+        let ok = toml::from_str::<StoreConfig>("default-frequency = 65535").unwrap();
+        assert_eq!(ok.default_frequency, 65535);
+    }
 
     #[test]
     fn durations() {

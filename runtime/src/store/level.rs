@@ -259,7 +259,7 @@ fn add(
     value: f64,
     pool: &Pool,
 ) -> Result<(), StoreError> {
-    let c = Chain::new(m.id, m.frequency as u32, ts, value, pool)?;
+    let c = Chain::new(m.id, m.frequency as u16, ts, value, pool)?;
     grow(metrics, c);
     Ok(())
 }

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-pub use buffer::BUFFER_CAP;
+pub use buffer::{BUFFER_CAP, MAX_FREQUENCY};
 pub use config::{Aggregation, ArchiveConfig, MetricConfig, StoreConfig};
-pub use query::{ReadResult, Stats};
+pub use query::{LTTB_MIN_POINTS, ReadResult, Stats, lttb};
 pub use selector::{SelectorElement, selector};
 pub use wal::WalBatch;
 pub use workers::run_workers;
@@ -45,7 +45,10 @@ pub enum StoreError {
     UnknownMetric(String),
     #[error("invalid name {name:?}: {reason}")]
     InvalidName { name: String, reason: &'static str },
-    #[error("cannot write to the past: timestamp {ts} is older than the oldest buffer ({oldest})")]
+    #[error(
+        "cannot write to the past: timestamp {ts} is older than the series and than retention \
+         ({oldest})"
+    )]
     TooOld { ts: i64, oldest: i64 },
     #[error("timestamp {ts} is out of range (more than 35,000 years from 1970 at a 1 s step)")]
     TimestampOutOfRange { ts: i64 },
@@ -53,6 +56,9 @@ pub enum StoreError {
     NotFound,
     #[error("invalid time range")]
     InvalidRange,
+    /// cc-lib's words, so a cc-backend user sees the message cc-metric-store gives.
+    #[error("new sampling frequency ({resolution}) must be a multiple of old frequency ({step})")]
+    Resolution { resolution: i64, step: i64 },
     #[error("data from lower granularities does not align")]
     DataDoesNotAlign,
     #[error("metric {metric} has no aggregation but {matches} series match")]
@@ -124,7 +130,10 @@ impl Store {
     pub fn new(config: StoreConfig) -> Store {
         Store {
             registry: Registry::new(&config),
-            pool: Pool::new(config.buffer_pool_max),
+            pool: Pool::with_retention(
+                config.buffer_pool_max,
+                config.retention_in_memory.as_secs(),
+            ),
             config,
             root: Arc::new(Level::root()),
             counters: StoreCounters::default(),
@@ -477,8 +486,8 @@ fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
                 serde_json::json!({
                     "frequency": c.freq,
                     "buffers": c.buffer_count(),
-                    "first": k0 * c.step(),
-                    "last": (k1 - 1) * c.step(),
+                    "first": c.time(k0),
+                    "last": c.time(k1 - 1),
                     "samples": c.samples(),
                 }),
             );
@@ -493,5 +502,7 @@ fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_conformance;
 #[cfg(test)]
 mod tests_persistence;

@@ -3,17 +3,20 @@
 
 use std::sync::Arc;
 
-use super::buffer::{Chain, slot_of};
+use super::buffer::Chain;
 use super::{Aggregation, Level, MetricInfo, SelectorElement, Store, StoreError};
 
-/// Values of one read. `data[i]` belongs to `from + i * resolution`; `to` is one step past the
-/// last value. NaN marks a step without data.
+/// Values of one read. `data[i]` belongs to `from + i * resolution` (roughly, once LTTB
+/// picked the values); `to` is one native step past the last value read. NaN marks a step
+/// without data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadResult {
     pub data: Vec<f64>,
     pub from: i64,
     pub to: i64,
     pub resolution: i64,
+    /// The series' own step (`resolution` before downsampling).
+    pub step: i64,
 }
 
 /// Average, minimum and maximum of the non-NaN samples, and their count.
@@ -96,9 +99,14 @@ impl Store {
         out
     }
 
-    /// Reads `metric` over `[from, to]` (seconds, inclusive) for the selected level(s).
-    /// Several matches are combined per the metric's aggregation; `resolution` (seconds, 0 =
-    /// native) averages consecutive steps when it is a multiple of the native step.
+    /// Reads `metric` over `[from, to)` (seconds; `to` exclusive) for the selected level(s),
+    /// as cc-metric-store's `MemoryStore.Read` does: value `i` is the slot holding the time
+    /// `from + i * step` (each series on its own grid), `from` moves up to the oldest
+    /// sample when it lies before it, and the answer ends with the newest sample. An empty
+    /// answer has `from == to`, at the requested `from` when that lies after the data.
+    /// Several matches are combined per the metric's aggregation (a series without data at a
+    /// step makes that step NaN). `resolution` (seconds, 0 = native) downsamples with
+    /// cc-lib's LTTB (see [`lttb`]).
     pub fn read(
         &self,
         selector: &[SelectorElement],
@@ -111,10 +119,10 @@ impl Store {
             return Err(StoreError::InvalidRange);
         }
         let (m, levels) = self.resolve(selector, metric)?;
-        // First pass: step and union of spans. All series must share a step (they do unless a
-        // snapshot from another configuration was restored).
+        // First pass: the step (all series share it unless a snapshot from another
+        // configuration was restored) and the oldest sample's time.
         let mut freq = 0;
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let mut first = i64::MAX;
         for l in &levels {
             with_chain(l, m.id, |c| {
                 if freq == 0 {
@@ -122,30 +130,35 @@ impl Store {
                 } else if freq != c.step() {
                     return Err(StoreError::DataDoesNotAlign);
                 }
-                let (a, b) = c.span();
-                lo = lo.min(a);
-                hi = hi.max(b);
+                first = first.min(c.time(c.span().0));
                 Ok(())
             })?;
         }
         if freq == 0 {
             return Err(StoreError::NotFound);
         }
-        // A slot answers for timestamps within half a step of it: include every slot a
-        // sample stamped inside [from, to] could have landed in.
-        let k0 = slot_of(from, freq).max(lo);
-        let k1 = (slot_of(to, freq) + 1).min(hi).max(k0);
-        let n = (k1 - k0) as usize;
-        let mut data = vec![0.0; n];
+        let from = from.max(first);
+        // Steps before `to`, then per series up to its newest slot; the longest wins.
+        let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
+        let mut n = 0;
+        for l in &levels {
+            with_chain(l, m.id, |c| {
+                n = n.max((c.span().1 - c.slot(from)).clamp(0, wanted));
+                Ok(())
+            })?;
+        }
+        let mut data = vec![0.0; n as usize];
         if levels.len() == 1 {
             with_chain(&levels[0], m.id, |c| {
-                c.copy_into(k0, k1, &mut data);
+                let k0 = c.slot(from);
+                c.copy_into(k0, k0 + n, &mut data);
                 Ok(())
             })?;
         } else {
             for l in &levels {
                 with_chain(l, m.id, |c| {
-                    c.add_into(k0, k1, &mut data);
+                    let k0 = c.slot(from);
+                    c.add_into(k0, k0 + n, &mut data);
                     Ok(())
                 })?;
             }
@@ -154,16 +167,17 @@ impl Store {
                 data.iter_mut().for_each(|x| *x *= scale);
             }
         }
-        let r = ReadResult {
+        let (data, resolution) = lttb(data, freq, resolution)?;
+        Ok(ReadResult {
             data,
-            from: k0 * freq,
-            to: k1 * freq,
-            resolution: freq,
-        };
-        Ok(downsample(r, resolution))
+            from,
+            to: from + n * freq,
+            resolution,
+            step: freq,
+        })
     }
 
-    /// Stats over the raw samples of every matched series in `[from, to]` (not over the
+    /// Stats over the raw samples of every matched series in `[from, to)` (not over the
     /// aggregate): `samples` counts each series' values.
     pub fn stats(
         &self,
@@ -178,13 +192,14 @@ impl Store {
         for l in &levels {
             with_chain(l, m.id, |c| {
                 let (a, b) = c.span();
-                let k0 = slot_of(from, c.step()).max(a);
-                let k1 = (slot_of(to, c.step()) + 1).min(b).max(k0);
+                let k0 = c.slot(from.max(c.time(a))).max(a);
+                let k1 = (k0 + ceil_div(to.saturating_sub(c.time(k0)), c.step()).max(0)).min(b);
+                let k1 = k1.max(k0);
                 let mut buf = vec![0.0; (k1 - k0) as usize];
                 c.copy_into(k0, k1, &mut buf);
                 all.extend_from_slice(&buf);
-                rfrom = rfrom.min(k0 * c.step());
-                rto = rto.max(k1 * c.step());
+                rfrom = rfrom.min(c.time(k0));
+                rto = rto.max(c.time(k1));
                 Ok(())
             })?;
         }
@@ -240,57 +255,82 @@ fn collect(level: &Arc<Level>, selector: &[SelectorElement], id: u32, out: &mut 
     }
 }
 
-/// Averages groups of `resolution / step` steps (NaN ignored; all-NaN stays NaN). Groups are
-/// aligned to multiples of `resolution` so repeated queries return stable buckets.
-fn downsample(r: ReadResult, resolution: i64) -> ReadResult {
-    let step = r.resolution;
-    if resolution <= step || step <= 0 {
-        return r;
+/// Series shorter than this are returned at their native step: cc-lib's
+/// `resampler.MinimumRequiredPoints` default, which cc-metric-store uses (cc-backend sets its
+/// own from `enable-resampling.minimum-points` for the plots it resamples itself).
+pub const LTTB_MIN_POINTS: usize = 1000;
+
+/// Downsamples `data` (one value per `step` seconds) to one per `resolution` seconds with
+/// Largest-Triangle-Three-Buckets, with cc-lib's `resampler.LargestTriangleThreeBucket`
+/// rules (read from its source, reimplemented): the first and last values are kept and each
+/// bucket between them contributes the value making the largest triangle with the previous
+/// pick and the next bucket's mean (a NaN area wins, so gaps show); nothing changes when
+/// `resolution` is 0, not coarser than `step`, would leave no or as many values, or the
+/// series is shorter than [`LTTB_MIN_POINTS`]; a coarser `resolution` that is not a multiple
+/// of `step` is an error. Returns the values and the step they have.
+pub fn lttb(data: Vec<f64>, step: i64, resolution: i64) -> Result<(Vec<f64>, i64), StoreError> {
+    lttb_with(data, step, resolution, LTTB_MIN_POINTS)
+}
+
+pub(crate) fn lttb_with(
+    data: Vec<f64>,
+    step: i64,
+    resolution: i64,
+    min_points: usize,
+) -> Result<(Vec<f64>, i64), StoreError> {
+    if step <= 0 || resolution <= 0 || resolution <= step {
+        return Ok((data, step));
     }
-    let factor = resolution / step;
-    if factor <= 1 {
-        return r;
+    if resolution % step != 0 {
+        return Err(StoreError::Resolution { resolution, step });
     }
-    let k0 = r.from / step;
-    let k1 = r.to / step;
-    let b0 = k0.div_euclid(factor);
-    let b1 = ceil_div(k1, factor).max(b0);
-    let mut out = Vec::with_capacity((b1 - b0) as usize);
-    for b in b0..b1 {
-        let lo = (b * factor).max(k0);
-        let hi = ((b + 1) * factor).min(k1);
-        let slice = &r.data[(lo - k0) as usize..(hi - k0) as usize];
-        out.push(Stats::of(slice).avg);
+    let n = data.len();
+    let out_len = n / (resolution / step) as usize;
+    if out_len == 0 || n < min_points || out_len >= n {
+        return Ok((data, step));
     }
-    ReadResult {
-        data: out,
-        from: b0 * factor * step,
-        to: b1 * factor * step,
-        resolution: factor * step,
+    let mut out = Vec::with_capacity(out_len.max(2));
+    out.push(data[0]);
+    // Buckets between the first and the last value; `bucket` is fractional. With fewer than
+    // three values wanted the loop below does not run (cc-lib divides by zero there and
+    // keeps the first and the last).
+    let bucket = (n - 2) as f64 / (out_len as f64 - 2.0);
+    let (mut low, mut mid) = (1, bucket.floor() as usize + 1);
+    let mut prev = 0;
+    for i in 0..out_len.saturating_sub(2) {
+        let high = (((i + 2) as f64 * bucket).floor() as usize + 1).min(n - 2);
+        let (cx, cy) = mean_point(&data[mid..=high], mid);
+        let (ax, ay) = (prev as f64, data[prev]);
+        let mut best = (-1.0, 0);
+        for (j, &y) in data.iter().enumerate().take(mid).skip(low) {
+            let area = triangle_area(ax, ay, cx, cy, j as f64, y);
+            if area > best.0 || area.is_nan() {
+                best = (area, j);
+            }
+        }
+        out.push(data[best.1]);
+        prev = best.1;
+        (low, mid) = (mid, high);
     }
+    out.push(data[n - 1]);
+    Ok((out, resolution))
+}
+
+/// The mean point of `ys` placed at x = `x0`, `x0 + 1`, ...; NaN y if any y is NaN.
+fn mean_point(ys: &[f64], x0: usize) -> (f64, f64) {
+    let l = ys.len() as f64;
+    let x: f64 = (0..ys.len()).map(|i| (x0 + i) as f64).sum();
+    let y: f64 = ys.iter().sum();
+    (x / l, y / l)
+}
+
+fn triangle_area(ax: f64, ay: f64, bx: f64, by: f64, cx: f64, cy: f64) -> f64 {
+    (((ax - cx) * (by - ay) - (ax - bx) * (cy - ay)) * 0.5).abs()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn downsample_aligned_buckets() {
-        let r = ReadResult {
-            data: vec![1.0, 2.0, f64::NAN, 4.0, 5.0],
-            from: 10,
-            to: 60,
-            resolution: 10,
-        };
-        let d = downsample(r.clone(), 20);
-        // Buckets [0,20) [20,40) [40,60): slot 1 | 2,3 | 4,5
-        assert_eq!(d.from, 0);
-        assert_eq!(d.to, 60);
-        assert_eq!(d.resolution, 20);
-        assert_eq!(d.data, vec![1.0, 2.0, 4.5]);
-        assert_eq!(downsample(r.clone(), 0).data.len(), 5);
-        assert_eq!(downsample(r.clone(), 15).resolution, 10);
-    }
 
     #[test]
     fn stats_ignore_nan() {

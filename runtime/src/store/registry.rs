@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use super::buffer::MAX_FREQUENCY;
 use super::{Aggregation, FastMap, MetricInfo, StoreConfig, StoreError, read, write};
 
 /// Name → metric. Configured metrics are immutable (no lock on lookup); unknown metrics are
@@ -23,8 +24,8 @@ impl Registry {
         for (name, mc) in &cfg.metrics {
             let info = MetricInfo {
                 id: names.len() as u32,
-                // Chains keep the step as a u32 (136 years is plenty).
-                frequency: mc.frequency.clamp(1, u32::MAX as u64) as i64,
+                // Chains keep the step as a u16 (see MAX_FREQUENCY; config refuses more).
+                frequency: mc.frequency.clamp(1, MAX_FREQUENCY) as i64,
                 aggregation: mc.aggregation,
             };
             fixed.insert(name.as_str().into(), info);
@@ -34,7 +35,7 @@ impl Registry {
             fixed,
             dynamic: RwLock::default(),
             names: RwLock::new(names),
-            default_frequency: cfg.default_frequency.clamp(1, u32::MAX as u64) as i64,
+            default_frequency: cfg.default_frequency.clamp(1, MAX_FREQUENCY) as i64,
             refuse_unknown: cfg.refuse_unknown_metrics,
         }
     }

@@ -150,7 +150,10 @@ fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
     out.extend_from_slice(path);
     out.extend_from_slice(&(metric.len() as u16).to_le_bytes());
     out.extend_from_slice(metric.as_bytes());
-    out.extend_from_slice(&c.step().to_le_bytes());
+    // Step in the low 32 bits, the grid's phase in the high 32: a snapshot written before
+    // chains had a phase reads as phase 0, the absolute grid those chains were on.
+    let step_phase = c.step() | c.phase() << 32;
+    out.extend_from_slice(&step_phase.to_le_bytes());
     out.extend_from_slice(&(c.buffer_count() as u32).to_le_bytes());
     for b in c.bufs() {
         out.extend_from_slice(&(b.block as i64).to_le_bytes());
@@ -281,9 +284,10 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
         path.push(string(&mut p)?);
     }
     let metric = string(&mut p)?;
-    let freq = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
+    let step_phase = u64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
     let n = u32::from_le_bytes(take(&mut p, 4)?.try_into().ok()?) as usize;
-    let freq = u32::try_from(freq).ok().filter(|f| *f > 0)?;
+    let freq = u16::try_from(step_phase & u64::from(u32::MAX)).ok()?;
+    let phase = u16::try_from(step_phase >> 32).ok()?;
     let mut bufs: Vec<Buf> = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
         let block = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
@@ -321,7 +325,7 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
         tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
         return Some(());
     };
-    let Some(chain) = Chain::from_bufs(m.id, freq, bufs) else {
+    let Some(chain) = Chain::from_bufs(m.id, freq, phase, bufs) else {
         return Some(());
     };
     level.put_chain(chain, &store.pool);

@@ -1,6 +1,6 @@
-//! Store tests: cc-metric-store's memory-store scenarios re-expressed for this store's slot
-//! semantics (timestamps round to the nearest multiple of the step), and concurrency;
-//! persistence is in `tests_persistence.rs`.
+//! Store tests: cc-metric-store's memory-store scenarios (its grid starts at a series' first
+//! write, `to` is exclusive), and concurrency; persistence is in `tests_persistence.rs`, the
+//! cases taken one by one from the reference sources in `tests_conformance.rs`.
 
 use std::sync::Arc;
 
@@ -46,11 +46,10 @@ fn basics_two_frequencies() {
         .read(&sel(&["testhost"]), "b", start, start + count * f, 0)
         .unwrap();
     assert_eq!(b.resolution, 20);
-    // 5000 writes every 10 s fill 2500 (+1 for the half-step rounding at the end) 20 s slots.
-    assert_eq!(b.data.len(), (count / 2 + 1) as usize);
-    for (i, v) in b.data.iter().enumerate().skip(1) {
-        assert!(*v == i as f64 || *v == (i - 1) as f64, "b[{i}] = {v}");
-    }
+    // 5000 writes every 10 s: 2500 steps of 20 s before `to` (cc-metric-store's
+    // TestMemoryStoreBasics: `len(bdata) == count/2`); each slot's last write is the one on it.
+    assert_eq!(b.data.len(), (count / 2) as usize);
+    assert_eq!(b.data, (0..count / 2).map(|i| i as f64).collect::<Vec<_>>());
 }
 
 #[test]
@@ -75,11 +74,12 @@ fn too_many_writes_all_frequencies() {
     let last = end - f;
     for (m, step) in [("a", 10i64), ("b", 20), ("c", 5), ("d", 30)] {
         let r = s.read(&sel(&["test"]), m, start, end, 0).unwrap();
-        let first_slot = (start + step / 2).div_euclid(step);
-        let last_slot = (last + step / 2).div_euclid(step);
-        assert_eq!(r.from, first_slot * step, "{m} from");
-        assert_eq!(r.to, (last_slot + 1) * step, "{m} to");
-        assert_eq!(r.data.len() as i64, last_slot - first_slot + 1, "{m} len");
+        // Every grid starts at `start`; the answer ends at the newest slot or before `to`.
+        let last_slot = (last - start + step / 2).div_euclid(step);
+        let n = (last_slot + 1).min((end - start + step - 1) / step);
+        assert_eq!(r.from, start, "{m} from");
+        assert_eq!(r.to, start + n * step, "{m} to");
+        assert_eq!(r.data.len() as i64, n, "{m} len");
         assert_eq!(r.resolution, step);
     }
     // Spot checks against cc-metric-store's expectations where the grids agree.
@@ -93,6 +93,8 @@ fn too_many_writes_all_frequencies() {
     assert!(c.data[1].is_nan());
     let d = s.read(&sel(&["test"]), "d", start, end, 0).unwrap();
     assert_eq!(d.data.len() as i64, count / 3 + 1);
+    let b = s.read(&sel(&["test"]), "b", start, end, 0).unwrap();
+    assert_eq!(b.data.len() as i64, count / 2);
 }
 
 #[test]
@@ -108,15 +110,16 @@ fn reads_outside_the_data() {
     assert_eq!(r.data.len() as i64, count);
     assert_eq!(r.data[0], 0.0);
     assert_eq!(*r.data.last().unwrap(), (count - 1) as f64);
-    assert_eq!(r.from, 1020); // 1000 rounds to the 60 s grid
-    assert_eq!(r.to, 1020 + count * 60);
+    assert_eq!(r.from, 1000); // the grid starts at the first write
+    assert_eq!(r.to, 1000 + count * 60);
 
+    // After the data: empty, at the requested `from`; before it: empty, at the first write.
     let after = s.read(&p, "a", 100_000_000, 100_010_000, 0).unwrap();
     assert!(after.data.is_empty());
-    assert_eq!(after.from, after.to);
+    assert_eq!((after.from, after.to), (100_000_000, 100_000_000));
     let before = s.read(&p, "a", 0, 10, 0).unwrap();
     assert!(before.data.is_empty());
-    assert_eq!(before.from, before.to);
+    assert_eq!((before.from, before.to), (1000, 1000));
     assert!(matches!(
         s.read(&p, "a", 10, 0, 0),
         Err(StoreError::InvalidRange)
@@ -176,9 +179,11 @@ fn sum_and_avg_over_children() {
         SelectorElement::from("host0"),
         SelectorElement::Group(vec!["cpu1".into()]),
     ];
-    assert_eq!(s.read(&g, "s", 5, 5, 0).unwrap().data, vec![10.0]);
+    assert_eq!(s.read(&g, "s", 5, 6, 0).unwrap().data, vec![10.0]);
     let any = vec![SelectorElement::from("host0"), SelectorElement::Any];
-    assert_eq!(s.read(&any, "s", 5, 5, 0).unwrap().data, vec![12.5]);
+    assert_eq!(s.read(&any, "s", 5, 6, 0).unwrap().data, vec![12.5]);
+    // `to` is exclusive: from == to reads nothing.
+    assert!(s.read(&any, "s", 5, 5, 0).unwrap().data.is_empty());
 }
 
 #[test]
@@ -298,7 +303,7 @@ fn free_releases_old_buffers() {
     assert_eq!(r.data.len(), count as usize - 2 * BUFFER_CAP);
     assert_eq!(r.data[0], (BUFFER_CAP * 2) as f64);
     assert_eq!(*r.data.last().unwrap(), (count - 1) as f64);
-    // Writes older than the oldest buffer are rejected; freed pages are reused.
+    // Writes older than the chain and than retention are rejected; freed pages are reused.
     assert!(matches!(
         s.write(&["cluster", "host", "1"], "a", 5, 1.0),
         Err(StoreError::TooOld { .. })
@@ -332,16 +337,27 @@ fn unknown_metrics_and_names() {
 }
 
 #[test]
-fn resolution_downsamples() {
+fn resolution_downsamples_with_lttb() {
     let s = Store::new(cfg(&[("a", 10, Aggregation::None)]));
-    for i in 0..100 {
-        s.write(&["h"], "a", i * 10, i as f64).unwrap();
+    let n = 2000i64;
+    for i in 0..n {
+        // A flat line with one spike: LTTB keeps it, a bucket mean would not.
+        let v = if i == 1234 { 100.0 } else { 1.0 };
+        s.write(&["h"], "a", i * 10, v).unwrap();
     }
+    let r = s.read(&sel(&["h"]), "a", 0, n * 10, 60).unwrap();
+    assert_eq!((r.resolution, r.step, r.from, r.to), (60, 10, 0, n * 10));
+    assert_eq!(r.data.len() as i64, n / 6);
+    assert!(r.data.contains(&100.0));
+    // Shorter than cc-lib's minimum: native.
     let r = s.read(&sel(&["h"]), "a", 0, 990, 60).unwrap();
-    assert_eq!(r.resolution, 60);
-    assert_eq!(r.data.len(), 17);
-    assert_eq!(r.data[0], 2.5);
-    assert_eq!(r.from, 0);
+    assert_eq!((r.resolution, r.data.len()), (10, 99));
+    // Not a multiple of the step: cc-lib's error.
+    let e = s.read(&sel(&["h"]), "a", 0, n * 10, 25).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "new sampling frequency (25) must be a multiple of old frequency (10)"
+    );
 }
 
 #[test]

@@ -141,8 +141,8 @@ fn meter_types() {
 fn cumulative_keeps_the_newest_by_timestamp() {
     let mut t = aggregator(json!({"size": 3}));
     let c = |v: f64, ts: i64| Sample::new("c", "r", Kind::Cumulative, v, ts);
-    let out = handle(&mut t, vec![c(5.0, T0 + 2), c(9.0, T0 + 1), c(7.0, T0 + 3)]);
-    assert_eq!(volumes(&out), [7.0]);
+    assert!(handle(&mut t, vec![c(5.0, T0 + 2), c(9.0, T0 + 1), c(7.0, T0 + 3)]).is_empty());
+    assert_eq!(volumes(&flush(&mut t)), [7.0]);
 }
 
 #[test]
@@ -175,7 +175,8 @@ fn same_series_is_merged() {
     };
     assert!(handle(&mut t, vec![d(26.0, "1.0")]).is_empty());
     assert!(flush(&mut t).is_empty());
-    let out = handle(&mut t, vec![d(16.0, "2.0")]);
+    assert!(handle(&mut t, vec![d(16.0, "2.0")]).is_empty());
+    let out = flush(&mut t);
     assert_eq!(volumes(&out), [42.0]);
     assert_eq!(&*out[0].resource, "test_resource");
 }
@@ -246,6 +247,7 @@ fn size_and_retention_from_strings() {
 
 #[test]
 fn neither_size_nor_retention_releases_everything() {
+    // Ceilometer's `self.size = 1`: the flush releases all that was merged before it.
     for p in [
         json!({}),
         json!({"size": "0"}),
@@ -259,39 +261,93 @@ fn neither_size_nor_retention_releases_everything() {
                 Sample::new("m", "r", Kind::Delta, 2.0, T0),
             ],
         );
-        assert_eq!(volumes(&out), [3.0]);
+        assert!(out.is_empty(), "handle never releases");
+        assert_eq!(volumes(&flush(&mut t)), [3.0]);
     }
 }
 
-#[test]
-fn invalid_size_or_retention_is_a_config_error() {
-    assert!(
-        configure_err::<Aggregator>(json!({"size": "abc", "retention_time": "15"}))
-            .contains("size")
-    );
-    assert!(
-        configure_err::<Aggregator>(json!({"size": "2", "retention_time": "abc"}))
-            .contains("retention_time")
-    );
-    assert!(configure_err::<Aggregator>(json!({"size": -1})).contains("size"));
+/// Samples of several series and kinds, in arrival order.
+fn mixed(n: usize) -> Vec<Sample> {
+    let kinds = [Kind::Delta, Kind::Gauge, Kind::Cumulative];
+    (0..n)
+        .map(|i| {
+            let k = kinds[i % 3];
+            let r = format!("r{}", i % 4);
+            Sample::new("m", &r, k, (i * 7 % 11) as f64, T0 + i as i64 * SEC)
+                .with_metadata(&[("seq", &i.to_string())])
+        })
+        .collect()
+}
+
+/// The output of `samples` handed over in batches of the given sizes (cycled), the pipeline
+/// flushing after the samples at `flush_at` (its timer is not tied to batches) and at the end.
+fn batched(
+    p: serde_json::Value,
+    samples: &[Sample],
+    sizes: &[usize],
+    flush_at: &[usize],
+) -> Vec<String> {
+    let mut t = aggregator(p);
+    let mut out = Vec::new();
+    let (mut i, mut k) = (0, 0);
+    while i < samples.len() {
+        // A batch never spans a flush: the flush comes between two batches.
+        let next_flush = flush_at
+            .iter()
+            .copied()
+            .find(|&f| f > i)
+            .unwrap_or(samples.len());
+        let n = sizes[k % sizes.len()].min(next_flush - i);
+        out.extend(handle(&mut t, samples[i..i + n].to_vec()));
+        i += n;
+        k += 1;
+        if flush_at.contains(&i) {
+            // The clock runs with the samples: one second each.
+            NOW.with(|now| now.set(T0 + i as i64 * SEC));
+            out.extend(flush(&mut t));
+        }
+    }
+    NOW.with(|now| now.set(T0 + samples.len() as i64 * SEC));
+    out.extend(flush(&mut t));
+    out.iter()
+        .map(|s| {
+            format!(
+                "{} {} {:?} {} {} {:?}",
+                s.name,
+                s.resource,
+                s.kind,
+                s.value,
+                s.timestamp_ns,
+                s.metadata.get("seq")
+            )
+        })
+        .collect()
 }
 
 #[test]
-fn target_conversion_applies() {
-    let mut t = aggregator(
-        json!({"size": 2, "target": {"name": "kb", "unit": "KB", "scale": "volume / 1024", "type": "gauge"}}),
-    );
-    let out = handle(
-        &mut t,
-        vec![
-            Sample::new("b", "r", Kind::Delta, 1024.0, T0).with_unit("B"),
-            Sample::new("b", "r", Kind::Delta, 3072.0, T0 + 1).with_unit("B"),
-        ],
-    );
-    // Retyped as a gauge, so the scaled values are averaged.
-    let got: Vec<_> = out
-        .iter()
-        .map(|s| (&*s.name, &*s.unit, s.kind, s.value))
-        .collect();
-    assert_eq!(got, [("kb", "KB", Kind::Gauge, 2.0)]);
+fn output_does_not_depend_on_batching() {
+    // Issue 22 item 11: the same samples one at a time, in uneven batches and all at once
+    // give the same aggregates, for a size limit, with retention, and with neither.
+    let samples = mixed(200);
+    let flushes = [40, 41, 130];
+    for p in [
+        json!({"size": 15}),
+        json!({"size": 7, "timestamp": "last", "resource_metadata": "first"}),
+        json!({"size": 1000, "retention_time": 60}),
+        json!({}),
+    ] {
+        let one = batched(p.clone(), &samples, &[1], &flushes);
+        assert!(!one.is_empty(), "{p}");
+        for sizes in [&[2][..], &[3, 17, 1, 64], &[100], &[200]] {
+            assert_eq!(
+                batched(p.clone(), &samples, sizes, &flushes),
+                one,
+                "{p} in batches of {sizes:?}"
+            );
+        }
+    }
+    // size 15, flushes after 40, 41, 130 and 200 samples: each releases what was merged
+    // since the one before (the flush after 41 had only one sample: under the size, kept).
+    let out = batched(json!({"size": 15}), &samples, &[200], &flushes);
+    assert_eq!(out.len(), 12 + 12 + 12);
 }

@@ -261,16 +261,20 @@ pub fn run(
                         } else {
                             Stats::of(&[])
                         };
-                        if req.with_padding && r.resolution > 0 && r.from > req.from {
-                            // Bounded: a query from 0 must not allocate billions of nulls.
-                            let pad = ((r.from - req.from) / r.resolution).min(MAX_PAD) as usize;
-                            budget = budget
-                                .checked_sub(pad)
-                                .ok_or(QueryRefused::TooManyValues(max_values))?;
-                            let mut padded = vec![f64::NAN; pad];
-                            padded.extend_from_slice(&r.data);
-                            r.data = padded;
-                            r.from -= pad as i64 * r.resolution;
+                        if req.with_padding && r.step > 0 {
+                            // cc-metric-store's `PadDataWithNull`: nulls for the native steps
+                            // between the asked and the answered `from` (whatever the
+                            // resolution), `from` left as answered. Bounded: a query from 0
+                            // must not allocate billions of nulls.
+                            let pad = (r.from / r.step - req.from / r.step).clamp(0, MAX_PAD);
+                            if pad > 0 {
+                                budget = budget
+                                    .checked_sub(pad as usize)
+                                    .ok_or(QueryRefused::TooManyValues(max_values))?;
+                                let mut padded = vec![f64::NAN; pad as usize];
+                                padded.extend_from_slice(&r.data);
+                                r.data = padded;
+                            }
                         }
                         let data = (req.with_data && !r.data.is_empty())
                             .then(|| r.data.iter().map(|x| num(*x)).collect());

@@ -87,7 +87,7 @@ async fn write_then_query() {
     let (s, b) = call(&app, "POST", "/api/write?cluster=alex", None, BODY).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let q = json!({
-        "cluster": "alex", "from": 600, "to": 660,
+        "cluster": "alex", "from": 600, "to": 661,
         "queries": [
             {"metric": "flops", "host": "a1", "type": "hwthread", "type-ids": ["0", "1"], "aggreg": true},
             {"metric": "flops", "host": "a1", "type": "hwthread", "type-ids": [0, 1]},
@@ -127,17 +127,18 @@ async fn query_gaps_padding_and_flags() {
         call(&app, "POST", "/api/write", None, body).await.0,
         StatusCode::OK
     );
-    let q = json!({"cluster": "c", "from": 480, "to": 720, "queries": [{"metric": "mem", "host": "h"}]});
+    let q = json!({"cluster": "c", "from": 480, "to": 721, "queries": [{"metric": "mem", "host": "h"}]});
     let (_, b) = call(&app, "GET", "/api/query", None, q.to_string()).await;
     let v: Value = serde_json::from_str(&b).unwrap();
-    // Padded in front to `from`, NaN gap as null.
+    // Padded in front to `from`, NaN gap as null; `from` stays the data's own, as
+    // cc-metric-store's PadDataWithNull leaves it.
     assert_eq!(
         v["results"][0][0]["data"],
         json!([null, null, 1.0, null, 3.0])
     );
-    assert_eq!(v["results"][0][0]["from"], 480);
+    assert_eq!(v["results"][0][0]["from"], 600);
     assert_eq!(v["results"][0][0]["avg"], 2.0);
-    let q = json!({"cluster": "c", "from": 480, "to": 720, "with-data": false, "with-stats": false,
+    let q = json!({"cluster": "c", "from": 480, "to": 721, "with-data": false, "with-stats": false,
                    "with-padding": false, "queries": [{"metric": "mem", "host": "h"}]});
     let (_, b) = call(&app, "POST", "/api/query", None, q.to_string()).await;
     let v: Value = serde_json::from_str(&b).unwrap();
@@ -145,7 +146,7 @@ async fn query_gaps_padding_and_flags() {
     assert_eq!(v["results"][0][0]["from"], 600);
     assert_eq!(v["results"][0][0]["avg"], Value::Null);
     // for-all-nodes echoes the generated queries.
-    let q = json!({"cluster": "c", "from": 600, "to": 720, "for-all-nodes": ["mem"]});
+    let q = json!({"cluster": "c", "from": 600, "to": 721, "for-all-nodes": ["mem"]});
     let (_, b) = call(&app, "POST", "/api/query", None, q.to_string()).await;
     let v: Value = serde_json::from_str(&b).unwrap();
     assert_eq!(v["queries"][0]["host"], "h");
@@ -178,7 +179,7 @@ mem,cluster=c,host=h value=3 720\n";
         e.error
     );
     let r = store
-        .read(&crate::store::selector(&["c", "h"]), "mem", 600, 720, 0)
+        .read(&crate::store::selector(&["c", "h"]), "mem", 600, 721, 0)
         .unwrap();
     assert_eq!(r.data.len(), 3);
     assert_eq!((r.data[0], r.data[2]), (1.0, 3.0));
@@ -341,7 +342,7 @@ async fn write_is_durable_when_acknowledged() {
     std::mem::forget(store);
     let reopened = Store::open(store_cfg(), dir.path()).unwrap();
     let r = reopened
-        .read(&crate::store::selector(&["alex", "a2"]), "mem", 600, 600, 0)
+        .read(&crate::store::selector(&["alex", "a2"]), "mem", 600, 601, 0)
         .unwrap();
     assert_eq!(r.data, vec![20.0]);
 }

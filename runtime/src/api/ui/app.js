@@ -158,6 +158,10 @@ function renderSinks(sinks, kept) {
 
 // ---- the store: cluster / host / metric picker and the chart ----
 
+// What the chart opens on when the URL names no metric, first present wins (the default
+// config computes cpu_util and memory_util; a flat line such as hinv.ncpu says nothing).
+const PREFERRED_METRICS = ["cpu_util", "kernel.all.load", "memory_util"];
+
 function options(select, values, chosen, label) {
   select.replaceChildren(...values.map((v) => el("option", { value: v, selected: v === chosen }, label ? label(v) : v)));
   if (values.length && !values.includes(chosen)) select.value = values[0];
@@ -193,7 +197,8 @@ async function loadMetrics() {
   const r = await api(storeUrl([S.cluster, S.host]));
   S.metrics = r.metrics;
   const names = r.metrics.map((m) => m.name);
-  const want = S.metric || S.params.get("metric");
+  // Unless asked otherwise, open on a chart that moves: CPU utilisation, else the load.
+  const want = S.metric || S.params.get("metric") || PREFERRED_METRICS.find((n) => names.includes(n));
   const info = Object.fromEntries(r.metrics.map((m) => [m.name, m]));
   S.metric = options($("metric"), names, want, (n) => info[n].below ? `${n} (${info[n].below} components)` : n);
   if (S.params.get("aggregate") === "1") { $("aggregate").checked = true; S.params.delete("aggregate"); }
