@@ -80,6 +80,8 @@ fn batch_id(headers: &axum::http::HeaderMap) -> Option<(&str, u64)> {
 }
 
 /// A gzip body inflated, refused past `limit` bytes (a small body can inflate to gigabytes).
+// The error is the reply itself (axum's Response), built once on a refused request.
+#[allow(clippy::result_large_err)]
 fn gunzip(body: &[u8], limit: usize) -> Result<Bytes, Response> {
     use std::io::Read;
     let mut out = Vec::with_capacity(body.len() * 4);

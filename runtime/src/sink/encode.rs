@@ -122,7 +122,7 @@ const GZIP_LEVEL: u32 = 1;
 pub fn remote_write(samples: &[Sample]) -> Encoded {
     use std::collections::HashMap;
     let mut enc = Encoded::empty();
-    let mut series: HashMap<Vec<(String, String)>, Vec<(f64, i64)>> = HashMap::new();
+    let mut series: HashMap<Labels, Vec<(f64, i64)>> = HashMap::new();
     let mut order = Vec::new();
     for s in samples {
         if !s.value.is_finite() {
@@ -181,6 +181,9 @@ pub fn remote_write(samples: &[Sample]) -> Encoded {
 fn label_name(key: &str) -> String {
     sanitize_metric_name("", key).replace(':', "_")
 }
+
+/// A series' labels, sorted by name.
+type Labels = Vec<(String, String)>;
 
 fn pb_key(out: &mut Vec<u8>, field: u32, wire: u8) {
     pb_varint(out, u64::from(field << 3 | u32::from(wire)));

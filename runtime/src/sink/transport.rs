@@ -32,7 +32,8 @@ pub const BATCH_ID_HEADER: &str = "x-wasmon-batch";
 /// changes it). Building reads the token and TLS files: a missing or bad one is a config error.
 pub enum Transport {
     Http(Http),
-    Nats(Nats),
+    /// Boxed: a NATS sink's state is large and read once per record.
+    Nats(Box<Nats>),
 }
 
 pub struct Http {
@@ -123,12 +124,12 @@ impl Transport {
                 // Read the files now, so that a missing one is refused at (re)load, not at the
                 // first send.
                 tls::check_nats_files(cfg, base).map_err(|(f, p)| err(f, p))?;
-                Ok(Transport::Nats(Nats {
+                Ok(Transport::Nats(Box::new(Nats {
                     cfg: cfg.clone(),
                     base: base.to_path_buf(),
                     jetstream: cfg.kind == SinkType::Jetstream,
                     conn: tokio::sync::Mutex::new(None),
-                }))
+                })))
             }
         }
     }
