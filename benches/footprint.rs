@@ -7,9 +7,13 @@
 //! needed). `WASMON_BIN` picks another binary; `FOOTPRINT_SETTLE` and `FOOTPRINT_MEASURE` are
 //! the two phases in seconds (default 20 and 60).
 
+#[path = "release.rs"]
+mod release;
+use release::binary;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::PathBuf;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,24 +28,6 @@ fn secs_env(name: &str, default: u64) -> Duration {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default),
     )
-}
-
-fn binary() -> PathBuf {
-    if let Some(b) = std::env::var_os("WASMON_BIN") {
-        return b.into();
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let ok = Command::new(cargo)
-        .args(["build", "--release", "-p", "wasmon", "--bin", "wasmon"])
-        .current_dir(&root)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "cargo build --release -p wasmon failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    target.join("release/wasmon")
 }
 
 fn healthy(port: u16) -> bool {

@@ -13,8 +13,12 @@
 //! `cargo bench -p wasmon-benches --bench forward` (builds `target/release/wasmon` first);
 //! `WASMON_BIN` picks another binary, `FORWARD_SAMPLES` the size of the throughput runs.
 
+#[path = "release.rs"]
+mod release;
+use release::binary;
+
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,24 +42,6 @@ const METRICS: [&str; 10] = [
 const BATCH: usize = 5_000;
 /// Seconds between a series' samples (the central's `default-frequency`).
 const STEP: i64 = 10;
-
-fn binary() -> PathBuf {
-    if let Some(b) = std::env::var_os("WASMON_BIN") {
-        return b.into();
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let ok = Command::new(cargo)
-        .args(["build", "--release", "-p", "wasmon", "--bin", "wasmon"])
-        .current_dir(&root)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "cargo build --release -p wasmon failed");
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("release/wasmon")
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
