@@ -356,3 +356,84 @@ fn config_section_parses() {
     let n: NatsConfig = toml::from_str("address = \"nats://x:4222\"\n[[subscriptions]]\nsubscribe-to = \"updates\"\ncluster-tag = \"alex\"").unwrap();
     assert_eq!(n.subscriptions[0].cluster_tag.as_deref(), Some("alex"));
 }
+
+async fn write_with(
+    app: &Router,
+    headers: &[(&str, &[u8])],
+    body: Vec<u8>,
+) -> (StatusCode, String) {
+    let mut b = Request::builder().method("POST").uri("/api/write");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let resp = app
+        .clone()
+        .oneshot(b.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).to_string())
+}
+
+/// A wasmon sink's batch id: a re-sent batch (same queue, same or lower sequence) is not
+/// stored again; a later one and another queue's are; a malformed id is ignored.
+#[tokio::test]
+async fn a_resent_batch_is_dropped_by_its_id() {
+    let (app, store) = app(None);
+    let line = |v: i32| format!("mem,cluster=c,hostname=h value={v} 600\n").into_bytes();
+    let read = || {
+        store
+            .read(&crate::store::selector(&["c", "h"]), "mem", 600, 601, 0)
+            .unwrap()
+            .data
+    };
+    let id = crate::sink::BATCH_ID_HEADER;
+    assert_eq!(
+        write_with(&app, &[(id, b"n1.up.7")], line(1)).await.0,
+        StatusCode::OK
+    );
+    // The same id again with another value (a sender would not, but it shows the drop).
+    assert_eq!(
+        write_with(&app, &[(id, b"n1.up.7")], line(2)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(read(), vec![1.0]);
+    assert_eq!(
+        write_with(&app, &[(id, b"n1.up.5")], line(3)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(read(), vec![1.0]);
+    for (hdr, v) in [(&b"n1.up.8"[..], 4), (b"n2.up.1", 5), (b"not-an-id", 6)] {
+        assert_eq!(
+            write_with(&app, &[(id, hdr)], line(v)).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(read(), vec![f64::from(v)]);
+    }
+}
+
+/// gzip bodies are inflated; one that inflates past max-body-size is refused with 413, and
+/// an encoding other than gzip with 415; nothing of either is stored.
+#[tokio::test]
+async fn gzip_bodies_and_their_bounds() {
+    let (app, store) = app(None);
+    let gz = |b: &[u8]| crate::sink::encode::gzip(b);
+    let ok = gz(b"mem,cluster=c,hostname=h value=7 600\n");
+    let (s, _) = write_with(&app, &[("content-encoding", b"gzip")], ok).await;
+    assert_eq!(s, StatusCode::OK);
+    // 4096 is the test store's max-body-size: a few hundred bytes that inflate past it.
+    let bomb = gz(&vec![b'#'; 256 << 10]);
+    assert!(bomb.len() < 4096);
+    let (s, msg) = write_with(&app, &[("content-encoding", b"gzip")], bomb).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{msg}");
+    let (s, msg) = write_with(&app, &[("content-encoding", b"br")], b"x".to_vec()).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{msg}");
+    let (s, _) = write_with(&app, &[("content-encoding", b"gzip")], b"not gzip".to_vec()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let read = store
+        .read(&crate::store::selector(&["c", "h"]), "mem", 600, 601, 0)
+        .unwrap()
+        .data;
+    assert_eq!(read, vec![7.0]);
+}
