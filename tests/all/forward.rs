@@ -53,7 +53,8 @@ fn now() -> i64 {
 /// A node forwards over `http` to one central daemon and over `jetstream` to another while a
 /// client posts 20,000 samples/s to it. The HTTP central is SIGKILLed for 30 s, the node is
 /// SIGKILLed with a backlog and restarted, and nats-server is restarted: afterwards both
-/// centrals hold every acknowledged sample once, with its value.
+/// centrals hold every acknowledged sample once, with its value, and so does a replica started
+/// afterwards with its own durable consumer.
 #[test]
 fn acknowledged_samples_survive_crashes_of_every_party() {
     let tmp = tempfile::tempdir().unwrap();
@@ -139,6 +140,25 @@ fn acknowledged_samples_survive_crashes_of_every_party() {
         "central (jetstream)",
         &acked,
         &central_values(&central_js, base, to),
+        base,
+    );
+    // A replica: another central daemon with its own durable consumer catches up from the
+    // stream, though it was not running while any of this happened.
+    let c_replica = write(
+        "replica.toml",
+        central_config(
+            &tmp.path().join("cr"),
+            Some((&nats.url(), "FWD", "replica")),
+        ),
+    );
+    let replica = DaemonProcess::start(&c_replica);
+    wait_until("the replica caught up", Duration::from_secs(120), || {
+        central_values(&replica, base, to).len() as u64 >= total
+    });
+    assert_all_there(
+        "replica (jetstream)",
+        &acked,
+        &central_values(&replica, base, to),
         base,
     );
 }
