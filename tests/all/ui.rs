@@ -71,7 +71,13 @@ expr = "100 * $(memory.usage) / $(memory)"
 
 [[pipeline]]
 name = "alerts"
-sinks = ["notify", "store"]
+sinks = ["notify", "store", "upstream"]
+
+# A forwarding sink whose destination is down: the live view shows it failing, queuing.
+[[sink]]
+name = "upstream"
+type = "http"
+url = "http://127.0.0.1:9/api/write"
 
 [[agent]]
 name = "foo"
@@ -342,6 +348,12 @@ fn check_live_view(driver: &Driver) -> Vec<u8> {
     );
     assert!(report["fetched"].as_str().unwrap().contains("foo.version"));
     assert_eq!(report["agents"], serde_json::json!(["foo"]));
+    // The Forwarding card: the sink, failing (nothing listens on port 9), its samples queued.
+    let sink = &report["sinks"][0];
+    assert!(sink[0].as_str().unwrap().starts_with("upstream"), "{sink}");
+    assert_eq!(sink[2], "failing", "{sink}");
+    assert!(!sink[3].as_str().unwrap().starts_with("0 "), "{sink}");
+    assert!(sink[9].as_str().unwrap().contains("127.0.0.1:9"), "{sink}");
     // Sorted by RSS: the first row is at least as large as the last (units differ: parse).
     let rss: Vec<f64> = report["procs_by_mem"]
         .as_array()

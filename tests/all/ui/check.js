@@ -102,6 +102,9 @@ const DRIVERS = {
     report.fetched = await page.$eval('#ns-values table[data-fetched="foo.version"]', (t) => t.textContent);
     report.procs_by_mem = await page.$$eval("#proc-table tbody tr", (rs) => rs.map((r) => r.cells[5].textContent));
     report.agents = await page.$$eval("#agent-table tr[data-agent]", (rs) => rs.map((r) => r.dataset.agent));
+    await page.waitForSelector('#sink-table tr[data-sink="upstream"] .badge.failing', WAIT);
+    report.sinks = await page.$$eval("#sink-table tr[data-sink]", (rs) =>
+      rs.map((r) => [...r.cells].map((c) => c.textContent)));
     // Scroll to the top for the screenshot; the chart is what a person looks at first.
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: screenshot, fullPage: true });
