@@ -48,6 +48,9 @@ pub struct Config {
     /// The daemon's log: level and format (`[log]`); read at start only.
     #[serde(default)]
     pub log: crate::logging::LogConfig,
+    /// The pmcd-compatible port for PCP's tools (`[pcp]`); read at start only.
+    #[serde(default)]
+    pub pcp: crate::pcp::PcpConfig,
 }
 
 /// The metric namespace beyond what agents bring.

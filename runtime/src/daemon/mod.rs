@@ -6,6 +6,7 @@
 pub mod agents;
 mod kept;
 pub mod parts;
+mod pcp;
 mod reload;
 
 use std::net::SocketAddr;
@@ -56,6 +57,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
             }
         });
     }
+    pcp::start(&daemon, &shutdown).await?;
     let watcher = tokio::spawn(reload::watch(daemon.clone(), shutdown.clone()));
     let poller = tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone()));
     let app = crate::api::router(daemon.clone());
