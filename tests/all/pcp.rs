@@ -706,3 +706,105 @@ fn an_mmv_file_reads_the_same_through_pmcds_mmv_pmda_and_wasmons_mmv_guest() {
     };
     assert_eq!(desc(w.pcp), desc(pmcd));
 }
+
+/// A pmcd of the test's own, with `conf` as its pmcd.conf and `pmns` as its namespace; killed
+/// on drop (its pipe PMDAs see their stdin close and exit).
+struct Pmcd {
+    child: std::process::Child,
+    port: u16,
+    _run: tempfile::TempDir,
+}
+
+impl Pmcd {
+    fn start(conf: &str, pmns: &str) -> Pmcd {
+        ensure_pcp();
+        std::fs::create_dir_all("/run/pcp").unwrap();
+        let run = tempfile::tempdir().unwrap();
+        std::fs::write(run.path().join("pmcd.conf"), conf).unwrap();
+        std::fs::write(run.path().join("root.pmns"), pmns).unwrap();
+        let port = free_port();
+        let child = Command::new("/usr/lib/pcp/bin/pmcd")
+            .args(["-f", "-p", &port.to_string(), "-c"])
+            .arg(run.path().join("pmcd.conf"))
+            .arg("-n")
+            .arg(run.path().join("root.pmns"))
+            .arg("-l")
+            .arg(run.path().join("pmcd.log"))
+            .env("PCP_RUN_DIR", run.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = Pmcd {
+            child,
+            port,
+            _run: run,
+        };
+        wait_until(&format!("pmcd on {port}"), || {
+            pcp_tool("pminfo", port, &["-f", "pmcd.numagents"])
+                .status
+                .success()
+                || pcp_tool("pmprobe", port, &["foo.version"]).status.success()
+        });
+        p
+    }
+}
+
+impl Drop for Pmcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const FOO_PMNS: &str =
+    "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n";
+
+#[test]
+fn wasmon_pmda_serves_the_foo_guest_under_a_real_pmcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let foo_pmns = dir.path().join("foo.pmns");
+    std::fs::write(&foo_pmns, FOO_PMNS).unwrap();
+    let wasmon = env!("CARGO_BIN_EXE_wasmon");
+    // The install step the README gives: one pmcd.conf line per domain, and each of the
+    // agent's top-level names a dynamic root of that domain in pmcd's namespace.
+    let conf = format!(
+        "foo\t44\tpipe\tbinary\t{wasmon} pmda --pmns {} --agent 44=foo\n",
+        foo_pmns.display()
+    );
+    let pmcd = Pmcd::start(&conf, "root {\n    foo 44:*:*\n}\n");
+    wait_until("the PMDA to answer", || {
+        pcp_tool("pminfo", pmcd.port, &["foo"]).status.success()
+    });
+    // Every name the agents give offline, through pmcd.
+    let offline = Command::new(wasmon)
+        .args(["ns", "traverse", "foo", "--pmns"])
+        .arg(&foo_pmns)
+        .args(["--agent", "44=foo"])
+        .output()
+        .unwrap();
+    let expected: Vec<String> = stdout(&offline).lines().map(str::to_string).collect();
+    let listed: Vec<String> = ok("pminfo", pmcd.port, &["foo"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(listed, expected);
+    assert!(listed.iter().any(|n| n == "foo.count.ops"), "{listed:?}");
+    assert_eq!(
+        ok("pminfo", pmcd.port, &["-m", "foo.count.ops"]).trim(),
+        "foo.count.ops PMID: 44.1.0"
+    );
+    let m = ok("pminfo", pmcd.port, &["-M", "foo.count.ops"]);
+    assert!(m.starts_with("foo.count.ops PMID: 44.1.0 = "), "{m}");
+    // Descriptors, help and values come from the guest through pmcd.
+    let d = ok("pminfo", pmcd.port, &["-d", "-t", "-f", "foo.count.ops"]);
+    assert!(
+        d.contains("Semantics: counter") && d.contains("    value "),
+        "{d}"
+    );
+    assert!(d.contains("foo.count.ops ["), "{d}");
+    let v = ok("pmval", pmcd.port, &["-s", "2", "-t", "0.2", "foo.memory"]);
+    assert!(v.contains("samples:   2"), "{v}");
+    let o = pcp_tool("pminfo", pmcd.port, &["-m", "foo.count.nosuch"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Unknown metric name"));
+}

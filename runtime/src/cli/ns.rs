@@ -72,6 +72,15 @@ enum Backend {
     Local(AgentSet),
 }
 
+/// The agents `--pmns`/`--agent`/`--mapped` describe, loaded in this process (`wasmon
+/// pmda` serves them to pmcd). `None` when neither `--pmns` nor `--agent` is given.
+pub fn offline_agents(s: &Source) -> Result<Option<AgentSet>> {
+    Ok(match Backend::new(s)? {
+        Backend::Local(set) => Some(set),
+        Backend::Http(_) => None,
+    })
+}
+
 impl Backend {
     fn new(s: &Source) -> Result<Backend> {
         if s.pmns.is_empty() && s.agent.is_empty() {

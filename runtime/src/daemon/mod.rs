@@ -6,7 +6,7 @@
 pub mod agents;
 mod kept;
 pub mod parts;
-mod pcp;
+pub mod pcp;
 mod reload;
 
 use std::net::SocketAddr;

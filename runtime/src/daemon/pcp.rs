@@ -1,16 +1,35 @@
-//! The daemon's agents as the PCP port's [`pcp::Source`]: the port sees the namespace and the
-//! running agents as they are at each request (a reload swaps both under it).
+//! The daemon's agents as PCP's [`pcp::Source`]: the PCP port (and `wasmon pmda`) see the
+//! namespace and the running agents as they are at each request (a reload swaps both under
+//! them).
 
 use std::sync::Arc;
 
 use super::Daemon;
+use super::agents::AgentSet;
 use crate::namespace::{Agent, Child, MetricDesc, NsError, Pmid, Traversal, ValueType, Values};
 use crate::pcp;
 
-/// The PCP port's view of a running daemon.
-pub struct PcpSource(pub Arc<Daemon>);
+/// Whatever holds the agents: a running daemon, or the agents `wasmon pmda` loaded.
+pub trait HasAgents: Send + Sync + 'static {
+    fn agents(&self) -> &AgentSet;
+}
 
-impl pcp::Source for PcpSource {
+impl HasAgents for Arc<Daemon> {
+    fn agents(&self) -> &AgentSet {
+        Daemon::agents(self)
+    }
+}
+
+impl HasAgents for AgentSet {
+    fn agents(&self) -> &AgentSet {
+        self
+    }
+}
+
+/// PCP's view of a set of agents.
+pub struct PcpSource<A>(pub A);
+
+impl<A: HasAgents> pcp::Source for PcpSource<A> {
     fn lookup(&self, name: &str) -> Result<Pmid, NsError> {
         self.0.agents().lookup(name)
     }

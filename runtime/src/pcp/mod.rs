@@ -6,13 +6,15 @@
 //! - [`units`]: units text to `pmUnits`, `f64` values to PCP's types;
 //! - [`pmcd`]: the `pmcd.*` metrics a pmcd answers itself;
 //! - [`serve`]: the answers, over a [`Source`] (the namespace and its agents);
-//! - [`server`]: the TCP port, its handshake and its bounds.
+//! - [`server`]: the TCP port, its handshake and its bounds;
+//! - [`pmda`]: the same answers to a real pmcd, as a daemon PMDA on a pipe (`wasmon pmda`).
 //!
 //! A part of the daemon: it stands on `namespace` only and knows no HTTP and no wasm. The
 //! daemon hands it a [`Source`] and a listener; it may not reach into the daemon or the API.
 
 pub mod pdu;
 pub mod pmcd;
+pub mod pmda;
 pub mod serve;
 pub mod server;
 pub mod units;
