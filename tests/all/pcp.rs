@@ -96,6 +96,8 @@ fn reference_pmcd() -> u16 {
         cmd.args(["-f", "-p", &port.to_string(), "-l"])
             .arg(run.join("pmcd.log"))
             .env("PCP_RUN_DIR", &run)
+            // Its PMDAs write their logs into its working directory.
+            .current_dir(&run)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
@@ -731,6 +733,7 @@ impl Pmcd {
             .arg("-l")
             .arg(run.path().join("pmcd.log"))
             .env("PCP_RUN_DIR", run.path())
+            .current_dir(run.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -807,4 +810,25 @@ fn wasmon_pmda_serves_the_foo_guest_under_a_real_pmcd() {
     assert!(v.contains("samples:   2"), "{v}");
     let o = pcp_tool("pminfo", pmcd.port, &["-m", "foo.count.nosuch"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("Unknown metric name"));
+}
+
+#[test]
+fn a_port_held_by_pmcd_is_logged_once_and_the_daemon_runs_without_it() {
+    let pmcd = reference_pmcd();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("wasmon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\ndata-dir = \"data\"\n[procfs]\nenabled = false\n[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[pcp]\nlisten = \"127.0.0.1:{pmcd}\"\n"
+        ),
+    )
+    .unwrap();
+    let d = DaemonProcess::start(&config);
+    // It serves its HTTP API (start() waited for it), and pmcd still owns the port.
+    assert!(d.get("/api/healthcheck").unwrap().status().is_success());
+    let version = ok("pminfo", pmcd, &["-f", "pmcd.build"]);
+    assert!(!version.contains("wasmon"), "{version}");
+    let log = d.stderr.lock().unwrap().clone();
+    assert_eq!(log.matches("PCP port in use").count(), 1, "{log}");
 }
