@@ -425,7 +425,21 @@ const VAL_DPTR: u32 = 1;
 /// `RESULT` (timestamp in seconds and microseconds): the value lists, then every value block
 /// back to back, each list pointing at its blocks by word offset from the PDU's start.
 pub fn result(sec: i32, usec: i32, sets: &[ValueSet]) -> Vec<u8> {
-    let mut lists = HEADER + 12;
+    let mut w = Writer::new(t::RESULT, 0);
+    w.i32(sec).i32(usec).u32(sets.len() as u32);
+    value_sets(w, sets)
+}
+
+/// `HIGHRES_RESULT` (for HIGHRES_FETCH): the count first, then 64-bit seconds and
+/// nanoseconds; the value lists as in [`result`].
+pub fn highres_result(sec: i64, nsec: i64, sets: &[ValueSet]) -> Vec<u8> {
+    let mut w = Writer::new(t::HIGHRES_RESULT, 0);
+    w.u32(sets.len() as u32).u64(sec as u64).u64(nsec as u64);
+    value_sets(w, sets)
+}
+
+fn value_sets(mut w: Writer, sets: &[ValueSet]) -> Vec<u8> {
+    let mut lists = w.len();
     for s in sets {
         lists += 8;
         if let Ok(v) = &s.values
@@ -434,8 +448,6 @@ pub fn result(sec: i32, usec: i32, sets: &[ValueSet]) -> Vec<u8> {
             lists += 4 + 8 * v.len();
         }
     }
-    let mut w = Writer::new(t::RESULT, 0);
-    w.i32(sec).i32(usec).u32(sets.len() as u32);
     let mut block_at = lists;
     for s in sets {
         w.u32(s.pmid);
@@ -482,6 +494,83 @@ pub fn result(sec: i32, usec: i32, sets: &[ValueSet]) -> Vec<u8> {
         }
     }
     w.finish()
+}
+
+/// `DESCS` (for DESC_IDS): 20-byte descriptors back to back; a failed one has `PM_ID_NULL`.
+pub fn descs(descs: &[Desc]) -> Vec<u8> {
+    let mut w = Writer::new(t::DESCS, 0);
+    w.u32(descs.len() as u32);
+    for d in descs {
+        w.u32(d.pmid).u32(d.ty).u32(d.indom).u32(d.sem).u32(d.units);
+    }
+    w.finish()
+}
+
+/// One label set of a `LABEL` reply: an instance (`PM_IN_NULL` when none) and its labels as
+/// (name, JSON value, flags).
+pub struct LabelSet<'a> {
+    pub inst: i32,
+    pub labels: Vec<(&'a str, String, u8)>,
+}
+
+/// Bytes of one `pmLabel`: name offset (u16), name length (u8), flags (u8), value offset
+/// (u16), value length (u16), padding.
+const LABEL: usize = 8;
+/// Bytes of a label set's head: inst, nlabels, JSON offset, JSON length.
+const LABEL_SET: usize = 16;
+
+/// `LABEL`: the request's `ident` and `kind` echoed (clients check both), the sets' heads and
+/// label indices, then each set's JSON, its offset counted from the PDU's start. Not padded:
+/// its length is exactly what it holds, as libpcp sends it.
+pub fn label(ident: u32, kind: u32, sets: &[LabelSet]) -> Vec<u8> {
+    let mut w = Writer::new(t::LABEL, 0);
+    w.u32(ident).u32(kind).u32(0).u32(sets.len() as u32);
+    let jsons: Vec<(String, Vec<[u16; 4]>)> = sets
+        .iter()
+        .map(|s| {
+            let mut json = String::from("{");
+            let mut idx = Vec::new();
+            for (i, (name, value, flags)) in s.labels.iter().enumerate() {
+                if i > 0 {
+                    json.push(',');
+                }
+                json.push('"');
+                let name_at = json.len();
+                json.push_str(name);
+                json.push_str("\":");
+                let value_at = json.len();
+                json.push_str(value);
+                idx.push([
+                    name_at as u16,
+                    (name.len() as u16) << 8 | u16::from(*flags),
+                    value_at as u16,
+                    value.len() as u16,
+                ]);
+            }
+            json.push('}');
+            (json, idx)
+        })
+        .collect();
+    let heads: usize = jsons.iter().map(|(_, i)| LABEL_SET + LABEL * i.len()).sum();
+    let mut json_at = w.len() + heads;
+    for (s, (json, idx)) in sets.iter().zip(&jsons) {
+        w.i32(s.inst)
+            .u32(idx.len() as u32)
+            .u32(json_at as u32)
+            .u32(json.len() as u32);
+        for [name, len_flags, value, value_len] in idx {
+            w.u32(u32::from(*name) << 16 | u32::from(*len_flags))
+                .u32(u32::from(*value) << 16 | u32::from(*value_len));
+        }
+        json_at += json.len();
+    }
+    let mut w = w.raw();
+    for (json, _) in &jsons {
+        w.extend_from_slice(json.as_bytes());
+    }
+    let len = w.len() as u32;
+    w[..4].copy_from_slice(&len.to_be_bytes());
+    w
 }
 
 /// The instance a singular metric's value carries.

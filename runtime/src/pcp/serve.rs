@@ -197,9 +197,10 @@ impl Session {
                 Ok(k) => pdu::desc(&k.desc),
                 Err(code) => pdu::error(code),
             },
-            Request::DescIds(_) | Request::LabelReq { .. } => pdu::error(errors::NOLABELS),
+            Request::DescIds(ids) => self.descs(&ids),
+            Request::LabelReq { ident, kind } => self.labels(ident, kind),
             Request::InstanceReq { indom, inst, name } => self.instances(indom, inst, name),
-            Request::Fetch { ctx, ids, .. } => self.fetch(ctx, &ids),
+            Request::Fetch { ctx, ids, highres } => self.fetch(ctx, &ids, highres),
             Request::TextReq { ident, kind } => self.text(ident, kind),
             Request::Store => pdu::error(errors::PERMISSION),
         })
@@ -364,7 +365,7 @@ impl Session {
             .collect())
     }
 
-    fn fetch(&mut self, ctx: u32, raw: &[u32]) -> Vec<u8> {
+    fn fetch(&mut self, ctx: u32, raw: &[u32], highres: bool) -> Vec<u8> {
         let ids: Vec<Pmid> = raw.iter().map(|&r| Pmid::from_raw(r)).collect();
         // One source call for every non-pmcd metric: the agents batch per domain.
         let want: Vec<Pmid> = ids
@@ -409,7 +410,54 @@ impl Session {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        pdu::result(now.as_secs() as i32, now.subsec_micros() as i32, &sets)
+        if highres {
+            pdu::highres_result(now.as_secs() as i64, i64::from(now.subsec_nanos()), &sets)
+        } else {
+            pdu::result(now.as_secs() as i32, now.subsec_micros() as i32, &sets)
+        }
+    }
+
+    /// DESC_IDS: every descriptor in one reply (`PM_ID_NULL` for the ones that failed); when
+    /// all fail, the first failure's code, as a lone DESC_REQ would get.
+    fn descs(&mut self, ids: &[u32]) -> Vec<u8> {
+        let mut first_err = None;
+        let descs: Vec<Desc> = ids
+            .iter()
+            .map(|&raw| match self.desc(Pmid::from_raw(raw)) {
+                Ok(k) => k.desc,
+                Err(code) => {
+                    first_err.get_or_insert(code);
+                    Desc {
+                        pmid: NULL_ID,
+                        ty: 0,
+                        indom: NULL_ID,
+                        sem: 0,
+                        units: 0,
+                    }
+                }
+            })
+            .collect();
+        match first_err {
+            Some(code) if descs.iter().all(|d| d.pmid == NULL_ID) => pdu::error(code),
+            _ if descs.is_empty() => pdu::error(errors::PMID),
+            _ => pdu::descs(&descs),
+        }
+    }
+
+    /// LABEL_REQ: the context's labels (`hostname`, as pmcd gives them); no labels of its
+    /// own for domains, indoms, metrics and instances (an empty set list, which clients merge
+    /// as "none").
+    fn labels(&mut self, ident: u32, kind: u32) -> Vec<u8> {
+        const CONTEXT: u32 = 1;
+        if kind & CONTEXT != 0 {
+            let host = serde_json::Value::String(self.shared.hostname.clone()).to_string();
+            let set = pdu::LabelSet {
+                inst: IN_NULL,
+                labels: vec![("hostname", host, CONTEXT as u8)],
+            };
+            return pdu::label(ident, kind, &[set]);
+        }
+        pdu::label(ident, kind, &[])
     }
 
     /// INSTANCE_REQ's three modes: every instance, one by name, one by number.

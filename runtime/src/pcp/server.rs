@@ -30,9 +30,15 @@ pub const MAX_IN_FLIGHT: usize = 8;
 /// Time a client has to send the rest of a PDU once its header arrived, and to take a reply
 /// (PCP's own clients wait 10 s for pmcd: `PMCD_REQUEST_TIMEOUT`).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// The handshake's challenge: PDU version 2, "licensed", no feature bits. Without feature
-/// bits PCP 6 clients use the oldest PDUs (FETCH, one DESC_REQ per metric, no labels).
-pub const CHALLENGE: u32 = 0x0201_0000;
+/// The handshake's challenge: PDU version 2, "licensed", and the feature bits pmcd 6.0.3
+/// advertises: LABELS (0x200: clients then ask LABEL_REQ), HIGHRES (0x400: HIGHRES_FETCH,
+/// nanosecond timestamps) and DESCS (0x800: one DESC_IDS for many descriptors). Without them
+/// ([`MINIMAL_CHALLENGE`]) PCP 6 clients fall back to FETCH and one DESC_REQ per metric.
+pub const CHALLENGE: u32 = 0x0201_0000 | FEATURE_LABELS | FEATURE_HIGHRES | FEATURE_DESCS;
+pub const MINIMAL_CHALLENGE: u32 = 0x0201_0000;
+pub const FEATURE_LABELS: u32 = 0x200;
+pub const FEATURE_HIGHRES: u32 = 0x400;
+pub const FEATURE_DESCS: u32 = 0x800;
 
 /// Serves PCP clients on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: CancellationToken) {

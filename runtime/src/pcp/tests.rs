@@ -766,3 +766,83 @@ fn pmcd_metrics() {
     ));
     assert_eq!(kids, ["foo", "pmcd"]);
 }
+
+#[test]
+fn highres_result_descs_and_labels() {
+    let sets = [ValueSet {
+        pmid: 9,
+        values: Ok(vec![(-1, Value::U64(5))]),
+    }];
+    let w = words(&pdu::highres_result(0x1_0000_0002, 3, &sets));
+    // numpmid, then 64-bit seconds and nanoseconds, then the lists (block offset in words
+    // from the PDU's start: 32 bytes of head + 20 of list = word 13).
+    assert_eq!(w[..8], [w[0], 0x7015, 0, 1, 1, 2, 0, 3]);
+    assert_eq!(w[8..14], [9, 1, 1, 0xffff_ffff, 13, 0x0300_000c]);
+    assert_eq!(w[0] as usize, 4 * w.len());
+
+    let d = Desc {
+        pmid: 1,
+        ty: 3,
+        indom: 7,
+        sem: 1,
+        units: 0,
+    };
+    let b = pdu::descs(&[d, d]);
+    // 16 + 20 per descriptor, as __pmDecodeDescs insists.
+    assert_eq!(b.len(), 16 + 40);
+    assert_eq!(words(&b)[3..9], [2, 1, 3, 7, 1, 0]);
+
+    let b = pdu::label(
+        0xffff_ffff,
+        1,
+        &[pdu::LabelSet {
+            inst: -1,
+            labels: vec![("hostname", "\"vm\"".into(), 1)],
+        }],
+    );
+    let json = br#"{"hostname":"vm"}"#;
+    // Head 28, one set 16 + one label 8, then the JSON, unpadded.
+    assert_eq!(b.len(), 28 + 24 + json.len());
+    let w = words(&b[..52]);
+    assert_eq!(w[..7], [b.len() as u32, 0x7013, 0, 0xffff_ffff, 1, 0, 1]);
+    assert_eq!(w[7..11], [0xffff_ffff, 1, 52, json.len() as u32]);
+    // Name at 2 ("hostname", 8 bytes, flags CONTEXT), value at 12 ("\"vm\"", 4 bytes).
+    assert_eq!(w[11..13], [(2 << 16) | (8 << 8) | 1, (12 << 16) | 4]);
+    assert_eq!(&b[52..], json);
+    assert_eq!(&json[2..10], b"hostname");
+    assert_eq!(&json[12..16], b"\"vm\"");
+    assert_eq!(pdu::label(5, 4, &[]).len(), 28);
+}
+
+#[test]
+fn descs_and_labels_answers() {
+    let mut s = session();
+    let ops = Pmid::new(44, 1, 0).unwrap().to_raw();
+    let r = ask(&mut s, Request::DescIds(vec![ops, 0x1180_0009]));
+    assert_eq!(r[1], t::DESCS);
+    assert_eq!(r[3], 2);
+    assert_eq!(r[4], ops);
+    assert_eq!(r[9], 0xffff_ffff, "the unknown PMID's descriptor failed");
+    assert_eq!(
+        ask(&mut s, Request::DescIds(vec![0x1180_0009]))[3],
+        errors::PMID as u32
+    );
+    let l = s
+        .answer(Request::LabelReq {
+            ident: 0xffff_ffff,
+            kind: 1,
+        })
+        .unwrap();
+    assert!(l.ends_with(br#"{"hostname":"testhost"}"#));
+    let none = ask(&mut s, Request::LabelReq { ident: 44, kind: 2 });
+    assert_eq!(none, [28, t::LABEL, 0, 44, 2, 0, 0]);
+    let r = ask(
+        &mut s,
+        Request::Fetch {
+            ctx: 0,
+            ids: vec![ops],
+            highres: true,
+        },
+    );
+    assert_eq!((r[1], r[3]), (t::HIGHRES_RESULT, 1));
+}

@@ -252,6 +252,12 @@ impl Writer {
         self.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// The bytes so far, for a PDU whose tail is not word-padded (LABEL); the caller writes
+    /// the length.
+    pub fn raw(self) -> Vec<u8> {
+        self.buf
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         let len = self.buf.len() as u32;
         self.buf[..4].copy_from_slice(&len.to_be_bytes());
