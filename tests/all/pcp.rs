@@ -768,16 +768,24 @@ fn wasmon_pmda_serves_the_foo_guest_under_a_real_pmcd() {
     let dir = tempfile::tempdir().unwrap();
     let foo_pmns = dir.path().join("foo.pmns");
     std::fs::write(&foo_pmns, FOO_PMNS).unwrap();
+    let bar_pmns = dir.path().join("bar.pmns");
+    std::fs::write(&bar_pmns, "root { bar 45:*:* }\n").unwrap();
     let wasmon = env!("CARGO_BIN_EXE_wasmon");
     // The install step the README gives: one pmcd.conf line per domain, and each of the
     // agent's top-level names a dynamic root of that domain in pmcd's namespace.
+    let testing = crate::common::guest_path("testing_agent");
     let conf = format!(
-        "foo\t44\tpipe\tbinary\t{wasmon} pmda --pmns {} --agent 44=foo\n",
-        foo_pmns.display()
+        "foo\t44\tpipe\tbinary\t{wasmon} pmda --pmns {} --agent 44=foo\n\
+         bar\t45\tpipe\tbinary\t{wasmon} pmda --pmns {} --agent 45={} --params 45={{\"domain\":45,\"root\":\"bar\"}}\n",
+        foo_pmns.display(),
+        bar_pmns.display(),
+        testing.display()
     );
-    let pmcd = Pmcd::start(&conf, "root {\n    foo 44:*:*\n}\n");
-    wait_until("the PMDA to answer", || {
-        pcp_tool("pminfo", pmcd.port, &["foo"]).status.success()
+    let pmcd = Pmcd::start(&conf, "root {\n    foo 44:*:*\n    bar 45:*:*\n}\n");
+    wait_until("the PMDAs to answer", || {
+        pcp_tool("pminfo", pmcd.port, &["foo", "bar.good"])
+            .status
+            .success()
     });
     // Every name the agents give offline, through pmcd.
     let offline = Command::new(wasmon)
@@ -810,6 +818,27 @@ fn wasmon_pmda_serves_the_foo_guest_under_a_real_pmcd() {
     assert!(v.contains("samples:   2"), "{v}");
     let o = pcp_tool("pminfo", pmcd.port, &["-m", "foo.count.nosuch"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("Unknown metric name"));
+
+    // A guest that traps (the testing agent traps on any name with "trap" in it): that call
+    // fails, the PMDA and pmcd go on, the guest's good metric and the other PMDA answer.
+    let good = ok("pminfo", pmcd.port, &["-f", "bar.good"]);
+    assert!(good.contains("value 42"), "{good}");
+    // (Three failed guest calls: five in a row would quarantine the guest for a second.)
+    {
+        // pmLookupName: pmcd passes the PMDA's answer on.
+        let o = pcp_tool("pmval", pmcd.port, &["-s", "1", "bar.trap"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("No PMCD agent for domain of request"), "{err}");
+        // A traverse: pmcd makes an agent's failure "unknown name".
+        assert!(
+            !pcp_tool("pminfo", pmcd.port, &["-m", "bar.trap"])
+                .status
+                .success()
+        );
+    }
+    let good = ok("pminfo", pmcd.port, &["-f", "bar.good"]);
+    assert!(good.contains("value 42"), "{good}");
+    assert!(ok("pminfo", pmcd.port, &["-f", "foo.count.ops"]).contains("value"));
 }
 
 #[test]

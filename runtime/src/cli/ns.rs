@@ -30,6 +30,9 @@ pub struct Source {
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
     #[arg(long)]
     pub mapped: Vec<String>,
+    /// Offline: a guest agent's parameters, `DOMAIN=JSON` (repeatable; default `{}`).
+    #[arg(long)]
+    pub params: Vec<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -127,7 +130,12 @@ impl Backend {
                 };
                 let source = crate::guests::resolve(what, None, std::path::Path::new(""))?;
                 let compiled = rt.compile(&source.bytes, &source.origin.to_string())?;
-                let mut cfg = GuestConfig::new(what, "{}");
+                let params = s
+                    .params
+                    .iter()
+                    .find_map(|p| p.strip_prefix(&format!("{domain}=")))
+                    .unwrap_or("{}");
+                let mut cfg = GuestConfig::new(what, params);
                 cfg.grants = Grants {
                     mapped: mapped.clone(),
                     ..Default::default()
