@@ -861,3 +861,51 @@ fn a_port_held_by_pmcd_is_logged_once_and_the_daemon_runs_without_it() {
     let log = d.stderr.lock().unwrap().clone();
     assert_eq!(log.matches("PCP port in use").count(), 1, "{log}");
 }
+
+#[test]
+fn a_guest_replaced_under_pmcd_answers_the_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let foo_pmns = dir.path().join("foo.pmns");
+    std::fs::write(&foo_pmns, FOO_PMNS).unwrap();
+    let guest = dir.path().join("agent.wasm");
+    std::fs::write(&guest, crate::common::guest_bytes("foo")).unwrap();
+    let wasmon = env!("CARGO_BIN_EXE_wasmon");
+    let params = r#"44={"domain":44,"root":"foo.count"}"#;
+    // The replacement compiled once beforehand (the compile cache is shared), so the reload
+    // stays well inside pmcd's 5 s per request.
+    let testing = crate::common::guest_path("testing_agent");
+    let warm = Command::new(wasmon)
+        .args(["ns", "lookup", "foo.count.good", "--pmns"])
+        .arg(&foo_pmns)
+        .arg("--agent")
+        .arg(format!("44={}", testing.display()))
+        .args(["--params", params])
+        .output()
+        .unwrap();
+    assert!(
+        warm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    let conf = format!(
+        "foo\t44\tpipe\tbinary\t{wasmon} pmda --pmns {} --agent 44={} --params {params}\n",
+        foo_pmns.display(),
+        guest.display()
+    );
+    let pmcd = Pmcd::start(&conf, "root {\n    foo 44:*:*\n}\n");
+    wait_until("the PMDA to answer", || {
+        pcp_tool("pminfo", pmcd.port, &["foo.count.ops"])
+            .status
+            .success()
+    });
+    assert!(ok("pminfo", pmcd.port, &["-f", "foo.count.ops"]).contains("value"));
+    crate::common::replace_file(&guest, &std::fs::read(&testing).unwrap());
+    // The next request is answered by the new guest.
+    let good = ok("pminfo", pmcd.port, &["-f", "foo.count.good"]);
+    assert!(good.contains("value 42"), "{good}");
+    assert!(
+        !pcp_tool("pminfo", pmcd.port, &["-m", "foo.count.ops"])
+            .status
+            .success()
+    );
+}

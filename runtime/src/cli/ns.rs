@@ -75,20 +75,30 @@ enum Backend {
     Local(AgentSet),
 }
 
-/// The agents `--pmns`/`--agent`/`--mapped` describe, loaded in this process (`wasmon
-/// pmda` serves them to pmcd). `None` when neither `--pmns` nor `--agent` is given.
-pub fn offline_agents(s: &Source) -> Result<Option<AgentSet>> {
-    Ok(match Backend::new(s)? {
-        Backend::Local(set) => Some(set),
-        Backend::Http(_) => None,
-    })
+/// The namespace and agents `--pmns`/`--agent`/`--mapped`/`--params` describe, loaded in
+/// this process (`wasmon pmda` serves them to pmcd). `None` when neither `--pmns` nor
+/// `--agent` is given.
+pub fn offline_parts(s: &Source) -> Result<Option<(Namespace, BTreeMap<u32, Box<dyn Agent>>)>> {
+    if s.pmns.is_empty() && s.agent.is_empty() {
+        return Ok(None);
+    }
+    Backend::load(s).map(Some)
 }
 
 impl Backend {
     fn new(s: &Source) -> Result<Backend> {
-        if s.pmns.is_empty() && s.agent.is_empty() {
+        let Some((ns, agents)) = offline_parts(s)? else {
             return Ok(Backend::Http(s.url.trim_end_matches('/').to_string()));
-        }
+        };
+        // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
+        Ok(Backend::Local(if agents.is_empty() {
+            AgentSet::local(ns)
+        } else {
+            AgentSet::new(ns, agents)
+        }))
+    }
+
+    fn load(s: &Source) -> Result<(Namespace, BTreeMap<u32, Box<dyn Agent>>)> {
         let mut texts = Vec::new();
         for p in &s.pmns {
             texts.push((
@@ -149,12 +159,7 @@ impl Backend {
             .map(|(f, t)| (f.as_str(), t.as_str()))
             .collect();
         let ns = Namespace::from_pmns(&refs)?;
-        // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
-        Ok(Backend::Local(if agents.is_empty() {
-            AgentSet::local(ns)
-        } else {
-            AgentSet::new(ns, agents)
-        }))
+        Ok((ns, agents))
     }
 
     fn get(

@@ -26,6 +26,12 @@ impl HasAgents for AgentSet {
     }
 }
 
+impl HasAgents for Arc<AgentSet> {
+    fn agents(&self) -> &AgentSet {
+        self
+    }
+}
+
 /// PCP's view of a set of agents.
 pub struct PcpSource<A>(pub A);
 

@@ -53,15 +53,21 @@ fn read_pdu(input: &mut impl Read, buf: &mut Vec<u8>) -> Result<Option<()>, Pmda
 
 /// Answers pmcd until it closes the pipe (pmcd stopping, or removing the PMDA). A PDU that
 /// does not decode is answered with `PM_ERR_IPC`, as libpcp_pmda does, and the loop goes on.
+/// `reloaded` runs before each request and says whether the agents changed (the session then
+/// forgets the descriptors it kept).
 pub fn serve(
     mut input: impl Read,
     mut out: impl Write,
     source: Box<dyn Source>,
     hostname: String,
+    reloaded: &mut dyn FnMut() -> bool,
 ) -> Result<(), PmdaError> {
     let mut session = Session::new(Arc::new(Shared::new(source, hostname)));
     let mut buf = Vec::new();
     while read_pdu(&mut input, &mut buf)?.is_some() {
+        if reloaded() {
+            session.forget();
+        }
         let reply = match pdu::decode(&buf) {
             // pmcd's CREDS (its version), and its notices that a client went away.
             Ok(Request::Creds(_) | Request::Error(_)) => None,

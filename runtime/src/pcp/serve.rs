@@ -158,6 +158,11 @@ impl Session {
         }
     }
 
+    /// Drops the descriptors kept for fetches (the agents behind the source changed).
+    pub fn forget(&mut self) {
+        self.descs.clear();
+    }
+
     fn src(&self) -> &dyn Source {
         &*self.shared.source
     }
