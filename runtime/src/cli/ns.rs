@@ -75,10 +75,13 @@ enum Backend {
     Local(AgentSet),
 }
 
+/// A namespace and the agents behind it, by domain.
+pub type Parts = (Namespace, BTreeMap<u32, Box<dyn Agent>>);
+
 /// The namespace and agents `--pmns`/`--agent`/`--mapped`/`--params` describe, loaded in
 /// this process (`wasmon pmda` serves them to pmcd). `None` when neither `--pmns` nor
 /// `--agent` is given.
-pub fn offline_parts(s: &Source) -> Result<Option<(Namespace, BTreeMap<u32, Box<dyn Agent>>)>> {
+pub fn offline_parts(s: &Source) -> Result<Option<Parts>> {
     if s.pmns.is_empty() && s.agent.is_empty() {
         return Ok(None);
     }
@@ -98,7 +101,7 @@ impl Backend {
         }))
     }
 
-    fn load(s: &Source) -> Result<(Namespace, BTreeMap<u32, Box<dyn Agent>>)> {
+    fn load(s: &Source) -> Result<Parts> {
         let mut texts = Vec::new();
         for p in &s.pmns {
             texts.push((
