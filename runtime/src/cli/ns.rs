@@ -30,7 +30,8 @@ pub struct Source {
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
     #[arg(long)]
     pub mapped: Vec<String>,
-    /// Offline: a guest agent's parameters, `DOMAIN=JSON` (repeatable; default `{}`).
+    /// Offline: a guest agent's parameters, `DOMAIN=JSON` or `DOMAIN=@FILE` (repeatable;
+    /// default `{}`).
     #[arg(long)]
     pub params: Vec<String>,
     /// Print JSON instead of text.
@@ -143,12 +144,18 @@ impl Backend {
                 };
                 let source = crate::guests::resolve(what, None, std::path::Path::new(""))?;
                 let compiled = rt.compile(&source.bytes, &source.origin.to_string())?;
-                let params = s
+                let params = match s
                     .params
                     .iter()
                     .find_map(|p| p.strip_prefix(&format!("{domain}=")))
-                    .unwrap_or("{}");
-                let mut cfg = GuestConfig::new(what, params);
+                {
+                    // From a file: pmcd.conf's parser eats the quotes of inline JSON.
+                    Some(file) if file.starts_with('@') => std::fs::read_to_string(&file[1..])
+                        .with_context(|| format!("--params {domain}={file}"))?,
+                    Some(json) => json.to_string(),
+                    None => "{}".to_string(),
+                };
+                let mut cfg = GuestConfig::new(what, &params);
                 cfg.grants = Grants {
                     mapped: mapped.clone(),
                     ..Default::default()
