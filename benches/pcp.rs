@@ -2,7 +2,10 @@
 //! - `fetch_all_linux`: one client's FETCH of every metric of the linux agent (PCP's linux
 //!   PMDA under pmcd), request to decoded reply length, over loopback TCP;
 //! - `pminfo_f_linux`: Debian's `pminfo -f` of the same metrics, a process per run (connect,
-//!   handshake, traverse, names, descriptors, instances, fetch).
+//!   handshake, traverse, names, descriptors, instances, fetch);
+//! - `fetch_mmv_10k` and `pminfo_f_mmv_10k`: the same for an MMV file of 10,000 values (100
+//!   metrics x 100 instances, written by python3-pcp into /var/lib/pcp/tmp/mmv), through
+//!   wasmon's `mmv` guest and through pmcd's MMV PMDA.
 //!
 //! wasmon's port runs in this process over the native linux agent. The reference pmcd runs
 //! when Debian's pcp is installed (`apt-get install pcp`, see tests/all/pcp.rs for doing it
@@ -14,8 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use wasmon::daemon::agents::AgentSet;
+use wasmon::daemon::agents::{AgentSet, GuestAgent};
 use wasmon::daemon::pcp::PcpSource;
+use wasmon::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
 use wasmon::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
 
 fn free_port() -> u16 {
@@ -122,6 +126,143 @@ fn pminfo(port: u16, args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Every PMID below `prefix`, as `pminfo -m` prints them (`name PMID: D.C.I`).
+fn pmids(port: u16, prefix: &str) -> Vec<u32> {
+    let out = Command::new("pminfo")
+        .args(["-h", &format!("localhost:{port}"), "-m", prefix])
+        .env("PCP_DERIVED_CONFIG", "")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("PMID: ").nth(1))
+        .map(|p| {
+            let mut f = p.trim().split('.').map(|x| x.parse::<u32>().unwrap());
+            let (d, c, i) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+            (d << 22) | (c << 10) | i
+        })
+        .collect()
+}
+
+const MMV_WRITER: &str = r#"
+import sys, time
+from pcp import mmv, pmapi
+import cmmv
+indom = mmv.mmv_indom(serial=1, shorttext="i", helptext="i")
+indom.set_instances([mmv.mmv_instance(i, "i%d" % i) for i in range(100)])
+v = mmv.MemoryMappedValues(sys.argv[1], cluster=0)
+v.add_indoms([indom])
+ms = []
+for k in range(100):
+    m = mmv.mmv_metric("m%d" % k, k + 1, cmmv.MMV_TYPE_U64, cmmv.MMV_SEM_COUNTER, pmapi.pmUnits(0,0,1,0,0,0), 1, "m", "m")
+    m.semantics = cmmv.MMV_SEM_COUNTER; m.dimension = pmapi.pmUnits(0,0,1,0,0,0)
+    ms.append(m)
+v.add_metrics(ms)
+v.start()
+for k in range(100):
+    for i in range(100):
+        v.lookup_add("m%d" % k, "i%d" % i, k * 100 + i)
+print("ready", flush=True)
+sys.stdin.read()
+"#;
+
+/// 10,000 MMV values served by wasmon's mmv guest on a port of this process and by the
+/// reference pmcd's MMV PMDA, side by side.
+fn mmv(c: &mut Criterion, rt: &tokio::runtime::Runtime, pmcd: Option<&Pmcd>) {
+    let dir = std::path::Path::new("/var/lib/pcp/tmp/mmv");
+    if std::fs::create_dir_all(dir).is_err() {
+        eprintln!(
+            "pcp: no {} to write an MMV file into: no MMV figures",
+            dir.display()
+        );
+        return;
+    }
+    let name = format!("wasmonbench{}", std::process::id());
+    let path = dir.join(&name);
+    let Ok(mut writer) = Command::new("/usr/bin/python3")
+        .args(["-c", MMV_WRITER])
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("pcp: no python3-pcp: no MMV figures");
+        return;
+    };
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(writer.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready", "the MMV writer (python3-pcp) failed");
+
+    let wrt = Runtime::new(None).unwrap();
+    let bytes = std::fs::read(format!("{}/mmv.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap();
+    let compiled = wrt.compile(&bytes, "mmv").unwrap();
+    let mut cfg = GuestConfig::new("mmv", r#"{"dir":"mmv","root":"mmv"}"#);
+    cfg.grants = Grants {
+        mapped: vec![MappedDir {
+            name: "mmv".into(),
+            host: dir.to_path_buf(),
+        }],
+        ..Default::default()
+    };
+    let guest: Box<dyn Agent> = Box::new(GuestAgent(
+        Image::<AgentWorld>::load(&wrt, &compiled, cfg).unwrap(),
+    ));
+    let ns = Namespace::from_pmns(&[("mmv", "root { mmv 70:*:* }")]).unwrap();
+    let set = AgentSet::new(ns, std::collections::BTreeMap::from([(70, guest)]));
+    let port = free_port();
+    rt.block_on(wasmon::pcp::start(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        Box::new(PcpSource(set)),
+        "bench".into(),
+        tokio_util::sync::CancellationToken::new(),
+    ))
+    .unwrap()
+    .expect("a free port");
+    let prefix = format!("mmv.{name}");
+    let mut servers = vec![("wasmon", port)];
+    if let Some(p) = pmcd {
+        let mut seen = false;
+        for _ in 0..300 {
+            if pmids(p.port, &prefix).len() == 100 {
+                seen = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if seen {
+            servers.push(("pmcd", p.port));
+        } else {
+            eprintln!("pcp: pmcd's MMV PMDA did not list {prefix}: wasmon only");
+        }
+    }
+    let mut g = c.benchmark_group("pcp");
+    for (who, port) in &servers {
+        let ids = pmids(*port, &prefix);
+        assert_eq!(ids.len(), 100, "{who}: {prefix}");
+        let mut body = vec![0u32, 0, 0, ids.len() as u32];
+        body.extend(&ids);
+        let fetch = pdu(0x7003, &body);
+        let mut client = Client::connect(*port);
+        let mut buf = Vec::new();
+        let len = client.fetch(&fetch, &mut buf);
+        eprintln!("pcp: {who}: a fetch of 10,000 MMV values is a {len}-byte RESULT");
+        g.bench_function(format!("fetch_mmv_10k/{who}"), |b| {
+            b.iter(|| client.fetch(&fetch, &mut buf))
+        });
+        g.bench_function(format!("pminfo_f_mmv_10k/{who}"), |b| {
+            b.iter(|| assert!(pminfo(*port, &["-f", &prefix])))
+        });
+    }
+    g.finish();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let _ = std::fs::remove_file(&path);
+}
+
 fn bench(c: &mut Criterion) {
     let ns = Namespace::from_pmns(&[("linux", LINUX_PMNS)]).unwrap();
     let mut agents: std::collections::BTreeMap<u32, Box<dyn Agent>> = Default::default();
@@ -174,6 +315,7 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+    mmv(c, &rt, pmcd.as_ref());
     drop(pmcd);
 }
 
