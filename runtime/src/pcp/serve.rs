@@ -51,6 +51,8 @@ pub const MAX_NAMES: usize = 1 << 14;
 #[derive(Default)]
 struct Indom {
     by_name: HashMap<String, i32>,
+    /// The numbers taken (by the agent's fixed numbers and ours).
+    used: std::collections::HashSet<i32>,
     next: i32,
     /// A metric of this indom: what INSTANCE_REQ fetches to enumerate it.
     metric: Option<Pmid>,
@@ -88,37 +90,54 @@ impl Shared {
         }
     }
 
-    /// The number of an instance name of `indom` (raw pmInDom), assigning the next free one
-    /// (or the agent's own) on first sight; `None` past the tables' bounds.
-    fn instance(&self, indom: u32, name: &str) -> Option<i32> {
-        let mut all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
-        if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
-            return None;
-        }
-        let t = all.entry(indom).or_default();
-        if let Some(&i) = t.by_name.get(name) {
-            return Some(i);
-        }
-        if t.by_name.len() >= MAX_INSTANCES {
-            return None;
-        }
-        let fixed = self
-            .source
-            .instance_id(indom >> 22, indom & 0x3f_ffff, name)
-            .and_then(|i| i32::try_from(i).ok());
-        let id = match fixed {
-            Some(i) => i,
-            None => {
-                // Skip numbers an agent's fixed ones took.
-                while t.by_name.values().any(|&v| v == t.next) {
-                    t.next += 1;
-                }
-                t.next += 1;
-                t.next - 1
+    /// The numbers of instance names of `indom` (raw pmInDom), assigning the next free one (or
+    /// the agent's own) to a name seen for the first time; `None` past the tables' bounds.
+    /// The agent is asked for its numbers outside the tables' lock: a busy agent holds up
+    /// only its own metrics.
+    fn instances(&self, indom: u32, names: &[&str]) -> Vec<Option<i32>> {
+        let lock = || self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let new: Vec<&str> = {
+            let all = lock();
+            match all.get(&indom) {
+                Some(t) => names
+                    .iter()
+                    .copied()
+                    .filter(|n| !t.by_name.contains_key(*n))
+                    .collect(),
+                None => names.to_vec(),
             }
         };
-        t.by_name.insert(name.to_string(), id);
-        Some(id)
+        let fixed: Vec<Option<i32>> = new
+            .iter()
+            .map(|n| {
+                self.source
+                    .instance_id(indom >> 22, indom & 0x3f_ffff, n)
+                    .and_then(|i| i32::try_from(i).ok())
+            })
+            .collect();
+        let mut all = lock();
+        if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
+            return vec![None; names.len()];
+        }
+        let t = all.entry(indom).or_default();
+        for (name, fixed) in new.into_iter().zip(fixed) {
+            if t.by_name.contains_key(name) || t.by_name.len() >= MAX_INSTANCES {
+                continue;
+            }
+            let id = match fixed {
+                Some(i) => i,
+                None => {
+                    // Skip numbers an agent's fixed ones took.
+                    while t.used.contains(&t.next) {
+                        t.next += 1;
+                    }
+                    t.next
+                }
+            };
+            t.used.insert(id);
+            t.by_name.insert(name.to_string(), id);
+        }
+        names.iter().map(|n| t.by_name.get(*n).copied()).collect()
     }
 
     fn remember_indom(&self, indom: u32, metric: Pmid) {
@@ -361,12 +380,12 @@ impl Session {
                 .map(|(_, v)| (IN_NULL, String::new(), to_value(k.ty, v)))
                 .collect());
         }
+        let names: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
+        let ids = self.shared.instances(k.desc.indom, &names);
         Ok(values
             .into_iter()
-            .filter_map(|(name, v)| {
-                let inst = self.shared.instance(k.desc.indom, &name)?;
-                Some((inst, name, to_value(k.ty, v)))
-            })
+            .zip(ids)
+            .filter_map(|((name, v), inst)| Some((inst?, name, to_value(k.ty, v))))
             .collect())
     }
 
