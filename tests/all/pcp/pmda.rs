@@ -46,13 +46,12 @@ impl Pmcd {
             pmns.as_os_str(),
         ];
         let (child, port) = spawn_pmcd(run.path(), &args, false);
-        let p = Pmcd {
+        Pmcd {
             child,
             port,
             run,
             logs: logs.to_path_buf(),
-        };
-        p
+        }
     }
 
     /// [`wait_until`], showing pmcd's log and its PMDAs' when it times out.
