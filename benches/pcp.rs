@@ -40,20 +40,30 @@ impl Client {
         let mut hello = [0u8; 20];
         s.read_exact(&mut hello).unwrap();
         s.write_all(&pdu(0x700c, &[1, 0x0102_0000])).unwrap();
+        // pmcd wants a profile before a context's first fetch (PM_ERR_NOPROFILE otherwise):
+        // context 0, every instance included. It gets no reply.
+        s.write_all(&pdu(0x7002, &[0, 0, 0, 0])).unwrap();
         Client(s)
     }
 
-    /// One FETCH; the reply's length.
+    /// One FETCH; the reply's length. pmcd may first send an ERROR with a positive code (a
+    /// state change: an agent added or restarted), which PCP's clients skip, as this does.
     fn fetch(&mut self, req: &[u8], buf: &mut Vec<u8>) -> usize {
         self.0.write_all(req).unwrap();
-        let mut head = [0u8; 12];
-        self.0.read_exact(&mut head).unwrap();
-        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let ty = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        assert_eq!(ty, 0x7001, "a RESULT");
-        buf.resize(len - 12, 0);
-        self.0.read_exact(buf).unwrap();
-        len
+        loop {
+            let mut head = [0u8; 12];
+            self.0.read_exact(&mut head).unwrap();
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let ty = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            buf.resize(len - 12, 0);
+            self.0.read_exact(buf).unwrap();
+            let code = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            if ty == 0x7000 && code > 0 {
+                continue;
+            }
+            assert_eq!(ty, 0x7001, "a RESULT (error {code})");
+            return len;
+        }
     }
 }
 
