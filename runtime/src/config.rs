@@ -51,6 +51,9 @@ pub struct Config {
     /// The daemon's log: level and format (`[log]`); read at start only.
     #[serde(default)]
     pub log: crate::logging::LogConfig,
+    /// The pmcd-compatible port for PCP's tools (`[pcp]`); read at start only.
+    #[serde(default)]
+    pub pcp: crate::pcp::PcpConfig,
 }
 
 /// `[api]` settings of the cc-metric-store compatible API.

@@ -5,6 +5,7 @@
 //! - [`namespace`]: the PMNS and the agents behind its dynamic subtrees;
 //! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
 //! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
+//! - [`pcp`]: PCP's binary protocol: a pmcd-compatible port for PCP's own tools;
 //! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
 //! - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
 //! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
@@ -33,6 +34,7 @@ pub mod logging;
 pub mod namespace;
 pub mod nats;
 pub mod notify;
+pub mod pcp;
 pub mod pipeline;
 pub mod procfs;
 pub mod sample;

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(wasmon::cli::fabric::fabric_cli(args)))
             .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
+        Command::Pmda { source } => wasmon::cli::pmda::pmda(source),
         Command::Guest { command } => wasmon::cli::guest::guest(command),
         Command::Config {
             command: ConfigCommand::Default,

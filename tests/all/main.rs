@@ -16,6 +16,7 @@ mod logs;
 mod namespace;
 mod notify;
 mod package;
+mod pcp;
 mod polyglot;
 mod reload;
 mod reload_daemon;

@@ -30,7 +30,7 @@ pub async fn run(opts: RunOptions, shutdown: CancellationToken) -> Result<()> {
         .with_context(|| format!("binding the HTTP API to {listen}"))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(addr = %listener.local_addr()?, scheme, "HTTP API listening");
-    let tasks = daemon.spawn_tasks(&shutdown);
+    let tasks = daemon.spawn_tasks(&shutdown).await?;
     let token = shutdown.clone();
     let stopped = async move { token.cancelled().await };
     match tls {

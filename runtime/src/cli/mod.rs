@@ -15,6 +15,7 @@ pub mod fabric;
 pub mod guest;
 pub mod notify;
 pub mod ns;
+pub mod pmda;
 use crate::host::{CallError, GuestConfig, Image, Runtime, TransformerWorld};
 use crate::sample::{Line, Sample, parse_line, to_line};
 
@@ -71,6 +72,12 @@ pub enum Command {
     Fetch {
         #[arg(required = true)]
         names: Vec<String>,
+        #[command(flatten)]
+        source: ns::Source,
+    },
+    /// Serve agents to a real pmcd as a daemon PMDA on stdin/stdout (a pmcd.conf line:
+    /// `foo 44 pipe binary /usr/bin/wasmon pmda --pmns foo.pmns --agent 44=foo`).
+    Pmda {
         #[command(flatten)]
         source: ns::Source,
     },

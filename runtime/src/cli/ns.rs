@@ -30,6 +30,10 @@ pub struct Source {
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
     #[arg(long)]
     pub mapped: Vec<String>,
+    /// Offline: a guest agent's parameters, `DOMAIN=JSON` or `DOMAIN=@FILE` (repeatable;
+    /// default `{}`).
+    #[arg(long)]
+    pub params: Vec<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -72,11 +76,33 @@ enum Backend {
     Local(AgentSet),
 }
 
+/// A namespace and the agents behind it, by domain.
+pub type Parts = (Namespace, BTreeMap<u32, Box<dyn Agent>>);
+
+/// The namespace and agents `--pmns`/`--agent`/`--mapped`/`--params` describe, loaded in
+/// this process (`wasmon pmda` serves them to pmcd). `None` when neither `--pmns` nor
+/// `--agent` is given.
+pub fn offline_parts(s: &Source) -> Result<Option<Parts>> {
+    if s.pmns.is_empty() && s.agent.is_empty() {
+        return Ok(None);
+    }
+    Backend::load(s).map(Some)
+}
+
 impl Backend {
     fn new(s: &Source) -> Result<Backend> {
-        if s.pmns.is_empty() && s.agent.is_empty() {
+        let Some((ns, agents)) = offline_parts(s)? else {
             return Ok(Backend::Http(s.url.trim_end_matches('/').to_string()));
-        }
+        };
+        // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
+        Ok(Backend::Local(if agents.is_empty() {
+            AgentSet::local(ns)
+        } else {
+            AgentSet::new(ns, agents)
+        }))
+    }
+
+    fn load(s: &Source) -> Result<Parts> {
         let mut texts = Vec::new();
         for p in &s.pmns {
             texts.push((
@@ -118,7 +144,18 @@ impl Backend {
                 };
                 let source = crate::guests::resolve(what, None, std::path::Path::new(""))?;
                 let compiled = rt.compile(&source.bytes, &source.origin.to_string())?;
-                let mut cfg = GuestConfig::new(what, "{}");
+                let params = match s
+                    .params
+                    .iter()
+                    .find_map(|p| p.strip_prefix(&format!("{domain}=")))
+                {
+                    // From a file: pmcd.conf's parser eats the quotes of inline JSON.
+                    Some(file) if file.starts_with('@') => std::fs::read_to_string(&file[1..])
+                        .with_context(|| format!("--params {domain}={file}"))?,
+                    Some(json) => json.to_string(),
+                    None => "{}".to_string(),
+                };
+                let mut cfg = GuestConfig::new(what, &params);
                 cfg.grants = Grants {
                     mapped: mapped.clone(),
                     ..Default::default()
@@ -132,12 +169,7 @@ impl Backend {
             .map(|(f, t)| (f.as_str(), t.as_str()))
             .collect();
         let ns = Namespace::from_pmns(&refs)?;
-        // No agent at all: PCP's local mode, where names under a dynamic root give its PMID.
-        Ok(Backend::Local(if agents.is_empty() {
-            AgentSet::local(ns)
-        } else {
-            AgentSet::new(ns, agents)
-        }))
+        Ok((ns, agents))
     }
 
     fn get(

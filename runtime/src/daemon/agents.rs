@@ -11,7 +11,8 @@ use serde::Serialize;
 use crate::host::AgentInstance;
 use crate::host::agent_types as wit;
 use crate::namespace::{
-    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Values,
+    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, ValueType,
+    Values,
 };
 use crate::sample::{Kind, Metadata, Name, Sample};
 
@@ -166,6 +167,12 @@ impl Agent for SharedAgent {
     fn release(&mut self) {
         self.lock().release()
     }
+    fn value_type(&mut self, id: Pmid) -> Option<ValueType> {
+        self.lock().value_type(id)
+    }
+    fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
+        self.lock().instance_id(indom, name)
+    }
 }
 
 /// The agents a query sees: a snapshot of the running set (cloning it clones handles).
@@ -253,6 +260,35 @@ impl AgentSet {
 
     pub fn traverse(&self, prefix: &str) -> Result<Traversal, NsError> {
         self.with(|ns, d| ns.traverse(prefix, self.mode(d)))
+    }
+
+    /// How many agents run.
+    pub fn agent_count(&self) -> usize {
+        self.agents.read().unwrap().len()
+    }
+
+    /// The agent for `domain`, if one runs (a handle: calls lock it one at a time).
+    pub fn agent(&self, domain: u32) -> Option<SharedAgent> {
+        self.agents.read().unwrap().get(&domain).cloned()
+    }
+
+    /// Fetches PMIDs, one agent call per domain; one answer per id, in order.
+    pub fn fetch_ids(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>> {
+        let mut out: Vec<Result<Values, NsError>> = vec![Err(NsError::NoAgent); ids.len()];
+        let mut by_domain: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            by_domain.entry(id.domain).or_default().push(i);
+        }
+        for (domain, at) in by_domain {
+            let Some(mut agent) = self.agent(domain) else {
+                continue;
+            };
+            let want: Vec<Pmid> = at.iter().map(|&i| ids[i]).collect();
+            for (i, (_, values)) in at.into_iter().zip(agent.fetch(&want)) {
+                out[i] = values;
+            }
+        }
+        out
     }
 
     /// Fetches every leaf named or below a named non-leaf, one agent call per domain.

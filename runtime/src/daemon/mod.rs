@@ -7,6 +7,7 @@
 pub mod agents;
 mod kept;
 pub mod parts;
+pub mod pcp;
 mod reload;
 
 use std::net::SocketAddr;
@@ -31,9 +32,9 @@ pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
 
 impl Daemon {
     /// Starts the daemon's background work: the parts' tasks (store workers, NATS ingest and
-    /// sink, the process reader), the fabric agent, the config watcher, the agents' polls and
-    /// the signal handler (SIGTERM/SIGINT cancel `shutdown`, SIGHUP reloads).
-    pub fn spawn_tasks(self: &Arc<Self>, shutdown: &CancellationToken) -> Tasks {
+    /// sink, the process reader), the fabric agent, the PCP port, the config watcher, the
+    /// agents' polls and the signal handler (SIGTERM/SIGINT cancel `shutdown`, SIGHUP reloads).
+    pub async fn spawn_tasks(self: &Arc<Self>, shutdown: &CancellationToken) -> Result<Tasks> {
         let daemon = self;
         {
             let d = daemon.clone();
@@ -54,11 +55,12 @@ impl Daemon {
                 }
             });
         }
-        Tasks(vec![
+        pcp::start(daemon, shutdown).await?;
+        Ok(Tasks(vec![
             tokio::spawn(watch_signals(daemon.clone(), shutdown.clone())),
             tokio::spawn(reload::watch(daemon.clone(), shutdown.clone())),
             tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone())),
-        ])
+        ]))
     }
 
     /// After `shutdown` was cancelled and the API stopped: the pipelines' final flush, the

@@ -11,7 +11,7 @@
 //! Each fetch reads every needed /proc file once, into a buffer reused across fetches, and
 //! parses it in place. Owns only this agent; uses nothing of the namespace but its types.
 
-use super::types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Values};
+use super::types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, ValueType, Values};
 use std::path::{Path, PathBuf};
 
 /// PCP's domain for the linux PMDA.
@@ -462,6 +462,28 @@ impl Agent for LinuxAgent {
             indom: def.indom,
             help: def.help.to_string(),
         })
+    }
+
+    /// As PCP's linux PMDA declares them (checked against pmcd 6.0.3 by `tests/all/pcp.rs`).
+    fn value_type(&mut self, id: Pmid) -> Option<ValueType> {
+        let def = self.def(id)?;
+        Some(match def.src {
+            Src::Load => ValueType::Float,
+            Src::Uptime => ValueType::Double,
+            Src::Ncpu | Src::Procs(_) => ValueType::U32,
+            Src::Mem(_, div) if div != 1.0 => ValueType::U32,
+            _ => ValueType::U64,
+        })
+    }
+
+    /// PCP's linux PMDA numbers CPUs by their number and load averages by their minutes;
+    /// network interfaces it numbers in discovery order (left to the server).
+    fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
+        match indom {
+            CPU_INDOM => name.strip_prefix("cpu")?.parse().ok(),
+            LOADAVG_INDOM => name.strip_suffix(" minute")?.parse().ok(),
+            _ => None,
+        }
     }
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {

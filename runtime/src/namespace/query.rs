@@ -203,7 +203,14 @@ impl Namespace {
                     return Err(NsError::UnknownName);
                 };
                 let a = agent(del, d)?;
-                let kids = agent_children(a, prefix)?;
+                let kids = match agent_children(a, prefix) {
+                    Ok(k) => k,
+                    // Some agents refuse to list a leaf's children: a leaf is still itself.
+                    Err(e) => match a.lookup_name(prefix) {
+                        Ok(_) => Vec::new(),
+                        Err(_) => return Err(e),
+                    },
+                };
                 if kids.is_empty() {
                     // A leaf (or nothing): PCP reports the prefix itself when it is a leaf.
                     a.lookup_name(prefix)?;

@@ -225,6 +225,21 @@ pub struct MetricDesc {
 /// Values of one metric: (instance name, "" when singular; value).
 pub type Values = Vec<(String, f64)>;
 
+/// PCP's data type of a metric's values (`pmDesc.type`, `PM_TYPE_*`): what PCP clients are
+/// told and how a value is laid out on PCP's wire. Values cross the [`Agent`] contract as
+/// `f64`; this says how to present them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    I32,
+    U32,
+    I64,
+    U64,
+    Float,
+    Double,
+    String,
+}
+
 /// What an agent answers: the three PMDA_INTERFACE_4 namespace callbacks for the dynamic
 /// subtrees it owns, plus description and fetch. Agents built into the daemon implement it
 /// directly; the host wraps each WASM agent in an implementation that calls the guest and
@@ -241,6 +256,17 @@ pub trait Agent: Send {
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)>;
     /// Ends a quarantine the agent is in, if it can be in one (the operator asked).
     fn release(&mut self) {}
+    /// PCP's data type of `id`'s values, when the agent knows it (its values are `f64`s either
+    /// way); `None`: PCP clients are told `double`.
+    fn value_type(&mut self, _id: Pmid) -> Option<ValueType> {
+        None
+    }
+    /// PCP's fixed instance identifier of an instance name of indom serial `indom`, when the
+    /// agent has one (`cpu3` is 3 in PCP's linux PMDA); `None`: the PCP server numbers
+    /// instances itself, in the order it first sees them.
+    fn instance_id(&mut self, _indom: u32, _name: &str) -> Option<u32> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,337 @@
+//! PCP port benchmarks (criterion), wasmon beside a reference pmcd on the same machine:
+//! - `fetch_all_linux`: one client's FETCH of every metric of the linux agent (PCP's linux
+//!   PMDA under pmcd), request to decoded reply length, over loopback TCP;
+//! - `pminfo_f_linux`: Debian's `pminfo -f` of the same metrics, a process per run (connect,
+//!   handshake, traverse, names, descriptors, instances, fetch);
+//! - `fetch_mmv_10k` and `pminfo_f_mmv_10k`: the same for an MMV file of 10,000 values (100
+//!   metrics x 100 instances, written by python3-pcp into /var/lib/pcp/tmp/mmv), through
+//!   wasmon's `mmv` guest and through pmcd's MMV PMDA.
+//!
+//! wasmon's port runs in this process over the native linux agent. The reference pmcd runs
+//! when Debian's pcp is installed (`apt-get install pcp`, see tests/all/pcp.rs for doing it
+//! without systemd); without it only wasmon's figures are measured.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use wasmon::daemon::agents::{AgentSet, GuestAgent};
+use wasmon::daemon::pcp::PcpSource;
+use wasmon::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
+use wasmon::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A PCP client that knows the handshake and FETCH, nothing else.
+struct Client(TcpStream);
+
+impl Client {
+    fn connect(port: u16) -> Client {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut hello = [0u8; 20];
+        s.read_exact(&mut hello).unwrap();
+        s.write_all(&pdu(0x700c, &[1, 0x0102_0000])).unwrap();
+        // pmcd wants a profile before a context's first fetch (PM_ERR_NOPROFILE otherwise):
+        // context 0, every instance included. It gets no reply.
+        s.write_all(&pdu(0x7002, &[0, 0, 0, 0])).unwrap();
+        Client(s)
+    }
+
+    /// One FETCH; the reply's length. pmcd may first send an ERROR with a positive code (a
+    /// state change: an agent added or restarted), which PCP's clients skip, as this does.
+    fn fetch(&mut self, req: &[u8], buf: &mut Vec<u8>) -> usize {
+        self.0.write_all(req).unwrap();
+        loop {
+            let mut head = [0u8; 12];
+            self.0.read_exact(&mut head).unwrap();
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let ty = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            buf.resize(len - 12, 0);
+            self.0.read_exact(buf).unwrap();
+            let code = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            if ty == 0x7000 && code > 0 {
+                continue;
+            }
+            assert_eq!(ty, 0x7001, "a RESULT (error {code})");
+            return len;
+        }
+    }
+}
+
+fn pdu(ty: u32, body: &[u32]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(12 + 4 * body.len());
+    b.extend_from_slice(&((12 + 4 * body.len()) as u32).to_be_bytes());
+    b.extend_from_slice(&ty.to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    for w in body {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b
+}
+
+/// The reference pmcd, if Debian's pcp is installed; killed on drop.
+struct Pmcd {
+    child: std::process::Child,
+    port: u16,
+    _run: tempfile::TempDir,
+}
+
+impl Drop for Pmcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn reference_pmcd() -> Option<Pmcd> {
+    let bin = std::path::Path::new("/usr/lib/pcp/bin/pmcd");
+    if !bin.exists() || !std::path::Path::new("/var/lib/pcp/pmns/root").exists() {
+        eprintln!("pcp: no reference pmcd (Debian's pcp is not installed): wasmon only");
+        return None;
+    }
+    let _ = std::fs::create_dir_all("/run/pcp");
+    let run = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(bin)
+        .args(["-f", "-p", &port.to_string(), "-l"])
+        .arg(run.path().join("pmcd.log"))
+        .env("PCP_RUN_DIR", run.path())
+        .current_dir(run.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let p = Pmcd {
+        child,
+        port,
+        _run: run,
+    };
+    for _ in 0..600 {
+        if pminfo(port, &["pmcd.version"]) {
+            return Some(p);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("pcp: the reference pmcd did not start: wasmon only");
+    None
+}
+
+fn pminfo(port: u16, args: &[&str]) -> bool {
+    Command::new("pminfo")
+        .args(["-h", &format!("localhost:{port}")])
+        .args(args)
+        .env("PCP_DERIVED_CONFIG", "")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Every PMID below `prefix`, as `pminfo -m` prints them (`name PMID: D.C.I`).
+fn pmids(port: u16, prefix: &str) -> Vec<u32> {
+    let out = Command::new("pminfo")
+        .args(["-h", &format!("localhost:{port}"), "-m", prefix])
+        .env("PCP_DERIVED_CONFIG", "")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("PMID: ").nth(1))
+        .map(|p| {
+            let mut f = p.trim().split('.').map(|x| x.parse::<u32>().unwrap());
+            let (d, c, i) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+            (d << 22) | (c << 10) | i
+        })
+        .collect()
+}
+
+const MMV_WRITER: &str = r#"
+import sys, time
+from pcp import mmv, pmapi
+import cmmv
+indom = mmv.mmv_indom(serial=1, shorttext="i", helptext="i")
+indom.set_instances([mmv.mmv_instance(i, "i%d" % i) for i in range(100)])
+v = mmv.MemoryMappedValues(sys.argv[1], cluster=0)
+v.add_indoms([indom])
+ms = []
+for k in range(100):
+    m = mmv.mmv_metric("m%d" % k, k + 1, cmmv.MMV_TYPE_U64, cmmv.MMV_SEM_COUNTER, pmapi.pmUnits(0,0,1,0,0,0), 1, "m", "m")
+    m.semantics = cmmv.MMV_SEM_COUNTER; m.dimension = pmapi.pmUnits(0,0,1,0,0,0)
+    ms.append(m)
+v.add_metrics(ms)
+v.start()
+for k in range(100):
+    for i in range(100):
+        v.lookup_add("m%d" % k, "i%d" % i, k * 100 + i)
+print("ready", flush=True)
+sys.stdin.read()
+"#;
+
+/// 10,000 MMV values served by wasmon's mmv guest on a port of this process and by the
+/// reference pmcd's MMV PMDA, side by side.
+fn mmv(c: &mut Criterion, rt: &tokio::runtime::Runtime, pmcd: Option<&Pmcd>) {
+    let dir = std::path::Path::new("/var/lib/pcp/tmp/mmv");
+    if std::fs::create_dir_all(dir).is_err() {
+        eprintln!(
+            "pcp: no {} to write an MMV file into: no MMV figures",
+            dir.display()
+        );
+        return;
+    }
+    let name = format!("wasmonbench{}", std::process::id());
+    let path = dir.join(&name);
+    let Ok(mut writer) = Command::new("/usr/bin/python3")
+        .args(["-c", MMV_WRITER])
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("pcp: no python3-pcp: no MMV figures");
+        return;
+    };
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(writer.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready", "the MMV writer (python3-pcp) failed");
+
+    let wrt = Runtime::new(None).unwrap();
+    let bytes = std::fs::read(format!("{}/mmv.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap();
+    let compiled = wrt.compile(&bytes, "mmv").unwrap();
+    let mut cfg = GuestConfig::new("mmv", r#"{"dir":"mmv","root":"mmv"}"#);
+    cfg.grants = Grants {
+        mapped: vec![MappedDir {
+            name: "mmv".into(),
+            host: dir.to_path_buf(),
+        }],
+        ..Default::default()
+    };
+    let guest: Box<dyn Agent> = Box::new(GuestAgent(
+        Image::<AgentWorld>::load(&wrt, &compiled, cfg).unwrap(),
+    ));
+    let ns = Namespace::from_pmns(&[("mmv", "root { mmv 70:*:* }")]).unwrap();
+    let set = AgentSet::new(ns, std::collections::BTreeMap::from([(70, guest)]));
+    let port = free_port();
+    rt.block_on(wasmon::pcp::start(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        Box::new(PcpSource(set)),
+        "bench".into(),
+        tokio_util::sync::CancellationToken::new(),
+    ))
+    .unwrap()
+    .expect("a free port");
+    let prefix = format!("mmv.{name}");
+    let mut servers = vec![("wasmon", port)];
+    if let Some(p) = pmcd {
+        let mut seen = false;
+        for _ in 0..300 {
+            if pmids(p.port, &prefix).len() == 100 {
+                seen = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if seen {
+            servers.push(("pmcd", p.port));
+        } else {
+            eprintln!("pcp: pmcd's MMV PMDA did not list {prefix}: wasmon only");
+        }
+    }
+    let mut g = c.benchmark_group("pcp");
+    for (who, port) in &servers {
+        let ids = pmids(*port, &prefix);
+        assert_eq!(ids.len(), 100, "{who}: {prefix}");
+        let mut body = vec![0u32, 0, 0, ids.len() as u32];
+        body.extend(&ids);
+        let fetch = pdu(0x7003, &body);
+        let mut client = Client::connect(*port);
+        let mut buf = Vec::new();
+        let len = client.fetch(&fetch, &mut buf);
+        eprintln!("pcp: {who}: a fetch of 10,000 MMV values is a {len}-byte RESULT");
+        g.bench_function(format!("fetch_mmv_10k/{who}"), |b| {
+            b.iter(|| client.fetch(&fetch, &mut buf))
+        });
+        g.bench_function(format!("pminfo_f_mmv_10k/{who}"), |b| {
+            b.iter(|| assert!(pminfo(*port, &["-f", &prefix])))
+        });
+    }
+    g.finish();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let _ = std::fs::remove_file(&path);
+}
+
+fn bench(c: &mut Criterion) {
+    let ns = Namespace::from_pmns(&[("linux", LINUX_PMNS)]).unwrap();
+    let mut agents: std::collections::BTreeMap<u32, Box<dyn Agent>> = Default::default();
+    agents.insert(60, Box::new(LinuxAgent::new()));
+    let set = AgentSet::new(ns, agents);
+    let names = set.traverse("").unwrap().names;
+    let ids: Vec<u32> = names
+        .iter()
+        .map(|n| set.lookup(n).unwrap().to_raw())
+        .collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    rt.block_on(wasmon::pcp::start(
+        addr,
+        Box::new(PcpSource(set)),
+        "bench".into(),
+        tokio_util::sync::CancellationToken::new(),
+    ))
+    .unwrap()
+    .expect("a free port");
+    let pmcd = reference_pmcd();
+
+    let mut body = vec![0u32, 0, 0, ids.len() as u32];
+    body.extend(&ids);
+    let fetch = pdu(0x7003, &body);
+    let mut g = c.benchmark_group("pcp");
+    let mut servers = vec![("wasmon", port)];
+    if let Some(p) = &pmcd {
+        servers.push(("pmcd", p.port));
+    }
+    for (who, port) in &servers {
+        let mut client = Client::connect(*port);
+        let mut buf = Vec::new();
+        let len = client.fetch(&fetch, &mut buf);
+        eprintln!(
+            "pcp: {who}: a fetch of {} linux metrics is a {len}-byte RESULT",
+            ids.len()
+        );
+        g.bench_function(format!("fetch_all_linux/{who}"), |b| {
+            b.iter(|| client.fetch(&fetch, &mut buf))
+        });
+    }
+    let mut args = vec!["-f"];
+    args.extend(names.iter().map(String::as_str));
+    let have_pminfo = pminfo(port, &["hinv.ncpu"]);
+    for (who, port) in servers.iter().filter(|_| have_pminfo) {
+        g.bench_function(format!("pminfo_f_linux/{who}"), |b| {
+            b.iter(|| assert!(pminfo(*port, &args)))
+        });
+    }
+    g.finish();
+    mmv(c, &rt, pmcd.as_ref());
+    drop(pmcd);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);

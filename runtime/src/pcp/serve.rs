@@ -1,0 +1,546 @@
+//! What a pmcd answers, request by request: the namespace PDUs from the PMNS (dynamic
+//! subtrees asked of their agents by the [`Source`]), descriptors, instances, help text and
+//! fetches with the client's profile applied, plus pmcd's own `pmcd.*` metrics.
+//!
+//! Owns the answers and the state they need (instance numbers per indom, per-connection
+//! profiles); knows no sockets (`server.rs`) and no bytes beyond calling `pdu.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::pdu::{self, Desc, Profile, Request, Value, ValueSet};
+use super::pmcd::{self, PMCD_DOMAIN, PMCD_ROOT, PmcdInfo};
+use super::units::{parse_units, sem_code, to_value, type_code};
+use super::wire::{IN_NULL, NULL_ID, errors};
+use crate::namespace::{Child, MetricDesc, NsError, Pmid, Traversal, ValueType, Values};
+
+/// What the server needs of the metrics behind it: the namespace with its agents. The daemon
+/// implements it over its agents; each call locks an agent for that call only.
+pub trait Source: Send + Sync + 'static {
+    fn lookup(&self, name: &str) -> Result<Pmid, NsError>;
+    fn names_of(&self, id: Pmid) -> Result<Vec<String>, NsError>;
+    fn children(&self, name: &str) -> Result<Vec<Child>, NsError>;
+    fn traverse(&self, prefix: &str) -> Result<Traversal, NsError>;
+    fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError>;
+    /// PCP's type of `id`'s values, when its agent knows it (else they are served as doubles).
+    fn value_type(&self, id: Pmid) -> Option<ValueType>;
+    /// A fixed instance number of the agent for `domain`, when it has one.
+    fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32>;
+    /// One answer per id, in order.
+    fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>>;
+    /// How many agents answer (`pmcd.numagents`).
+    fn agent_count(&self) -> u32;
+}
+
+/// Most instance domains the server numbers instances for; past it, instances of new indoms
+/// are not served (a misbehaving agent cannot grow the tables without bound).
+pub const MAX_INDOMS: usize = 4096;
+/// Most instances numbered per indom (PCP's own PMDAs cap theirs similarly); numbers are
+/// never reused while the server runs, so a client's instance keeps its number.
+pub const MAX_INSTANCES: usize = 1 << 16;
+/// Most PROFILE contexts one connection may hold (pmcd keys profiles by context too; a real
+/// client uses one or a few).
+pub const MAX_CONTEXTS: usize = 64;
+/// Most descriptors one connection keeps between fetches.
+const MAX_CACHED_DESCS: usize = 1 << 16;
+/// Most names one PMNS_NAMES may ask for; the 64 KiB PDU limit allows about 16,000.
+pub const MAX_NAMES: usize = 1 << 14;
+
+/// Instance numbers of one indom, in the order first seen.
+#[derive(Default)]
+struct Indom {
+    by_name: HashMap<String, i32>,
+    /// The numbers taken (by the agent's fixed numbers and ours).
+    used: std::collections::HashSet<i32>,
+    next: i32,
+    /// A metric of this indom: what INSTANCE_REQ fetches to enumerate it.
+    metric: Option<Pmid>,
+}
+
+/// State shared by every connection of one server.
+pub struct Shared {
+    source: Box<dyn Source>,
+    indoms: Mutex<HashMap<u32, Indom>>,
+    pub clients: AtomicU32,
+    hostname: String,
+    timezone: String,
+    zoneinfo: Option<String>,
+}
+
+impl Shared {
+    pub fn new(source: Box<dyn Source>, hostname: String) -> Shared {
+        Shared {
+            source,
+            indoms: Mutex::new(HashMap::new()),
+            clients: AtomicU32::new(0),
+            hostname,
+            timezone: pmcd::timezone(),
+            zoneinfo: pmcd::zoneinfo(),
+        }
+    }
+
+    fn info(&self) -> PmcdInfo {
+        PmcdInfo {
+            hostname: self.hostname.clone(),
+            timezone: self.timezone.clone(),
+            zoneinfo: self.zoneinfo.clone(),
+            numclients: self.clients.load(Ordering::Relaxed),
+            numagents: self.source.agent_count() + 1,
+        }
+    }
+
+    /// The numbers of instance names of `indom` (raw pmInDom), assigning the next free one (or
+    /// the agent's own) to a name seen for the first time; `None` past the tables' bounds.
+    /// The agent is asked for its numbers outside the tables' lock: a busy agent holds up
+    /// only its own metrics.
+    fn instances(&self, indom: u32, names: &[&str]) -> Vec<Option<i32>> {
+        let lock = || self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let new: Vec<&str> = {
+            let all = lock();
+            match all.get(&indom) {
+                Some(t) => names
+                    .iter()
+                    .copied()
+                    .filter(|n| !t.by_name.contains_key(*n))
+                    .collect(),
+                None => names.to_vec(),
+            }
+        };
+        let fixed: Vec<Option<i32>> = new
+            .iter()
+            .map(|n| {
+                self.source
+                    .instance_id(indom >> 22, indom & 0x3f_ffff, n)
+                    .and_then(|i| i32::try_from(i).ok())
+            })
+            .collect();
+        let mut all = lock();
+        if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
+            return vec![None; names.len()];
+        }
+        let t = all.entry(indom).or_default();
+        for (name, fixed) in new.into_iter().zip(fixed) {
+            if t.by_name.contains_key(name) || t.by_name.len() >= MAX_INSTANCES {
+                continue;
+            }
+            let id = match fixed {
+                Some(i) => i,
+                None => {
+                    // Skip numbers an agent's fixed ones took.
+                    while t.used.contains(&t.next) {
+                        t.next += 1;
+                    }
+                    t.next
+                }
+            };
+            t.used.insert(id);
+            t.by_name.insert(name.to_string(), id);
+        }
+        names.iter().map(|n| t.by_name.get(*n).copied()).collect()
+    }
+
+    fn remember_indom(&self, indom: u32, metric: Pmid) {
+        let mut all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
+            return;
+        }
+        all.entry(indom).or_default().metric.get_or_insert(metric);
+    }
+
+    fn indom_metric(&self, indom: u32) -> Option<Pmid> {
+        let all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        all.get(&indom)?.metric
+    }
+}
+
+/// A descriptor and what a fetch needs of it.
+#[derive(Clone, Copy)]
+struct Known {
+    desc: Desc,
+    ty: ValueType,
+}
+
+/// One client connection's state.
+pub struct Session {
+    shared: Arc<Shared>,
+    profiles: HashMap<u32, Profile>,
+    descs: HashMap<Pmid, Known>,
+}
+
+impl Session {
+    pub fn new(shared: Arc<Shared>) -> Session {
+        Session {
+            shared,
+            profiles: HashMap::new(),
+            descs: HashMap::new(),
+        }
+    }
+
+    /// Drops the descriptors kept for fetches (the agents behind the source changed).
+    pub fn forget(&mut self) {
+        self.descs.clear();
+    }
+
+    fn src(&self) -> &dyn Source {
+        &*self.shared.source
+    }
+
+    /// The reply to one request; `None` where PCP sends none (PROFILE, CREDS, ERROR).
+    pub fn answer(&mut self, req: Request) -> Option<Vec<u8>> {
+        Some(match req {
+            Request::Creds(_) | Request::Error(_) => return None,
+            Request::Profile(p) => {
+                if self.profiles.len() < MAX_CONTEXTS || self.profiles.contains_key(&p.ctx) {
+                    self.profiles.insert(p.ctx, p);
+                }
+                return None;
+            }
+            Request::Names(names) => self.lookup_names(&names),
+            Request::Ids(ids) => match ids.as_slice() {
+                [id] => match self.names_of(Pmid::from_raw(*id)) {
+                    Ok(n) => pdu::names(&n, None),
+                    Err(e) => pdu::error(e.code()),
+                },
+                _ => pdu::error(errors::PMID),
+            },
+            Request::Child { name, status } => match self.children(&name) {
+                Ok(kids) => {
+                    let names: Vec<&str> = kids.iter().map(|c| c.name.as_str()).collect();
+                    let leaf: Vec<bool> = kids.iter().map(|c| c.leaf).collect();
+                    pdu::names(&names, status.then_some(leaf.as_slice()))
+                }
+                Err(e) => pdu::error(e.code()),
+            },
+            Request::Traverse(prefix) => match self.traverse(&prefix) {
+                Ok(names) if !names.is_empty() => pdu::names(&names, None),
+                Ok(_) => pdu::error(NsError::UnknownName.code()),
+                Err(e) => pdu::error(e.code()),
+            },
+            Request::DescReq(id) => match self.desc(Pmid::from_raw(id)) {
+                Ok(k) => pdu::desc(&k.desc),
+                Err(code) => pdu::error(code),
+            },
+            Request::DescIds(ids) => self.descs(&ids),
+            Request::LabelReq { ident, kind } => self.labels(ident, kind),
+            Request::InstanceReq { indom, inst, name } => self.instances(indom, inst, name),
+            Request::Fetch { ctx, ids, highres } => self.fetch(ctx, &ids, highres),
+            Request::TextReq { ident, kind } => self.text(ident, kind),
+            Request::Store => pdu::error(errors::PERMISSION),
+        })
+    }
+
+    fn lookup(&self, name: &str) -> Result<Pmid, NsError> {
+        if name == PMCD_ROOT {
+            return Err(NsError::NonLeaf);
+        }
+        if name.starts_with("pmcd.") {
+            return pmcd::lookup(name).ok_or(NsError::UnknownName);
+        }
+        self.src().lookup(name)
+    }
+
+    /// pmcd's rule: one name that fails is an ERROR; of several, misses are `PM_ID_NULL`.
+    fn lookup_names(&self, names: &[String]) -> Vec<u8> {
+        if names.len() > MAX_NAMES {
+            return pdu::error(errors::TOOBIG);
+        }
+        if let [one] = names {
+            return match self.lookup(one) {
+                Ok(id) => pdu::ids(1, &[id.to_raw()]),
+                Err(e) => pdu::error(e.code()),
+            };
+        }
+        let ids: Vec<u32> = names
+            .iter()
+            .map(|n| self.lookup(n).map_or(NULL_ID, |id| id.to_raw()))
+            .collect();
+        let found = ids.iter().filter(|&&i| i != NULL_ID).count();
+        pdu::ids(found as i32, &ids)
+    }
+
+    fn names_of(&self, id: Pmid) -> Result<Vec<String>, NsError> {
+        if id.domain == PMCD_DOMAIN {
+            return pmcd::name_of(id)
+                .map(|n| vec![n.to_string()])
+                .ok_or(NsError::UnknownPmid);
+        }
+        self.src().names_of(id)
+    }
+
+    fn children(&self, name: &str) -> Result<Vec<Child>, NsError> {
+        if name == PMCD_ROOT {
+            return Ok(pmcd::names()
+                .map(|n| Child {
+                    name: n[PMCD_ROOT.len() + 1..].to_string(),
+                    leaf: true,
+                })
+                .collect());
+        }
+        if name.starts_with("pmcd.") {
+            return match pmcd::lookup(name) {
+                Some(_) => Ok(Vec::new()),
+                None => Err(NsError::UnknownName),
+            };
+        }
+        let mut kids = self.src().children(name)?;
+        if name.is_empty() && !kids.iter().any(|c| c.name == PMCD_ROOT) {
+            kids.push(Child {
+                name: PMCD_ROOT.into(),
+                leaf: false,
+            });
+        }
+        Ok(kids)
+    }
+
+    fn traverse(&self, prefix: &str) -> Result<Vec<String>, NsError> {
+        if prefix == PMCD_ROOT || prefix.starts_with("pmcd.") {
+            let names: Vec<String> = pmcd::names()
+                .filter(|n| *n == prefix || n.starts_with(&format!("{prefix}.")))
+                .map(str::to_string)
+                .collect();
+            return if names.is_empty() {
+                Err(NsError::UnknownName)
+            } else {
+                Ok(names)
+            };
+        }
+        let t = self.src().traverse(prefix)?;
+        for (root, e) in &t.failed {
+            tracing::debug!(root, error = %e, "PCP traverse: a dynamic subtree's agent failed");
+        }
+        let mut names = t.names;
+        if prefix.is_empty() {
+            names.extend(pmcd::names().map(str::to_string));
+        }
+        Ok(names)
+    }
+
+    /// The descriptor of `id` (kept for later fetches), or a PCP error code.
+    fn desc(&mut self, id: Pmid) -> Result<Known, i32> {
+        if let Some(k) = self.descs.get(&id) {
+            return Ok(*k);
+        }
+        let k = if id.domain == PMCD_DOMAIN {
+            let desc = pmcd::desc(id).ok_or(errors::PMID)?;
+            let ty = if desc.ty == 6 {
+                ValueType::String
+            } else {
+                ValueType::U64
+            };
+            Known { desc, ty }
+        } else {
+            if id.is_dynamic_root() || !id.is_valid() {
+                return Err(errors::PMID);
+            }
+            let d = self.src().describe(id).map_err(|e| e.code())?;
+            let ty = self.src().value_type(id).unwrap_or(ValueType::Double);
+            let indom = match d.indom {
+                Some(serial) => {
+                    let raw = (id.domain << 22) | (serial & 0x3f_ffff);
+                    self.shared.remember_indom(raw, id);
+                    raw
+                }
+                None => NULL_ID,
+            };
+            let units = parse_units(&d.units).unwrap_or_else(|| {
+                tracing::debug!(pmid = %id, units = d.units, "units PCP cannot express: none");
+                0
+            });
+            Known {
+                desc: Desc {
+                    pmid: id.to_raw(),
+                    ty: type_code(ty),
+                    indom,
+                    sem: sem_code(d.semantics),
+                    units,
+                },
+                ty,
+            }
+        };
+        if self.descs.len() >= MAX_CACHED_DESCS {
+            self.descs.clear();
+        }
+        self.descs.insert(id, k);
+        Ok(k)
+    }
+
+    /// Values of one metric as (instance number, name, value), or a PCP error code.
+    fn values_of(
+        &mut self,
+        id: Pmid,
+        values: Result<Values, NsError>,
+    ) -> Result<Vec<(i32, String, Value)>, i32> {
+        let k = self.desc(id)?;
+        let values = values.map_err(|e| e.code())?;
+        if k.desc.indom == NULL_ID {
+            return Ok(values
+                .into_iter()
+                .take(1)
+                .map(|(_, v)| (IN_NULL, String::new(), to_value(k.ty, v)))
+                .collect());
+        }
+        let names: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
+        let ids = self.shared.instances(k.desc.indom, &names);
+        Ok(values
+            .into_iter()
+            .zip(ids)
+            .filter_map(|((name, v), inst)| Some((inst?, name, to_value(k.ty, v))))
+            .collect())
+    }
+
+    fn fetch(&mut self, ctx: u32, raw: &[u32], highres: bool) -> Vec<u8> {
+        let ids: Vec<Pmid> = raw.iter().map(|&r| Pmid::from_raw(r)).collect();
+        // One source call for every non-pmcd metric: the agents batch per domain.
+        let want: Vec<Pmid> = ids
+            .iter()
+            .copied()
+            .filter(|id| id.domain != PMCD_DOMAIN && id.is_valid() && !id.is_dynamic_root())
+            .collect();
+        let mut fetched = self.src().fetch(&want).into_iter();
+        let info = ids
+            .iter()
+            .any(|id| id.domain == PMCD_DOMAIN)
+            .then(|| self.shared.info());
+        let profile = self.profiles.get(&ctx).cloned();
+        let mut sets = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let values = if id.domain == PMCD_DOMAIN {
+                match info.as_ref().and_then(|i| pmcd::value(id, i)) {
+                    Some(v) => Ok(vec![(IN_NULL, v)]),
+                    None if pmcd::name_of(id).is_some() => Ok(Vec::new()),
+                    None => Err(errors::PMID),
+                }
+            } else if !id.is_valid() || id.is_dynamic_root() {
+                Err(errors::PMID)
+            } else {
+                let got = fetched.next().unwrap_or(Err(NsError::NoAgent));
+                self.values_of(id, got).map(|v| {
+                    let indom = self.descs.get(&id).map_or(NULL_ID, |k| k.desc.indom);
+                    v.into_iter()
+                        .filter(|(inst, _, _)| {
+                            indom == NULL_ID
+                                || profile.as_ref().is_none_or(|p| p.includes(indom, *inst))
+                        })
+                        .map(|(inst, _, v)| (inst, v))
+                        .collect()
+                })
+            };
+            sets.push(ValueSet {
+                pmid: id.to_raw(),
+                values,
+            });
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if highres {
+            pdu::highres_result(now.as_secs() as i64, i64::from(now.subsec_nanos()), &sets)
+        } else {
+            pdu::result(now.as_secs() as i32, now.subsec_micros() as i32, &sets)
+        }
+    }
+
+    /// DESC_IDS: every descriptor in one reply (`PM_ID_NULL` for the ones that failed); when
+    /// all fail, the first failure's code, as a lone DESC_REQ would get.
+    fn descs(&mut self, ids: &[u32]) -> Vec<u8> {
+        let mut first_err = None;
+        let descs: Vec<Desc> = ids
+            .iter()
+            .map(|&raw| match self.desc(Pmid::from_raw(raw)) {
+                Ok(k) => k.desc,
+                Err(code) => {
+                    first_err.get_or_insert(code);
+                    Desc {
+                        pmid: NULL_ID,
+                        ty: 0,
+                        indom: NULL_ID,
+                        sem: 0,
+                        units: 0,
+                    }
+                }
+            })
+            .collect();
+        match first_err {
+            Some(code) if descs.iter().all(|d| d.pmid == NULL_ID) => pdu::error(code),
+            _ if descs.is_empty() => pdu::error(errors::PMID),
+            _ => pdu::descs(&descs),
+        }
+    }
+
+    /// LABEL_REQ: the context's labels (`hostname`, as pmcd gives them); no labels of its
+    /// own for domains, indoms, metrics and instances (an empty set list, which clients merge
+    /// as "none").
+    fn labels(&mut self, ident: u32, kind: u32) -> Vec<u8> {
+        const CONTEXT: u32 = 1;
+        if kind & CONTEXT != 0 {
+            let host = serde_json::Value::String(self.shared.hostname.clone()).to_string();
+            let set = pdu::LabelSet {
+                inst: IN_NULL,
+                labels: vec![("hostname", host, CONTEXT as u8)],
+            };
+            return pdu::label(ident, kind, &[set]);
+        }
+        pdu::label(ident, kind, &[])
+    }
+
+    /// INSTANCE_REQ's three modes: every instance, one by name, one by number.
+    fn instances(&mut self, indom: u32, inst: i32, name: Option<String>) -> Vec<u8> {
+        let Some(metric) = self.shared.indom_metric(indom) else {
+            return pdu::error(errors::INDOM);
+        };
+        let got = self
+            .src()
+            .fetch(&[metric])
+            .pop()
+            .unwrap_or(Err(NsError::NoAgent));
+        let all = match self.values_of(metric, got) {
+            Ok(v) => v,
+            Err(code) => return pdu::error(code),
+        };
+        match (inst, name) {
+            (IN_NULL, None) => {
+                let items: Vec<(i32, Option<&str>)> =
+                    all.iter().map(|(i, n, _)| (*i, Some(n.as_str()))).collect();
+                pdu::instance(indom, &items)
+            }
+            (_, Some(want)) => {
+                // As pmdaInstance matches: the whole name, or up to the first space.
+                let first = |s: &str| s.split(' ').next().unwrap_or("").to_string();
+                let hit = all
+                    .iter()
+                    .find(|(_, n, _)| *n == want)
+                    .or_else(|| all.iter().find(|(_, n, _)| first(n) == first(&want)));
+                match hit {
+                    Some((i, _, _)) => pdu::instance(indom, &[(*i, None)]),
+                    None => pdu::error(errors::INST),
+                }
+            }
+            (want, None) => match all.iter().find(|(i, _, _)| *i == want) {
+                Some((_, n, _)) => pdu::instance(indom, &[(IN_NULL, Some(n.as_str()))]),
+                None => pdu::error(errors::INST),
+            },
+        }
+    }
+
+    /// TEXT_REQ: an agent's help for a metric (one line is all agents have, so it answers both
+    /// the one-line and the long request); none for indoms.
+    fn text(&mut self, ident: u32, kind: u32) -> Vec<u8> {
+        const PMID: u32 = 4;
+        if kind & PMID == 0 {
+            return pdu::error(errors::TEXT);
+        }
+        let id = Pmid::from_raw(ident);
+        let help = if id.domain == PMCD_DOMAIN {
+            pmcd::help(id).map(str::to_string)
+        } else if id.is_valid() && !id.is_dynamic_root() {
+            self.src().describe(id).ok().map(|d| d.help)
+        } else {
+            None
+        };
+        match help {
+            Some(h) if !h.is_empty() => pdu::text(ident, &h),
+            _ => pdu::error(errors::TEXT),
+        }
+    }
+}
