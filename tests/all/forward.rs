@@ -33,6 +33,9 @@ mod formats;
 #[path = "forward/nats_tls.rs"]
 mod nats_tls;
 
+#[path = "forward/recreated.rs"]
+mod recreated;
+
 use std::time::Duration;
 
 use rig::*;

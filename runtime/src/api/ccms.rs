@@ -37,9 +37,10 @@ pub struct CcmsState {
     pub store: Arc<Store>,
     pub config: CcmsConfig,
     verifier: Option<Verifier>,
-    /// Per sending queue (`NODE.SINK`), the highest record id stored: a wasmon sink sends one
-    /// record at a time, oldest first, so an id at or below it is a re-send (a lost answer, a
-    /// sender restarted within its commit interval) and is not stored again.
+    /// Per sending queue (`NODE.SINK.QUEUE`), the highest record id stored: a wasmon sink sends
+    /// one record at a time, oldest first, so an id at or below it is a re-send (a lost answer,
+    /// a sender restarted within its commit interval) and is not stored again. A queue deleted
+    /// and made anew has another QUEUE part, so its seqs starting at 1 again are not re-sends.
     batches: std::sync::Mutex<HashMap<String, u64>>,
     /// Batches recognised as re-sends and not stored again.
     pub duplicate_batches: Arc<crate::telemetry::Counter>,
@@ -50,7 +51,7 @@ pub struct CcmsState {
 const MAX_SENDERS: usize = 100_000;
 
 impl CcmsState {
-    /// `true` when the batch `id` (`NODE.SINK.SEQ`) was stored already.
+    /// `true` when the batch `id` (`NODE.SINK.QUEUE.SEQ`) was stored already.
     fn seen(&self, id: Option<(&str, u64)>) -> bool {
         id.is_some_and(|(q, seq)| {
             self.batches
@@ -72,7 +73,7 @@ impl CcmsState {
     }
 }
 
-/// The record id a wasmon sink sends (`NODE.SINK.SEQ`): the queue and the sequence number.
+/// The record id a wasmon sink sends (`NODE.SINK.QUEUE.SEQ`): the queue and the sequence number.
 fn batch_id(headers: &axum::http::HeaderMap) -> Option<(&str, u64)> {
     let v = headers.get(crate::sink::BATCH_ID_HEADER)?.to_str().ok()?;
     let (queue, seq) = v.rsplit_once('.')?;

@@ -29,9 +29,11 @@ pub struct Forwarder {
     queue: Arc<Queue>,
     default_cluster: String,
     hostname: String,
-    /// This daemon's id (kept in the data directory): record ids are `NODE.SINK.SEQ`, unique
-    /// across the fleet and stable across restarts, so receivers recognise a re-sent record.
-    node_id: String,
+    /// `NODE.SINK.QUEUE`: this daemon's id, the sink's name and its queue's (both kept on
+    /// disk). Record ids are `NODE.SINK.QUEUE.SEQ`, unique across the fleet and stable across
+    /// restarts, so receivers recognise a re-sent record; and a queue made anew under the same
+    /// name (the old one deleted), whose seqs start again at 1, is another sender to them.
+    queue_id: String,
     wake: tokio::sync::Notify,
     counters: Counters,
     last_error: Mutex<Option<(i64, String)>>,
@@ -108,7 +110,7 @@ impl Forwarder {
         cfg: SinkConfig,
         transport: Transport,
         queue: Queue,
-        node_id: &str,
+        queue_id: &str,
         default_cluster: &str,
         hostname: &str,
     ) -> Arc<Forwarder> {
@@ -121,7 +123,7 @@ impl Forwarder {
             queue: Arc::new(queue),
             default_cluster: default_cluster.into(),
             hostname: hostname.into(),
-            node_id: node_id.into(),
+            queue_id: queue_id.into(),
             wake: tokio::sync::Notify::new(),
             counters: Counters::default(),
             last_error: Mutex::new(None),
@@ -296,7 +298,7 @@ impl Forwarder {
                     return;
                 }
             }
-            let id = format!("{}.{}.{}", self.node_id, self.name, record.seq);
+            let id = format!("{}.{}", self.queue_id, record.seq);
             self.counters.attempts.fetch_add(1, Relaxed);
             let outcome = tokio::select! {
                 _ = stop.cancelled() => return,

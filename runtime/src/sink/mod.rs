@@ -78,7 +78,7 @@ impl SinkSet {
         let dir = data_dir.join("sinks");
         std::fs::create_dir_all(&dir)?;
         Ok(SinkSet {
-            node_id: node_id(data_dir)?,
+            node_id: random_id(data_dir, "node-id")?,
             dir,
             default_cluster: default_cluster.into(),
             hostname: hostname.into(),
@@ -118,6 +118,8 @@ impl SinkSet {
                             anyhow::anyhow!("sink {:?}: opening its queue: {e}", cfg.name)
                         })?;
                     check_format(&dir, cfg, recovery.records)?;
+                    let queue_id = random_id(&dir, QUEUE_ID_FILE)
+                        .map_err(|e| anyhow::anyhow!("sink {:?}: the queue's id: {e}", cfg.name))?;
                     if recovery.damaged_records > 0 || recovery.truncated_tail_bytes > 0 {
                         tracing::warn!(sink = %cfg.name, damaged_records = recovery.damaged_records,
                             damaged_bytes = recovery.damaged_bytes, truncated_tail_bytes = recovery.truncated_tail_bytes,
@@ -130,7 +132,7 @@ impl SinkSet {
                         cfg.clone(),
                         transport,
                         queue,
-                        &self.node_id,
+                        &format!("{}.{}.{queue_id}", self.node_id, cfg.name),
                         &self.default_cluster,
                         &self.hostname,
                     ));
@@ -294,9 +296,13 @@ fn dir_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// This daemon's id: 16 random hex digits, made once and kept in `data_dir/node-id`.
-fn node_id(data_dir: &Path) -> std::io::Result<String> {
-    let path = data_dir.join("node-id");
+/// The file in a queue's directory holding the queue's id: made with the queue, gone with it.
+const QUEUE_ID_FILE: &str = "queue-id";
+
+/// 16 random hex digits, made once and kept in `dir/file`: this daemon's id (`node-id` in the
+/// data directory) and each queue's.
+fn random_id(dir: &Path, file: &str) -> std::io::Result<String> {
+    let path = dir.join(file);
     if let Ok(id) = std::fs::read_to_string(&path) {
         let id = id.trim();
         if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -304,7 +310,7 @@ fn node_id(data_dir: &Path) -> std::io::Result<String> {
         }
     }
     let id = format!("{:016x}", rand::random::<u64>());
-    let tmp = data_dir.join("node-id.tmp");
+    let tmp = dir.join(format!("{file}.tmp"));
     std::fs::write(&tmp, format!("{id}\n"))?;
     std::fs::rename(&tmp, &path)?;
     Ok(id)
