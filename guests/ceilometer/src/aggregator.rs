@@ -186,7 +186,7 @@ impl Transformer for Aggregator {
         })
     }
 
-    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
+    fn handle(&mut self, input: impl Input, _out: &mut Vec<Sample>) {
         for s in input {
             let v = match self.target.scaled(&s) {
                 Ok(v) => v,

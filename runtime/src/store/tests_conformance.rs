@@ -216,11 +216,15 @@ fn with_nan(n: usize) -> Vec<f64> {
         .collect()
 }
 
+/// (name, data, old frequency, new frequency, expected (length, frequency) or `None` for an
+/// error).
+type LttbCase = (&'static str, Vec<f64>, i64, i64, Option<(usize, i64)>);
+
 #[test]
 fn lttb_cases() {
     // TestLargestTriangleThreeBucket, with SetMinimumRequiredPoints(100) as the test sets it:
     // (name, data, old, new, expected length, expected frequency); None = an error.
-    let cases: Vec<(&str, Vec<f64>, i64, i64, Option<(usize, i64)>)> = vec![
+    let cases: Vec<LttbCase> = vec![
         ("Normal downsampling", linear(200), 1, 2, Some((100, 2))),
         ("Sine wave pattern", sine(500, 10.0), 1, 5, Some((100, 5))),
         ("No downsampling needed", linear(200), 2, 1, Some((200, 2))),
