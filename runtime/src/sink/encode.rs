@@ -5,7 +5,8 @@
 //! - Prometheus remote write 1.0: a `WriteRequest` protobuf, snappy block-compressed.
 //!
 //! A value that neither format can carry (NaN, ±∞: line protocol has no literal for them, and
-//! Prometheus reads NaN as a stale marker) is left out and counted by the caller.
+//! Prometheus reads NaN as a stale marker), or a name line protocol cannot carry (one ending in
+//! a backslash, or with a control character), is left out and counted by the caller.
 
 use std::io::Write;
 
@@ -41,29 +42,37 @@ pub fn line_protocol(samples: &[Sample], cx: &Context) -> Encoded {
             enc.unencodable += 1;
             continue;
         }
-        enc.count(s);
-        escape(&mut out, &s.name, b", ");
+        let start = out.len();
+        let mut ok = escape(&mut out, &s.name, b", ");
         let level = Level::of(s, cx.default_cluster, cx.hostname);
-        tag(&mut out, "cluster", level.cluster);
-        tag(&mut out, "hostname", level.host);
+        ok &= tag(&mut out, "cluster", level.cluster);
+        ok &= tag(&mut out, "hostname", level.host);
         match &level.component {
             Some(Component::Tagged { kind, id }) => {
-                tag(&mut out, "type", kind);
-                tag(&mut out, "type-id", id);
+                ok &= tag(&mut out, "type", kind);
+                ok &= tag(&mut out, "type-id", id);
                 if let Some((st, sid)) = level.sub {
-                    tag(&mut out, "subtype", st);
-                    tag(&mut out, "stype-id", sid);
+                    ok &= tag(&mut out, "subtype", st);
+                    ok &= tag(&mut out, "stype-id", sid);
                 }
             }
             Some(Component::Resource(r)) => match split_id(r) {
                 (kind, id) if !kind.is_empty() && !id.is_empty() => {
-                    tag(&mut out, "type", kind);
-                    tag(&mut out, "type-id", id);
+                    ok &= tag(&mut out, "type", kind);
+                    ok &= tag(&mut out, "type-id", id);
                 }
-                _ => tag(&mut out, "type", r),
+                _ => ok &= tag(&mut out, "type", r),
             },
             None => {}
         }
+        if !ok {
+            // One sample a receiver would refuse must not cost its batch (a 400 dead-letters
+            // the whole record): it is left out and counted.
+            out.truncate(start);
+            enc.unencodable += 1;
+            continue;
+        }
+        enc.count(s);
         out.extend_from_slice(b" value=");
         out.extend_from_slice(num.format_finite(s.value).as_bytes());
         out.push(b' ');
@@ -77,28 +86,56 @@ pub fn line_protocol(samples: &[Sample], cx: &Context) -> Encoded {
     enc
 }
 
-fn tag(out: &mut Vec<u8>, key: &str, value: &str) {
+fn tag(out: &mut Vec<u8>, key: &str, value: &str) -> bool {
     out.push(b',');
     out.extend_from_slice(key.as_bytes());
     out.push(b'=');
-    escape(out, value, b",= ");
+    escape(out, value, b",= ")
 }
 
-/// Line protocol's escapes: a backslash before each of `special` and before a backslash
-/// (receivers read `\\` as one backslash, and a lone one at the end of a name would escape the
-/// separator after it); newlines, which no escape covers, become spaces (escaped) rather than
-/// ending the line.
-fn escape(out: &mut Vec<u8>, text: &str, special: &[u8]) {
+/// Line protocol's escapes as influxdata/line-protocol v2 (cc-metric-store's decoder, and
+/// wasmon's) reads them: a backslash before each of `special`. Its scanner takes a backslash
+/// and the byte after it as a pair whatever that byte is, and only `\` before a special byte
+/// unescapes, so other backslashes stand for themselves, except where a pair would swallow a
+/// separator (a backslash at the end, or before a byte that had to be escaped). `false` when
+/// `text` does not read back as itself, or holds a control character (refused in names).
+fn escape(out: &mut Vec<u8>, text: &str, special: &[u8]) -> bool {
+    let start = out.len();
     for &b in text.as_bytes() {
-        if b == b'\\' || special.contains(&b) {
+        if special.contains(&b) {
             out.push(b'\\');
-            out.push(b);
-        } else if b == b'\n' || b == b'\r' {
-            out.extend_from_slice(b"\\ ");
-        } else {
-            out.push(b);
+        }
+        out.push(b);
+    }
+    if text.is_empty() || text.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return false;
+    }
+    !text.contains('\\') || reads_back(&out[start..], special).as_deref() == Some(text.as_bytes())
+}
+
+/// What the v2 decoder makes of an escaped token (`None`: it would end the token early).
+fn reads_back(token: &[u8], special: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(token.len());
+    let mut i = 0;
+    while i < token.len() {
+        match token[i] {
+            b'\\' if i + 1 == token.len() => return None,
+            b'\\' if special.contains(&token[i + 1]) => {
+                out.push(token[i + 1]);
+                i += 2;
+            }
+            b'\\' => {
+                out.extend_from_slice(&token[i..i + 2]);
+                i += 2;
+            }
+            b if special.contains(&b) => return None,
+            b => {
+                out.push(b);
+                i += 1;
+            }
         }
     }
+    Some(out)
 }
 
 /// gzip at a fast level: line protocol of regular series compresses ~8-10x even so, and the
