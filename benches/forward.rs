@@ -58,6 +58,7 @@ struct Central {
 
 impl Central {
     fn start(bin: &Path, dir: &Path, port: u16) -> Central {
+        std::fs::create_dir_all(dir).unwrap();
         let cfg = dir.join("central.toml");
         std::fs::write(
             &cfg,
