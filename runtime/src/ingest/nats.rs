@@ -129,7 +129,7 @@ pub async fn run_nats_ingest(
     }
     // A JetStream consumer waits out a NATS server that is down at start; core NATS
     // subscriptions fail the start as before (nothing would be kept for them anyway).
-    if cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
+    if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
         opts = opts.retry_on_initial_connect();
     }
     let client = opts.connect(cfg.address.as_str()).await.map_err(|source| {
