@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::reload::{PipelineOutcome, ReloadOutcome};
+use super::outcome::{PipelineOutcome, ReloadOutcome};
 use crate::config::Config;
 use crate::host::Compiled;
 

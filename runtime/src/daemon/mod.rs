@@ -6,6 +6,7 @@
 
 pub mod agents;
 mod kept;
+mod outcome;
 pub mod parts;
 pub mod pcp;
 mod reload;
@@ -17,7 +18,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-pub use reload::{Daemon, PipelineOutcome, Reload, ReloadOutcome};
+pub use outcome::{PipelineOutcome, ReloadOutcome};
+pub use reload::{Daemon, Reload};
 
 /// `wasmon run`'s options; each overrides the config file's value.
 #[derive(Debug, Clone, Default)]
