@@ -22,6 +22,8 @@ pub mod wire;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_session;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
