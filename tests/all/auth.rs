@@ -24,6 +24,9 @@ const ROUTES: &[(&str, &str, &str, bool)] = &[
         false,
     ),
     ("POST", "/api/pipelines/p/flush", "", false),
+    ("GET", "/api/sinks", "", false),
+    // No such kept queue: an admin gets 409, a user 403, nobody without a token gets further.
+    ("DELETE", "/api/sinks/nothing/queue", "", true),
     ("GET", "/metrics", "", false),
     ("GET", "/api/ns/lookup?name=kernel.all.load", "", false),
     ("GET", "/api/ns/name?pmid=60.2.0", "", false),
