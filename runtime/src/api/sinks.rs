@@ -41,7 +41,7 @@ pub async fn delete_queue(
 /// Per sink, as Prometheus text: gauges for the queue, counters for what happened to samples.
 pub fn render_prometheus(sinks: &[SinkStatus], out: &mut String) {
     type Get = fn(&SinkStatus) -> f64;
-    let series: [(&str, &str, &str, Get); 11] = [
+    let series: [(&str, &str, &str, Get); 12] = [
         (
             "wasmon_sink_queued_records",
             "gauge",
@@ -107,6 +107,12 @@ pub fn render_prometheus(sinks: &[SinkStatus], out: &mut String) {
             "counter",
             "Records found damaged in the queue's files at start.",
             |s| s.damaged_records as f64,
+        ),
+        (
+            "wasmon_sink_truncated_tail_records",
+            "gauge",
+            "Records cut from a torn tail of the queue at this start (pushes a crash interrupted).",
+            |s| s.truncated_tail_records as f64,
         ),
     ];
     for (name, kind, help, get) in series {

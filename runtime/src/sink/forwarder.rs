@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{MAX_RECORD_BYTES, SinkConfig, SinkType};
 use super::encode::{self, Context};
-use super::queue::{Nack, Queue, QueueConfig};
+use super::queue::{Nack, Queue, QueueConfig, Recovery};
 use super::transport::{Outcome, Transport};
 use crate::sample::Sample;
 
@@ -39,6 +39,9 @@ pub struct Forwarder {
     last_error: Mutex<Option<(i64, String)>>,
     /// The sender is failing (logged once when it starts and once when it ends).
     failing: AtomicBool,
+    /// Records cut from a torn tail when the queue was opened (a push that never returned, or
+    /// an OS crash before the group commit).
+    truncated_tail_records: u64,
 }
 
 /// Samples dropped, by reason.
@@ -90,6 +93,9 @@ pub struct SinkStatus {
     /// Records found damaged in the queue's files (skipped, counted).
     pub damaged_records: u64,
     pub damaged_samples: u64,
+    /// Records cut from a torn tail of the queue at this start: pushes a crash interrupted
+    /// before they returned (never acknowledged), or lost by an OS crash before the fsync.
+    pub truncated_tail_records: u64,
     /// Samples the budget removed while they were being sent: counted as sent or as dropped
     /// when that attempt ends (so accepted = queued + in flight removed + sent + dropped +
     /// dead-lettered + damaged at every moment).
@@ -109,12 +115,13 @@ impl Forwarder {
     pub fn new(
         cfg: SinkConfig,
         transport: Transport,
-        queue: Queue,
+        (queue, recovery): (Queue, &Recovery),
         queue_id: &str,
         default_cluster: &str,
         hostname: &str,
     ) -> Arc<Forwarder> {
         Arc::new(Forwarder {
+            truncated_tail_records: recovery.truncated_tail_records,
             name: cfg.name.clone(),
             settings: RwLock::new(Settings {
                 cfg,
@@ -233,6 +240,7 @@ impl Forwarder {
             dead_lettered_samples: queue.dead_lettered_samples,
             damaged_records: queue.damaged_records,
             damaged_samples: queue.damaged_samples,
+            truncated_tail_records: self.truncated_tail_records,
             evicted_in_flight_samples: queue.evicted_in_flight_samples,
             attempts: self.counters.attempts.load(Relaxed),
             retries: self.counters.retries.load(Relaxed),

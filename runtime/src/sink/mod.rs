@@ -131,7 +131,7 @@ impl SinkSet {
                     p.new.push(Forwarder::new(
                         cfg.clone(),
                         transport,
-                        queue,
+                        (queue, &recovery),
                         &format!("{}.{}.{queue_id}", self.node_id, cfg.name),
                         &self.default_cluster,
                         &self.hostname,

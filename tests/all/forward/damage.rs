@@ -166,3 +166,59 @@ fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
     let values = central_values(&central, base, base + (total / HOSTS) as i64);
     assert_all_there("central", &ranges(&intact), &values, base);
 }
+
+/// A torn last record (a push a crash cut short, or an OS crash before the fsync): cut at
+/// start, counted as `truncated-tail-records`, every record before it delivered.
+#[test]
+fn a_torn_last_record_is_cut_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let central_port = free_port();
+    let node_toml = tmp.path().join("node.toml");
+    std::fs::write(
+        &node_toml,
+        node_config(
+            &tmp.path().join("node"),
+            "\"up\"",
+            &format!(
+                "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
+                 gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 10\n"
+            ),
+        ),
+    )
+    .unwrap();
+    let mut node = DaemonProcess::start(&node_toml);
+    let base = chrono::Utc::now().timestamp() - 3600;
+    let total = 3 * HOSTS;
+    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
+    assert!(
+        node.post("/api/pipelines/host/samples", &body)
+            .status()
+            .is_success()
+    );
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let seg_path = segment(&tmp.path().join("node/sinks/up"));
+    let seg = std::fs::read(&seg_path).unwrap();
+    let recs = records(&seg);
+    let (last_off, last) = *recs.last().unwrap();
+    // Half the last record's payload is gone.
+    std::fs::write(&seg_path, &seg[..last_off + HEADER_LEN + last.len() / 2]).unwrap();
+
+    let central_toml = tmp.path().join("central.toml");
+    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
+    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    let node = DaemonProcess::start(&node_toml);
+    wait_until("the node drained", Duration::from_secs(60), || {
+        sink(&node, "up")["queued-records"] == 0
+    });
+    let s = sink(&node, "up");
+    assert_eq!(s["truncated-tail-records"], 1, "{s}");
+    assert_eq!(s["sent-records"], recs.len() as u64 - 1, "{s}");
+    let torn: BTreeSet<u64> =
+        samples_in(&seg[last_off + HEADER_LEN..last_off + HEADER_LEN + last.len()])
+            .into_iter()
+            .collect();
+    let intact: BTreeSet<u64> = (0..total).filter(|i| !torn.contains(i)).collect();
+    let values = central_values(&central, base, base + (total / HOSTS) as i64 + 1);
+    assert_all_there("central", &ranges(&intact), &values, base);
+}

@@ -158,7 +158,9 @@ pub(super) fn scan(
         };
         let end = off + h.record_len();
         if end > file_len {
-            break; // header written, payload cut: a torn last write
+            // Header written, payload cut: a torn last write, one record of the tail.
+            pend.3 += 1;
+            break;
         }
         // Records skipped by a resync show as a seq gap.
         let gap = h.seq - expect;

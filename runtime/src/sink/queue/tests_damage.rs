@@ -261,6 +261,8 @@ fn damage_in_an_old_segment_and_a_torn_newest_one() {
     assert_eq!(got, want, "{rec:?}");
     assert_eq!(rec.damaged_records, 1);
     assert_eq!(rec.truncated_tail_bytes, rec_len(59) - rec_len(59) / 2);
+    // The torn record is one record of the tail (its header survived).
+    assert_eq!(rec.truncated_tail_records, 1);
     check(&q);
 }
 
