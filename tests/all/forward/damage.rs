@@ -66,15 +66,14 @@ fn ranges(set: &BTreeSet<u64>) -> Vec<(u64, u64)> {
     out
 }
 
-#[test]
-fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
-    let tmp = tempfile::tempdir().unwrap();
-    let central_port = free_port();
-    let node_toml = tmp.path().join("node.toml");
+/// A node whose sink points at `central_port` (nothing listens there yet) with samples
+/// `0..total` queued in records of 10: its config file and the running daemon.
+fn queued_node(dir: &Path, central_port: u16, total: u64, base: i64) -> (PathBuf, DaemonProcess) {
+    let node_toml = dir.join("node.toml");
     std::fs::write(
         &node_toml,
         node_config(
-            &tmp.path().join("node"),
+            &dir.join("node"),
             "\"up\"",
             &format!(
                 "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
@@ -83,16 +82,23 @@ fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
         ),
     )
     .unwrap();
-    // Nothing listens on the central's port yet: everything stays queued.
-    let mut node = DaemonProcess::start(&node_toml);
-    let base = chrono::Utc::now().timestamp() - 3600;
-    let total = 10 * HOSTS;
+    let node = DaemonProcess::start(&node_toml);
     let body: String = (0..total).map(|i| sample_line(i, base)).collect();
     assert!(
         node.post("/api/pipelines/host/samples", &body)
             .status()
             .is_success()
     );
+    (node_toml, node)
+}
+
+#[test]
+fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let central_port = free_port();
+    let base = chrono::Utc::now().timestamp() - 3600;
+    let total = 10 * HOSTS;
+    let (node_toml, mut node) = queued_node(tmp.path(), central_port, total, base);
     let before = sink(&node, "up");
     assert_eq!(before["accepted"], total, "{before}");
     assert_eq!(before["queued-samples"], total, "{before}");
@@ -173,28 +179,9 @@ fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
 fn a_torn_last_record_is_cut_and_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let central_port = free_port();
-    let node_toml = tmp.path().join("node.toml");
-    std::fs::write(
-        &node_toml,
-        node_config(
-            &tmp.path().join("node"),
-            "\"up\"",
-            &format!(
-                "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
-                 gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 10\n"
-            ),
-        ),
-    )
-    .unwrap();
-    let mut node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 3600;
     let total = 3 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    let (node_toml, mut node) = queued_node(tmp.path(), central_port, total, base);
     node.child.kill().unwrap();
     node.child.wait().unwrap();
     let seg_path = segment(&tmp.path().join("node/sinks/up"));
