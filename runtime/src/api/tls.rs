@@ -157,3 +157,62 @@ impl axum::serve::Listener for TlsListener {
         Ok(self.local)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A client that connects and never starts its handshake holds nothing up: the next
+    /// client's handshaken connection is taken at once, and the silent one never is.
+    #[tokio::test]
+    async fn a_silent_client_does_not_hold_up_the_next() {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_pem, key_pem) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert_pem, cert.cert.pem()).unwrap();
+        std::fs::write(&key_pem, cert.key_pair.serialize_pem()).unwrap();
+        let config = server_config(&cert_pem, &key_pem, None).unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = TlsListener::new(tcp, config).unwrap();
+
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.cert.der().clone()).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let talk = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let mut tls = connector.connect(name, tcp).await.unwrap();
+            tls.write_all(b"ping").await.unwrap();
+            tls.flush().await.unwrap();
+        });
+        let (mut conn, _) = tokio::time::timeout(
+            Duration::from_secs(5),
+            axum::serve::Listener::accept(&mut listener),
+        )
+        .await
+        .expect("the handshaken client waited behind the silent one");
+        let mut got = [0u8; 4];
+        conn.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"ping");
+        talk.await.unwrap();
+        // The silent one is never handed over (until its handshake times out and it is dropped).
+        assert!(
+            tokio::time::timeout(
+                Duration::from_millis(300),
+                axum::serve::Listener::accept(&mut listener)
+            )
+            .await
+            .is_err()
+        );
+    }
+}
