@@ -1,6 +1,6 @@
 //! Agents (the `agent` world) through the sandbox: the seed's `foo` and a misbehaving agent.
 
-use wasmon::host::agent_types::{NsError, Pmid};
+use wasmon::host::agent_types::{Atom, NsError, Pmid};
 use wasmon::host::{AgentInstance, AgentWorld, CallError, GuestConfig, Image};
 
 use crate::common::*;
@@ -51,9 +51,13 @@ fn foo_answers_for_its_dynamic_subtree_and_its_values_change() {
     let ids = [pmid(44, 1, 0), pmid(44, 0, 1), pmid(44, 9, 9)];
     let first = foo.fetch(&ids).unwrap();
     let second = foo.fetch(&ids).unwrap();
-    let ops = |v: &[wasmon::host::agent_types::ValueSet]| v[0].values.as_ref().unwrap()[0].value;
+    let ops =
+        |v: &[wasmon::host::agent_types::ValueSet]| match v[0].values.as_ref().unwrap()[0].value {
+            Atom::Uint(n) => n,
+            ref other => panic!("foo.count.ops is a 64-bit count, got {other:?}"),
+        };
     assert!(ops(&second) > ops(&first), "foo.count.ops grows");
-    assert_eq!(second[1].values.as_ref().unwrap()[0].value, 1.0);
+    assert_eq!(second[1].values.as_ref().unwrap()[0].value, Atom::Uint(1));
     assert_eq!(second[2].values, Err(NsError::UnknownPmid));
 }
 
@@ -78,6 +82,6 @@ fn an_agent_that_traps_fails_that_call_and_serves_the_next() {
             .as_ref()
             .unwrap()[0]
             .value,
-        42.0
+        Atom::Real(42.0)
     );
 }

@@ -15,19 +15,21 @@
 
 static int64_t domain, count, grow_every, max_slots, fetches;
 static const char *root;
-static double hits[MAX_SLOTS];
+static uint64_t hits[MAX_SLOTS];
 
 static const char *rebuild(wg_tree *tree) {
     char name[512], help[64];
     wg_tree_clear(tree);
     snprintf(name, sizeof name, "%s.slots", root);
-    const char *err = wg_tree_add(tree, name, (wg_pmid){(uint32_t)domain, 0, 0}, WG_DISCRETE, "",
-                                  "number of slots", WG_INDOM_NULL);
+    wg_pmid slots = {(uint32_t)domain, 0, 0};
+    const char *err = wg_tree_add(tree, name, slots, WG_DISCRETE, "", "number of slots", WG_INDOM_NULL);
+    if (!err) err = wg_tree_set_type(tree, slots, WG_UINT32);
     for (int64_t n = 0; n < count && !err; n++) {
+        wg_pmid id = {(uint32_t)domain, 1, (uint32_t)n};
         snprintf(name, sizeof name, "%s.slot.s%lld.hits", root, (long long)n);
         snprintf(help, sizeof help, "hits of slot %lld", (long long)n);
-        err = wg_tree_add(tree, name, (wg_pmid){(uint32_t)domain, 1, (uint32_t)n}, WG_COUNTER,
-                          "count", help, WG_INDOM_NULL);
+        err = wg_tree_add(tree, name, id, WG_COUNTER, "count", help, WG_INDOM_NULL);
+        if (!err) err = wg_tree_set_type(tree, id, WG_UINT64);
     }
     return err;
 }
@@ -49,10 +51,10 @@ int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out) {
     (void)tree;
     if (id.domain != (uint32_t)domain) return WG_UNKNOWN_PMID;
     if (id.cluster == 0 && id.item == 0) {
-        wg_value(out, "", (double)count);
+        wg_value_uint(out, "", (uint64_t)count);
     } else if (id.cluster == 1 && id.item < (uint64_t)count) {
         hits[id.item] += id.item + 1;
-        wg_value(out, "", hits[id.item]);
+        wg_value_uint(out, "", hits[id.item]);
     } else {
         return WG_UNKNOWN_PMID;
     }

@@ -154,6 +154,7 @@ bool exports_wasmon_collector_source_describe(wasmon_collector_types_pmid_t *id,
     }
     memset(ret, 0, sizeof *ret);
     ret->id = *id;
+    ret->value_type = (wasmon_collector_types_value_type_t)m.type;
     ret->semantics = (wasmon_collector_types_semantics_t)m.semantics;
     str_out(&ret->units, m.units);
     str_out(&ret->help, m.help);
@@ -195,7 +196,19 @@ void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_
             /* The instance's malloc'd copy (NULL for "") moves to the host's list. */
             char *inst = vals.v[j].instance;
             list->ptr[j].instance = (agent_string_t){(uint8_t *)inst, inst ? strlen(inst) : 0};
-            list->ptr[j].value = vals.v[j].value;
+            wasmon_collector_types_atom_t *a = &list->ptr[j].value;
+            a->tag = (uint8_t)vals.v[j].kind; /* wg_atom is the WIT case order */
+            switch (vals.v[j].kind) {
+            case WG_ATOM_INT: a->val.int_ = vals.v[j].i; break;
+            case WG_ATOM_UINT: a->val.uint = vals.v[j].u; break;
+            case WG_ATOM_REAL: a->val.real = vals.v[j].value; break;
+            case WG_ATOM_TEXT: {
+                /* The malloc'd text moves to the host's list too. */
+                char *t = vals.v[j].text;
+                a->val.text = (agent_string_t){(uint8_t *)t, strlen(t)};
+                break;
+            }
+            }
         }
         free(vals.v);
     }

@@ -198,6 +198,28 @@ static void test_tree_answers_the_namespace(void) {
           m.semantics == WG_INSTANT && !strcmp(m.units, "Kbyte / sec"));
     CHECK(wg_tree_describe(t, pm(46, 1, 2), &m) == WG_UNKNOWN_PMID);
 
+    /* Types: WG_DOUBLE until set; set for a PMID, refused for none or a bad type. */
+    CHECK(wg_tree_describe(t, pm(46, 1, 0), &m) == WG_OK && m.type == WG_DOUBLE);
+    CHECK(wg_tree_set_type(t, pm(46, 1, 0), WG_UINT64) == NULL);
+    CHECK(wg_tree_describe(t, pm(46, 1, 0), &m) == WG_OK && m.type == WG_UINT64);
+    CHECK(wg_tree_describe(t, pm(46, 1, 1), &m) == WG_OK && m.type == WG_DOUBLE);
+    CHECK(wg_tree_set_type(t, pm(46, 9, 9), WG_UINT64) != NULL);
+    CHECK(wg_tree_set_type(t, pm(46, 1, 0), (wg_type)9) != NULL);
+
+    /* Values of every kind, freed with their instance names and texts. */
+    wg_values vals;
+    wg_values_init(&vals);
+    wg_value(&vals, "", 0.5);
+    wg_value_uint(&vals, "cpu0", UINT64_MAX);
+    wg_value_int(&vals, NULL, -7);
+    wg_value_text(&vals, "x", "idle");
+    CHECK(vals.n == 4 && vals.v[0].kind == WG_ATOM_REAL && vals.v[0].value == 0.5 && !vals.v[0].instance);
+    CHECK(vals.v[1].kind == WG_ATOM_UINT && vals.v[1].u == UINT64_MAX && !strcmp(vals.v[1].instance, "cpu0"));
+    CHECK(vals.v[2].kind == WG_ATOM_INT && vals.v[2].i == -7);
+    CHECK(vals.v[3].kind == WG_ATOM_TEXT && !strcmp(vals.v[3].text, "idle"));
+    wg_values_free(&vals);
+    CHECK(vals.n == 0);
+
     /* A PMID with two names: both, in order; describe answers with the first. */
     CHECK(wg_tree_add(t, "c.dyn.alias", pm(46, 1, 0), WG_COUNTER, "count", "alias", WG_INDOM_NULL) == NULL);
     CHECK(wg_tree_names_of(t, pm(46, 1, 0), &names, &n) == WG_OK && n == 2);

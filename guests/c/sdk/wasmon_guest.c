@@ -513,6 +513,7 @@ typedef struct {
     bool leaf;
     wg_pmid id;
     wg_semantics semantics;
+    wg_type type;
     char *units, *help;
     uint32_t indom;
     int32_t next_same; /* the next metric with the same PMID, in order of addition */
@@ -788,6 +789,7 @@ const char *wg_tree_add(wg_tree *t, const char *name, wg_pmid id, wg_semantics s
     leaf.leaf = true;
     leaf.id = id;
     leaf.semantics = semantics;
+    leaf.type = WG_DOUBLE;
     leaf.units = copy_n(units ? units : "", units ? strlen(units) : 0);
     leaf.help = copy_n(help ? help : "", help ? strlen(help) : 0);
     leaf.indom = indom;
@@ -846,8 +848,23 @@ int wg_tree_describe(const wg_tree *t, wg_pmid id, wg_metric *out) {
     int32_t k = first_of(t, id);
     if (k < 0) return WG_UNKNOWN_PMID;
     const node *m = &t->nodes[k];
-    *out = (wg_metric){m->full, m->id, m->semantics, m->units, m->help, m->indom};
+    *out = (wg_metric){m->full, m->id, m->semantics, m->units, m->help, m->indom, m->type};
     return WG_OK;
+}
+
+const char *wg_tree_set_type(wg_tree *t, wg_pmid id, wg_type type) {
+    if ((unsigned)type > WG_TEXT) {
+        snprintf(tree_err, sizeof tree_err, "type %d is not a wg_type", (int)type);
+        return tree_err;
+    }
+    int32_t k = first_of(t, id);
+    if (k < 0) {
+        snprintf(tree_err, sizeof tree_err, "no metric has PMID %u.%u.%u", id.domain, id.cluster,
+                 id.item);
+        return tree_err;
+    }
+    for (; k >= 0; k = t->nodes[k].next_same) t->nodes[k].type = type;
+    return NULL;
 }
 
 /* ---- fetched values and errors ------------------------------------------------------------ */
@@ -855,18 +872,41 @@ int wg_tree_describe(const wg_tree *t, wg_pmid id, wg_metric *out) {
 void wg_values_init(wg_values *out) { memset(out, 0, sizeof *out); }
 
 void wg_values_free(wg_values *out) {
-    for (size_t i = 0; i < out->n; i++) free(out->v[i].instance);
+    for (size_t i = 0; i < out->n; i++) {
+        free(out->v[i].instance);
+        if (out->v[i].kind == WG_ATOM_TEXT) free(out->v[i].text);
+    }
     free(out->v);
     wg_values_init(out);
 }
 
-void wg_value(wg_values *out, const char *instance, double value) {
+/* The next slot, with its instance name copied and its kind set. */
+static wg_instance_value *push_value(wg_values *out, const char *instance, wg_atom kind) {
     if (out->n == out->cap) {
         out->cap = out->cap ? 2 * out->cap : 4;
         out->v = xrealloc(out->v, out->cap * sizeof *out->v);
     }
-    char *copy = instance && *instance ? copy_n(instance, strlen(instance)) : NULL;
-    out->v[out->n++] = (wg_instance_value){copy, value};
+    wg_instance_value *v = &out->v[out->n++];
+    memset(v, 0, sizeof *v);
+    v->instance = instance && *instance ? copy_n(instance, strlen(instance)) : NULL;
+    v->kind = kind;
+    return v;
+}
+
+void wg_value(wg_values *out, const char *instance, double value) {
+    push_value(out, instance, WG_ATOM_REAL)->value = value;
+}
+
+void wg_value_int(wg_values *out, const char *instance, int64_t value) {
+    push_value(out, instance, WG_ATOM_INT)->i = value;
+}
+
+void wg_value_uint(wg_values *out, const char *instance, uint64_t value) {
+    push_value(out, instance, WG_ATOM_UINT)->u = value;
+}
+
+void wg_value_text(wg_values *out, const char *instance, const char *text) {
+    push_value(out, instance, WG_ATOM_TEXT)->text = copy_n(text ? text : "", text ? strlen(text) : 0);
 }
 
 static char error_message[512];

@@ -119,6 +119,13 @@ typedef struct {
 
 typedef enum { WG_COUNTER = 0, WG_INSTANT = 1, WG_DISCRETE = 2 } wg_semantics;
 
+/* PCP's data type of a metric's values (the WIT `value-type`, in its order). A metric is
+ * WG_DOUBLE until wg_tree_set_type says otherwise; a value of another kind (wg_value for a
+ * WG_UINT64 counter) is converted by the host, integers rounded. */
+typedef enum {
+    WG_INT32 = 0, WG_UINT32 = 1, WG_INT64 = 2, WG_UINT64 = 3, WG_FLOAT = 4, WG_DOUBLE = 5, WG_TEXT = 6
+} wg_type;
+
 /* The indom of a singular metric (PCP's PM_INDOM_NULL). */
 #define WG_INDOM_NULL 0xffffffffu
 
@@ -152,12 +159,19 @@ void wg_tree_clear(wg_tree *tree);
  * never both). A PMID may have several names; describe answers with its first one's. */
 const char *wg_tree_add(wg_tree *tree, const char *name, wg_pmid id, wg_semantics semantics,
                         const char *units, const char *help, uint32_t indom);
+/* Sets the type of every metric with PMID `id` (the default is WG_DOUBLE). NULL, or an error:
+ * no metric has that PMID, or `type` is not a wg_type. */
+const char *wg_tree_set_type(wg_tree *tree, wg_pmid id, wg_type type);
 /* How many metrics the tree has. */
 size_t wg_tree_len(const wg_tree *tree);
 
 /* One value of a fetched metric: `instance` is the instance's name, "" (or NULL) for a
  * singular metric (copied). */
 void wg_value(wg_values *out, const char *instance, double value);
+/* The same for integer metrics (exact past 2^53) and text metrics (`text` copied). */
+void wg_value_int(wg_values *out, const char *instance, int64_t value);
+void wg_value_uint(wg_values *out, const char *instance, uint64_t value);
+void wg_value_text(wg_values *out, const char *instance, const char *text);
 
 /* Sets the message of WG_OTHER (printf format) and returns WG_OTHER. */
 int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -241,11 +255,21 @@ typedef struct {
     const char *units;
     const char *help;
     uint32_t indom;
+    wg_type type;
 } wg_metric;
+
+/* Which member of a wg_instance_value's union holds its value (the WIT `atom` case). */
+typedef enum { WG_ATOM_INT = 0, WG_ATOM_UINT = 1, WG_ATOM_REAL = 2, WG_ATOM_TEXT = 3 } wg_atom;
 
 typedef struct {
     char *instance; /* malloc'd; NULL for "" */
-    double value;
+    wg_atom kind;
+    union {
+        int64_t i;
+        uint64_t u;
+        double value;
+        char *text; /* malloc'd */
+    };
 } wg_instance_value;
 
 struct wg_values {

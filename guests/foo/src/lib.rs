@@ -15,7 +15,9 @@
 //! third one, memory is the guest's linear memory in bytes.
 
 use wasmon_guest::Params;
-use wasmon_guest::agent::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+use wasmon_guest::agent::{
+    Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+};
 
 const DOMAIN: u32 = 44;
 
@@ -127,8 +129,15 @@ impl Agent for Foo {
                 .ok_or(NsError::UnknownPmid)?;
             (m.3, m.4, m.5)
         };
+        // PCP's foo example: the version a 32-bit number, the rest 64-bit counts.
+        let value_type = if id == VERSION {
+            ValueType::Uint32
+        } else {
+            ValueType::Uint64
+        };
         Ok(MetricDesc {
             id,
+            value_type,
             semantics,
             units: units.into(),
             indom: None,
@@ -143,18 +152,15 @@ impl Agent for Foo {
             .map(|&id| {
                 let value = match (id.cluster, id.item) {
                     _ if id.domain != DOMAIN => None,
-                    (0, 1) => Some(1.0),
-                    (0, 2) => Some((core::arch::wasm32::memory_size(0) * 65536) as f64),
-                    (1, 0) => Some(n as f64),
-                    (1, 1) => Some((n / 3) as f64),
-                    (0, 27) => Some(DYNAMIC.len() as f64),
+                    (0, 1) => Some(1),
+                    (0, 2) => Some(core::arch::wasm32::memory_size(0) as u64 * 65536),
+                    (1, 0) => Some(n),
+                    (1, 1) => Some(n / 3),
+                    (0, 27) => Some(DYNAMIC.len() as u64),
                     _ => None,
                 };
                 let values = match value {
-                    Some(v) => Ok(vec![Value {
-                        instance: String::new(),
-                        value: v,
-                    }]),
+                    Some(v) => Ok(vec![Value::new("", v)]),
                     None => Err(NsError::UnknownPmid),
                 };
                 ValueSet { id, values }

@@ -22,10 +22,10 @@ class Dyn extends Tree {
 
   rebuild() {
     const metrics = {
-      [`${this.root}.slots`]: new Metric([this.domain, 0, 0], "discrete", "", "number of slots"),
+      [`${this.root}.slots`]: new Metric([this.domain, 0, 0], "discrete", "", "number of slots", undefined, "uint32"),
     };
     for (let n = 0; n < this.count; n++) {
-      metrics[`${this.root}.slot.s${n}.hits`] = new Metric([this.domain, 1, n], "counter", "count", `hits of slot ${n}`);
+      metrics[`${this.root}.slot.s${n}.hits`] = new Metric([this.domain, 1, n], "counter", "count", `hits of slot ${n}`, undefined, "uint64");
     }
     this.setMetrics(this.root, metrics);
   }

@@ -11,7 +11,7 @@
 //     export const transform = exportTransformer(Scale);
 //
 // An agent is a class answering look-ups and fetches. Deriving from `Tree` (a table of
-// `{ "full.dotted.name": new Metric([domain, cluster, item], semantics, units, help) }` under a
+// `{ "full.dotted.name": new Metric([domain, cluster, item], semantics, units, help, indom, type) }` under a
 // root) answers the namespace part, so the agent only implements `fetch(pmid)`:
 //
 //     import { Metric, Tree, UnknownPmid, exportAgent } from "./wasmon_guest.js";
@@ -287,16 +287,28 @@ const SEMANTICS = ["counter", "instant", "discrete"];
  * What an agent says about one metric: `semantics` is counter, instant or discrete; `units` as
  * PCP writes them (`Kbyte`, `count / sec`); `indom` undefined for a singular metric.
  */
+/** PCP's value types (`pmDesc.type`) by the names the WIT `value-type` gives them. */
+export const TYPES = Object.freeze(["int32", "uint32", "int64", "uint64", "float", "double", "text"]);
+
+/**
+ * What an agent says about one metric: `semantics` counter, instant or discrete; `units` as
+ * PCP writes them; `indom` undefined for a singular metric; `type` PCP's data type, one of
+ * TYPES (fetched values are converted to it; a BigInt keeps a 64-bit counter exact).
+ */
 export class Metric {
-  constructor(pmid, semantics = "instant", units = "", help = "", indom = undefined) {
+  constructor(pmid, semantics = "instant", units = "", help = "", indom = undefined, type = "double") {
     if (!SEMANTICS.includes(semantics)) {
       throw new TypeError(`semantics must be counter, instant or discrete, got ${JSON.stringify(semantics)}`);
+    }
+    if (!TYPES.includes(type)) {
+      throw new TypeError(`type must be one of ${TYPES.join(", ")}, got ${JSON.stringify(type)}`);
     }
     this.pmid = Pmid.of(pmid);
     this.semantics = semantics;
     this.units = units;
     this.help = help;
     this.indom = indom ?? undefined;
+    this.type = type;
   }
 }
 
@@ -317,7 +329,7 @@ export class Tree {
     const inner = new Map([[root, new Map()]]);
     for (const [name, m] of metrics instanceof Map ? metrics : Object.entries(metrics)) {
       if (!name.startsWith(root + ".")) throw new TypeError(`metric ${name} is not under ${root}`);
-      const metric = m instanceof Metric ? m : new Metric(m.pmid, m.semantics, m.units, m.help, m.indom);
+      const metric = m instanceof Metric ? m : new Metric(m.pmid, m.semantics, m.units, m.help, m.indom, m.type);
       byName.set(name, metric);
       const key = metric.pmid.toString();
       if (!byPmid.has(key)) byPmid.set(key, []);
@@ -365,10 +377,30 @@ export class Tree {
   }
 }
 
-/** What `fetch` returned -> `[[instance, value], ...]`: a number is a singular value. */
-function fetchedValues(result) {
-  if (typeof result === "number" || typeof result === "bigint") return [["", Number(result)]];
-  return Array.from(result, ([instance, value]) => [String(instance), Number(value)]);
+const U64_MAX = (1n << 64n) - 1n;
+const I64_MIN = -(1n << 63n);
+const I64_MAX = (1n << 63n) - 1n;
+
+/** A value as the WIT `atom` case `type` calls for: integers as BigInt (a Number is rounded
+ * and clamped), reals as Number, text as String. */
+export function atom(type, v) {
+  if (type === "text") return { tag: "text", val: String(v) };
+  if (type === "float" || type === "double") return { tag: "real", val: Number(v) };
+  let i = typeof v === "bigint" ? v : BigInt(Math.round(Number.isFinite(Number(v)) ? Number(v) : 0));
+  if (type === "uint32" || type === "uint64") {
+    i = i < 0n ? 0n : i > U64_MAX ? U64_MAX : i;
+    return { tag: "uint", val: i };
+  }
+  i = i < I64_MIN ? I64_MIN : i > I64_MAX ? I64_MAX : i;
+  return { tag: "int", val: i };
+}
+
+/** What `fetch` returned -> `[[instance, atom], ...]` in `type`: a number, BigInt or string
+ * alone is a singular value. */
+export function fetchedValues(result, type = "double") {
+  const one = typeof result === "number" || typeof result === "bigint" || typeof result === "string";
+  const pairs = one ? [["", result]] : Array.from(result);
+  return pairs.map(([instance, value]) => [String(instance), atom(type, value)]);
 }
 
 /** An NsError (or anything else thrown) -> the WIT `ns-error` variant. */
@@ -383,7 +415,7 @@ export function nsError(e) {
  * The objects to export as the `namespace` and `source` interfaces
  * (`export const { namespace, source } = exportAgent(cls)`). `new cls(params)` configures;
  * the instance answers `lookupName`, `namesOf`, `children` (`[[name, leaf]]`), `describe` (a
- * Metric) and `fetch(pmid)` (a number, or `[[instance, value]]`), throwing `UnknownName`,
+ * Metric) and `fetch(pmid)` (a value, or `[[instance, value]]`, in the Metric's `type`), throwing `UnknownName`,
  * `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call (a dynamic
  * subtree may change there).
  */
@@ -417,12 +449,18 @@ export function exportAgent(cls) {
     },
     describe(id) {
       const m = call("describe", Pmid.of(id));
-      return { id: wirePmid(m.pmid), semantics: m.semantics, units: m.units, indom: m.indom, help: m.help };
+      return {
+        id: wirePmid(m.pmid), valueType: m.type ?? "double", semantics: m.semantics, units: m.units,
+        indom: m.indom, help: m.help,
+      };
     },
     fetch(ids) {
       const out = Array.from(ids, (id) => {
         try {
-          const values = fetchedValues(call("fetch", Pmid.of(id))).map(([instance, value]) => ({ instance, value }));
+          const got = call("fetch", Pmid.of(id));
+          // The type the agent describes the metric with (a map look-up for a Tree).
+          const type = call("describe", Pmid.of(id))?.type ?? "double";
+          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance, value }));
           return { id, values: { tag: "ok", val: values } };
         } catch (e) {
           // One metric failing does not fail the others; `call` made it an ns-error already.

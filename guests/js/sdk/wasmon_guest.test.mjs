@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 
 import {
   Codec, ConfigError, Kind, Metric, NonLeaf, Params, Pmid, Sample, Tree, UnknownName, UnknownPmid,
-  exportAgent, exportTransformer,
+  exportAgent, exportTransformer, fetchedValues,
 } from "./wasmon_guest.js";
 
 function batch(newStrings, metadata, ids, kinds, values, ts, reset = false) {
@@ -126,6 +126,7 @@ test("a tree answers look-ups, names, children and descriptions as PCP does", ()
   assert.equal(t.describe({ domain: 9, cluster: 0, item: 0 }).units, "count");
   assert.throws(() => new Tree("a", { "b.c": new Metric([1, 0, 0]) }), /not under a/);
   assert.throws(() => new Metric([1, 0, 0], "gauge"), /semantics/);
+  assert.throws(() => new Metric([1, 0, 0], "instant", "", "", undefined, "int"), /type/);
   assert.throws(() => new Pmid(1, -1, 0), /cluster/);
 });
 
@@ -155,12 +156,25 @@ test("exportAgent speaks the WIT shapes: ns-error variants, per-metric results, 
   assert.throws(() => namespace.lookupName("b"), (e) => e.tag === "unknown-name");
   assert.deepEqual(namespace.children("a"), [{ name: "x", leaf: true }]);
   const d = source.describe({ domain: 9, cluster: 0, item: 0 });
-  assert.deepEqual(d, { id: { domain: 9, cluster: 0, item: 0 }, semantics: "instant", units: "", indom: undefined, help: "" });
+  assert.deepEqual(d, {
+    id: { domain: 9, cluster: 0, item: 0 }, valueType: "double", semantics: "instant", units: "", indom: undefined, help: "",
+  });
   const ids = [0, 3, 5].map((item) => ({ domain: 9, cluster: 0, item }));
   const got = source.fetch(ids);
-  assert.deepEqual(got[0].values, { tag: "ok", val: [{ instance: "i1", value: 1.5 }, { instance: "i2", value: 2 }] });
+  assert.deepEqual(got[0].values, {
+    tag: "ok", val: [{ instance: "i1", value: { tag: "real", val: 1.5 } }, { instance: "i2", value: { tag: "real", val: 2 } }],
+  });
   assert.deepEqual(got[1].values, { tag: "err", val: { tag: "unknown-pmid" } });
   assert.deepEqual(got[2].values, { tag: "err", val: { tag: "other", val: "boom" } });
   // fetched() changed the namespace.
   assert.deepEqual(namespace.namesOf({ domain: 9, cluster: 0, item: 1 }), ["a.n1"]);
+});
+
+test("fetched values take the metric's type", () => {
+  const big = (1n << 60n) + 1n;
+  assert.deepEqual(fetchedValues(big, "uint64"), [["", { tag: "uint", val: big }]]);
+  assert.deepEqual(fetchedValues(2.6, "int32"), [["", { tag: "int", val: 3n }]]);
+  assert.deepEqual(fetchedValues(-5, "uint64"), [["", { tag: "uint", val: 0n }]]);
+  assert.deepEqual(fetchedValues([["cpu0", 1]], "double"), [["cpu0", { tag: "real", val: 1 }]]);
+  assert.deepEqual(fetchedValues("idle", "text"), [["", { tag: "text", val: "idle" }]]);
 });

@@ -356,12 +356,20 @@ impl MmvValue {
             MmvValue::U64(v) => *v as f64,
             MmvValue::Float(v) => *v as f64,
             MmvValue::Double(v) => *v,
+            MmvValue::Elapsed { .. } => self.elapsed_us(now_us)? as f64,
+            MmvValue::String(_) | MmvValue::NoSupport => return None,
+        })
+    }
+
+    /// An elapsed value's microseconds, a running interval counted up to `now_us`.
+    pub fn elapsed_us(&self, now_us: i64) -> Option<i64> {
+        match self {
             MmvValue::Elapsed {
                 total_us,
                 started_us,
-            } => (*total_us as f64) + started_us.map_or(0.0, |s| now_us.saturating_sub(s) as f64),
-            MmvValue::String(_) | MmvValue::NoSupport => return None,
-        })
+            } => Some(total_us.saturating_add(started_us.map_or(0, |s| now_us.saturating_sub(s)))),
+            _ => None,
+        }
     }
 }
 

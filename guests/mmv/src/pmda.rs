@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use wasmon_guest::agent::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+use wasmon_guest::agent::{
+    Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+};
 use wasmon_guest::log::{Level, log};
 
 use crate::files::{FileEntry, Files, Health, Key, Meta, MetricInfo, choose_cluster};
@@ -48,6 +50,36 @@ pub fn indom_id(cluster: u32, serial: u32) -> u32 {
 /// With `MMV_FLAG_SENTINEL`, writers mark "no value now" with all ones (integers), NaN
 /// (floating point) or an empty string. pmdammv compares floats with `==` against NaN, which
 /// never matches; `is_nan` is what it means.
+/// PCP's type of an MMV metric, as pmdammv declares it: elapsed time is a 64-bit signed
+/// count of microseconds. A type the writer marked unsupported has no values (every fetch
+/// says so); it is described as a double.
+fn value_type(t: MetricType) -> ValueType {
+    match t {
+        MetricType::I32 => ValueType::Int32,
+        MetricType::U32 => ValueType::Uint32,
+        MetricType::I64 | MetricType::Elapsed => ValueType::Int64,
+        MetricType::U64 => ValueType::Uint64,
+        MetricType::Float => ValueType::Float,
+        MetricType::Double | MetricType::NoSupport => ValueType::Double,
+        MetricType::String => ValueType::Text,
+    }
+}
+
+/// A value as it crosses to the host, in the case its type calls for (integers exact).
+fn atom(v: &MmvValue, now_us: i64) -> Option<Atom> {
+    Some(match v {
+        MmvValue::I32(x) => Atom::Int((*x).into()),
+        MmvValue::U32(x) => Atom::Uint((*x).into()),
+        MmvValue::I64(x) => Atom::Int(*x),
+        MmvValue::U64(x) => Atom::Uint(*x),
+        MmvValue::Float(x) => Atom::Real((*x).into()),
+        MmvValue::Double(x) => Atom::Real(*x),
+        MmvValue::String(s) => Atom::Text(s.clone()),
+        MmvValue::Elapsed { .. } => Atom::Int(v.elapsed_us(now_us)?),
+        MmvValue::NoSupport => return None,
+    })
+}
+
 fn is_sentinel(v: &MmvValue) -> bool {
     match v {
         MmvValue::I32(x) => *x == -1,
@@ -293,6 +325,7 @@ impl<F: Files> Mmv<F> {
         let (_, cluster, m) = self.metric_of(id).ok_or(NsError::UnknownPmid)?;
         Ok(MetricDesc {
             id,
+            value_type: value_type(m.mtype),
             semantics: match m.semantics {
                 format::Semantics::Counter => Semantics::Counter,
                 format::Semantics::Instant => Semantics::Instant,
@@ -357,12 +390,6 @@ impl<F: Files> Mmv<F> {
             }
         };
         match m.mtype {
-            MetricType::String => {
-                return Err(NsError::Other(format!(
-                    "{} is a string metric; values here are numbers",
-                    full()
-                )));
-            }
             MetricType::NoSupport => {
                 return Err(NsError::Other(format!(
                     "{} is not supported by its writer",
@@ -381,7 +408,7 @@ impl<F: Files> Mmv<F> {
                         .as_ref()
                         .map(|i| i.external.clone())
                         .unwrap_or_default(),
-                    value: v.value.as_f64(now)?,
+                    value: atom(&v.value, now)?,
                 })
             })
             .collect())

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use wasmon_guest::agent::{Child, NsError, Pmid, Semantics, Value};
+use wasmon_guest::agent::{Atom, Child, NsError, Pmid, Semantics, Value, ValueType};
 
 use crate::files::{Files, name_hash};
 use crate::pmda::{DOMAIN, Mmv, indom_id};
@@ -67,11 +67,8 @@ fn child(name: &str, leaf: bool) -> Child {
     }
 }
 
-fn val(instance: &str, value: f64) -> Value {
-    Value {
-        instance: instance.into(),
-        value,
-    }
+fn val(instance: &str, value: impl Into<wasmon_guest::agent::Atom>) -> Value {
+    Value::new(instance, value)
 }
 
 /// `app` (cluster 9): requests.total, requests.bytes (per interface), temp, state (a string).
@@ -205,6 +202,17 @@ fn descriptions_carry_semantics_units_indom_and_help() {
         Semantics::Discrete
     );
     assert_eq!(a.describe(pmid(9, 77)), Err(NsError::UnknownPmid));
+    // Types as pmdammv declares them.
+    let mut ty = |item| a.describe(pmid(9, item)).unwrap().value_type;
+    assert_eq!(
+        [ty(1), ty(2), ty(3), ty(4)],
+        [
+            ValueType::Uint64,
+            ValueType::Uint64,
+            ValueType::Double,
+            ValueType::Text
+        ]
+    );
 }
 
 #[test]
@@ -214,20 +222,22 @@ fn fetch_reads_current_values_by_instance_name() {
     let got = a.fetch(&ids);
     assert_eq!(got.len(), 5);
     assert_eq!(got[0].id, ids[0]);
-    assert_eq!(got[0].values, Ok(vec![val("", 42.0)]));
-    assert_eq!(got[1].values, Ok(vec![val("eth0", 1000.0), val("lo", 7.0)]));
-    assert_eq!(got[2].values, Ok(vec![val("", 36.5)]));
-    assert!(
-        matches!(&got[3].values, Err(NsError::Other(m)) if m.contains("mmv.app.state") && m.contains("string")),
-        "{:?}",
-        got[3].values
+    assert_eq!(got[0].values, Ok(vec![val("", 42u64)]));
+    assert_eq!(
+        got[1].values,
+        Ok(vec![val("eth0", 1000u64), val("lo", 7u64)])
     );
+    assert_eq!(got[2].values, Ok(vec![val("", 36.5)]));
+    assert_eq!(got[3].values, Ok(vec![val("", "running")]));
     assert_eq!(got[4].values, Err(NsError::UnknownPmid));
     // Values change in place (same generation, same size): the next fetch sees them.
     dir.put("app", app(43, 2000).build());
     let got = a.fetch(&ids[..2]);
-    assert_eq!(got[0].values, Ok(vec![val("", 43.0)]));
-    assert_eq!(got[1].values, Ok(vec![val("eth0", 2000.0), val("lo", 7.0)]));
+    assert_eq!(got[0].values, Ok(vec![val("", 43u64)]));
+    assert_eq!(
+        got[1].values,
+        Ok(vec![val("eth0", 2000u64), val("lo", 7u64)])
+    );
 }
 
 #[test]
@@ -249,7 +259,7 @@ fn files_appear_and_vanish_with_their_names() {
     assert_eq!(a.lookup_name("mmv.web.hits"), Err(NsError::UnknownName));
     dir.put("web", file(12, vec![metric("hits", 5, U64, &[3])]).build());
     assert_eq!(a.lookup_name("mmv.web.hits"), Ok(pmid(12, 5)));
-    assert_eq!(a.fetch(&[pmid(12, 5)])[0].values, Ok(vec![val("", 3.0)]));
+    assert_eq!(a.fetch(&[pmid(12, 5)])[0].values, Ok(vec![val("", 3u64)]));
     dir.remove("web");
     assert_eq!(a.lookup_name("mmv.web.hits"), Err(NsError::UnknownName));
     assert_eq!(a.names_of(pmid(12, 5)), Err(NsError::UnknownPmid));
@@ -274,7 +284,7 @@ fn a_recreated_file_gets_new_names() {
     dir.put("app", f.build());
     assert_eq!(a.lookup_name("mmv.app.temp"), Err(NsError::UnknownName));
     assert_eq!(a.lookup_name("mmv.app.uptime"), Ok(pmid(9, 1)));
-    assert_eq!(a.fetch(&[pmid(9, 1)])[0].values, Ok(vec![val("", 5.0)]));
+    assert_eq!(a.fetch(&[pmid(9, 1)])[0].values, Ok(vec![val("", 5u64)]));
 }
 
 #[test]
@@ -357,12 +367,12 @@ fn a_file_mid_update_is_skipped_alone() {
         "{:?}",
         got[0].values
     );
-    assert_eq!(got[1].values, Ok(vec![val("", 3.0)]));
+    assert_eq!(got[1].values, Ok(vec![val("", 3u64)]));
     // Its names stay meanwhile, and it is not a warning.
     assert_eq!(a.lookup_name("mmv.app.temp"), Ok(pmid(9, 3)));
     assert!(a.warnings.is_empty(), "{:?}", a.warnings);
     dir.edit("app", |b| b[16] ^= 1);
-    assert_eq!(a.fetch(&ids)[0].values, Ok(vec![val("", 42.0)]));
+    assert_eq!(a.fetch(&ids)[0].values, Ok(vec![val("", 42u64)]));
     // A file caught before its writer finished it has no names yet, and no warning either.
     let mut f = file(20, vec![metric("n", 1, U64, &[1])]);
     f.g2 = 0;
@@ -390,7 +400,7 @@ fn a_truncated_file_errors_alone_and_is_logged_once() {
             "{:?}",
             got[0].values
         );
-        assert_eq!(got[1].values, Ok(vec![val("", 3.0)]));
+        assert_eq!(got[1].values, Ok(vec![val("", 3u64)]));
     }
     assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
     // Damaged differently: logged again. Repaired: values again, and a later break is new.
@@ -398,7 +408,7 @@ fn a_truncated_file_errors_alone_and_is_logged_once() {
     a.fetch(&ids);
     assert_eq!(a.warnings.len(), 2, "{:?}", a.warnings);
     dir.put("app", app(42, 1000).build());
-    assert_eq!(a.fetch(&ids)[0].values, Ok(vec![val("", 42.0)]));
+    assert_eq!(a.fetch(&ids)[0].values, Ok(vec![val("", 42u64)]));
     dir.edit("app", |b| b[0] = b'X');
     assert!(a.fetch(&ids)[0].values.is_err());
     assert_eq!(a.warnings.len(), 3, "{:?}", a.warnings);
@@ -466,11 +476,13 @@ fn sentinels_and_elapsed_time() {
     let ids: Vec<Pmid> = (1..=5).map(|i| pmid(4, i)).collect();
     let got = a.fetch(&ids);
     // Without the flag, all ones are plain values.
-    assert_eq!(got[0].values, Ok(vec![val("", u64::MAX as f64)]));
-    assert_eq!(got[1].values, Ok(vec![val("", -1.0)]));
-    assert_eq!(got[3].values, Ok(vec![val("", 1500.0)]));
-    let running = got[4].values.as_ref().unwrap()[0].value;
-    assert!((2_000_100.0..60_000_000.0).contains(&running), "{running}");
+    assert_eq!(got[0].values, Ok(vec![val("", u64::MAX)]));
+    assert_eq!(got[1].values, Ok(vec![val("", -1i32)]));
+    assert_eq!(got[3].values, Ok(vec![val("", 1500i64)]));
+    let Atom::Int(running) = got[4].values.as_ref().unwrap()[0].value else {
+        panic!("elapsed time is a 64-bit signed count: {:?}", got[4].values);
+    };
+    assert!((2_000_100..60_000_000).contains(&running), "{running}");
     assert_eq!(a.describe(pmid(4, 4)).unwrap().units, "microsec");
     f.flags = crate::format::FLAG_SENTINEL;
     f.g1 += 1;
@@ -480,7 +492,7 @@ fn sentinels_and_elapsed_time() {
     for g in &got[..3] {
         assert_eq!(g.values, Ok(vec![]), "{:?}", g.id);
     }
-    assert_eq!(got[3].values, Ok(vec![val("", 1500.0)]));
+    assert_eq!(got[3].values, Ok(vec![val("", 1500i64)]));
 }
 
 #[test]

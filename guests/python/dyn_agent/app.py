@@ -25,11 +25,11 @@ class Dyn(Tree):
     def _rebuild(self):
         metrics = {
             self.root_name + ".slots": Metric((self.domain, 0, 0), "discrete", "",
-                                              "number of slots"),
+                                              "number of slots", type="uint32"),
         }
         for n in range(self.count):
             metrics["%s.slot.s%d.hits" % (self.root_name, n)] = Metric(
-                (self.domain, 1, n), "counter", "count", "hits of slot %d" % n)
+                (self.domain, 1, n), "counter", "count", "hits of slot %d" % n, type="uint64")
         Tree.__init__(self, self.root_name, metrics)
 
     def fetch(self, pmid):

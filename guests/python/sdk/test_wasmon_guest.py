@@ -125,6 +125,17 @@ class TreeTest(unittest.TestCase):
         with self.assertRaises(UnknownName):
             self.t.children("a.c")
 
+    def test_values_take_the_metric_type(self):
+        from wasmon_guest import _values
+        big = 2**60 + 1
+        self.assertEqual(_values(big, "uint64"), [("", big)])
+        self.assertEqual(_values(2.6, "int32"), [("", 3)])
+        self.assertEqual(_values([("cpu0", 1)], "double"), [("cpu0", 1.0)])
+        self.assertIsInstance(_values(1, "double")[0][1], float)
+        self.assertEqual(_values("idle", "text"), [("", "idle")])
+        with self.assertRaises(ValueError):
+            Metric((1, 0, 0), type="int")
+
     def test_metrics_outside_the_root_are_refused(self):
         with self.assertRaises(ValueError):
             Tree("a.b", {"a.c": Metric((1, 0, 0))})

@@ -315,18 +315,26 @@ class Pmid(tuple):
         return "%d.%d.%d" % self
 
 
+# PCP's value types (`pmDesc.type`) by the names the WIT `value-type` gives them.
+TYPES = ("int32", "uint32", "int64", "uint64", "float", "double", "text")
+
+
 class Metric:
     """What an agent says about one metric: `semantics` is counter, instant or discrete;
-    `units` as PCP writes them; `indom` None for a singular metric."""
+    `units` as PCP writes them; `indom` None for a singular metric; `type` PCP's data type,
+    one of TYPES (fetched values are converted to it: an int stays exact past 2**53)."""
 
-    def __init__(self, pmid, semantics="instant", units="", help="", indom=None):
+    def __init__(self, pmid, semantics="instant", units="", help="", indom=None, type="double"):
         if semantics not in ("counter", "instant", "discrete"):
             raise ValueError("semantics must be counter, instant or discrete, got %r" % semantics)
+        if type not in TYPES:
+            raise ValueError("type must be one of %s, got %r" % (", ".join(TYPES), type))
         self.pmid = Pmid(*pmid)
         self.semantics = semantics
         self.units = units
         self.help = help
         self.indom = indom
+        self.type = type
 
 
 class Tree:
@@ -381,18 +389,40 @@ class Tree:
         return self.metrics[names[0]]
 
 
-def _values(result):
-    """What `fetch` returned -> list of (instance, value): a number is a singular value."""
-    if isinstance(result, (int, float)) and not isinstance(result, bool):
-        return [("", float(result))]
-    return [(str(i), float(v)) for i, v in result]
+def _values(result, type="double"):
+    """What `fetch` returned -> list of (instance, value) in `type`: a number (or, for a text
+    metric, a string) alone is a singular value. Integer types take ints (a float is
+    rounded), float and double take floats, text takes strings."""
+    if isinstance(result, (int, float, str)) and not isinstance(result, bool):
+        result = [("", result)]
+    if type == "text":
+        return [(str(i), str(v)) for i, v in result]
+    if type in ("float", "double"):
+        return [(str(i), float(v)) for i, v in result]
+    out = []
+    for i, v in result:
+        if isinstance(v, float):
+            v = round(v)
+        out.append((str(i), int(v)))
+    return out
+
+
+def _atom(t, type, v):
+    """A value as the WIT `atom` case its type calls for."""
+    if type == "text":
+        return t.Atom_Text(v)
+    if type in ("float", "double"):
+        return t.Atom_Real(v)
+    if type in ("uint32", "uint64"):
+        return t.Atom_Uint(max(0, min(v, 2**64 - 1)))
+    return t.Atom_Int(max(-2**63, min(v, 2**63 - 1)))
 
 
 def export_agent(cls):
     """The classes componentize-py exports as `namespace` and `source` (assign them to
     `Namespace, Source` in the app module). `cls(params)` configures; the instance answers
     `lookup_name`, `names_of`, `children` (list of (name, leaf)), `describe` (a Metric) and
-    `fetch(pmid)` (a number, or a list of (instance, value)), raising `UnknownName`,
+    `fetch(pmid)` (a value, or a list of (instance, value), in the Metric's `type`), raising `UnknownName`,
     `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call."""
     state = {"impl": None}
 
@@ -446,7 +476,8 @@ def export_agent(cls):
             m = call("describe", Pmid(id.domain, id.cluster, id.item))
             sem = {"counter": t.Semantics.COUNTER, "instant": t.Semantics.INSTANT,
                    "discrete": t.Semantics.DISCRETE}[m.semantics]
-            return t.MetricDesc(to_pmid(m.pmid), sem, m.units, m.indom, m.help)
+            ty = getattr(t.ValueType, getattr(m, "type", "double").upper())
+            return t.MetricDesc(to_pmid(m.pmid), ty, sem, m.units, m.indom, m.help)
 
         def fetch(self, ids):
             t = wit()
@@ -454,8 +485,12 @@ def export_agent(cls):
             for id in ids:
                 from componentize_py_types import Err, Ok
                 try:
-                    vals = _values(call("fetch", Pmid(id.domain, id.cluster, id.item)))
-                    out.append(t.ValueSet(id, Ok([t.Value(i, v) for i, v in vals])))
+                    pmid = Pmid(id.domain, id.cluster, id.item)
+                    got = call("fetch", pmid)
+                    # The type the agent describes the metric with (a dict look-up for a Tree).
+                    ty = getattr(call("describe", pmid), "type", "double")
+                    vals = _values(got, ty)
+                    out.append(t.ValueSet(id, Ok([t.Value(i, _atom(t, ty, v)) for i, v in vals])))
                 except Err as e:
                     # `call` turned an NsError into the WIT error.
                     out.append(t.ValueSet(id, e))

@@ -22,8 +22,60 @@ pub mod bindings {
 }
 
 pub use crate::transformer::bindings::wasmon::collector::types::{
-    Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet,
+    Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
 };
+
+// A value from the Rust type that holds it: `Value::new("cpu0", 42u64)`, `Value::new("", 0.5)`.
+impl From<f64> for Atom {
+    fn from(v: f64) -> Atom {
+        Atom::Real(v)
+    }
+}
+impl From<f32> for Atom {
+    fn from(v: f32) -> Atom {
+        Atom::Real(v.into())
+    }
+}
+impl From<u64> for Atom {
+    fn from(v: u64) -> Atom {
+        Atom::Uint(v)
+    }
+}
+impl From<u32> for Atom {
+    fn from(v: u32) -> Atom {
+        Atom::Uint(v.into())
+    }
+}
+impl From<i64> for Atom {
+    fn from(v: i64) -> Atom {
+        Atom::Int(v)
+    }
+}
+impl From<i32> for Atom {
+    fn from(v: i32) -> Atom {
+        Atom::Int(v.into())
+    }
+}
+impl From<String> for Atom {
+    fn from(v: String) -> Atom {
+        Atom::Text(v)
+    }
+}
+impl From<&str> for Atom {
+    fn from(v: &str) -> Atom {
+        Atom::Text(v.into())
+    }
+}
+
+impl Value {
+    /// One value of `instance` (empty for a singular metric).
+    pub fn new(instance: impl Into<String>, value: impl Into<Atom>) -> Value {
+        Value {
+            instance: instance.into(),
+            value: value.into(),
+        }
+    }
+}
 /// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
 pub use bindings::wasmon::collector::mapped;
 

@@ -4,7 +4,9 @@
 //! containing `sleep` sleeps 10 s first (a WASI sleep: only the wall-time deadline ends it).
 
 use wasmon_guest::Params;
-use wasmon_guest::agent::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+use wasmon_guest::agent::{
+    Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+};
 
 pub struct Testing {
     domain: u32,
@@ -87,6 +89,7 @@ impl Agent for Testing {
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
         Ok(MetricDesc {
             id,
+            value_type: ValueType::Double,
             semantics: Semantics::Instant,
             units: String::new(),
             indom: None,
@@ -98,10 +101,7 @@ impl Agent for Testing {
         ids.iter()
             .map(|&id| ValueSet {
                 id,
-                values: Ok(vec![Value {
-                    instance: String::new(),
-                    value: 42.0,
-                }]),
+                values: Ok(vec![Value::new("", 42.0)]),
             })
             .collect()
     }

@@ -11,8 +11,8 @@ use serde::Serialize;
 use crate::host::AgentInstance;
 use crate::host::agent_types as wit;
 use crate::namespace::{
-    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, ValueType,
-    Values,
+    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Value,
+    ValueType, Values,
 };
 use crate::sample::{Kind, Metadata, Name, Sample};
 
@@ -89,6 +89,15 @@ impl Agent for GuestAgent {
             units: d.units,
             indom: d.indom,
             help: d.help,
+            value_type: match d.value_type {
+                wit::ValueType::Int32 => ValueType::I32,
+                wit::ValueType::Uint32 => ValueType::U32,
+                wit::ValueType::Int64 => ValueType::I64,
+                wit::ValueType::Uint64 => ValueType::U64,
+                wit::ValueType::Float => ValueType::Float,
+                wit::ValueType::Double => ValueType::Double,
+                wit::ValueType::Text => ValueType::String,
+            },
         })
     }
 
@@ -106,13 +115,26 @@ impl Agent for GuestAgent {
                     (
                         id,
                         set.values
-                            .map(|v| v.into_iter().map(|x| (x.instance, x.value)).collect())
+                            .map(|v| {
+                                v.into_iter()
+                                    .map(|x| (x.instance, value(x.value)))
+                                    .collect()
+                            })
                             .map_err(ns_error),
                     )
                 })
                 .collect(),
             Err(_) => ids.iter().map(|&id| (id, Err(NsError::NoAgent))).collect(),
         }
+    }
+}
+
+fn value(a: wit::Atom) -> Value {
+    match a {
+        wit::Atom::Int(i) => Value::Int(i),
+        wit::Atom::Uint(u) => Value::Uint(u),
+        wit::Atom::Real(f) => Value::Real(f),
+        wit::Atom::Text(t) => Value::Text(t),
     }
 }
 
@@ -125,7 +147,7 @@ pub struct Fetched {
     pub semantics: Option<Semantics>,
     pub units: String,
     /// (instance, value); the instance is empty for a singular metric.
-    pub values: Vec<(String, f64)>,
+    pub values: Values,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -166,9 +188,6 @@ impl Agent for SharedAgent {
     }
     fn release(&mut self) {
         self.lock().release()
-    }
-    fn value_type(&mut self, id: Pmid) -> Option<ValueType> {
-        self.lock().value_type(id)
     }
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
         self.lock().instance_id(indom, name)
@@ -384,13 +403,14 @@ pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
             ("semantics".into(), sem.into()),
             ("units".into(), f.units.as_str().into()),
         ]);
-        for (inst, value) in &f.values {
+        // Text values have no place among numbers: PCP clients get them, samples do not.
+        for (inst, value) in f.values.iter().filter_map(|(i, v)| Some((i, v.as_f64()?))) {
             out.push(Sample {
                 name,
                 resource: inst.as_str().into(),
                 unit,
                 kind,
-                value: *value,
+                value,
                 timestamp_ns,
                 metadata: metadata.clone(),
             });

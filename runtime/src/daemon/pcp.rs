@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Daemon;
 use super::agents::AgentSet;
-use crate::namespace::{Agent, Child, MetricDesc, NsError, Pmid, Traversal, ValueType, Values};
+use crate::namespace::{Agent, Child, MetricDesc, NsError, Pmid, Traversal, Values};
 use crate::pcp;
 
 /// Whatever holds the agents: a running daemon, or the agents `wasmon pmda` loaded.
@@ -55,9 +55,6 @@ impl<A: HasAgents> pcp::Source for PcpSource<A> {
             .agent(id.domain)
             .ok_or(NsError::UnknownPmid)?;
         a.describe(id)
-    }
-    fn value_type(&self, id: Pmid) -> Option<ValueType> {
-        self.0.agents().agent(id.domain)?.value_type(id)
     }
     fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32> {
         self.0.agents().agent(domain)?.instance_id(indom, name)

@@ -11,7 +11,7 @@ use super::engine::Runtime;
 use super::guest::{CallError, Instance, Live, World, in_guest};
 use super::state::State;
 
-pub use wit::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+pub use wit::{Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
 
 /// Marker for the `agent` world.
 pub struct AgentWorld;

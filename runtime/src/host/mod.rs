@@ -28,5 +28,7 @@ pub use transformer::{TransformerInstance, TransformerWorld, encode};
 
 /// The WIT types of the agent world (PMIDs, namespace errors, descriptors, values).
 pub mod agent_types {
-    pub use super::agent::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+    pub use super::agent::{
+        Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+    };
 }

@@ -21,13 +21,16 @@ pub(super) fn source(lang: Lang, name: &str) -> String {
 const RUST: &str = r#"//! A wasmon agent: {DOC}
 
 use wasmon_guest::Params;
-use wasmon_guest::agent::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet};
+use wasmon_guest::agent::{
+    Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+};
 
-/// The subtree this agent owns, and its leaves (item = index).
+/// The subtree this agent owns, and its leaves (item = index): name, PCP type, semantics,
+/// units, help.
 const ROOT: &str = "{NAME}";
-const LEAVES: [(&str, Semantics, &str, &str); 2] = [
-    ("up", Semantics::Instant, "", "1 while the agent runs"),
-    ("calls", Semantics::Counter, "count", "fetches answered"),
+const LEAVES: [(&str, ValueType, Semantics, &str, &str); 2] = [
+    ("up", ValueType::Uint32, Semantics::Instant, "", "1 while the agent runs"),
+    ("calls", ValueType::Uint64, Semantics::Counter, "count", "fetches answered"),
 ];
 
 pub struct Scaffold {
@@ -80,8 +83,9 @@ impl Agent for Scaffold {
     }
 
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
-        let (_, semantics, units, help) = LEAVES[self.item(id).ok_or(NsError::UnknownPmid)?];
-        Ok(MetricDesc { id, semantics, units: units.into(), indom: None, help: help.into() })
+        let (_, value_type, semantics, units, help) =
+            LEAVES[self.item(id).ok_or(NsError::UnknownPmid)?];
+        Ok(MetricDesc { id, value_type, semantics, units: units.into(), indom: None, help: help.into() })
     }
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
@@ -89,11 +93,11 @@ impl Agent for Scaffold {
             .iter()
             .map(|&id| {
                 let value = match self.item(id) {
-                    Some(0) => Ok(1.0),
-                    Some(_) => Ok(self.calls as f64),
+                    Some(0) => Ok(1u64),
+                    Some(_) => Ok(self.calls),
                     None => Err(NsError::UnknownPmid),
                 };
-                let values = value.map(|value| vec![Value { instance: String::new(), value }]);
+                let values = value.map(|value| vec![Value::new("", value)]);
                 ValueSet { id, values }
             })
             .collect();
@@ -119,8 +123,10 @@ class Scaffold(Tree):
         self.domain = params.integer("domain", 200, min=1, max=510)
         self.calls = 0
         Tree.__init__(self, "{NAME}", {
-            "{NAME}.up": Metric((self.domain, 0, 0), "instant", "", "1 while the agent runs"),
-            "{NAME}.calls": Metric((self.domain, 0, 1), "counter", "count", "fetches answered"),
+            "{NAME}.up": Metric((self.domain, 0, 0), "instant", "", "1 while the agent runs",
+                                type="uint32"),
+            "{NAME}.calls": Metric((self.domain, 0, 1), "counter", "count", "fetches answered",
+                                   type="uint64"),
         })
 
     def fetch(self, pmid):
@@ -147,8 +153,8 @@ class Scaffold extends Tree {
   constructor(params) {
     const domain = params.integer("domain", 200, { min: 1, max: 510 });
     super("{NAME}", {
-      "{NAME}.up": new Metric([domain, 0, 0], "instant", "", "1 while the agent runs"),
-      "{NAME}.calls": new Metric([domain, 0, 1], "counter", "count", "fetches answered"),
+      "{NAME}.up": new Metric([domain, 0, 0], "instant", "", "1 while the agent runs", undefined, "uint32"),
+      "{NAME}.calls": new Metric([domain, 0, 1], "counter", "count", "fetches answered", undefined, "uint64"),
     });
     this.domain = domain;
     this.calls = 0;
@@ -175,23 +181,28 @@ const C: &str = r#"/* A wasmon agent: {DOC}
 #include "wasmon_guest.h"
 
 static int64_t domain;
-static double calls;
+static uint64_t calls;
 
 const char *wg_agent_configure(const wg_params *p, wg_tree *tree) {
     const char *err;
     if ((err = wg_param_integer(p, "domain", 200, 1, 510, &domain))) return err;
     if ((err = wg_tree_root(tree, "{NAME}"))) return err;
-    if ((err = wg_tree_add(tree, "{NAME}.up", (wg_pmid){(uint32_t)domain, 0, 0}, WG_INSTANT, "",
-                           "1 while the agent runs", WG_INDOM_NULL)))
+    wg_pmid up = {(uint32_t)domain, 0, 0}, calls_id = {(uint32_t)domain, 0, 1};
+    if ((err = wg_tree_add(tree, "{NAME}.up", up, WG_INSTANT, "", "1 while the agent runs",
+                           WG_INDOM_NULL)))
         return err;
-    return wg_tree_add(tree, "{NAME}.calls", (wg_pmid){(uint32_t)domain, 0, 1}, WG_COUNTER,
-                       "count", "fetches answered", WG_INDOM_NULL);
+    if ((err = wg_tree_add(tree, "{NAME}.calls", calls_id, WG_COUNTER, "count",
+                           "fetches answered", WG_INDOM_NULL)))
+        return err;
+    /* PCP's types (the default is WG_DOUBLE): integers stay exact. */
+    if ((err = wg_tree_set_type(tree, up, WG_UINT32))) return err;
+    return wg_tree_set_type(tree, calls_id, WG_UINT64);
 }
 
 int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out) {
     (void)tree;
     if (id.domain != (uint32_t)domain || id.cluster != 0 || id.item > 1) return WG_UNKNOWN_PMID;
-    wg_value(out, "", id.item == 0 ? 1.0 : calls);
+    wg_value_uint(out, "", id.item == 0 ? 1 : calls);
     return WG_OK;
 }
 

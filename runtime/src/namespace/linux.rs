@@ -11,7 +11,10 @@
 //! Each fetch reads every needed /proc file once, into a buffer reused across fetches, and
 //! parses it in place. Owns only this agent; uses nothing of the namespace but its types.
 
-use super::types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, ValueType, Values};
+use super::types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values};
+
+/// Values as read from /proc, before they take their metric's type.
+type Raw = Vec<(String, f64)>;
 use std::path::{Path, PathBuf};
 
 /// PCP's domain for the linux PMDA.
@@ -224,7 +227,7 @@ impl LinuxAgent {
         Ok(&self.buf)
     }
 
-    fn value(&mut self, def: &Def, snap: &mut Snapshot) -> Result<Values, NsError> {
+    fn value(&mut self, def: &Def, snap: &mut Snapshot) -> Result<Raw, NsError> {
         let one = |v: f64| Ok(vec![(String::new(), v)]);
         match def.src {
             Src::Ncpu => one(self.stat(snap)?.percpu.len() as f64),
@@ -265,7 +268,8 @@ impl LinuxAgent {
                 }
                 one(snap.uptime.unwrap_or_default().floor())
             }
-            Src::Mem(key, div) => one(self.mem(snap, key)? / div),
+            // Scaled down as PCP's linux PMDA does it, by a shift (`MemTotal >> 10`): truncated.
+            Src::Mem(key, div) => one((self.mem(snap, key)? / div).trunc()),
             Src::MemUsed => one(self.mem(snap, "MemTotal")? - self.mem(snap, "MemFree")?),
             Src::Net(col) => Ok(self
                 .netdev(snap)?
@@ -461,18 +465,7 @@ impl Agent for LinuxAgent {
             units: def.units.to_string(),
             indom: def.indom,
             help: def.help.to_string(),
-        })
-    }
-
-    /// As PCP's linux PMDA declares them (checked against pmcd 6.0.3 by `tests/all/pcp.rs`).
-    fn value_type(&mut self, id: Pmid) -> Option<ValueType> {
-        let def = self.def(id)?;
-        Some(match def.src {
-            Src::Load => ValueType::Float,
-            Src::Uptime => ValueType::Double,
-            Src::Ncpu | Src::Procs(_) => ValueType::U32,
-            Src::Mem(_, div) if div != 1.0 => ValueType::U32,
-            _ => ValueType::U64,
+            value_type: value_type(def),
         })
     }
 
@@ -491,12 +484,28 @@ impl Agent for LinuxAgent {
         ids.iter()
             .map(|id| {
                 let r = match self.def(*id) {
-                    Some(def) => self.value(def, &mut snap),
+                    Some(def) => self.value(def, &mut snap).map(|raw| {
+                        let ty = value_type(def);
+                        raw.into_iter()
+                            .filter_map(|(n, v)| Some((n, Value::Real(v).conform(ty)?)))
+                            .collect()
+                    }),
                     None => Err(NsError::UnknownPmid),
                 };
                 (*id, r)
             })
             .collect()
+    }
+}
+
+/// As PCP's linux PMDA declares them (checked against pmcd 6.0.3 by `tests/all/pcp`).
+fn value_type(def: &Def) -> ValueType {
+    match def.src {
+        Src::Load => ValueType::Float,
+        Src::Uptime => ValueType::Double,
+        Src::Ncpu | Src::Procs(_) => ValueType::U32,
+        Src::Mem(_, div) if div != 1.0 => ValueType::U32,
+        _ => ValueType::U64,
     }
 }
 

@@ -5,10 +5,15 @@
 use super::*;
 use crate::namespace::tree::Namespace;
 
-fn fetch1(a: &mut LinuxAgent, name: &str) -> Values {
+/// One metric's values as numbers (their PCP types are checked apart).
+fn fetch1(a: &mut LinuxAgent, name: &str) -> Vec<(String, f64)> {
     let id = a.lookup_name(name).unwrap();
     let mut r = a.fetch(&[id]);
-    r.pop().unwrap().1.unwrap_or_else(|e| panic!("{name}: {e}"))
+    let values = r.pop().unwrap().1.unwrap_or_else(|e| panic!("{name}: {e}"));
+    values
+        .into_iter()
+        .map(|(n, v)| (n, v.as_f64().unwrap()))
+        .collect()
 }
 
 fn proc_file(rel: &str) -> String {
@@ -141,7 +146,7 @@ fn memory_matches_proc_meminfo() {
     assert_eq!(fetch1(&mut a, "mem.physmem"), vec![(String::new(), total)]);
     assert_eq!(
         fetch1(&mut a, "hinv.physmem"),
-        vec![(String::new(), total / 1024.0)]
+        vec![(String::new(), (total / 1024.0).trunc())]
     );
     for name in [
         "mem.util.free",
@@ -264,7 +269,11 @@ fn fake_proc_exact_values() {
     ];
     let r = a.fetch(&ids);
     assert!(matches!(&r[0].1, Err(NsError::Other(m)) if m.contains("Slab")));
-    assert_eq!(r[1].1, Ok(s(100.0)));
+    // Values take their metric's type: a 64-bit counter is an integer, a load a real.
+    assert_eq!(r[1].1, Ok(vec![(String::new(), Value::Uint(100))]));
+    let id = a.lookup_name("kernel.all.load").unwrap();
+    assert_eq!(a.describe(id).unwrap().value_type, ValueType::Float);
+    assert_eq!(a.fetch(&[id])[0].1.as_ref().unwrap()[0].1, Value::Real(0.5));
     std::fs::remove_dir_all(&root).unwrap();
     // A missing /proc is an error per metric, not a panic.
     let mut gone = LinuxAgent::with_root(&root);

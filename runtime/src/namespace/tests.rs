@@ -99,7 +99,7 @@ impl Agent for ListAgent {
     }
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
         ids.iter()
-            .map(|id| (*id, Ok(vec![(String::new(), 1.0)])))
+            .map(|id| (*id, Ok(vec![(String::new(), 1.0.into())])))
             .collect()
     }
 }

@@ -220,15 +220,65 @@ pub struct MetricDesc {
     /// Instance domain serial, `None` for singular metrics.
     pub indom: Option<u32>,
     pub help: String,
+    /// PCP's data type of the values.
+    #[serde(default, rename = "type")]
+    pub value_type: ValueType,
+}
+
+/// One value of a metric. Integers stay integers so that a 64-bit counter past 2^53 keeps
+/// every digit on PCP's wire; everything that stores numbers (samples, the store) takes
+/// [`Value::as_f64`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Int(i64),
+    Uint(u64),
+    Real(f64),
+    Text(String),
+}
+
+impl Value {
+    /// The value as a number; `None` for text.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::Int(i) => Some(i as f64),
+            Value::Uint(u) => Some(u as f64),
+            Value::Real(f) => Some(f),
+            Value::Text(_) => None,
+        }
+    }
+
+    /// The value in the case `ty` calls for: integers from reals are rounded (and saturate,
+    /// NaN becoming 0, as Rust's `as` does), reals from integers are exact up to 2^53. `None`
+    /// when a number is given for a text metric or text for a number.
+    pub fn conform(self, ty: ValueType) -> Option<Value> {
+        use ValueType as T;
+        Some(match (ty, self) {
+            (T::String, v @ Value::Text(_)) => v,
+            (T::String, _) | (_, Value::Text(_)) => return None,
+            (T::Float | T::Double, v) => Value::Real(v.as_f64()?),
+            (T::I32 | T::I64, Value::Int(i)) => Value::Int(i),
+            (T::I32 | T::I64, Value::Uint(u)) => Value::Int(i64::try_from(u).unwrap_or(i64::MAX)),
+            (T::I32 | T::I64, Value::Real(f)) => Value::Int(f.round() as i64),
+            (T::U32 | T::U64, Value::Uint(u)) => Value::Uint(u),
+            (T::U32 | T::U64, Value::Int(i)) => Value::Uint(u64::try_from(i).unwrap_or(0)),
+            (T::U32 | T::U64, Value::Real(f)) => Value::Uint(f.round() as u64),
+        })
+    }
+}
+
+impl From<f64> for Value {
+    fn from(f: f64) -> Value {
+        Value::Real(f)
+    }
 }
 
 /// Values of one metric: (instance name, "" when singular; value).
-pub type Values = Vec<(String, f64)>;
+pub type Values = Vec<(String, Value)>;
 
 /// PCP's data type of a metric's values (`pmDesc.type`, `PM_TYPE_*`): what PCP clients are
-/// told and how a value is laid out on PCP's wire. Values cross the [`Agent`] contract as
-/// `f64`; this says how to present them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// told, how a value is laid out on PCP's wire, and which [`Value`] case it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ValueType {
     I32,
@@ -236,6 +286,7 @@ pub enum ValueType {
     I64,
     U64,
     Float,
+    #[default]
     Double,
     String,
 }
@@ -256,11 +307,6 @@ pub trait Agent: Send {
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)>;
     /// Ends a quarantine the agent is in, if it can be in one (the operator asked).
     fn release(&mut self) {}
-    /// PCP's data type of `id`'s values, when the agent knows it (its values are `f64`s either
-    /// way); `None`: PCP clients are told `double`.
-    fn value_type(&mut self, _id: Pmid) -> Option<ValueType> {
-        None
-    }
     /// PCP's fixed instance identifier of an instance name of indom serial `indom`, when the
     /// agent has one (`cpu3` is 3 in PCP's linux PMDA); `None`: the PCP server numbers
     /// instances itself, in the order it first sees them.

@@ -24,7 +24,6 @@ pub trait Source: Send + Sync + 'static {
     fn traverse(&self, prefix: &str) -> Result<Traversal, NsError>;
     fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError>;
     /// PCP's type of `id`'s values, when its agent knows it (else they are served as doubles).
-    fn value_type(&self, id: Pmid) -> Option<ValueType>;
     /// A fixed instance number of the agent for `domain`, when it has one.
     fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32>;
     /// One answer per id, in order.
@@ -159,6 +158,18 @@ impl Shared {
 struct Known {
     desc: Desc,
     ty: ValueType,
+}
+
+/// An agent's value in its metric's PCP type; one of the wrong kind (text for a number, a
+/// number for text) is left out, and said at debug level: the agent is at fault, not the
+/// client.
+fn conform(id: Pmid, ty: ValueType, v: crate::namespace::Value) -> Option<Value> {
+    let text = matches!(v, crate::namespace::Value::Text(_));
+    let out = to_value(ty, v);
+    if out.is_none() {
+        tracing::debug!(pmid = %id, ?ty, text, "PCP fetch: a value of the wrong kind, left out");
+    }
+    out
 }
 
 /// One client connection's state.
@@ -334,7 +345,7 @@ impl Session {
                 return Err(errors::PMID);
             }
             let d = self.src().describe(id).map_err(|e| e.code())?;
-            let ty = self.src().value_type(id).unwrap_or(ValueType::Double);
+            let ty = d.value_type;
             let indom = match d.indom {
                 Some(serial) => {
                     let raw = (id.domain << 22) | (serial & 0x3f_ffff);
@@ -377,7 +388,7 @@ impl Session {
             return Ok(values
                 .into_iter()
                 .take(1)
-                .map(|(_, v)| (IN_NULL, String::new(), to_value(k.ty, v)))
+                .filter_map(|(_, v)| Some((IN_NULL, String::new(), conform(id, k.ty, v)?)))
                 .collect());
         }
         let names: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
@@ -385,7 +396,9 @@ impl Session {
         Ok(values
             .into_iter()
             .zip(ids)
-            .filter_map(|((name, v), inst)| Some((inst?, name, to_value(k.ty, v))))
+            .filter_map(|((name, v), inst)| {
+                Some((inst?, conform(id, k.ty, v)?)).map(|(i, v)| (i, name, v))
+            })
             .collect())
     }
 

@@ -64,6 +64,11 @@ impl Agent for Foo {
             units: units.into(),
             indom,
             help: help.into(),
+            value_type: if id.item == 0 {
+                ValueType::U64
+            } else {
+                ValueType::Double
+            },
         })
     }
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
@@ -71,20 +76,17 @@ impl Agent for Foo {
             .map(|&id| {
                 let v = match (id.cluster, id.item) {
                     (0, 3) => Ok(vec![
-                        ("red".into(), 1.0),
-                        ("green".into(), 2.0),
-                        ("blue".into(), 3.0),
+                        ("red".into(), 1.0.into()),
+                        ("green".into(), 2.0.into()),
+                        ("blue".into(), 3.0.into()),
                     ]),
-                    (1, 0) => Ok(vec![(String::new(), 42.0)]),
-                    (0, 1) | (1, 1) | (0, 27) => Ok(vec![(String::new(), 3.0)]),
+                    (1, 0) => Ok(vec![(String::new(), 42.0.into())]),
+                    (0, 1) | (1, 1) | (0, 27) => Ok(vec![(String::new(), 3.0.into())]),
                     _ => Err(NsError::UnknownPmid),
                 };
                 (id, v)
             })
             .collect()
-    }
-    fn value_type(&mut self, id: Pmid) -> Option<ValueType> {
-        (id.item == 0).then_some(ValueType::U64)
     }
 }
 
@@ -115,9 +117,6 @@ impl Source for FooSource {
     }
     fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError> {
         Foo.describe(id)
-    }
-    fn value_type(&self, id: Pmid) -> Option<ValueType> {
-        Foo.value_type(id)
     }
     fn instance_id(&self, _: u32, _: u32, _: &str) -> Option<u32> {
         None

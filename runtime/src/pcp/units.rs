@@ -5,7 +5,7 @@
 //! Owns only these conversions.
 
 use super::pdu::Value;
-use crate::namespace::{Semantics, ValueType};
+use crate::namespace::{Semantics, Value as AgentValue, ValueType};
 
 /// Space scales (`PM_SPACE_*`), by the word `pmUnitsStr` writes.
 const SPACE: [&str; 9] = [
@@ -103,18 +103,24 @@ pub fn type_code(t: ValueType) -> u32 {
     }
 }
 
-/// An agent's value in its PCP type: integers round to the nearest and saturate at the
-/// type's bounds (`as` casts saturate; NaN becomes 0).
-pub fn to_value(t: ValueType, v: f64) -> Value {
-    match t {
-        ValueType::I32 => Value::I32(v.round() as i32),
-        ValueType::U32 => Value::U32(v.round() as u32),
-        ValueType::I64 => Value::I64(v.round() as i64),
-        ValueType::U64 => Value::U64(v.round() as u64),
-        ValueType::Float => Value::Float(v as f32),
-        ValueType::Double => Value::Double(v),
-        ValueType::String => Value::String(v.to_string()),
-    }
+/// An agent's value in its PCP type ([`AgentValue::conform`]: reals round to the nearest
+/// integer and saturate); 32-bit types saturate at their bounds. `None` for text given for a
+/// number or a number for text.
+pub fn to_value(t: ValueType, v: AgentValue) -> Option<Value> {
+    let v = v.conform(t)?;
+    Some(match (t, v) {
+        (ValueType::I32, AgentValue::Int(i)) => {
+            Value::I32(i.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+        }
+        (ValueType::U32, AgentValue::Uint(u)) => Value::U32(u.min(u32::MAX.into()) as u32),
+        (ValueType::I64, AgentValue::Int(i)) => Value::I64(i),
+        (ValueType::U64, AgentValue::Uint(u)) => Value::U64(u),
+        (ValueType::Float, AgentValue::Real(f)) => Value::Float(f as f32),
+        (ValueType::Double, AgentValue::Real(f)) => Value::Double(f),
+        (ValueType::String, AgentValue::Text(s)) => Value::String(s),
+        // `conform` gives the case the type names.
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -143,9 +149,53 @@ mod tests {
 
     #[test]
     fn values_take_their_type() {
-        assert_eq!(to_value(ValueType::U64, 5.4), Value::U64(5));
-        assert_eq!(to_value(ValueType::U32, -3.0), Value::U32(0));
-        assert_eq!(to_value(ValueType::I32, f64::NAN), Value::I32(0));
-        assert_eq!(to_value(ValueType::Float, 0.5), Value::Float(0.5));
+        let t = |ty, v| to_value(ty, v);
+        assert_eq!(
+            t(ValueType::U64, AgentValue::Real(5.4)),
+            Some(Value::U64(5))
+        );
+        assert_eq!(
+            t(ValueType::U32, AgentValue::Real(-3.0)),
+            Some(Value::U32(0))
+        );
+        assert_eq!(
+            t(ValueType::I32, AgentValue::Real(f64::NAN)),
+            Some(Value::I32(0))
+        );
+        assert_eq!(
+            t(ValueType::Float, AgentValue::Real(0.5)),
+            Some(Value::Float(0.5))
+        );
+        // Integers keep every digit past 2^53, and saturate into 32 bits.
+        let big = (1u64 << 60) + 1;
+        assert_eq!(
+            t(ValueType::U64, AgentValue::Uint(big)),
+            Some(Value::U64(big))
+        );
+        assert_eq!(
+            t(ValueType::U32, AgentValue::Uint(big)),
+            Some(Value::U32(u32::MAX))
+        );
+        assert_eq!(
+            t(ValueType::I32, AgentValue::Int(-(big as i64))),
+            Some(Value::I32(i32::MIN))
+        );
+        assert_eq!(
+            t(ValueType::I64, AgentValue::Uint(u64::MAX)),
+            Some(Value::I64(i64::MAX))
+        );
+        assert_eq!(t(ValueType::U64, AgentValue::Int(-1)), Some(Value::U64(0)));
+        assert_eq!(
+            t(ValueType::Double, AgentValue::Uint(7)),
+            Some(Value::Double(7.0))
+        );
+        // Text only for text.
+        let text = || AgentValue::Text("idle".into());
+        assert_eq!(
+            t(ValueType::String, text()),
+            Some(Value::String("idle".into()))
+        );
+        assert_eq!(t(ValueType::Double, text()), None);
+        assert_eq!(t(ValueType::String, AgentValue::Real(1.0)), None);
     }
 }

@@ -103,7 +103,7 @@ fn the_scaffolds_of_all_four_languages_build_as_they_are_and_pass_the_check() {
 /// `NAME.up` is 1, `NAME.calls` counts the fetches, the subtree lists both.
 #[test]
 fn the_agent_scaffolds_of_all_four_languages_build_and_answer() {
-    use wasmon::host::agent_types::{NsError, Pmid, Semantics};
+    use wasmon::host::agent_types::{Atom, NsError, Pmid, Semantics, ValueType};
     let root = tempfile::tempdir().unwrap();
     for lang in ["rust", "python", "js", "c"] {
         let (wasm, _) = build_scaffold(root.path(), lang, "agent");
@@ -145,10 +145,22 @@ fn the_agent_scaffolds_of_all_four_languages_build_and_answer() {
             (Semantics::Counter, "count", "fetches answered"),
             "{lang}"
         );
-        for calls in [0.0, 1.0] {
+        // PCP types as declared, values in the matching case (integers exact).
+        assert_eq!(d.value_type, ValueType::Uint64, "{lang}");
+        let up = a.describe(id(0)).unwrap().unwrap();
+        assert_eq!(up.value_type, ValueType::Uint32, "{lang}");
+        for calls in [0, 1] {
             let v = a.fetch(&[id(0), id(1), id(7)]).unwrap();
-            assert_eq!(v[0].values.as_ref().unwrap()[0].value, 1.0, "{lang}");
-            assert_eq!(v[1].values.as_ref().unwrap()[0].value, calls, "{lang}");
+            assert_eq!(
+                v[0].values.as_ref().unwrap()[0].value,
+                Atom::Uint(1),
+                "{lang}"
+            );
+            assert_eq!(
+                v[1].values.as_ref().unwrap()[0].value,
+                Atom::Uint(calls),
+                "{lang}"
+            );
             assert_eq!(v[2].values, Err(NsError::UnknownPmid), "{lang}");
         }
         // A bad parameter is refused, naming it.

@@ -2,7 +2,7 @@
 //! `wasmon transform` and the sandbox.
 
 use serde_json::{Value, json};
-use wasmon::host::agent_types::{NsError, Pmid, Semantics};
+use wasmon::host::agent_types::{Atom, NsError, Pmid, Semantics, ValueType};
 
 use super::{built, transform};
 
@@ -293,17 +293,22 @@ fn dyn_agent_serves_a_dynamic_subtree_that_grows(lang: &str, name: &str, root: &
     let values = first[0].values.as_ref().unwrap();
     assert_eq!(values.len(), 1, "{lang}");
     assert_eq!(
-        (values[0].instance.as_str(), values[0].value),
-        ("", 2.0),
-        "{lang}: a singular value"
+        (values[0].instance.as_str(), &values[0].value),
+        ("", &Atom::Uint(2)),
+        "{lang}: a singular value, a 64-bit count"
     );
-    assert_eq!(first[1].values.as_ref().unwrap()[0].value, 2.0, "{lang}");
+    assert_eq!(desc.value_type, ValueType::Uint32, "{lang}: slots");
+    assert_eq!(
+        first[1].values.as_ref().unwrap()[0].value,
+        Atom::Uint(2),
+        "{lang}"
+    );
     assert_eq!(first[2].values, Err(NsError::UnknownPmid), "{lang}");
     // The second fetch grows the subtree by one slot.
     let second = a.fetch(&ids).unwrap();
     assert_eq!(
         second[0].values.as_ref().unwrap()[0].value,
-        4.0,
+        Atom::Uint(4),
         "{lang}: values change"
     );
     assert_eq!(
@@ -326,9 +331,17 @@ fn dyn_agent_serves_a_dynamic_subtree_that_grows(lang: &str, name: &str, root: &
         "{lang}"
     );
     let third = a.fetch(&ids).unwrap();
-    assert_eq!(third[1].values.as_ref().unwrap()[0].value, 3.0, "{lang}");
+    assert_eq!(
+        third[1].values.as_ref().unwrap()[0].value,
+        Atom::Uint(3),
+        "{lang}"
+    );
     let slot2 = a.fetch(&[pmid(domain, 1, 2)]).unwrap();
-    assert_eq!(slot2[0].values.as_ref().unwrap()[0].value, 3.0, "{lang}");
+    assert_eq!(
+        slot2[0].values.as_ref().unwrap()[0].value,
+        Atom::Uint(3),
+        "{lang}"
+    );
 
     // A bad parameter is refused by configure, naming it.
     for (params, want) in [
@@ -456,27 +469,27 @@ params = {{ domain = {domain}, root = "{root}.dyn", count = 2, grow_every = 1, m
     };
     assert_eq!(
         fetch(p(".slots")),
-        (json!("discrete"), json!([["", 2.0]])),
+        (json!("discrete"), json!([["", 2]])),
         "{lang}"
     );
     assert_eq!(
         fetch(p(".slots")),
-        (json!("discrete"), json!([["", 3.0]])),
+        (json!("discrete"), json!([["", 3]])),
         "{lang}"
     );
     assert_eq!(
         fetch(p(".slots")),
-        (json!("discrete"), json!([["", 3.0]])),
+        (json!("discrete"), json!([["", 3]])),
         "{lang}: at most `max`"
     );
     assert_eq!(
         fetch(p(".slot.s2.hits")),
-        (json!("counter"), json!([["", 3.0]])),
+        (json!("counter"), json!([["", 3]])),
         "{lang}"
     );
     assert_eq!(
         fetch(p(".slot.s2.hits")),
-        (json!("counter"), json!([["", 6.0]])),
+        (json!("counter"), json!([["", 6]])),
         "{lang}"
     );
 }
