@@ -11,8 +11,8 @@ use serde::Serialize;
 use crate::host::AgentInstance;
 use crate::host::agent_types as wit;
 use crate::namespace::{
-    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, Value,
-    ValueType, Values,
+    Agent, Child, Delegates, LabelsOf, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal,
+    Value, ValueType, Values,
 };
 use crate::sample::{Kind, Metadata, Name, Sample};
 
@@ -105,6 +105,10 @@ impl Agent for GuestAgent {
         self.0.release();
     }
 
+    fn label_name(&self) -> Option<String> {
+        Some(self.0.name().to_string())
+    }
+
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
         let wids: Vec<wit::Pmid> = ids.iter().map(|&p| to_wit(p)).collect();
         match self.0.fetch(&wids) {
@@ -188,6 +192,12 @@ impl Agent for SharedAgent {
     }
     fn release(&mut self) {
         self.lock().release()
+    }
+    fn label_name(&self) -> Option<String> {
+        self.lock().label_name()
+    }
+    fn labels(&mut self, of: LabelsOf) -> Vec<(String, serde_json::Value)> {
+        self.lock().labels(of)
     }
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
         self.lock().instance_id(indom, name)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Daemon;
 use super::agents::AgentSet;
-use crate::namespace::{Agent, Child, MetricDesc, NsError, Pmid, Traversal, Values};
+use crate::namespace::{Agent, Child, LabelsOf, MetricDesc, NsError, Pmid, Traversal, Values};
 use crate::pcp;
 
 /// Whatever holds the agents: a running daemon, or the agents `wasmon pmda` loaded.
@@ -61,6 +61,16 @@ impl<A: HasAgents> pcp::Source for PcpSource<A> {
     }
     fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>> {
         self.0.agents().fetch_ids(ids)
+    }
+    fn agent_name(&self, domain: u32) -> Option<String> {
+        let a = self.0.agents().agent(domain)?;
+        Some(a.label_name().unwrap_or_else(|| format!("domain{domain}")))
+    }
+    fn labels(&self, domain: u32, of: LabelsOf) -> Vec<(String, serde_json::Value)> {
+        self.0
+            .agents()
+            .agent(domain)
+            .map_or_else(Vec::new, |mut a| a.labels(of))
     }
     fn agent_count(&self) -> u32 {
         self.0.agents().agent_count() as u32

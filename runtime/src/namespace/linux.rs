@@ -11,7 +11,9 @@
 //! Each fetch reads every needed /proc file once, into a buffer reused across fetches, and
 //! parses it in place. Owns only this agent; uses nothing of the namespace but its types.
 
-use super::types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values};
+use super::types::{
+    Agent, Child, LabelsOf, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values,
+};
 
 /// Values as read from /proc, before they take their metric's type.
 type Raw = Vec<(String, f64)>;
@@ -467,6 +469,42 @@ impl Agent for LinuxAgent {
             help: def.help.to_string(),
             value_type: value_type(def),
         })
+    }
+
+    fn label_name(&self) -> Option<String> {
+        Some("linux".into())
+    }
+
+    /// As PCP's linux PMDA labels them (`linux_labelInDom`, `linux_labelItem`,
+    /// `linux_labelCallBack`): the per-CPU and per-interface indoms
+    /// (`{"device_type":"cpu","indom_name":"per cpu"}`), their instances (`{"cpu":3}`,
+    /// `{"interface":"eth0"}`), and the whole-system CPU times (`{"device_type":"cpu"}`).
+    fn labels(&mut self, of: LabelsOf) -> Vec<(String, serde_json::Value)> {
+        let kind = |indom| match indom {
+            CPU_INDOM => Some(("cpu", "per cpu")),
+            NET_DEV_INDOM => Some(("interface", "per interface")),
+            _ => None,
+        };
+        match of {
+            // kernel.all.cpu.{user,nice,sys,idle} (items 20-23) and wait.total (35).
+            LabelsOf::Item(id) if id.cluster == 0 && matches!(id.item, 20..=23 | 35) => {
+                vec![("device_type".into(), "cpu".into())]
+            }
+            LabelsOf::Item(_) => Vec::new(),
+            LabelsOf::Indom(indom) => kind(indom).map_or_else(Vec::new, |(device, per)| {
+                vec![
+                    ("device_type".into(), device.into()),
+                    ("indom_name".into(), per.into()),
+                ]
+            }),
+            LabelsOf::Instance(CPU_INDOM, name) => name
+                .strip_prefix("cpu")
+                .and_then(|n| n.parse::<u32>().ok())
+                .map(|n| vec![("cpu".into(), n.into())])
+                .unwrap_or_default(),
+            LabelsOf::Instance(NET_DEV_INDOM, name) => vec![("interface".into(), name.into())],
+            LabelsOf::Instance(..) => Vec::new(),
+        }
     }
 
     /// PCP's linux PMDA numbers CPUs by their number and load averages by their minutes;

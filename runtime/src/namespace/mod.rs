@@ -26,4 +26,6 @@ pub use linux::{LINUX_DOMAIN, LINUX_PMNS, LinuxAgent};
 pub use pmns::PmnsError;
 pub use query::Traversal;
 pub use tree::{Namespace, NamespaceBuilder};
-pub use types::{Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values};
+pub use types::{
+    Agent, Child, LabelsOf, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values,
+};

@@ -291,6 +291,17 @@ pub enum ValueType {
     String,
 }
 
+/// What labels are asked of an agent ([`Agent::labels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelsOf<'a> {
+    /// A metric (PCP's PM_LABEL_ITEM).
+    Item(Pmid),
+    /// An instance domain, by serial (PM_LABEL_INDOM).
+    Indom(u32),
+    /// One instance of an instance domain, by name (PM_LABEL_INSTANCES).
+    Instance(u32, &'a str),
+}
+
 /// What an agent answers: the three PMDA_INTERFACE_4 namespace callbacks for the dynamic
 /// subtrees it owns, plus description and fetch. Agents built into the daemon implement it
 /// directly; the host wraps each WASM agent in an implementation that calls the guest and
@@ -307,6 +318,16 @@ pub trait Agent: Send {
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)>;
     /// Ends a quarantine the agent is in, if it can be in one (the operator asked).
     fn release(&mut self) {}
+    /// The agent's name in PCP's domain label (`{"agent":"linux"}`, as libpcp_pmda gives each
+    /// PMDA's name without its `pmda` prefix).
+    fn label_name(&self) -> Option<String> {
+        None
+    }
+    /// Labels the agent states (PCP's `pmdaLabel`) for a metric, an instance domain or one
+    /// of its instances: (name, value).
+    fn labels(&mut self, _of: LabelsOf) -> Vec<(String, serde_json::Value)> {
+        Vec::new()
+    }
     /// PCP's fixed instance identifier of an instance name of indom serial `indom`, when the
     /// agent has one (`cpu3` is 3 in PCP's linux PMDA); `None`: the PCP server numbers
     /// instances itself, in the order it first sees them.

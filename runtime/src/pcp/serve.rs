@@ -13,7 +13,7 @@ use super::pdu::{self, Desc, Profile, Request, Value, ValueSet};
 use super::pmcd::{self, PMCD_DOMAIN, PMCD_ROOT, PmcdInfo};
 use super::units::{parse_units, sem_code, to_value, type_code};
 use super::wire::{IN_NULL, NULL_ID, errors};
-use crate::namespace::{Child, MetricDesc, NsError, Pmid, Traversal, ValueType, Values};
+use crate::namespace::{Child, LabelsOf, MetricDesc, NsError, Pmid, Traversal, ValueType, Values};
 
 /// What the server needs of the metrics behind it: the namespace with its agents. The daemon
 /// implements it over its agents; each call locks an agent for that call only.
@@ -23,13 +23,16 @@ pub trait Source: Send + Sync + 'static {
     fn children(&self, name: &str) -> Result<Vec<Child>, NsError>;
     fn traverse(&self, prefix: &str) -> Result<Traversal, NsError>;
     fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError>;
-    /// PCP's type of `id`'s values, when its agent knows it (else they are served as doubles).
     /// A fixed instance number of the agent for `domain`, when it has one.
     fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32>;
     /// One answer per id, in order.
     fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>>;
     /// How many agents answer (`pmcd.numagents`).
     fn agent_count(&self) -> u32;
+    /// The name in the domain label of the agent for `domain`; `None`: no agent has it.
+    fn agent_name(&self, domain: u32) -> Option<String>;
+    /// Labels the agent for `domain` states for a metric, an indom or an instance.
+    fn labels(&self, domain: u32, of: LabelsOf) -> Vec<(String, serde_json::Value)>;
 }
 
 /// Most instance domains the server numbers instances for; past it, instances of new indoms
@@ -158,6 +161,28 @@ impl Shared {
 struct Known {
     desc: Desc,
     ty: ValueType,
+}
+
+/// The context labels pmcd gives (libpcp's `local_host_labels`): `hostname`, `domainname`
+/// (`getdomainname`, `localdomain` when unset) and `machineid` (`/etc/machine-id`,
+/// `localmachine` when absent), as (name, JSON value).
+fn context_labels(hostname: &str) -> Vec<(String, String)> {
+    let json = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+    let domain = std::fs::read_to_string("/proc/sys/kernel/domainname")
+        .ok()
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty() && d != "(none)")
+        .unwrap_or_else(|| "localdomain".into());
+    let machine = std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "localmachine".into());
+    vec![
+        ("hostname".into(), json(hostname)),
+        ("domainname".into(), json(&domain)),
+        ("machineid".into(), json(&machine)),
+    ]
 }
 
 /// An agent's value in its metric's PCP type; one of the wrong kind (text for a number, a
@@ -481,20 +506,86 @@ impl Session {
         }
     }
 
-    /// LABEL_REQ: the context's labels (`hostname`, as pmcd gives them); no labels of its
-    /// own for domains, indoms, metrics and instances (an empty set list, which clients merge
-    /// as "none").
+    /// LABEL_REQ, as pmcd and libpcp_pmda answer it: the context's `hostname`, `domainname`
+    /// and `machineid`; a domain's `agent`; the labels an agent states for a metric, an indom
+    /// and each of its instances (one set per instance); none of clusters. Names are
+    /// sorted within a set, as libpcp sorts them.
     fn labels(&mut self, ident: u32, kind: u32) -> Vec<u8> {
-        const CONTEXT: u32 = 1;
-        if kind & CONTEXT != 0 {
-            let host = serde_json::Value::String(self.shared.hostname.clone()).to_string();
-            let set = pdu::LabelSet {
-                inst: IN_NULL,
-                labels: vec![("hostname", host, CONTEXT as u8)],
-            };
-            return pdu::label(ident, kind, &[set]);
-        }
-        pdu::label(ident, kind, &[])
+        use super::wire::labels::{CLUSTER, CONTEXT, DOMAIN, INDOM, INSTANCES, ITEM};
+        let json = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+        let sets: Vec<(i32, Vec<(String, String)>, u8)> = match kind & 0x3f {
+            CONTEXT => vec![(
+                IN_NULL,
+                context_labels(&self.shared.hostname),
+                CONTEXT as u8,
+            )],
+            DOMAIN => {
+                let name = if ident == PMCD_DOMAIN {
+                    Some("pmcd".to_string())
+                } else {
+                    self.src().agent_name(ident)
+                };
+                match name {
+                    Some(n) => vec![(IN_NULL, vec![("agent".into(), json(&n))], DOMAIN as u8)],
+                    None => return pdu::error(errors::NOAGENT),
+                }
+            }
+            INDOM | ITEM => {
+                let (domain, of) = if kind & 0x3f == INDOM {
+                    (ident >> 22, LabelsOf::Indom(ident & 0x3f_ffff))
+                } else {
+                    let id = Pmid::from_raw(ident);
+                    (id.domain, LabelsOf::Item(id))
+                };
+                let own = self.src().labels(domain, of);
+                let own: Vec<(String, String)> =
+                    own.into_iter().map(|(n, v)| (n, v.to_string())).collect();
+                if own.is_empty() {
+                    vec![]
+                } else {
+                    vec![(IN_NULL, own, (kind & 0x3f) as u8)]
+                }
+            }
+            INSTANCES => {
+                let (domain, serial) = (ident >> 22, ident & 0x3f_ffff);
+                let Some(metric) = self.shared.indom_metric(ident) else {
+                    return pdu::error(errors::INDOM);
+                };
+                let got = self
+                    .src()
+                    .fetch(&[metric])
+                    .pop()
+                    .unwrap_or(Err(NsError::NoAgent));
+                let all = match self.values_of(metric, got) {
+                    Ok(v) => v,
+                    Err(code) => return pdu::error(code),
+                };
+                all.iter()
+                    .map(|(inst, name, _)| {
+                        let own = self.src().labels(domain, LabelsOf::Instance(serial, name));
+                        let own = own.into_iter().map(|(n, v)| (n, v.to_string())).collect();
+                        (*inst, own, INSTANCES as u8)
+                    })
+                    .collect()
+            }
+            CLUSTER => vec![],
+            _ => return pdu::error(errors::TYPE),
+        };
+        let sets: Vec<pdu::LabelSet> = sets
+            .iter()
+            .map(|(inst, labels, flags)| {
+                let mut labels: Vec<(&str, String, u8)> = labels
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.clone(), *flags))
+                    .collect();
+                labels.sort_by(|a, b| a.0.cmp(b.0));
+                pdu::LabelSet {
+                    inst: *inst,
+                    labels,
+                }
+            })
+            .collect();
+        pdu::label(ident, kind, &sets)
     }
 
     /// INSTANCE_REQ's three modes: every instance, one by name, one by number.

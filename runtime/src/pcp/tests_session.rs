@@ -9,8 +9,8 @@ use super::pdu::{self, Desc, Profile, Request, Value, ValueSet, decode};
 use super::serve::{Session, Shared, Source};
 use super::wire::{errors, types as t};
 use crate::namespace::{
-    Agent, Child, Delegates, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal, ValueType,
-    Values,
+    Agent, Child, Delegates, LabelsOf, MetricDesc, Namespace, NsError, Pmid, Semantics, Traversal,
+    ValueType, Values,
 };
 
 use super::tests::words;
@@ -123,6 +123,12 @@ impl Source for FooSource {
     }
     fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>> {
         Foo.fetch(ids).into_iter().map(|(_, v)| v).collect()
+    }
+    fn agent_name(&self, domain: u32) -> Option<String> {
+        (domain == 44).then(|| "foo".to_string())
+    }
+    fn labels(&self, _: u32, _: LabelsOf) -> Vec<(String, serde_json::Value)> {
+        Vec::new()
     }
     fn agent_count(&self) -> u32 {
         1

@@ -51,6 +51,18 @@ pub mod errors {
     pub const CONNLIMIT: i32 = -12388;
     pub const NOLABELS: i32 = -12410;
     pub const TOOBIG: i32 = -12444;
+    pub const TYPE: i32 = -12397;
+}
+
+/// What a LABEL_REQ asks for (`PM_LABEL_*`, pmapi.h); the same bits flag each label of a
+/// reply with where it comes from.
+pub mod labels {
+    pub const CONTEXT: u32 = 1 << 0;
+    pub const DOMAIN: u32 = 1 << 1;
+    pub const INDOM: u32 = 1 << 2;
+    pub const CLUSTER: u32 = 1 << 3;
+    pub const ITEM: u32 = 1 << 4;
+    pub const INSTANCES: u32 = 1 << 5;
 }
 
 /// `PM_ID_NULL`, `PM_INDOM_NULL`: the all-ones word.

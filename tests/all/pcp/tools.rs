@@ -42,6 +42,31 @@ fn linux_agent_matches_pcps_linux_pmda_descriptors_and_instances() {
         }
     }
     assert!(with_instances >= 3, "{ours:?}");
+
+    // Labels (pmLookupLabels: context, domain, indom, cluster, item, instances), merged as
+    // pminfo prints them; instances by name (interfaces are numbered in discovery order).
+    let mut largs = vec!["-l"];
+    largs.extend(names.iter().map(String::as_str));
+    let labels = |port| {
+        ok("pminfo", port, &largs)
+            .lines()
+            .map(|l| match l.split_once(" or \"") {
+                Some((head, rest)) if head.trim_start().starts_with("inst [") => {
+                    format!("    inst \"{rest}")
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (ours, theirs) = (labels(w.pcp), labels(pmcd));
+    assert!(
+        ours.iter().any(|l| l.contains(r#""agent":"linux""#)),
+        "{ours:?}"
+    );
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a, b, "labels: wasmon (left) vs pmcd's linux PMDA (right)");
+    }
+    assert_eq!(ours.len(), theirs.len());
     drop(w.daemon);
 }
 
