@@ -2,12 +2,13 @@
 //! against wasmon's pmcd-compatible port, side by side with a reference pmcd and PCP's own
 //! linux PMDA on the same machine: descriptors and instances, the seed's dynamic names over
 //! the wire, pmval/pmprobe/pmrep, pmlogger into an archive pmval reads back, pmie, and
-//! hostile clients (`tools`, `hostile`, `mmv`); and wasmon as a PMDA under a real pmcd
-//! (`pmda`). The helpers here start the servers and read the tools' output.
+//! hostile clients (`tools`, `hostile`, `mmv`); pmproxy's REST API in front of both (`proxy`);
+//! and wasmon as a PMDA under a real pmcd (`pmda`). The helpers here start the servers and read the tools' output.
 
 mod hostile;
 mod mmv;
 mod pmda;
+mod proxy;
 mod tools;
 
 use std::io::{Read, Write};

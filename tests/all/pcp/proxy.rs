@@ -1,0 +1,137 @@
+//! pmproxy (Debian's, unchanged) in front of wasmon: its REST API is what grafana-pcp's
+//! Vector data source and pmseries read, and it identifies a metric by a `series` hash of the
+//! metric's descriptor and labels, so wasmon's linux agent must give the same hashes as PCP's
+//! own linux PMDA through a reference pmcd on the same machine.
+
+use serde_json::Value;
+
+use super::*;
+
+/// A pmproxy on a free port, with its run and log files in a directory of its own.
+struct Pmproxy {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Pmproxy {
+    fn start() -> Pmproxy {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new("/usr/lib/pcp/bin/pmproxy")
+            .args(["-f", "-U", "root", "-p", &port.to_string(), "-l"])
+            .arg(dir.path().join("pmproxy.log"))
+            .env("PCP_RUN_DIR", dir.path())
+            .env("PCP_LOG_DIR", dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting pmproxy");
+        let p = Pmproxy {
+            child,
+            port,
+            _dir: dir,
+        };
+        wait_until("pmproxy to listen", || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        p
+    }
+
+    fn get(&self, path: &str) -> Value {
+        let url = format!("http://127.0.0.1:{}{path}", self.port);
+        let r = reqwest::blocking::get(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(r.status().is_success(), "{url}: {}", r.status());
+        r.json().unwrap()
+    }
+
+    /// A pmproxy context on the pmcd (or wasmon) at `port`.
+    fn context(&self, port: u16) -> u64 {
+        let v = self.get(&format!(
+            "/pmapi/context?hostspec=localhost:{port}&polltimeout=60"
+        ));
+        v["context"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no context: {v}"))
+    }
+}
+
+impl Drop for Pmproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `/pmapi/metric` of `names`, keyed by name, without the help texts (wasmon's linux agent
+/// words them its own way).
+fn metrics(proxy: &Pmproxy, ctx: u64, names: &[String]) -> Vec<(String, Value)> {
+    let v = proxy.get(&format!("/pmapi/{ctx}/metric?names={}", names.join(",")));
+    let mut out: Vec<(String, Value)> = v["metrics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            let o = m.as_object_mut().unwrap();
+            o.remove("text-oneline");
+            o.remove("text-help");
+            (o["name"].as_str().unwrap().to_string(), m)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `/pmapi/indom` of `name`: (instance name, labels), sorted (instance numbers of network
+/// interfaces depend on discovery order).
+fn instances(proxy: &Pmproxy, ctx: u64, name: &str) -> Vec<(String, Value)> {
+    let v = proxy.get(&format!("/pmapi/{ctx}/indom?name={name}"));
+    let mut out: Vec<(String, Value)> = v["instances"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|i| (i["name"].as_str().unwrap().to_string(), i["labels"].clone()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn pmproxy_serves_wasmon_with_the_series_pmcd_gives() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let proxy = Pmproxy::start();
+    let (ours, theirs) = (proxy.context(w.pcp), proxy.context(pmcd));
+
+    // Every linux metric: PMID, indom, type, semantics, units, labels, and so its series.
+    let names = linux_names(w.pcp);
+    let (a, b) = (
+        metrics(&proxy, ours, &names),
+        metrics(&proxy, theirs, &names),
+    );
+    assert_eq!(a.len(), names.len(), "{a:?}");
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x, y, "{name}: wasmon (left) vs pmcd's linux PMDA (right)");
+        assert!(x["series"].as_str().is_some_and(|s| s.len() == 40), "{x}");
+    }
+    assert_eq!(a.len(), b.len());
+    for indom in ["kernel.percpu.cpu.user", "network.interface.in.bytes"] {
+        assert_eq!(
+            instances(&proxy, ours, indom),
+            instances(&proxy, theirs, indom),
+            "{indom}"
+        );
+    }
+
+    // A guest agent's metric fetched through pmproxy: an integer that grows.
+    let ops = || {
+        let v = proxy.get(&format!("/pmapi/{ours}/fetch?names=foo.count.ops"));
+        v["values"][0]["instances"][0]["value"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{v}"))
+    };
+    let first = ops();
+    assert!(ops() > first);
+    drop(w.daemon);
+}
