@@ -4,7 +4,7 @@ use super::*;
 
 /// Writes an MMV file with python3-pcp (PCP's own writer) and keeps it mapped until dropped;
 /// the file is removed then.
-struct MmvFile {
+pub(super) struct MmvFile {
     child: std::process::Child,
     path: PathBuf,
 }
@@ -45,7 +45,7 @@ sys.stdin.read()
 "#;
 
 impl MmvFile {
-    fn write(path: PathBuf) -> MmvFile {
+    pub(super) fn write(path: PathBuf) -> MmvFile {
         use std::io::BufRead;
         let mut child = Command::new("/usr/bin/python3")
             .args(["-c", MMV_WRITER])
@@ -73,7 +73,7 @@ impl Drop for MmvFile {
 
 /// (metric, instance name, value as pminfo prints it) from `pminfo -f`: the same type gives
 /// the same text (`41`, `21.5`, `"running"`).
-fn values(text: &str) -> Vec<(String, String, String)> {
+pub(super) fn values(text: &str) -> Vec<(String, String, String)> {
     let mut metric = String::new();
     let mut out = Vec::new();
     for line in text.lines() {

@@ -1,4 +1,5 @@
-//! `wasmon pmda` under a real pmcd: the foo guest, a trapping guest, a replaced guest.
+//! `wasmon pmda` under a real pmcd: the foo guest, a trapping guest, a replaced guest, and
+//! the mmv guest in pmdammv's place.
 
 use super::*;
 
@@ -226,4 +227,54 @@ fn a_guest_replaced_under_pmcd_answers_the_next_request() {
             .status
             .success()
     );
+}
+
+/// The mmv guest as domain 70 under a pmcd of its own, in the place of PCP's MMV PMDA: an MMV
+/// file python3-pcp writes reads the same through it as through the reference pmcd's pmdammv.
+#[test]
+fn the_mmv_guest_under_pmcd_reads_as_pcps_mmv_pmda() {
+    let reference = reference_pmcd();
+    let dir = tempfile::tempdir().unwrap();
+    let mmv_dir = PathBuf::from("/var/lib/pcp/tmp/mmv");
+    std::fs::create_dir_all(&mmv_dir).unwrap();
+    let name = format!("wasmonpmda{}", std::process::id());
+    let _file = super::mmv::MmvFile::write(mmv_dir.join(&name));
+    let pmns = dir.path().join("mmv.pmns");
+    std::fs::write(&pmns, "root { mmv 70:*:* }\n").unwrap();
+    let params = dir.path().join("mmv.json");
+    std::fs::write(&params, r#"{"dir":"mmv","root":"mmv"}"#).unwrap();
+    let conf = format!(
+        "mmv\t70\tpipe\tbinary\t{} pmda --pmns {} --agent 70=mmv --params 70=@{} --mapped mmv={}\n",
+        pmda_command(dir.path()),
+        pmns.display(),
+        params.display(),
+        mmv_dir.display()
+    );
+    let pmcd = Pmcd::start(&conf, "root {\n    mmv 70:*:*\n}\n", dir.path());
+    let prefix = format!("mmv.{name}");
+    let fetch = |port| {
+        let o = pcp_tool("pminfo", port, &["-f", &prefix]);
+        o.status
+            .success()
+            .then(|| super::mmv::values(&stdout(&o)))
+            .filter(|v| v.len() == 9)
+    };
+    let mut theirs = None;
+    wait_until("pmdammv to see the file", || {
+        theirs = fetch(reference);
+        theirs.is_some()
+    });
+    let mut ours = None;
+    pmcd.wait("the mmv guest under pmcd to see the file", || {
+        ours = fetch(pmcd.port);
+        ours.is_some()
+    });
+    assert_eq!(ours, theirs);
+    // (pmdammv lists a file's metrics newest first, the guest in the file's order.)
+    let desc = |port| {
+        let mut d = desc_blocks(&ok("pminfo", port, &["-d", "-m", &prefix]));
+        d.sort();
+        d
+    };
+    assert_eq!(desc(pmcd.port), desc(reference));
 }
