@@ -26,46 +26,17 @@ pub use crate::transformer::bindings::wasmon::collector::types::{
 };
 
 // A value from the Rust type that holds it: `Value::new("cpu0", 42u64)`, `Value::new("", 0.5)`.
-impl From<f64> for Atom {
-    fn from(v: f64) -> Atom {
-        Atom::Real(v)
-    }
+macro_rules! atom_from {
+    ($($t:ty => $case:ident),* $(,)?) => {$(
+        impl From<$t> for Atom {
+            fn from(v: $t) -> Atom {
+                Atom::$case(v.into())
+            }
+        }
+    )*};
 }
-impl From<f32> for Atom {
-    fn from(v: f32) -> Atom {
-        Atom::Real(v.into())
-    }
-}
-impl From<u64> for Atom {
-    fn from(v: u64) -> Atom {
-        Atom::Uint(v)
-    }
-}
-impl From<u32> for Atom {
-    fn from(v: u32) -> Atom {
-        Atom::Uint(v.into())
-    }
-}
-impl From<i64> for Atom {
-    fn from(v: i64) -> Atom {
-        Atom::Int(v)
-    }
-}
-impl From<i32> for Atom {
-    fn from(v: i32) -> Atom {
-        Atom::Int(v.into())
-    }
-}
-impl From<String> for Atom {
-    fn from(v: String) -> Atom {
-        Atom::Text(v)
-    }
-}
-impl From<&str> for Atom {
-    fn from(v: &str) -> Atom {
-        Atom::Text(v.into())
-    }
-}
+atom_from!(f64 => Real, f32 => Real, u64 => Uint, u32 => Uint, i64 => Int, i32 => Int,
+           String => Text, &str => Text);
 
 impl Value {
     /// One value of `instance` (empty for a singular metric).

@@ -548,15 +548,7 @@ impl Session {
             }
             INSTANCES => {
                 let (domain, serial) = (ident >> 22, ident & 0x3f_ffff);
-                let Some(metric) = self.shared.indom_metric(ident) else {
-                    return pdu::error(errors::INDOM);
-                };
-                let got = self
-                    .src()
-                    .fetch(&[metric])
-                    .pop()
-                    .unwrap_or(Err(NsError::NoAgent));
-                let all = match self.values_of(metric, got) {
+                let all = match self.indom_instances(ident) {
                     Ok(v) => v,
                     Err(code) => return pdu::error(code),
                 };
@@ -588,17 +580,21 @@ impl Session {
         pdu::label(ident, kind, &sets)
     }
 
-    /// INSTANCE_REQ's three modes: every instance, one by name, one by number.
-    fn instances(&mut self, indom: u32, inst: i32, name: Option<String>) -> Vec<u8> {
-        let Some(metric) = self.shared.indom_metric(indom) else {
-            return pdu::error(errors::INDOM);
-        };
+    /// The instances of `indom` now, as (number, name, value): the values of a metric over it
+    /// (indoms are learnt from descriptors), or a PCP error code.
+    fn indom_instances(&mut self, indom: u32) -> Result<Vec<(i32, String, Value)>, i32> {
+        let metric = self.shared.indom_metric(indom).ok_or(errors::INDOM)?;
         let got = self
             .src()
             .fetch(&[metric])
             .pop()
             .unwrap_or(Err(NsError::NoAgent));
-        let all = match self.values_of(metric, got) {
+        self.values_of(metric, got)
+    }
+
+    /// INSTANCE_REQ's three modes: every instance, one by name, one by number.
+    fn instances(&mut self, indom: u32, inst: i32, name: Option<String>) -> Vec<u8> {
+        let all = match self.indom_instances(indom) {
             Ok(v) => v,
             Err(code) => return pdu::error(code),
         };
