@@ -421,9 +421,7 @@ impl Session {
         Ok(values
             .into_iter()
             .zip(ids)
-            .filter_map(|((name, v), inst)| {
-                Some((inst?, conform(id, k.ty, v)?)).map(|(i, v)| (i, name, v))
-            })
+            .filter_map(|((name, v), inst)| Some((inst?, name, conform(id, k.ty, v)?)))
             .collect())
     }
 
