@@ -277,7 +277,9 @@ mod tests {
         enc::varint(&mut b, 1_000_000_000);
         let e = Reader::new(&b).next_field().unwrap_err();
         assert!(e.what.contains("declares 1000000000 bytes, 0 are left"), "{e}");
-        let e = Reader::new(&[0x08; 12]).next_field().unwrap_err();
+        let mut long = vec![0x08];
+        long.extend_from_slice(&[0xff; 11]);
+        let e = Reader::new(&long).next_field().unwrap_err();
         assert!(e.what.contains("varint"), "{e}");
         let e = Reader::new(&[0x0b]).next_field().unwrap_err();
         assert!(e.what.contains("wire type 3"), "{e}");
