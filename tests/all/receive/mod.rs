@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// A daemon whose pipeline `p` writes every sample to stdout, with the conventional paths
-/// fed into it, and `extra` appended to its config.
+/// A daemon whose pipeline `p` writes every sample to stdout and into the store, with the
+/// conventional paths fed into it, and `extra` appended to its config.
 fn daemon(dir: &std::path::Path, extra: &str) -> DaemonProcess {
     let config = dir.join("wasmon.toml");
     std::fs::write(
@@ -21,7 +21,7 @@ fn daemon(dir: &std::path::Path, extra: &str) -> DaemonProcess {
         format!(
             "[daemon]\ndata-dir = \"data\"\n[procfs]\nenabled = false\n[api]\n\
              prometheus-pipeline = \"p\"\notlp-pipeline = \"p\"\n{extra}\n\
-             [[pipeline]]\nname = \"p\"\nsinks = [\"stdout\"]\n"
+             [[pipeline]]\nname = \"p\"\nsinks = [\"stdout\", \"store\"]\n"
         ),
     )
     .unwrap();

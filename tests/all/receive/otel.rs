@@ -171,6 +171,13 @@ fn receive_otlp_from_the_python_sdk_both_temporalities() {
         );
         assert_eq!(named(&got, "latency_bucket")[0]["metadata"]["route"], "/x");
     }
+    // The store sink put them at the host the resource's host.name names.
+    let q = json!({"cluster": "local", "from": 0, "to": i64::MAX / 2,
+        "queries": [{"metric": "temperature", "host": "node7"}]});
+    let r: Value = serde_json::from_str(&d.post("/api/query", &q.to_string()).text().unwrap())
+        .unwrap();
+    let data = r["results"][0][0]["data"].as_array().cloned().unwrap_or_default();
+    assert!(data.contains(&json!(21.5)), "{r}");
 }
 
 /// OTLP/JSON as the spec's example has it (the Python exporter speaks protobuf only), with
