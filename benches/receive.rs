@@ -110,7 +110,9 @@ fn line_protocol(range: std::ops::Range<usize>, t0: i64) -> Vec<u8> {
     let mut out = String::new();
     for i in range {
         let (h, m, t, v) = sample(i, t0);
-        out.push_str(&format!("{m},cluster=bench,hostname=node{h:04} value={v} {t}\n"));
+        out.push_str(&format!(
+            "{m},cluster=bench,hostname=node{h:04} value={v} {t}\n"
+        ));
     }
     out.into_bytes()
 }
@@ -134,7 +136,11 @@ fn remote_write(range: std::ops::Range<usize>, t0: i64) -> Vec<u8> {
     for i in range {
         let (h, m, t, v) = sample(i, t0);
         let mut ts = Vec::new();
-        for (k, val) in [("__name__", m.to_string()), ("cluster", "bench".into()), ("hostname", format!("node{h:04}"))] {
+        for (k, val) in [
+            ("__name__", m.to_string()),
+            ("cluster", "bench".into()),
+            ("hostname", format!("node{h:04}")),
+        ] {
             let mut l = Vec::new();
             field(&mut l, 1, k.as_bytes());
             field(&mut l, 2, val.as_bytes());
@@ -248,7 +254,11 @@ fn main() {
         .collect();
     for (p, b) in PROTOCOLS.iter().zip(&bodies) {
         let bytes: usize = b.iter().map(Vec::len).sum();
-        println!("{:32} {:6.1} bytes/sample on the wire", p.name, bytes as f64 / n as f64);
+        println!(
+            "{:32} {:6.1} bytes/sample on the wire",
+            p.name,
+            bytes as f64 / n as f64
+        );
     }
     // Per round, each protocol in turn: samples per daemon CPU second.
     let mut rates = vec![Vec::new(); PROTOCOLS.len()];
@@ -262,7 +272,12 @@ fn main() {
                     r = r.header(*h, *v);
                 }
                 let resp = r.send().unwrap();
-                assert!(resp.status().is_success(), "{}: {}", p.name, resp.text().unwrap());
+                assert!(
+                    resp.status().is_success(),
+                    "{}: {}",
+                    p.name,
+                    resp.text().unwrap()
+                );
             }
             let cpu = (d.cpu() - cpu0).as_secs_f64();
             let wall = wall.elapsed().as_secs_f64();
@@ -274,7 +289,10 @@ fn main() {
         v[v.len() / 2]
     };
     let base = median(&mut rates[0].iter().map(|r| r.0).collect());
-    println!("\n{:32} {:>14} {:>14} {:>10}", "", "samples/s/core", "samples/s wall", "CPU/sample vs LP");
+    println!(
+        "\n{:32} {:>14} {:>14} {:>10}",
+        "", "samples/s/core", "samples/s wall", "CPU/sample vs LP"
+    );
     for (k, p) in PROTOCOLS.iter().enumerate() {
         let per_core = median(&mut rates[k].iter().map(|r| r.0).collect());
         let wall = median(&mut rates[k].iter().map(|r| r.1).collect());

@@ -292,7 +292,12 @@ enum Format {
 }
 
 /// An OTLP answer in the request's format.
-fn otlp_answer(format: Format, code: StatusCode, protobuf: Vec<u8>, json: serde_json::Value) -> Response {
+fn otlp_answer(
+    format: Format,
+    code: StatusCode,
+    protobuf: Vec<u8>,
+    json: serde_json::Value,
+) -> Response {
     match format {
         Format::Protobuf => (
             code,
@@ -308,7 +313,11 @@ fn otlp_answer(format: Format, code: StatusCode, protobuf: Vec<u8>, json: serde_
 /// RESOURCE_EXHAUSTED, for a bound) in the request's format.
 fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     let code = status_of(e);
-    let rpc = if code == StatusCode::PAYLOAD_TOO_LARGE { 8 } else { 3 };
+    let rpc = if code == StatusCode::PAYLOAD_TOO_LARGE {
+        8
+    } else {
+        3
+    };
     let msg = e.to_string();
     otlp_answer(
         format,
@@ -318,7 +327,12 @@ fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     )
 }
 
-async fn otlp(st: Arc<Receivers>, name: Option<String>, headers: HeaderMap, body: Bytes) -> Response {
+async fn otlp(
+    st: Arc<Receivers>,
+    name: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let pipeline = match pipeline(&st, name.as_deref(), "otlp-pipeline") {
         Ok(p) => p,
         Err(r) => return r,

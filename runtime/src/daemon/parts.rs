@@ -147,8 +147,7 @@ impl Sink for StoreSink {
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         let mut refused = 0usize;
         let mut batch = self.store.batch_for(samples.len());
-        let mut last: Option<([std::borrow::Cow<str>; 4], usize, Arc<crate::store::Level>)> =
-            None;
+        let mut last: Option<([std::borrow::Cow<str>; 4], usize, Arc<crate::store::Level>)> = None;
         for s in samples {
             let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
             let level = match &last {

@@ -455,10 +455,15 @@ fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested>
         }
         let mut sr = Reader::new(v.bytes("scope_metrics")?);
         let mut mi = 0;
-        while let Some((f, v)) = sr.next_field().map_err(|x| x.at("scope_metrics", Some(si)))? {
+        while let Some((f, v)) = sr
+            .next_field()
+            .map_err(|x| x.at("scope_metrics", Some(si)))?
+        {
             if f == 2 {
-                metric(e, v.bytes("metrics")?, &resource)
-                    .map_err(|x| x.within("metrics", Some(mi)).within("scope_metrics", Some(si)))?;
+                metric(e, v.bytes("metrics")?, &resource).map_err(|x| {
+                    x.within("metrics", Some(mi))
+                        .within("scope_metrics", Some(si))
+                })?;
                 mi += 1;
             }
         }
@@ -468,7 +473,11 @@ fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested>
 }
 
 /// A `KeyValue` appended to `out` as a metadata pair.
-fn attribute<'a>(e: &mut Emitter<'a>, kv: Wire<'a>, out: &mut Vec<Pair>) -> Result<(), DecodeError> {
+fn attribute<'a>(
+    e: &mut Emitter<'a>,
+    kv: Wire<'a>,
+    out: &mut Vec<Pair>,
+) -> Result<(), DecodeError> {
     let mut r = Reader::new(kv.bytes("attributes")?);
     let (mut key, mut value) = ("", None);
     while let Some((f, v)) = r.next_field()? {
@@ -480,7 +489,9 @@ fn attribute<'a>(e: &mut Emitter<'a>, kv: Wire<'a>, out: &mut Vec<Pair>) -> Resu
     }
     check_label(key, "an attribute key").map_err(|x| x.at("key", None))?;
     if out.len() >= MAX_LABELS {
-        return Err(DecodeError::new(format!("more than {MAX_LABELS} attributes")));
+        return Err(DecodeError::new(format!(
+            "more than {MAX_LABELS} attributes"
+        )));
     }
     let v = value.unwrap_or_else(|| Arc::from(""));
     check_label(&v, "an attribute value").map_err(|x| x.at("value", None))?;
@@ -496,7 +507,11 @@ fn any_value<'a>(e: &mut Emitter<'a>, b: &'a [u8]) -> Result<Arc<str>, DecodeErr
     while let Some((f, v)) = r.next_field()? {
         out = Some(match f {
             1 => e.b.arc(v.str("string_value")?),
-            2 => Arc::from(if v.varint("bool_value")? != 0 { "true" } else { "false" }),
+            2 => Arc::from(if v.varint("bool_value")? != 0 {
+                "true"
+            } else {
+                "false"
+            }),
             3 => e.b.owned((v.varint("int_value")? as i64).to_string()),
             4 => e.b.owned(v.double("double_value")?.to_string()),
             5 | 6 => e.b.owned(any_json(v, f)?.to_string()),

@@ -14,8 +14,8 @@ use crate::sample::{Metadata, Pair};
 
 /// Decodes an `ExportMetricsServiceRequest` in OTLP/JSON (already inflated).
 pub fn decode_json(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveError> {
-    let v: Value = serde_json::from_slice(raw)
-        .map_err(|e| DecodeError::new(format!("not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(raw).map_err(|e| DecodeError::new(format!("not JSON: {e}")))?;
     let root = object(&v).map_err(|e| e.at("(request)", None))?;
     let mut e = Emitter::new(limits);
     for (ri, rm) in array(root, "resourceMetrics", "resource_metrics")?
@@ -57,7 +57,9 @@ fn array<'v>(
     match field(o, camel, snake) {
         None => Ok(&[]),
         Some(Value::Array(a)) => Ok(a),
-        Some(v) => Err(DecodeError::new(format!("expected an array, got {}", kind(v))).at(camel, None)),
+        Some(v) => {
+            Err(DecodeError::new(format!("expected an array, got {}", kind(v))).at(camel, None))
+        }
     }
 }
 
@@ -65,7 +67,9 @@ fn string<'v>(o: &'v Map<String, Value>, camel: &str, snake: &str) -> Result<&'v
     match field(o, camel, snake) {
         None => Ok(""),
         Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(DecodeError::new(format!("expected a string, got {}", kind(v))).at(camel, None)),
+        Some(v) => {
+            Err(DecodeError::new(format!("expected a string, got {}", kind(v))).at(camel, None))
+        }
     }
 }
 
@@ -85,7 +89,10 @@ fn uint_value(v: &Value) -> Result<u64, DecodeError> {
         Value::Number(n) => n
             .as_u64()
             .ok_or_else(|| DecodeError::new(format!("{n} is not an unsigned 64-bit integer"))),
-        v => Err(DecodeError::new(format!("expected an integer, got {}", kind(v)))),
+        v => Err(DecodeError::new(format!(
+            "expected an integer, got {}",
+            kind(v)
+        ))),
     }
 }
 
@@ -97,7 +104,10 @@ fn int_value(v: &Value) -> Result<i64, DecodeError> {
         Value::Number(n) => n
             .as_i64()
             .ok_or_else(|| DecodeError::new(format!("{n} is not a 64-bit integer"))),
-        v => Err(DecodeError::new(format!("expected an integer, got {}", kind(v)))),
+        v => Err(DecodeError::new(format!(
+            "expected an integer, got {}",
+            kind(v)
+        ))),
     }
 }
 
@@ -113,7 +123,10 @@ fn double_value(v: &Value) -> Result<f64, DecodeError> {
                 .parse()
                 .map_err(|_| DecodeError::new(format!("{other:?} is not a number"))),
         },
-        v => Err(DecodeError::new(format!("expected a number, got {}", kind(v)))),
+        v => Err(DecodeError::new(format!(
+            "expected a number, got {}",
+            kind(v)
+        ))),
     }
 }
 
@@ -144,7 +157,10 @@ fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a Value) -> Result<(), Nested
     if let Some(r) = field(rm, "resource", "resource") {
         attributes(e, object(r)?, &mut resource).map_err(|x| x.at("resource", None))?;
     }
-    for (si, sm) in array(rm, "scopeMetrics", "scope_metrics")?.iter().enumerate() {
+    for (si, sm) in array(rm, "scopeMetrics", "scope_metrics")?
+        .iter()
+        .enumerate()
+    {
         let sm = object(sm).map_err(|x| x.at("scopeMetrics", Some(si)))?;
         for (mi, m) in array(sm, "metrics", "metrics")?.iter().enumerate() {
             metric(e, m, &resource).map_err(|x| {
@@ -167,7 +183,9 @@ fn attributes<'a>(
         let key = string(kv, "key", "key").map_err(at)?;
         check_label(key, "an attribute key").map_err(at)?;
         if out.len() >= MAX_LABELS {
-            return Err(DecodeError::new(format!("more than {MAX_LABELS} attributes")));
+            return Err(DecodeError::new(format!(
+                "more than {MAX_LABELS} attributes"
+            )));
         }
         let value = match field(kv, "value", "value") {
             None => Arc::from(""),
@@ -187,7 +205,9 @@ fn any_value<'a>(e: &mut Emitter<'a>, v: &'a Value) -> Result<Arc<str>, DecodeEr
     };
     Ok(match (k.as_str(), v) {
         ("stringValue" | "string_value", Value::String(s)) => e.b.arc(s),
-        ("boolValue" | "bool_value", Value::Bool(b)) => Arc::from(if *b { "true" } else { "false" }),
+        ("boolValue" | "bool_value", Value::Bool(b)) => {
+            Arc::from(if *b { "true" } else { "false" })
+        }
         ("intValue" | "int_value", v) => e.b.owned(int_value(v)?.to_string()),
         ("doubleValue" | "double_value", v) => e.b.owned(double_value(v)?.to_string()),
         // Base64 already, as the protobuf decoder writes bytes.
@@ -227,7 +247,10 @@ fn metric<'a>(e: &mut Emitter<'a>, m: &'a Value, resource: &[Pair]) -> Result<()
         "gauge" => Data::Gauge,
         "sum" => Data::Sum {
             temporality,
-            monotonic: matches!(field(body, "isMonotonic", "is_monotonic"), Some(Value::Bool(true))),
+            monotonic: matches!(
+                field(body, "isMonotonic", "is_monotonic"),
+                Some(Value::Bool(true))
+            ),
         },
         "histogram" => Data::Histogram { temporality },
         "exponentialHistogram" => Data::Exponential { temporality },
@@ -268,7 +291,10 @@ fn point<'a>(
     let meta = e.merge(resource, attrs);
     match d {
         Data::Gauge | Data::Sum { .. } => {
-            let value = match (double(p, "asDouble", "as_double")?, field(p, "asInt", "as_int")) {
+            let value = match (
+                double(p, "asDouble", "as_double")?,
+                field(p, "asInt", "as_int"),
+            ) {
                 (Some(v), _) => Some(v),
                 (None, Some(i)) => Some(int_value(i).map_err(|x| x.at("asInt", None))? as f64),
                 (None, None) => None,
@@ -303,8 +329,8 @@ fn point<'a>(
                             .transpose()
                             .map_err(|x| x.at(name, None))?
                             .unwrap_or(0);
-                        let counts =
-                            u64s(b, "bucketCounts", "bucket_counts").map_err(|x| x.at(name, None))?;
+                        let counts = u64s(b, "bucketCounts", "bucket_counts")
+                            .map_err(|x| x.at(name, None))?;
                         Ok((off as i32, counts))
                     }
                 }
@@ -330,10 +356,15 @@ fn point<'a>(
         }
         Data::Summary => {
             let mut qs = Vec::new();
-            for (i, q) in array(p, "quantileValues", "quantile_values")?.iter().enumerate() {
+            for (i, q) in array(p, "quantileValues", "quantile_values")?
+                .iter()
+                .enumerate()
+            {
                 let at = |x: DecodeError| x.at("quantileValues", Some(i));
                 let q = object(q).map_err(at)?;
-                let quantile = double(q, "quantile", "quantile").map_err(at)?.unwrap_or(0.0);
+                let quantile = double(q, "quantile", "quantile")
+                    .map_err(at)?
+                    .unwrap_or(0.0);
                 let value = double(q, "value", "value").map_err(at)?.unwrap_or(0.0);
                 qs.push((quantile, value));
             }

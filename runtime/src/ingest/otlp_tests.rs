@@ -46,7 +46,10 @@ fn the_spec_example_in_json() {
     let d = decode_json(EXAMPLE.as_bytes(), LIMITS).unwrap();
     assert_eq!((d.rejected, d.no_value), (0, 0));
     let c = find(&d, "my.counter", None);
-    assert_eq!((c.value, c.kind, c.timestamp_ns, &*c.unit), (5.0, Kind::Delta, T, "1"));
+    assert_eq!(
+        (c.value, c.kind, c.timestamp_ns, &*c.unit),
+        (5.0, Kind::Delta, T, "1")
+    );
     assert_eq!(
         meta(c),
         [
@@ -135,13 +138,43 @@ fn number(value: Option<f64>, flags: u64, attr: (&str, &str)) -> Vec<u8> {
 #[test]
 fn sums_by_temporality_and_monotonicity_in_protobuf() {
     let req = request(&[
-        metric("c", "By", 7, &sum(&[number(Some(1.0), 0, ("a", "x"))], CUMULATIVE, true)),
-        metric("d", "By", 7, &sum(&[number(Some(2.0), 0, ("a", "y"))], DELTA, true)),
-        metric("u", "{item}", 7, &sum(&[number(Some(-3.0), 0, ("a", "z"))], CUMULATIVE, false)),
+        metric(
+            "c",
+            "By",
+            7,
+            &sum(&[number(Some(1.0), 0, ("a", "x"))], CUMULATIVE, true),
+        ),
+        metric(
+            "d",
+            "By",
+            7,
+            &sum(&[number(Some(2.0), 0, ("a", "y"))], DELTA, true),
+        ),
+        metric(
+            "u",
+            "{item}",
+            7,
+            &sum(&[number(Some(-3.0), 0, ("a", "z"))], CUMULATIVE, false),
+        ),
         // No recorded value: dropped; no value at all: rejected; unspecified: rejected.
-        metric("n", "", 7, &sum(&[number(Some(9.0), 1, ("a", "q"))], DELTA, true)),
-        metric("r", "", 7, &sum(&[number(None, 0, ("a", "q"))], DELTA, true)),
-        metric("t", "", 7, &sum(&[number(Some(1.0), 0, ("a", "q"))], 0, true)),
+        metric(
+            "n",
+            "",
+            7,
+            &sum(&[number(Some(9.0), 1, ("a", "q"))], DELTA, true),
+        ),
+        metric(
+            "r",
+            "",
+            7,
+            &sum(&[number(None, 0, ("a", "q"))], DELTA, true),
+        ),
+        metric(
+            "t",
+            "",
+            7,
+            &sum(&[number(Some(1.0), 0, ("a", "q"))], 0, true),
+        ),
     ]);
     let d = decode_protobuf(&req, LIMITS).unwrap();
     let kinds: Vec<_> = d
@@ -157,7 +190,10 @@ fn sums_by_temporality_and_monotonicity_in_protobuf() {
             ("u".into(), Kind::Gauge, -3.0, "{item}".into()),
         ]
     );
-    assert_eq!(meta(&d.samples[0]), [("hostname".into(), "h1".into()), ("a".into(), "x".into())]);
+    assert_eq!(
+        meta(&d.samples[0]),
+        [("hostname".into(), "h1".into()), ("a".into(), "x".into())]
+    );
     assert_eq!((d.no_value, d.rejected), (1, 2));
     assert_eq!(
         d.error_message,
@@ -211,7 +247,10 @@ fn histograms_and_summaries_in_protobuf() {
     assert_eq!(find(&d, "lat_sum", None).value, 12.5);
     assert_eq!(find(&d, "lat_count", None).kind, Kind::Cumulative);
     let q = d.samples.iter().find(|s| &*s.name == "rt").unwrap();
-    assert_eq!((q.value, q.metadata.get("quantile"), q.kind), (7.0, Some("0.99"), Kind::Gauge));
+    assert_eq!(
+        (q.value, q.metadata.get("quantile"), q.kind),
+        (7.0, Some("0.99"), Kind::Gauge)
+    );
     assert_eq!(find(&d, "rt_count", None).value, 10.0);
 }
 
@@ -237,10 +276,16 @@ fn malformed_bodies_are_refused_whole() {
     );
     // A length past the body.
     let e = decode_protobuf(&[0x0a, 0xff, 0xff, 0xff, 0x03], LIMITS).unwrap_err();
-    assert!(e.to_string().contains("declares 8388607 bytes, 0 are left"), "{e}");
+    assert!(
+        e.to_string().contains("declares 8388607 bytes, 0 are left"),
+        "{e}"
+    );
     // JSON of the wrong shape, and a number that is no integer.
     let e = decode_json(br#"{"resourceMetrics":{}}"#, LIMITS).unwrap_err();
-    assert_eq!(e.to_string(), "resourceMetrics: expected an array, got an object");
+    assert_eq!(
+        e.to_string(),
+        "resourceMetrics: expected an array, got an object"
+    );
     let body = EXAMPLE.replace(r#""count":"2""#, r#""count":"two""#);
     let e = decode_json(body.as_bytes(), LIMITS).unwrap_err();
     assert_eq!(

@@ -214,11 +214,10 @@ pub fn for_each_packed(
     match v {
         Wire::Bytes(b) if fixed => {
             if b.len() % 8 != 0 {
-                return Err(DecodeError::new(format!(
-                    "packed 64-bit list of {} bytes",
-                    b.len()
-                ))
-                .at(field, None));
+                return Err(
+                    DecodeError::new(format!("packed 64-bit list of {} bytes", b.len()))
+                        .at(field, None),
+                );
             }
             for c in b.chunks_exact(8) {
                 f(u64::from_le_bytes(c.try_into().unwrap()))?;
@@ -276,7 +275,10 @@ mod tests {
         let mut b = vec![0x0a];
         enc::varint(&mut b, 1_000_000_000);
         let e = Reader::new(&b).next_field().unwrap_err();
-        assert!(e.what.contains("declares 1000000000 bytes, 0 are left"), "{e}");
+        assert!(
+            e.what.contains("declares 1000000000 bytes, 0 are left"),
+            "{e}"
+        );
         let mut long = vec![0x08];
         long.extend_from_slice(&[0xff; 11]);
         let e = Reader::new(&long).next_field().unwrap_err();
@@ -317,7 +319,10 @@ mod tests {
         assert_eq!(got, [1, 150, 3]);
         assert!(r.next_field().unwrap().is_none());
         let e = Wire::Bytes(&[0xff, 0xfe]).str("value").unwrap_err();
-        assert_eq!(e.to_string(), "value: invalid UTF-8 at byte 0 of the string");
+        assert_eq!(
+            e.to_string(),
+            "value: invalid UTF-8 at byte 0 of the string"
+        );
         assert_eq!(zigzag(3), -2);
         assert_eq!(zigzag(4), 2);
     }

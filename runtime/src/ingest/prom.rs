@@ -89,11 +89,7 @@ pub fn unsnappy(body: &[u8], max: usize) -> Result<Vec<u8>, ReceiveError> {
 }
 
 /// Decodes a snappy-compressed request of `version`.
-pub fn decode(
-    body: &[u8],
-    version: Version,
-    limits: Limits,
-) -> Result<PromDecoded, ReceiveError> {
+pub fn decode(body: &[u8], version: Version, limits: Limits) -> Result<PromDecoded, ReceiveError> {
     let raw = unsnappy(body, limits.max_body)?;
     match version {
         Version::V1 => decode_v1(&raw, limits),
@@ -142,15 +138,16 @@ impl<'a> Labels<'a> {
     }
 
     /// The name, resource and metadata every sample of the series shares.
-    fn head(
-        &self,
-        b: &mut Build<'a>,
-    ) -> Result<(Name, Arc<str>, Metadata, &'a str), DecodeError> {
+    fn head(&self, b: &mut Build<'a>) -> Result<(Name, Arc<str>, Metadata, &'a str), DecodeError> {
         let name = self
             .name
             .ok_or_else(|| DecodeError::new("no __name__ label"))?;
         let n = b.name("__name__", name).map_err(|e| e.at("labels", None))?;
-        let pairs: Vec<Pair> = self.rest.iter().map(|&(k, v)| (b.arc(k), b.arc(v))).collect();
+        let pairs: Vec<Pair> = self
+            .rest
+            .iter()
+            .map(|&(k, v)| (b.arc(k), b.arc(v)))
+            .collect();
         Ok((n, b.arc(self.instance), Metadata::new(pairs), name))
     }
 }
@@ -262,11 +259,20 @@ fn series_v1<'a>(
     let kind = kind_v1(families, text);
     for (i, s) in samples.into_iter().enumerate() {
         let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
-        emit(b, out, name, &resource, (kind, Name::EMPTY), &metadata, value, ms)
-            .map_err(|e| match e {
-                SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
-                other => other,
-            })?;
+        emit(
+            b,
+            out,
+            name,
+            &resource,
+            (kind, Name::EMPTY),
+            &metadata,
+            value,
+            ms,
+        )
+        .map_err(|e| match e {
+            SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
+            other => other,
+        })?;
     }
     Ok(())
 }
@@ -426,13 +432,19 @@ fn series_v2<'a>(
         }
     }
     if refs.len() % 2 != 0 {
-        return Err(DecodeError::new(format!("an odd number ({}) of references", refs.len()))
-            .at("labels_refs", None)
-            .into());
+        return Err(
+            DecodeError::new(format!("an odd number ({}) of references", refs.len()))
+                .at("labels_refs", None)
+                .into(),
+        );
     }
     for (i, pair) in refs.chunks_exact(2).enumerate() {
         let at = |e: DecodeError| e.at("labels_refs", Some(2 * i));
-        labels.add(symbol(pair[0]).map_err(at)?, symbol(pair[1]).map_err(at)?, i)?;
+        labels.add(
+            symbol(pair[0]).map_err(at)?,
+            symbol(pair[1]).map_err(at)?,
+            i,
+        )?;
     }
     if samples.is_empty() {
         return Ok(());

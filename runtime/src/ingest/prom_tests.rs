@@ -78,7 +78,10 @@ fn prometheus_write_request_fixture() {
     let s = &d.samples[1];
     assert_eq!(&*s.name, "test_metric1");
     assert_eq!(&*s.resource, "");
-    assert_eq!((s.value, s.timestamp_ns, s.kind), (2.0, 1_000_000, Kind::Gauge));
+    assert_eq!(
+        (s.value, s.timestamp_ns, s.kind),
+        (2.0, 1_000_000, Kind::Gauge)
+    );
     assert_eq!(
         meta(s),
         [("b", "c"), ("baz", "qux"), ("d", "e"), ("foo", "bar")]
@@ -132,7 +135,16 @@ fn stale_markers_are_dropped_other_nans_kept_counters_cumulative() {
 
 #[test]
 fn version_two_reads_symbols_and_metadata() {
-    let symbols = ["", "__name__", "bytes_total", "instance", "n1", "job", "node", "bytes"];
+    let symbols = [
+        "",
+        "__name__",
+        "bytes_total",
+        "instance",
+        "n1",
+        "job",
+        "node",
+        "bytes",
+    ];
     let mut raw = Vec::new();
     let mut ts = Vec::new();
     let mut refs = Vec::new();
@@ -152,8 +164,14 @@ fn version_two_reads_symbols_and_metadata() {
     }
     let d = decode(&snappy(&raw), Version::V2, LIMITS).unwrap();
     let s = &d.samples[0];
-    assert_eq!((&*s.name, &*s.resource, &*s.unit), ("bytes_total", "n1", "bytes"));
-    assert_eq!((s.kind, s.value, s.timestamp_ns), (Kind::Cumulative, 42.0, 5_000_000));
+    assert_eq!(
+        (&*s.name, &*s.resource, &*s.unit),
+        ("bytes_total", "n1", "bytes")
+    );
+    assert_eq!(
+        (s.kind, s.value, s.timestamp_ns),
+        (Kind::Cumulative, 42.0, 5_000_000)
+    );
     assert_eq!(meta(s), [("job".to_string(), "node".to_string())]);
 
     // A reference past the table.
@@ -177,15 +195,27 @@ fn content_types() {
     assert_eq!(v(None).unwrap(), Version::V1);
     assert_eq!(v(Some("application/x-protobuf")).unwrap(), Version::V1);
     assert_eq!(
-        v(Some("application/x-protobuf;proto=io.prometheus.write.v2.Request")).unwrap(),
+        v(Some(
+            "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+        ))
+        .unwrap(),
         Version::V2
     );
     assert_eq!(
-        v(Some("application/x-protobuf; proto=prometheus.WriteRequest")).unwrap(),
+        v(Some(
+            "application/x-protobuf; proto=prometheus.WriteRequest"
+        ))
+        .unwrap(),
         Version::V1
     );
-    for bad in ["application/x-protobuf;proto=io.prometheus.write.v3.Request", "text/plain"] {
-        assert!(matches!(v(Some(bad)), Err(ReceiveError::Unsupported(_))), "{bad}");
+    for bad in [
+        "application/x-protobuf;proto=io.prometheus.write.v3.Request",
+        "text/plain",
+    ] {
+        assert!(
+            matches!(v(Some(bad)), Err(ReceiveError::Unsupported(_))),
+            "{bad}"
+        );
     }
 }
 
@@ -205,7 +235,11 @@ fn hostile_bodies_are_refused_naming_what_is_wrong() {
     raw.extend_from_slice(&[0; 16]);
     let e = decode(&snappy(&raw), Version::V1, LIMITS).unwrap_err();
     assert!(matches!(e, ReceiveError::Malformed(_)));
-    assert!(e.to_string().contains("declares 1000000000 bytes, 16 are left"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("declares 1000000000 bytes, 16 are left"),
+        "{e}"
+    );
 
     // Invalid UTF-8 in a label value, named by series and label.
     let mut s = series(&[("__name__", "m")], &[(1.0, 1)]);
@@ -227,7 +261,10 @@ fn hostile_bodies_are_refused_naming_what_is_wrong() {
         ..LIMITS
     };
     let e = decode(&snappy(&request(&[s])), Version::V1, limits).unwrap_err();
-    assert!(e.to_string().contains("a label value of 1048576 bytes"), "{e}");
+    assert!(
+        e.to_string().contains("a label value of 1048576 bytes"),
+        "{e}"
+    );
 
     // No name.
     let s = series(&[("job", "j")], &[(1.0, 1)]);
@@ -236,7 +273,12 @@ fn hostile_bodies_are_refused_naming_what_is_wrong() {
 
     // More samples than a request may carry: 413, and nothing half-decoded returned.
     let many: Vec<Vec<u8>> = (0..1001)
-        .map(|i| series(&[("__name__", "m"), ("instance", &format!("i{i}"))], &[(1.0, 1)]))
+        .map(|i| {
+            series(
+                &[("__name__", "m"), ("instance", &format!("i{i}"))],
+                &[(1.0, 1)],
+            )
+        })
         .collect();
     let e = decode(&snappy(&request(&many)), Version::V1, LIMITS).unwrap_err();
     assert!(matches!(e, ReceiveError::TooLarge(_)));

@@ -146,8 +146,9 @@ fn receive_hostile_bodies_cost_nothing_and_store_nothing() {
     assert_eq!(r.status(), 400);
     let status = r.bytes().unwrap();
     assert!(
-        String::from_utf8_lossy(&status)
-            .contains("resource_metrics[0].resource.attributes[0].value.string_value: invalid UTF-8"),
+        String::from_utf8_lossy(&status).contains(
+            "resource_metrics[0].resource.attributes[0].value.string_value: invalid UTF-8"
+        ),
         "{status:?}"
     );
     let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());

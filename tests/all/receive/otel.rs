@@ -141,11 +141,22 @@ fn receive_otlp_from_the_python_sdk_both_temporalities() {
         };
         let got = mine(&samples_until(&d, |s| named(&mine(s), "orders").len() == 2));
         let orders = named(&got, "orders");
-        let values: Vec<f64> = orders.iter().map(|s| s["value"].as_f64().unwrap()).collect();
-        let want = if mode == "delta" { [7.0, 10.0] } else { [7.0, 17.0] };
+        let values: Vec<f64> = orders
+            .iter()
+            .map(|s| s["value"].as_f64().unwrap())
+            .collect();
+        let want = if mode == "delta" {
+            [7.0, 10.0]
+        } else {
+            [7.0, 17.0]
+        };
         assert_eq!(values, want, "{mode}");
         let o = orders[0];
-        assert_eq!((&o["type"], &o["unit"]), (&json!(kind), &json!("{order}")), "{o}");
+        assert_eq!(
+            (&o["type"], &o["unit"]),
+            (&json!(kind), &json!("{order}")),
+            "{o}"
+        );
         assert_eq!(o["metadata"]["mode"], mode);
         // Resource attributes: host.name is the hostname the store sink reads.
         assert_eq!(o["metadata"]["hostname"], "node7", "{o}");
@@ -154,16 +165,26 @@ fn receive_otlp_from_the_python_sdk_both_temporalities() {
         // The up-down counter: a level when cumulative, a change when delta.
         let q = named(&got, "queue.depth")[0];
         let kind_q = if mode == "delta" { "delta" } else { "gauge" };
-        assert_eq!((&q["value"], &q["type"]), (&json!(3.0), &json!(kind_q)), "{q}");
+        assert_eq!(
+            (&q["value"], &q["type"]),
+            (&json!(3.0), &json!(kind_q)),
+            "{q}"
+        );
         assert_eq!(q["unit"], "{item}");
 
         let t = named(&got, "temperature")[0];
-        assert_eq!((&t["value"], &t["type"], &t["unit"]), (&json!(21.5), &json!("gauge"), &json!("Cel")));
+        assert_eq!(
+            (&t["value"], &t["type"], &t["unit"]),
+            (&json!(21.5), &json!("gauge"), &json!("Cel"))
+        );
         assert_eq!(t["metadata"]["room"], "a");
 
         // The histogram, SDK default bounds 0, 5, 10, 25, ... 750, 1000, ...: 3, 7, 700.
         let count = named(&got, "latency_count")[0];
-        assert_eq!((&count["value"], &count["type"], &count["unit"]), (&json!(3.0), &json!(kind), &json!("ms")));
+        assert_eq!(
+            (&count["value"], &count["type"], &count["unit"]),
+            (&json!(3.0), &json!(kind), &json!("ms"))
+        );
         assert_eq!(named(&got, "latency_sum")[0]["value"], 710.0);
         assert_eq!(
             ["0", "5", "10", "500", "750", "+Inf"].map(|le| bucket(&got, le)),
@@ -174,9 +195,12 @@ fn receive_otlp_from_the_python_sdk_both_temporalities() {
     // The store sink put them at the host the resource's host.name names.
     let q = json!({"cluster": "local", "from": 0, "to": i64::MAX / 2,
         "queries": [{"metric": "temperature", "host": "node7"}]});
-    let r: Value = serde_json::from_str(&d.post("/api/query", &q.to_string()).text().unwrap())
-        .unwrap();
-    let data = r["results"][0][0]["data"].as_array().cloned().unwrap_or_default();
+    let r: Value =
+        serde_json::from_str(&d.post("/api/query", &q.to_string()).text().unwrap()).unwrap();
+    let data = r["results"][0][0]["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(data.contains(&json!(21.5)), "{r}");
 }
 
@@ -212,7 +236,10 @@ fn receive_otlp_json_with_a_partial_success() {
     );
     let got = samples_until(&d, |s| !s.is_empty());
     assert_eq!(got[0]["name"], "my.counter");
-    assert_eq!((&got[0]["value"], &got[0]["type"]), (&json!(5.0), &json!("cumulative")));
+    assert_eq!(
+        (&got[0]["value"], &got[0]["type"]),
+        (&json!(5.0), &json!("cumulative"))
+    );
     assert_eq!(got[0]["metadata"], json!({"hostname": "n1", "a": "7"}));
 
     // An unknown content type: 415 naming the two that are taken.
@@ -223,5 +250,9 @@ fn receive_otlp_json_with_a_partial_success() {
         .send()
         .unwrap();
     assert_eq!(r.status(), 415);
-    assert!(r.text().unwrap().contains("application/x-protobuf or application/json"));
+    assert!(
+        r.text()
+            .unwrap()
+            .contains("application/x-protobuf or application/json")
+    );
 }

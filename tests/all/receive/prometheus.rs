@@ -34,7 +34,10 @@ fn start_prometheus(dir: &Path, write_url: &str) -> (Prometheus, u16) {
     .unwrap();
     let mut cmd = Command::new("/usr/bin/prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -75,9 +78,10 @@ fn receive_prometheus_remote_write_of_up_with_its_labels() {
     );
     let m: String = d.get("/metrics").unwrap().text().unwrap();
     assert!(
-        m.lines().any(|l| l
-            .starts_with("wasmon_receive_samples_total{protocol=\"prometheus\"}")
-            && !l.ends_with(" 0")),
+        m.lines().any(
+            |l| l.starts_with("wasmon_receive_samples_total{protocol=\"prometheus\"}")
+                && !l.ends_with(" 0")
+        ),
         "{m}"
     );
 }
