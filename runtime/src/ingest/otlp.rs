@@ -203,10 +203,11 @@ impl<'a> Emitter<'a> {
         let Some(kind) = self.kind(h) else {
             return Ok(());
         };
-        let (Some(ts), Some(v)) = (self.time(h, ts), value) else {
-            if value.is_none() {
-                self.reject(&h.text, "a number data point without a value");
-            }
+        let Some(v) = value else {
+            self.reject(&h.text, "a number data point without a value");
+            return Ok(());
+        };
+        let Some(ts) = self.time(h, ts) else {
             return Ok(());
         };
         let s = self.sample(h.name, h, kind, meta, ts, v);
