@@ -76,12 +76,15 @@ fn receive_prometheus_remote_write_of_up_with_its_labels() {
             .any(|s| s["metadata"]["job"] == "self" && s["name"] != "up"),
         "only up arrived"
     );
-    let m: String = d.get("/metrics").unwrap().text().unwrap();
-    assert!(
-        m.lines().any(
-            |l| l.starts_with("wasmon_receive_samples_total{protocol=\"prometheus\"}")
+    // Counted once the pipeline acknowledged, which is after the stdout sink wrote.
+    d.wait_for("the receive counter", || {
+        let m = d
+            .get("/metrics")
+            .and_then(|r| r.text())
+            .unwrap_or_else(|e| panic!("/metrics: {e}; stderr:\n{}", d.stderr.lock().unwrap()));
+        m.lines().any(|l| {
+            l.starts_with("wasmon_receive_samples_total{protocol=\"prometheus\"}")
                 && !l.ends_with(" 0")
-        ),
-        "{m}"
-    );
+        })
+    });
 }
