@@ -121,9 +121,9 @@ fn receive_hostile_bodies_cost_nothing_and_store_nothing() {
     }
     assert_eq!(samples_in(&d), before, "nothing reached the pipeline");
     let grown = rss_kb(&d).saturating_sub(rss0);
-    // One body's worth of transient buffers may stay with the allocator; the bomb's 4 GiB,
-    // the billion entries or a copy per series must not.
-    assert!(grown < 96 << 10, "RSS grew by {grown} kB");
+    // Measured: 4-5 MB (allocator arenas of the request threads). The 10^6-series body is
+    // 56 MB decompressed: keeping it, or the bomb's 4 GiB, would show.
+    assert!(grown < 32 << 10, "RSS grew by {grown} kB");
 
     // The same hostile shapes in OTLP: invalid UTF-8 in protobuf, a gzip bomb in JSON.
     let mut kv = Vec::new();
