@@ -79,6 +79,15 @@ pub struct CcmsConfig {
     pub tls_key: Option<std::path::PathBuf>,
     /// PEM CA(s): clients must present a certificate that chains to one of them (mutual TLS).
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// The pipeline Prometheus remote write to the conventional `/api/v1/write` goes into
+    /// (unset: that path answers 404; `/api/pipelines/NAME/prometheus` works regardless).
+    pub prometheus_pipeline: Option<String>,
+    /// The pipeline OTLP/HTTP metrics to the conventional `/v1/metrics` go into (unset: 404;
+    /// `/api/pipelines/NAME/otlp` works regardless).
+    pub otlp_pipeline: Option<String>,
+    /// Samples one remote-write or OTLP request may carry, histogram buckets counted; more is
+    /// refused whole with 413 naming it.
+    pub max_receive_samples: usize,
 }
 
 impl Default for CcmsConfig {
@@ -92,9 +101,18 @@ impl Default for CcmsConfig {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            prometheus_pipeline: None,
+            otlp_pipeline: None,
+            max_receive_samples: MAX_RECEIVE_SAMPLES,
         }
     }
 }
+
+/// Default of `[api] max-receive-samples`. Senders batch far below it (Prometheus sends at
+/// most 2,000 samples a request by default, OpenTelemetry SDKs one export per interval);
+/// a request's samples are held decoded until the pipeline took them, ~100 bytes each with
+/// their metadata, so 100,000 cost ~10 MB.
+pub const MAX_RECEIVE_SAMPLES: usize = 100_000;
 
 /// Default of `[api] max-query-series`: series (selectors) one request may read.
 /// `type-ids` x `subtype-ids` multiply, and a careless client can name millions; the largest

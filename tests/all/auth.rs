@@ -24,6 +24,11 @@ const ROUTES: &[(&str, &str, &str, bool)] = &[
         false,
     ),
     ("POST", "/api/pipelines/p/flush", "", false),
+    // The receivers (an empty body is a valid OTLP/JSON request, and no remote write one).
+    ("POST", "/api/pipelines/p/otlp", "{}", false),
+    ("POST", "/v1/metrics", "{}", false),
+    ("POST", "/api/pipelines/p/prometheus", "", false),
+    ("POST", "/api/v1/write", "", false),
     ("GET", "/api/sinks", "", false),
     // No such kept queue: an admin gets 409, a user 403, nobody without a token gets further.
     ("DELETE", "/api/sinks/nothing/queue", "", true),
@@ -96,6 +101,8 @@ data-dir = "data"
 [api]
 jwt-public-key = "{}"
 admin-roles = ["admin"]
+prometheus-pipeline = "p"
+otlp-pipeline = "p"
 
 [[agent]]
 name = "linux"

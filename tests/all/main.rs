@@ -18,6 +18,7 @@ mod notify;
 mod package;
 mod pcp;
 mod polyglot;
+mod receive;
 mod reload;
 mod reload_daemon;
 mod sandbox;

@@ -84,17 +84,26 @@ fn batch_id(headers: &axum::http::HeaderMap) -> Option<(&str, u64)> {
 // The error is the reply itself (axum's Response), built once on a refused request.
 #[allow(clippy::result_large_err)]
 fn gunzip(body: &[u8], limit: usize) -> Result<Bytes, Response> {
+    inflate(body, limit).map_err(|e| match e {
+        crate::ingest::ReceiveError::TooLarge(m) => error(StatusCode::PAYLOAD_TOO_LARGE, m),
+        e => error(StatusCode::BAD_REQUEST, e.to_string()),
+    })
+}
+
+/// [`gunzip`] for the receivers: the same cap, the error typed.
+pub(crate) fn inflate(body: &[u8], limit: usize) -> Result<Bytes, crate::ingest::ReceiveError> {
+    use crate::ingest::ReceiveError;
     use std::io::Read;
-    let mut out = Vec::with_capacity(body.len() * 4);
+    // Never more than the cap up front, whatever the ratio.
+    let mut out = Vec::with_capacity((body.len() * 4).min(limit));
     let mut z = flate2::read::MultiGzDecoder::new(body).take(limit as u64 + 1);
     if let Err(e) = z.read_to_end(&mut out) {
-        return Err(error(StatusCode::BAD_REQUEST, format!("gzip body: {e}")));
+        return Err(crate::ingest::pb::DecodeError::new(format!("gzip body: {e}")).into());
     }
     if out.len() > limit {
-        return Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the gzip body inflates past [store] max-body-size ({limit} bytes)"),
-        ));
+        return Err(ReceiveError::TooLarge(format!(
+            "the gzip body inflates past [store] max-body-size ({limit} bytes)"
+        )));
     }
     Ok(out.into())
 }

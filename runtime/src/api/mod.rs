@@ -12,6 +12,9 @@
 //! - `POST /api/pipelines/{name}/flush`: flush the pipeline now.
 //! - `GET  /api/sinks`: forwarding sinks: queue, delivery counters, kept queues ([`sinks`]);
 //!   `DELETE /api/sinks/{name}/queue` deletes a kept queue (admin).
+//! - `POST /api/pipelines/{name}/prometheus`, `/api/pipelines/{name}/otlp`, and
+//!   `/api/v1/write`, `/v1/metrics` into the pipelines `[api]` names: Prometheus remote write
+//!   and OTLP/HTTP metrics ([`receive`]).
 //! - `GET  /metrics`: Prometheus text exposition of wasmon's own counters.
 //! - `/api/ns/...`, `/api/fetch`: the metric namespace and its agents ([`ns`]).
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
@@ -38,6 +41,7 @@ pub mod ccms;
 pub mod fabric;
 pub mod notify;
 pub mod ns;
+pub mod receive;
 pub mod serve;
 pub mod sinks;
 pub mod tls;
@@ -68,6 +72,7 @@ pub fn router(daemon: Arc<Daemon>) -> Result<Router, ccms::AuthError> {
         .route("/metrics", get(metrics))
         .merge(ns::routes())
         .with_state(daemon.clone())
+        .merge(receive::routes(daemon.clone()))
         .merge(ccms::routes(ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
         .merge(fabric::router(daemon.parts().fabric.clone()))

@@ -141,16 +141,44 @@ impl Sink for StoreSink {
         "store"
     }
 
+    /// One WAL record for the batch, and the level looked up once for a run of samples
+    /// that share it (a receiver's request comes grouped by series and host): a WAL append
+    /// and a tree walk per sample cost more than the write itself.
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         let mut refused = 0usize;
+        let mut batch = self.store.batch_for(samples.len());
+        let mut last: Option<([std::borrow::Cow<str>; 4], usize, Arc<crate::store::Level>)> = None;
         for s in samples {
             let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
-            let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
+            let level = match &last {
+                Some((p, d, l)) if *d == depth && p[..depth] == path[..depth] => l.clone(),
+                _ => {
+                    let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
+                    match self.store.level(&refs[..depth]) {
+                        Ok(l) => {
+                            last = Some((path, depth, l.clone()));
+                            l
+                        }
+                        Err(e) => {
+                            refused += 1;
+                            tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
+                            continue;
+                        }
+                    }
+                }
+            };
             let ts = s.timestamp_ns.div_euclid(1_000_000_000);
-            if let Err(e) = self.store.write(&refs[..depth], &s.name, ts, s.value) {
+            let r = self.store.metric(&s.name).and_then(|m| {
+                self.store
+                    .write_to(&mut batch, &level, &s.name, m, ts, s.value)
+            });
+            if let Err(e) = r {
                 refused += 1;
                 tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
             }
+        }
+        if let Err(e) = self.store.submit(&mut batch) {
+            tracing::warn!(pipeline, error = %e, "the store's WAL refused a batch");
         }
         if refused > 0 {
             tracing::warn!(

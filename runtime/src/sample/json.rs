@@ -70,7 +70,8 @@ impl NameBudget {
         NameBudget { left: usize::MAX }
     }
 
-    fn name(&mut self, field: &'static str, text: &str) -> Result<Name, LineError> {
+    /// `text` interned, counting it against the budget when it is new.
+    pub fn name(&mut self, field: &'static str, text: &str) -> Result<Name, LineError> {
         if let Some(n) = Name::get(text) {
             return Ok(n);
         }

@@ -387,7 +387,7 @@ impl Store {
         let metrics = level.metrics.lock();
         metrics
             .iter()
-            .map(|s| names[s.id as usize].to_string())
+            .map(|s| self.registry.name_of(&names, s.id).to_string())
             .collect()
     }
 
@@ -400,7 +400,7 @@ impl Store {
             let p: Vec<&str> = path.iter().map(|s| &**s).collect();
             for s in metrics.iter() {
                 if let Some((ts, v)) = s.latest() {
-                    f(&p, &names[s.id as usize], ts, v);
+                    f(&p, &self.registry.name_of(&names, s.id), ts, v);
                 }
             }
         });
@@ -444,7 +444,7 @@ impl Store {
     /// timestamp, samples) and children.
     pub fn debug_dump(&self, path: &[&str]) -> Result<serde_json::Value, StoreError> {
         let level = self.find_level(path).ok_or(StoreError::NotFound)?;
-        Ok(dump(&level, &self.registry.all_names()))
+        Ok(dump(&level, &self.registry, &self.registry.all_names()))
     }
 }
 
@@ -476,13 +476,13 @@ pub struct Sample<'a> {
     pub value: f64,
 }
 
-fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
+fn dump(level: &Level, reg: &registry::Registry, names: &[Arc<str>]) -> serde_json::Value {
     let mut metrics = serde_json::Map::new();
     for c in level.metrics.lock().iter() {
         let (k0, k1) = c.span();
         {
             metrics.insert(
-                names[c.id as usize].to_string(),
+                reg.name_of(names, c.id).to_string(),
                 serde_json::json!({
                     "frequency": c.freq,
                     "buffers": c.buffer_count(),
@@ -495,7 +495,7 @@ fn dump(level: &Level, names: &[Arc<str>]) -> serde_json::Value {
     }
     let mut children = serde_json::Map::new();
     for c in level.children() {
-        children.insert(c.name().to_string(), dump(&c, names));
+        children.insert(c.name().to_string(), dump(&c, reg, names));
     }
     serde_json::json!({ "metrics": metrics, "children": children })
 }

@@ -82,6 +82,17 @@ impl Registry {
     pub(crate) fn all_names(&self) -> Vec<Arc<str>> {
         read(&self.names).clone()
     }
+
+    /// The name of metric `id`, from `snapshot` (an earlier [`Registry::all_names`]) or, for
+    /// a metric registered since, from the registry: a series walked after the snapshot was
+    /// taken may belong to a metric a writer registered meanwhile (indexing the snapshot
+    /// alone panicked `/metrics` while a receiver brought new names).
+    pub(crate) fn name_of(&self, snapshot: &[Arc<str>], id: u32) -> Arc<str> {
+        match snapshot.get(id as usize) {
+            Some(n) => n.clone(),
+            None => read(&self.names)[id as usize].clone(),
+        }
+    }
 }
 
 /// Rejects names that could escape a directory or confuse path-shaped selectors.

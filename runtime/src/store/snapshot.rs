@@ -98,7 +98,7 @@ impl Store {
                 encode_series(
                     &mut payload,
                     &level.wal_path,
-                    &names[chain.id as usize],
+                    &self.registry.name_of(&names, chain.id),
                     chain,
                 );
                 write_frame(&mut frames, &payload).expect("writing to a Vec cannot fail");

@@ -1,0 +1,400 @@
+//! The receivers: Prometheus remote write and OTLP/HTTP metrics into a pipeline.
+//!
+//! - `POST /api/pipelines/{name}/prometheus` and `POST /api/v1/write` (into `[api]
+//!   prometheus-pipeline`): remote write 1.0, or 2.0 when `Content-Type` asks for
+//!   `proto=io.prometheus.write.v2.Request`; 204 once stored, with the 2.0 `...-Written`
+//!   headers on 2.0 requests.
+//! - `POST /api/pipelines/{name}/otlp` and `POST /v1/metrics` (into `[api] otlp-pipeline`):
+//!   OTLP/HTTP metrics, `application/x-protobuf` or `application/json`, gzip or not; 200 with
+//!   an `ExportMetricsServiceResponse` (a partial success names the rejected points).
+//!
+//! A body is decoded whole before anything is sent ([`crate::ingest`]): a malformed one is a
+//! 400 naming what is wrong, one past a bound 413, and nothing of either reaches the
+//! pipeline. The answer waits for `Pipeline::send_acked`, as `/samples` does: a 2xx means the
+//! sinks, durable forwarding queues among them, hold the samples.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+use crate::daemon::Daemon;
+use crate::ingest::otlp::{self, OtlpDecoded};
+use crate::ingest::prom::{self, PromDecoded, Version};
+use crate::ingest::{Limits, ReceiveError};
+use crate::sample::Sample;
+use crate::telemetry::Counter;
+
+/// What the receivers' handlers share; `[api]` settings are read at start.
+pub struct Receivers {
+    daemon: Arc<Daemon>,
+    limits: Limits,
+    prometheus_pipeline: Option<String>,
+    otlp_pipeline: Option<String>,
+    counters: Counters,
+}
+
+struct Counters {
+    prom_samples: Arc<Counter>,
+    otlp_samples: Arc<Counter>,
+    prom_refused: Arc<Counter>,
+    otlp_refused: Arc<Counter>,
+    histograms: Arc<Counter>,
+    rejected_points: Arc<Counter>,
+}
+
+impl Counters {
+    fn new() -> Counters {
+        let r = crate::telemetry::registry();
+        let samples = |p| {
+            r.counter(
+                "wasmon_receive_samples_total",
+                "Samples the receivers handed to a pipeline (acknowledged).",
+                &[("protocol", p)],
+            )
+        };
+        let refused = |p| {
+            r.counter(
+                "wasmon_receive_refused_requests_total",
+                "Receiver requests refused whole (malformed, past a bound, unsupported type).",
+                &[("protocol", p)],
+            )
+        };
+        Counters {
+            prom_samples: samples("prometheus"),
+            otlp_samples: samples("otlp"),
+            prom_refused: refused("prometheus"),
+            otlp_refused: refused("otlp"),
+            histograms: r.counter(
+                "wasmon_receive_native_histograms_dropped_total",
+                "Prometheus native histogram samples not taken (remote write).",
+                &[],
+            ),
+            rejected_points: r.counter(
+                "wasmon_receive_otlp_rejected_points_total",
+                "OTLP data points rejected and named in a partial-success answer.",
+                &[],
+            ),
+        }
+    }
+}
+
+/// The routes, to be mounted behind the API's authentication and body limit.
+pub fn routes(daemon: Arc<Daemon>) -> Router {
+    let api = daemon.config().api;
+    let st = Arc::new(Receivers {
+        limits: Limits {
+            max_samples: api.max_receive_samples,
+            max_body: daemon.parts().store.config().max_body_size,
+        },
+        prometheus_pipeline: api.prometheus_pipeline,
+        otlp_pipeline: api.otlp_pipeline,
+        daemon,
+        counters: Counters::new(),
+    });
+    Router::new()
+        .route("/api/pipelines/{name}/prometheus", post(prometheus_named))
+        .route("/api/v1/write", post(prometheus_conventional))
+        .route("/api/pipelines/{name}/otlp", post(otlp_named))
+        .route("/v1/metrics", post(otlp_conventional))
+        .with_state(st)
+}
+
+fn text(code: StatusCode, msg: impl Into<String>) -> Response {
+    (code, msg.into() + "\n").into_response()
+}
+
+fn status_of(e: &ReceiveError) -> StatusCode {
+    match e {
+        ReceiveError::Malformed(_) => StatusCode::BAD_REQUEST,
+        ReceiveError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        ReceiveError::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    }
+}
+
+/// The pipeline named in the path, or in `[api] setting` for a conventional path.
+#[allow(clippy::result_large_err)]
+fn pipeline(
+    st: &Receivers,
+    name: Option<&str>,
+    setting: &str,
+) -> Result<Arc<crate::pipeline::Pipeline>, Response> {
+    let name = match name {
+        Some(n) => n,
+        None => {
+            let configured = match setting {
+                "prometheus-pipeline" => st.prometheus_pipeline.as_deref(),
+                _ => st.otlp_pipeline.as_deref(),
+            };
+            configured.ok_or_else(|| {
+                text(
+                    StatusCode::NOT_FOUND,
+                    format!("no pipeline takes this path: set [api] {setting}"),
+                )
+            })?
+        }
+    };
+    st.daemon
+        .pipeline(name)
+        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("no pipeline named {name:?}")))
+}
+
+/// Decodes on the blocking pool (a large body is milliseconds of CPU), then sends there
+/// (`send_acked` blocks while the pipeline's queue is full: the backpressure we want).
+async fn decode_and_send<T: Send + 'static>(
+    pipeline: Arc<crate::pipeline::Pipeline>,
+    decode: impl FnOnce() -> Result<T, ReceiveError> + Send + 'static,
+    samples: impl FnOnce(&mut T) -> Vec<Sample> + Send + 'static,
+) -> Result<Result<(T, usize), ReceiveError>, Response> {
+    let r = tokio::task::spawn_blocking(move || {
+        let mut decoded = match decode() {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(e)),
+        };
+        let batch = samples(&mut decoded);
+        let n = batch.len();
+        if n > 0 && pipeline.send_acked(batch).is_err() {
+            return Err(());
+        }
+        Ok(Ok((decoded, n)))
+    })
+    .await;
+    match r {
+        Ok(Ok(x)) => Ok(x),
+        // A pipeline stopped by a reload between lookup and send: the sender may retry.
+        _ => Err(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the pipeline stopped; retry",
+        )),
+    }
+}
+
+async fn prometheus_named(
+    State(st): State<Arc<Receivers>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    prometheus(st, Some(name), headers, body).await
+}
+
+async fn prometheus_conventional(
+    State(st): State<Arc<Receivers>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    prometheus(st, None, headers, body).await
+}
+
+async fn prometheus(
+    st: Arc<Receivers>,
+    name: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let pipeline = match pipeline(&st, name.as_deref(), "prometheus-pipeline") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let refused = |st: &Receivers, e: ReceiveError, v2: bool| {
+        st.counters.prom_refused.inc();
+        let mut r = text(status_of(&e), e.to_string());
+        if v2 {
+            written(r.headers_mut(), 0);
+        }
+        r
+    };
+    let version = match Version::from_content_type(ct) {
+        Ok(v) => v,
+        Err(e) => return refused(&st, e, false),
+    };
+    let v2 = version == Version::V2;
+    match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+        None | Some(b"snappy") => {}
+        Some(other) => {
+            let e = ReceiveError::Unsupported(format!(
+                "Content-Encoding {:?}: remote write is snappy",
+                String::from_utf8_lossy(other)
+            ));
+            return refused(&st, e, v2);
+        }
+    }
+    let limits = st.limits;
+    let sent = decode_and_send(
+        pipeline,
+        move || prom::decode(&body, version, limits),
+        |d: &mut PromDecoded| std::mem::take(&mut d.samples),
+    )
+    .await;
+    let (decoded, n) = match sent {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return refused(&st, e, v2),
+        Err(r) => return r,
+    };
+    st.counters.prom_samples.add(n as u64);
+    if decoded.histograms > 0 {
+        st.counters.histograms.add(decoded.histograms as u64);
+        tracing::debug!(
+            histograms = decoded.histograms,
+            "remote write: native histograms are not taken"
+        );
+    }
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    if v2 {
+        written(r.headers_mut(), n);
+    }
+    r
+}
+
+/// Remote write 2.0's required answer headers: what was written (histograms and exemplars
+/// never are).
+fn written(h: &mut HeaderMap, samples: usize) {
+    h.insert(
+        "X-Prometheus-Remote-Write-Samples-Written",
+        HeaderValue::from(samples),
+    );
+    for k in [
+        "X-Prometheus-Remote-Write-Histograms-Written",
+        "X-Prometheus-Remote-Write-Exemplars-Written",
+    ] {
+        h.insert(k, HeaderValue::from(0));
+    }
+}
+
+async fn otlp_named(
+    State(st): State<Arc<Receivers>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    otlp(st, Some(name), headers, body).await
+}
+
+async fn otlp_conventional(
+    State(st): State<Arc<Receivers>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    otlp(st, None, headers, body).await
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+/// An OTLP answer in the request's format.
+fn otlp_answer(
+    format: Format,
+    code: StatusCode,
+    protobuf: Vec<u8>,
+    json: serde_json::Value,
+) -> Response {
+    match format {
+        Format::Protobuf => (
+            code,
+            [(header::CONTENT_TYPE, "application/x-protobuf")],
+            protobuf,
+        )
+            .into_response(),
+        Format::Json => (code, axum::Json(json)).into_response(),
+    }
+}
+
+/// A refusal as OTLP/HTTP gives it: a `google.rpc.Status` (code 3, INVALID_ARGUMENT, or 8,
+/// RESOURCE_EXHAUSTED, for a bound) in the request's format.
+fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
+    let code = status_of(e);
+    let rpc = if code == StatusCode::PAYLOAD_TOO_LARGE {
+        8
+    } else {
+        3
+    };
+    let msg = e.to_string();
+    otlp_answer(
+        format,
+        code,
+        otlp::status_protobuf(rpc, &msg),
+        serde_json::json!({"code": rpc, "message": msg}),
+    )
+}
+
+async fn otlp(
+    st: Arc<Receivers>,
+    name: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let pipeline = match pipeline(&st, name.as_deref(), "otlp-pipeline") {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let media = ct.split(';').next().unwrap_or_default().trim();
+    let format = if media.eq_ignore_ascii_case("application/x-protobuf") {
+        Format::Protobuf
+    } else if media.eq_ignore_ascii_case("application/json") {
+        Format::Json
+    } else {
+        st.counters.otlp_refused.inc();
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type {ct:?}: OTLP/HTTP is application/x-protobuf or application/json"),
+        );
+    };
+    let gzip = match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+        None | Some(b"identity") => false,
+        Some(b"gzip") => true,
+        Some(other) => {
+            st.counters.otlp_refused.inc();
+            let e = ReceiveError::Unsupported(format!(
+                "Content-Encoding {:?}: only gzip is taken",
+                String::from_utf8_lossy(other)
+            ));
+            return otlp_refusal(format, &e);
+        }
+    };
+    let limits = st.limits;
+    let decode = move || {
+        let raw = if gzip {
+            super::ccms::inflate(&body, limits.max_body)?
+        } else {
+            body
+        };
+        match format {
+            Format::Protobuf => otlp::decode_protobuf(&raw, limits),
+            Format::Json => otlp::decode_json(&raw, limits),
+        }
+    };
+    let sent = decode_and_send(pipeline, decode, |d: &mut OtlpDecoded| {
+        std::mem::take(&mut d.samples)
+    })
+    .await;
+    let (decoded, n) = match sent {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            st.counters.otlp_refused.inc();
+            return otlp_refusal(format, &e);
+        }
+        Err(r) => return r,
+    };
+    st.counters.otlp_samples.add(n as u64);
+    st.counters.rejected_points.add(decoded.rejected);
+    otlp_answer(
+        format,
+        StatusCode::OK,
+        otlp::response_protobuf(decoded.rejected, &decoded.error_message),
+        otlp::response_json(decoded.rejected, &decoded.error_message),
+    )
+}

@@ -1,0 +1,873 @@
+//! OTLP/HTTP metrics (`ExportMetricsServiceRequest`, protobuf or JSON) into samples:
+//! - resource and data point attributes become metadata (a point's own win over its
+//!   resource's), `host.name` as `hostname`, the key the store sink reads the host from;
+//! - gauge → gauge; sum: delta temporality → delta, cumulative monotonic → cumulative,
+//!   cumulative non-monotonic (an up-down counter) → gauge;
+//! - histograms and exponential histograms → `NAME_count`, `NAME_sum` and `NAME_bucket` with
+//!   an `le` metadata (the upper bound, `+Inf` last), counts cumulative across buckets as
+//!   Prometheus has them, so buckets of one bound sum across series and hosts; an
+//!   exponential histogram's buckets get their bounds from its scale (negative buckets, then
+//!   the zero bucket at `le` = its threshold, then positive ones); kind by temporality;
+//! - summary → `NAME_count`, `NAME_sum` (cumulative) and `NAME` with a `quantile` metadata
+//!   per quantile (gauge);
+//! - the metric's unit is the samples' unit; a point flagged "no recorded value" is dropped.
+//!
+//! A body that is not a request is refused whole ([`ReceiveError`]); a data point that is a
+//! request's but that wasmon cannot take (no value, unspecified temporality, bucket counts
+//! that do not fit the bounds) is rejected alone and counted for the partial-success answer.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::build::{Build, Limits, MAX_LABELS, ReceiveError, check_label};
+use super::pb::{DecodeError, Reader, Wire, for_each_packed, zigzag};
+use crate::sample::{Kind, Metadata, Name, Pair, Sample};
+
+#[path = "otlp_json.rs"]
+mod json;
+pub use json::decode_json;
+
+/// The data point flag "no recorded value" (`DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK`).
+const NO_RECORDED_VALUE: u64 = 1;
+
+/// A decoded request: the samples, and the data points rejected.
+#[derive(Debug, Default)]
+pub struct OtlpDecoded {
+    pub samples: Vec<Sample>,
+    /// Data points rejected (the partial-success answer's `rejected_data_points`).
+    pub rejected: u64,
+    /// Why, for the first few (`error_message`).
+    pub error_message: String,
+    /// Points flagged as having no recorded value, dropped.
+    pub no_value: usize,
+}
+
+/// Reasons named in a partial-success `error_message`.
+const REASONS_SHOWN: u64 = 5;
+
+/// Aggregation temporality as OTLP numbers it.
+pub const DELTA: u64 = 1;
+pub const CUMULATIVE: u64 = 2;
+
+/// What a metric's data is.
+#[derive(Debug, Clone, Copy)]
+pub enum Data {
+    Gauge,
+    Sum { temporality: u64, monotonic: bool },
+    Histogram { temporality: u64 },
+    Exponential { temporality: u64 },
+    Summary,
+}
+
+/// A metric's names, interned once for its points.
+pub struct Heads {
+    text: String,
+    name: Name,
+    unit: Name,
+    /// `_count`, `_sum`, `_bucket`, for the aggregates.
+    parts: Option<[Name; 3]>,
+    /// The kind of its plain values (gauge/sum) or counts (histograms); `None` when the
+    /// temporality is unspecified (its points are rejected).
+    kind: Option<Kind>,
+}
+
+/// A histogram point, explicit or exponential.
+pub struct HistogramPoint<'p> {
+    pub count: u64,
+    pub sum: Option<f64>,
+    pub buckets: Buckets<'p>,
+}
+
+pub enum Buckets<'p> {
+    Explicit {
+        bounds: &'p [f64],
+        counts: &'p [u64],
+    },
+    Exponential {
+        scale: i32,
+        zero_count: u64,
+        zero_threshold: f64,
+        positive: (i32, &'p [u64]),
+        negative: (i32, &'p [u64]),
+    },
+}
+
+/// Turns a request's points into samples, counting rejections.
+pub struct Emitter<'a> {
+    pub b: Build<'a>,
+    pub out: OtlpDecoded,
+    /// OTLP samples have no resource (the store keys them by host and name; metadata tells
+    /// series apart downstream): one empty string shared by all.
+    empty: Arc<str>,
+}
+
+impl<'a> Emitter<'a> {
+    pub fn new(limits: Limits) -> Emitter<'a> {
+        Emitter {
+            b: Build::new(limits),
+            out: OtlpDecoded::default(),
+            empty: Arc::from(""),
+        }
+    }
+
+    pub fn finish(mut self) -> OtlpDecoded {
+        if self.out.rejected > REASONS_SHOWN {
+            let _ = write!(
+                self.out.error_message,
+                "; and {} more",
+                self.out.rejected - REASONS_SHOWN
+            );
+        }
+        self.out.samples = self.b.samples;
+        self.out
+    }
+
+    /// Rejects one data point of `metric`.
+    pub fn reject(&mut self, metric: &str, why: &str) {
+        self.out.rejected += 1;
+        if self.out.rejected <= REASONS_SHOWN {
+            if !self.out.error_message.is_empty() {
+                self.out.error_message.push_str("; ");
+            }
+            let _ = write!(self.out.error_message, "metric {metric:?}: {why}");
+        }
+    }
+
+    pub fn heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
+        if name.is_empty() {
+            return Err(DecodeError::new("a metric without a name"));
+        }
+        check_label(name, "a metric name")?;
+        let n = self.b.name("name", name)?;
+        let unit = self.b.name("unit", unit)?;
+        let by = |t: u64| match t {
+            DELTA => Some(Kind::Delta),
+            CUMULATIVE => Some(Kind::Cumulative),
+            _ => None,
+        };
+        let (kind, aggregate) = match data {
+            Data::Gauge => (Some(Kind::Gauge), false),
+            Data::Sum {
+                temporality: CUMULATIVE,
+                monotonic: false,
+            } => (Some(Kind::Gauge), false),
+            Data::Sum { temporality, .. } => (by(temporality), false),
+            Data::Histogram { temporality } | Data::Exponential { temporality } => {
+                (by(temporality), true)
+            }
+            Data::Summary => (Some(Kind::Cumulative), true),
+        };
+        let parts = if aggregate {
+            let mut part = |s: &str| self.b.name("name", &format!("{name}{s}"));
+            Some([part("_count")?, part("_sum")?, part("_bucket")?])
+        } else {
+            None
+        };
+        Ok(Heads {
+            text: name.to_string(),
+            name: n,
+            unit,
+            parts,
+            kind,
+        })
+    }
+
+    /// The kind of `h`'s points, or the point's rejection.
+    fn kind(&mut self, h: &Heads) -> Option<Kind> {
+        if h.kind.is_none() {
+            self.reject(&h.text, "aggregation temporality unspecified");
+        }
+        h.kind
+    }
+
+    fn sample(&self, name: Name, h: &Heads, kind: Kind, meta: Metadata, ts: i64, v: f64) -> Sample {
+        Sample {
+            name,
+            resource: self.empty.clone(),
+            unit: h.unit,
+            kind,
+            value: v,
+            timestamp_ns: ts,
+            metadata: meta,
+        }
+    }
+
+    /// A gauge or sum point; `value` `None` when the point has none.
+    pub fn number(
+        &mut self,
+        h: &Heads,
+        meta: Metadata,
+        ts: Option<i64>,
+        value: Option<f64>,
+    ) -> Result<(), ReceiveError> {
+        let Some(kind) = self.kind(h) else {
+            return Ok(());
+        };
+        let Some(v) = value else {
+            self.reject(&h.text, "a number data point without a value");
+            return Ok(());
+        };
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let s = self.sample(h.name, h, kind, meta, ts, v);
+        self.b.push(s)
+    }
+
+    fn time(&mut self, h: &Heads, ts: Option<i64>) -> Option<i64> {
+        match ts {
+            Some(t) if t > 0 => Some(t),
+            _ => {
+                self.reject(&h.text, "time_unix_nano is 0 or past 2262");
+                None
+            }
+        }
+    }
+
+    /// A histogram point (explicit or exponential bounds).
+    pub fn histogram(
+        &mut self,
+        h: &Heads,
+        meta: &[Pair],
+        ts: Option<i64>,
+        p: HistogramPoint,
+    ) -> Result<(), ReceiveError> {
+        let Some(kind) = self.kind(h) else {
+            return Ok(());
+        };
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let [count, sum, bucket] = h.parts.expect("aggregate metrics have parts");
+        // Bounds and per-bucket counts, checked before anything is emitted.
+        let mut les: Vec<(f64, u64)> = Vec::new();
+        match p.buckets {
+            Buckets::Explicit { bounds, counts } => {
+                if !counts.is_empty() && counts.len() != bounds.len() + 1 {
+                    self.reject(
+                        &h.text,
+                        &format!(
+                            "{} bucket counts for {} explicit bounds (must be bounds + 1)",
+                            counts.len(),
+                            bounds.len()
+                        ),
+                    );
+                    return Ok(());
+                }
+                les.extend(bounds.iter().copied().zip(counts.iter().copied()));
+            }
+            Buckets::Exponential {
+                scale,
+                zero_count,
+                zero_threshold,
+                positive,
+                negative,
+            } => {
+                if !(-10..=20).contains(&scale) {
+                    self.reject(&h.text, &format!("scale {scale} outside -10..=20"));
+                    return Ok(());
+                }
+                self.b.room(positive.1.len() + negative.1.len() + 4)?;
+                // Bucket `i` holds (base^i, base^(i+1)], base = 2^(2^-scale); negative ones
+                // mirror it, so the most negative comes first.
+                let bound = |i: i64| (i as f64 * (-scale as f64).exp2()).exp2();
+                let (off, counts) = negative;
+                for (k, &c) in counts.iter().enumerate().rev() {
+                    les.push((-bound(i64::from(off) + k as i64), c));
+                }
+                les.push((zero_threshold, zero_count));
+                let (off, counts) = positive;
+                for (k, &c) in counts.iter().enumerate() {
+                    les.push((bound(i64::from(off) + k as i64 + 1), c));
+                }
+            }
+        }
+        self.b.room(les.len() + 3)?;
+        let meta_of = |extra: Option<Pair>| {
+            let mut v = Vec::with_capacity(meta.len() + 1);
+            v.extend_from_slice(meta);
+            v.extend(extra);
+            Metadata::new(v)
+        };
+        let plain = meta_of(None);
+        let s = self.sample(count, h, kind, plain.clone(), ts, p.count as f64);
+        self.b.push(s)?;
+        if let Some(v) = p.sum {
+            let s = self.sample(sum, h, kind, plain, ts, v);
+            self.b.push(s)?;
+        }
+        if les.is_empty() {
+            return Ok(());
+        }
+        let le: Arc<str> = Arc::from("le");
+        let mut acc = 0u64;
+        for (bound, c) in les {
+            acc = acc.saturating_add(c);
+            let m = meta_of(Some((le.clone(), format_le(bound).into())));
+            let s = self.sample(bucket, h, kind, m, ts, acc as f64);
+            self.b.push(s)?;
+        }
+        let m = meta_of(Some((le, "+Inf".into())));
+        let s = self.sample(bucket, h, kind, m, ts, p.count as f64);
+        self.b.push(s)
+    }
+
+    /// A summary point: count, sum and one sample per quantile.
+    pub fn summary(
+        &mut self,
+        h: &Heads,
+        meta: &[Pair],
+        ts: Option<i64>,
+        (count, sum): (u64, f64),
+        quantiles: &[(f64, f64)],
+    ) -> Result<(), ReceiveError> {
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let [c, s, _] = h.parts.expect("aggregate metrics have parts");
+        self.b.room(quantiles.len() + 2)?;
+        let plain = Metadata::new(meta.to_vec());
+        let x = self.sample(c, h, Kind::Cumulative, plain.clone(), ts, count as f64);
+        self.b.push(x)?;
+        let x = self.sample(s, h, Kind::Cumulative, plain, ts, sum);
+        self.b.push(x)?;
+        let key: Arc<str> = Arc::from("quantile");
+        for &(q, v) in quantiles {
+            let mut m = meta.to_vec();
+            m.push((key.clone(), format_le(q).into()));
+            let x = self.sample(h.name, h, Kind::Gauge, Metadata::new(m), ts, v);
+            self.b.push(x)?;
+        }
+        Ok(())
+    }
+
+    /// Resource pairs with a point's own on top (a point's key replaces its resource's).
+    pub fn merge(&self, resource: &[Pair], point: Vec<Pair>) -> Vec<Pair> {
+        if resource.is_empty() {
+            return point;
+        }
+        let mut v: Vec<Pair> = resource
+            .iter()
+            .filter(|(k, _)| !point.iter().any(|(pk, _)| pk == k))
+            .cloned()
+            .collect();
+        v.extend(point);
+        v
+    }
+}
+
+/// A bucket bound as Prometheus writes `le` and `quantile`: `0.5`, `1`, `+Inf`, `-Inf`.
+pub fn format_le(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// An attribute key as metadata: `host.name` is the `hostname` the store sink reads.
+pub fn meta_key(k: &str) -> &str {
+    if k == "host.name" { "hostname" } else { k }
+}
+
+/// A nanosecond timestamp from OTLP's unsigned one (`None` past i64).
+pub fn ts(ns: u64) -> Option<i64> {
+    i64::try_from(ns).ok()
+}
+
+// ---- protobuf -------------------------------------------------------------------------
+
+/// Decodes an `ExportMetricsServiceRequest` protobuf (already inflated).
+pub fn decode_protobuf(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveError> {
+    let mut e = Emitter::new(limits);
+    let mut r = Reader::new(raw);
+    let mut ri = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f == 1 {
+            resource_metrics(&mut e, v.bytes("resource_metrics")?)
+                .map_err(|x| x.at("resource_metrics", ri))?;
+            ri += 1;
+        }
+    }
+    Ok(e.finish())
+}
+
+/// An error inside a repeated element, kept apart from the request's bounds (which say
+/// nothing of where).
+pub enum Nested {
+    Malformed(DecodeError),
+    Refused(ReceiveError),
+}
+
+impl From<DecodeError> for Nested {
+    fn from(e: DecodeError) -> Self {
+        Nested::Malformed(e)
+    }
+}
+
+impl From<ReceiveError> for Nested {
+    fn from(e: ReceiveError) -> Self {
+        match e {
+            ReceiveError::Malformed(d) => Nested::Malformed(d),
+            other => Nested::Refused(other),
+        }
+    }
+}
+
+impl Nested {
+    pub fn at(self, field: &str, i: usize) -> ReceiveError {
+        match self {
+            Nested::Malformed(d) => ReceiveError::Malformed(d.at(field, Some(i))),
+            Nested::Refused(r) => r,
+        }
+    }
+    pub fn within(self, field: &str, i: Option<usize>) -> Nested {
+        match self {
+            Nested::Malformed(d) => Nested::Malformed(d.at(field, i)),
+            other => other,
+        }
+    }
+}
+
+fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested> {
+    let mut resource = Vec::new();
+    let mut r = Reader::new(rm);
+    // The resource may follow its scopes on the wire: read it first.
+    while let Some((f, v)) = r.next_field()? {
+        if f == 1 {
+            let mut rr = Reader::new(v.bytes("resource")?);
+            let mut i = 0;
+            while let Some((f, v)) = rr.next_field()? {
+                if f == 1 {
+                    attribute(e, v, &mut resource)
+                        .map_err(|x| x.at("attributes", Some(i)).at("resource", None))?;
+                    i += 1;
+                }
+            }
+        }
+    }
+    let mut r = Reader::new(rm);
+    let mut si = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f != 2 {
+            continue;
+        }
+        let mut sr = Reader::new(v.bytes("scope_metrics")?);
+        let mut mi = 0;
+        while let Some((f, v)) = sr
+            .next_field()
+            .map_err(|x| x.at("scope_metrics", Some(si)))?
+        {
+            if f == 2 {
+                metric(e, v.bytes("metrics")?, &resource).map_err(|x| {
+                    x.within("metrics", Some(mi))
+                        .within("scope_metrics", Some(si))
+                })?;
+                mi += 1;
+            }
+        }
+        si += 1;
+    }
+    Ok(())
+}
+
+/// A `KeyValue` appended to `out` as a metadata pair.
+fn attribute<'a>(
+    e: &mut Emitter<'a>,
+    kv: Wire<'a>,
+    out: &mut Vec<Pair>,
+) -> Result<(), DecodeError> {
+    let mut r = Reader::new(kv.bytes("attributes")?);
+    let (mut key, mut value) = ("", None);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => key = v.str("key")?,
+            2 => value = Some(any_value(e, v.bytes("value")?).map_err(|x| x.at("value", None))?),
+            _ => {}
+        }
+    }
+    check_label(key, "an attribute key").map_err(|x| x.at("key", None))?;
+    if out.len() >= MAX_LABELS {
+        return Err(DecodeError::new(format!(
+            "more than {MAX_LABELS} attributes"
+        )));
+    }
+    let v = value.unwrap_or_else(|| Arc::from(""));
+    check_label(&v, "an attribute value").map_err(|x| x.at("value", None))?;
+    out.push((e.b.arc(meta_key(key)), v));
+    Ok(())
+}
+
+/// An `AnyValue` as metadata text: strings as they are, numbers and booleans as their
+/// text, bytes in base64 (as OTLP/JSON has them), arrays and maps as JSON.
+fn any_value<'a>(e: &mut Emitter<'a>, b: &'a [u8]) -> Result<Arc<str>, DecodeError> {
+    let mut r = Reader::new(b);
+    let mut out: Option<Arc<str>> = None;
+    while let Some((f, v)) = r.next_field()? {
+        out = Some(match f {
+            1 => e.b.arc(v.str("string_value")?),
+            2 => Arc::from(if v.varint("bool_value")? != 0 {
+                "true"
+            } else {
+                "false"
+            }),
+            3 => e.b.owned((v.varint("int_value")? as i64).to_string()),
+            4 => e.b.owned(v.double("double_value")?.to_string()),
+            5 | 6 => e.b.owned(any_json(v, f)?.to_string()),
+            7 => {
+                use base64::Engine;
+                let s = base64::engine::general_purpose::STANDARD.encode(v.bytes("bytes_value")?);
+                e.b.owned(s)
+            }
+            _ => continue,
+        });
+    }
+    Ok(out.unwrap_or_else(|| Arc::from("")))
+}
+
+/// An array (field 5) or key-value list (6) as JSON.
+fn any_json(v: Wire, field: u32) -> Result<serde_json::Value, DecodeError> {
+    use serde_json::Value as J;
+    fn scalar(b: &[u8]) -> Result<J, DecodeError> {
+        let mut r = Reader::new(b);
+        let mut out = J::Null;
+        while let Some((f, v)) = r.next_field()? {
+            out = match f {
+                1 => J::from(v.str("string_value")?),
+                2 => J::from(v.varint("bool_value")? != 0),
+                3 => J::from(v.varint("int_value")? as i64),
+                4 => J::from(v.double("double_value")?),
+                5 | 6 => any_json(v, f)?,
+                7 => J::from(hex::encode(v.bytes("bytes_value")?)),
+                _ => continue,
+            };
+        }
+        Ok(out)
+    }
+    let mut r = Reader::new(v.bytes("value")?);
+    if field == 5 {
+        let mut a = Vec::new();
+        while let Some((f, v)) = r.next_field()? {
+            if f == 1 {
+                a.push(scalar(v.bytes("values")?)?);
+            }
+        }
+        return Ok(J::Array(a));
+    }
+    let mut m = serde_json::Map::new();
+    while let Some((f, v)) = r.next_field()? {
+        if f == 1 {
+            let mut kv = Reader::new(v.bytes("values")?);
+            let (mut k, mut val) = ("", J::Null);
+            while let Some((f, v)) = kv.next_field()? {
+                match f {
+                    1 => k = v.str("key")?,
+                    2 => val = scalar(v.bytes("value")?)?,
+                    _ => {}
+                }
+            }
+            m.insert(k.to_string(), val);
+        }
+    }
+    Ok(J::Object(m))
+}
+
+fn metric<'a>(e: &mut Emitter<'a>, m: &'a [u8], resource: &[Pair]) -> Result<(), Nested> {
+    let (mut name, mut unit, mut data) = ("", "", None);
+    let mut r = Reader::new(m);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => name = v.str("name")?,
+            3 => unit = v.str("unit")?,
+            5 | 7 | 9 | 10 | 11 => data = Some((f, v.bytes("data")?)),
+            _ => {}
+        }
+    }
+    let Some((kind, body)) = data else {
+        return Ok(());
+    };
+    // The oneof's temporality and monotonicity, then its points.
+    let (mut temporality, mut monotonic) = (0, false);
+    let mut r = Reader::new(body);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            2 => temporality = v.varint("aggregation_temporality")?,
+            3 => monotonic = v.varint("is_monotonic")? != 0,
+            _ => {}
+        }
+    }
+    let d = match kind {
+        5 => Data::Gauge,
+        7 => Data::Sum {
+            temporality,
+            monotonic,
+        },
+        9 => Data::Histogram { temporality },
+        10 => Data::Exponential { temporality },
+        _ => Data::Summary,
+    };
+    let field = match kind {
+        5 => "gauge",
+        7 => "sum",
+        9 => "histogram",
+        10 => "exponential_histogram",
+        _ => "summary",
+    };
+    let h = e.heads(name, unit, d).map_err(|x| x.at("name", None))?;
+    let mut r = Reader::new(body);
+    let mut pi = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f != 1 {
+            continue;
+        }
+        let p = v.bytes("data_points")?;
+        let res = match d {
+            Data::Gauge | Data::Sum { .. } => number_point(e, &h, p, resource),
+            Data::Histogram { .. } => histogram_point(e, &h, p, resource),
+            Data::Exponential { .. } => exponential_point(e, &h, p, resource),
+            Data::Summary => summary_point(e, &h, p, resource),
+        };
+        res.map_err(|x| x.within("data_points", Some(pi)).within(field, None))?;
+        pi += 1;
+    }
+    Ok(())
+}
+
+/// Appends one of a point's attributes to `out`.
+fn point_attrs<'a>(
+    e: &mut Emitter<'a>,
+    v: Wire<'a>,
+    out: &mut Vec<Pair>,
+) -> Result<(), DecodeError> {
+    let i = out.len();
+    attribute(e, v, out).map_err(|x| x.at("attributes", Some(i)))
+}
+
+fn number_point<'a>(
+    e: &mut Emitter<'a>,
+    h: &Heads,
+    p: &'a [u8],
+    resource: &[Pair],
+) -> Result<(), Nested> {
+    let (mut attrs, mut ts_, mut value, mut flags) = (Vec::new(), 0u64, None, 0);
+    let mut r = Reader::new(p);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            7 => point_attrs(e, v, &mut attrs)?,
+            3 => ts_ = v.fixed64("time_unix_nano")?,
+            4 => value = Some(v.double("as_double")?),
+            6 => value = Some(v.fixed64("as_int")? as i64 as f64),
+            8 => flags = v.varint("flags")?,
+            _ => {}
+        }
+    }
+    if flags & NO_RECORDED_VALUE != 0 {
+        e.out.no_value += 1;
+        return Ok(());
+    }
+    let meta = Metadata::new(e.merge(resource, attrs));
+    e.number(h, meta, ts(ts_), value)?;
+    Ok(())
+}
+
+fn histogram_point<'a>(
+    e: &mut Emitter<'a>,
+    h: &Heads,
+    p: &'a [u8],
+    resource: &[Pair],
+) -> Result<(), Nested> {
+    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, None, 0);
+    let (mut counts, mut bounds) = (Vec::new(), Vec::new());
+    let mut r = Reader::new(p);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            9 => point_attrs(e, v, &mut attrs)?,
+            3 => ts_ = v.fixed64("time_unix_nano")?,
+            4 => count = v.fixed64("count")?,
+            5 => sum = Some(v.double("sum")?),
+            6 => for_each_packed(v, "bucket_counts", true, |x| {
+                counts.push(x);
+                Ok(())
+            })?,
+            7 => for_each_packed(v, "explicit_bounds", true, |x| {
+                bounds.push(f64::from_bits(x));
+                Ok(())
+            })?,
+            10 => flags = v.varint("flags")?,
+            _ => {}
+        }
+    }
+    if flags & NO_RECORDED_VALUE != 0 {
+        e.out.no_value += 1;
+        return Ok(());
+    }
+    let meta = e.merge(resource, attrs);
+    let point = HistogramPoint {
+        count,
+        sum,
+        buckets: Buckets::Explicit {
+            bounds: &bounds,
+            counts: &counts,
+        },
+    };
+    e.histogram(h, &meta, ts(ts_), point)?;
+    Ok(())
+}
+
+fn exp_buckets(v: Wire) -> Result<(i32, Vec<u64>), DecodeError> {
+    let (mut offset, mut counts) = (0, Vec::new());
+    let mut r = Reader::new(v.bytes("buckets")?);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => offset = zigzag(v.varint("offset")?) as i32,
+            2 => for_each_packed(v, "bucket_counts", false, |x| {
+                counts.push(x);
+                Ok(())
+            })?,
+            _ => {}
+        }
+    }
+    Ok((offset, counts))
+}
+
+fn exponential_point<'a>(
+    e: &mut Emitter<'a>,
+    h: &Heads,
+    p: &'a [u8],
+    resource: &[Pair],
+) -> Result<(), Nested> {
+    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, None, 0);
+    let (mut scale, mut zero_count, mut zero_threshold) = (0, 0, 0.0);
+    let (mut pos, mut neg) = ((0, Vec::new()), (0, Vec::new()));
+    let mut r = Reader::new(p);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => point_attrs(e, v, &mut attrs)?,
+            3 => ts_ = v.fixed64("time_unix_nano")?,
+            4 => count = v.fixed64("count")?,
+            5 => sum = Some(v.double("sum")?),
+            6 => scale = zigzag(v.varint("scale")?) as i32,
+            7 => zero_count = v.fixed64("zero_count")?,
+            8 => pos = exp_buckets(v).map_err(|x| x.at("positive", None))?,
+            9 => neg = exp_buckets(v).map_err(|x| x.at("negative", None))?,
+            10 => flags = v.varint("flags")?,
+            14 => zero_threshold = v.double("zero_threshold")?,
+            _ => {}
+        }
+    }
+    if flags & NO_RECORDED_VALUE != 0 {
+        e.out.no_value += 1;
+        return Ok(());
+    }
+    let meta = e.merge(resource, attrs);
+    let point = HistogramPoint {
+        count,
+        sum,
+        buckets: Buckets::Exponential {
+            scale,
+            zero_count,
+            zero_threshold,
+            positive: (pos.0, &pos.1),
+            negative: (neg.0, &neg.1),
+        },
+    };
+    e.histogram(h, &meta, ts(ts_), point)?;
+    Ok(())
+}
+
+fn summary_point<'a>(
+    e: &mut Emitter<'a>,
+    h: &Heads,
+    p: &'a [u8],
+    resource: &[Pair],
+) -> Result<(), Nested> {
+    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, 0.0, 0);
+    let mut quantiles = Vec::new();
+    let mut r = Reader::new(p);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            7 => point_attrs(e, v, &mut attrs)?,
+            3 => ts_ = v.fixed64("time_unix_nano")?,
+            4 => count = v.fixed64("count")?,
+            5 => sum = v.double("sum")?,
+            6 => {
+                let (mut q, mut val) = (0.0, 0.0);
+                let mut qr = Reader::new(v.bytes("quantile_values")?);
+                while let Some((f, v)) = qr.next_field()? {
+                    match f {
+                        1 => q = v.double("quantile")?,
+                        2 => val = v.double("value")?,
+                        _ => {}
+                    }
+                }
+                quantiles.push((q, val));
+            }
+            8 => flags = v.varint("flags")?,
+            _ => {}
+        }
+    }
+    if flags & NO_RECORDED_VALUE != 0 {
+        e.out.no_value += 1;
+        return Ok(());
+    }
+    let meta = e.merge(resource, attrs);
+    e.summary(h, &meta, ts(ts_), (count, sum), &quantiles)?;
+    Ok(())
+}
+
+// ---- answers --------------------------------------------------------------------------
+
+/// The `ExportMetricsServiceResponse` protobuf: empty on full success, else
+/// `partial_success { rejected_data_points, error_message }`.
+pub fn response_protobuf(rejected: u64, message: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    if rejected == 0 && message.is_empty() {
+        return out;
+    }
+    let mut ps = Vec::new();
+    put_varint(&mut ps, 1 << 3);
+    put_varint(&mut ps, rejected);
+    put_bytes(&mut ps, 2, message.as_bytes());
+    put_bytes(&mut out, 1, &ps);
+    out
+}
+
+/// The same in OTLP/JSON (int64 as a string, lowerCamelCase names).
+pub fn response_json(rejected: u64, message: &str) -> serde_json::Value {
+    if rejected == 0 && message.is_empty() {
+        return serde_json::json!({});
+    }
+    serde_json::json!({"partialSuccess": {
+        "rejectedDataPoints": rejected.to_string(),
+        "errorMessage": message,
+    }})
+}
+
+/// A refusal as OTLP/HTTP answers one: a `google.rpc.Status` with `code` and `message`.
+pub fn status_protobuf(code: u64, message: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint(&mut out, 1 << 3);
+    put_varint(&mut out, code);
+    put_bytes(&mut out, 2, message.as_bytes());
+    out
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
+    put_varint(out, field << 3 | 2);
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+#[cfg(test)]
+#[path = "otlp_tests.rs"]
+mod tests;

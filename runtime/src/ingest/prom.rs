@@ -1,0 +1,466 @@
+//! Prometheus remote write into samples: 1.0 (`prometheus.WriteRequest`) and 2.0
+//! (`io.prometheus.write.v2.Request`, strings interned in a `symbols` table), snappy block
+//! compressed. A series' `__name__` is the sample's name, its `instance` label the resource,
+//! its other labels metadata; millisecond timestamps; the stale marker is dropped. The kind:
+//! cumulative for a counter (2.0 series metadata, or 1.0 metadata in the same request, which
+//! also names the `_bucket`/`_count`/`_sum` series of histograms and summaries), else gauge.
+//! Native histograms are not taken (counted in [`PromDecoded`]); exemplars are ignored.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::build::{Build, Limits, MAX_LABELS, ReceiveError, check_label};
+use super::pb::{DecodeError, Reader, for_each_packed};
+use crate::sample::{Kind, Metadata, Name, Pair, Sample};
+
+/// Prometheus' stale marker: a NaN with this payload ends a series; it is no value.
+pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+
+/// Most entries of a 2.0 `symbols` table: the table is indexed by every label reference, so it
+/// is held whole (16 bytes an entry); a body of empty strings would otherwise cost 8 times
+/// its size.
+pub const MAX_SYMBOLS: usize = 1 << 20;
+
+/// The protocol version a request's `Content-Type` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+impl Version {
+    /// From `Content-Type`: `application/x-protobuf` (no `proto`, or
+    /// `proto=prometheus.WriteRequest`) is 1.0, `proto=io.prometheus.write.v2.Request` 2.0;
+    /// another type or message is 415, as the 2.0 spec says (a sender may then fall back).
+    /// A missing header is read as 1.0, as Prometheus' own receiver does.
+    pub fn from_content_type(ct: Option<&str>) -> Result<Version, ReceiveError> {
+        let Some(ct) = ct else { return Ok(Version::V1) };
+        let mut parts = ct.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        if !media.eq_ignore_ascii_case("application/x-protobuf") {
+            return Err(ReceiveError::Unsupported(format!(
+                "Content-Type {ct:?}: remote write is application/x-protobuf"
+            )));
+        }
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=')
+                && k.trim().eq_ignore_ascii_case("proto")
+            {
+                return match v.trim().trim_matches('"') {
+                    "prometheus.WriteRequest" => Ok(Version::V1),
+                    "io.prometheus.write.v2.Request" => Ok(Version::V2),
+                    other => Err(ReceiveError::Unsupported(format!(
+                        "proto={other:?}: prometheus.WriteRequest (1.0) and \
+                         io.prometheus.write.v2.Request (2.0) are taken"
+                    ))),
+                };
+            }
+        }
+        Ok(Version::V1)
+    }
+}
+
+/// A decoded request.
+#[derive(Debug, Default)]
+pub struct PromDecoded {
+    pub samples: Vec<Sample>,
+    /// Stale markers dropped.
+    pub stale: usize,
+    /// Native histogram samples not taken.
+    pub histograms: usize,
+    /// Exemplars ignored.
+    pub exemplars: usize,
+}
+
+/// Snappy block decompression with the declared length checked first: a body of a few
+/// bytes can declare gigabytes.
+pub fn unsnappy(body: &[u8], max: usize) -> Result<Vec<u8>, ReceiveError> {
+    let len = snap::raw::decompress_len(body)
+        .map_err(|e| DecodeError::new(format!("snappy body: {e}")))?;
+    if len > max {
+        return Err(ReceiveError::TooLarge(format!(
+            "the snappy body declares {len} bytes uncompressed, past [store] max-body-size \
+             ({max} bytes)"
+        )));
+    }
+    snap::raw::Decoder::new()
+        .decompress_vec(body)
+        .map_err(|e| DecodeError::new(format!("snappy body: {e}")).into())
+}
+
+/// Decodes a snappy-compressed request of `version`.
+pub fn decode(body: &[u8], version: Version, limits: Limits) -> Result<PromDecoded, ReceiveError> {
+    let raw = unsnappy(body, limits.max_body)?;
+    match version {
+        Version::V1 => decode_v1(&raw, limits),
+        Version::V2 => decode_v2(&raw, limits),
+    }
+}
+
+/// A series' labels as read: name, instance, the rest.
+struct Labels<'a> {
+    name: Option<&'a str>,
+    instance: &'a str,
+    rest: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Labels<'a> {
+    fn new() -> Labels<'a> {
+        Labels {
+            name: None,
+            instance: "",
+            rest: Vec::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.name = None;
+        self.instance = "";
+        self.rest.clear();
+    }
+
+    fn add(&mut self, k: &'a str, v: &'a str, i: usize) -> Result<(), DecodeError> {
+        let at = |e: DecodeError| e.at("labels", Some(i));
+        check_label(k, "a label name").map_err(at)?;
+        check_label(v, "a label value").map_err(at)?;
+        if i >= MAX_LABELS {
+            return Err(DecodeError::new(format!(
+                "more than {MAX_LABELS} labels in one series"
+            )));
+        }
+        match k {
+            "__name__" => self.name = Some(v),
+            "instance" => self.instance = v,
+            "" => return Err(at(DecodeError::new("an empty label name"))),
+            _ => self.rest.push((k, v)),
+        }
+        Ok(())
+    }
+
+    /// The name, resource and metadata every sample of the series shares.
+    fn head(&self, b: &mut Build<'a>) -> Result<(Name, Arc<str>, Metadata, &'a str), DecodeError> {
+        let name = self
+            .name
+            .ok_or_else(|| DecodeError::new("no __name__ label"))?;
+        let n = b.name("__name__", name).map_err(|e| e.at("labels", None))?;
+        let pairs: Vec<Pair> = self
+            .rest
+            .iter()
+            .map(|&(k, v)| (b.arc(k), b.arc(v)))
+            .collect();
+        Ok((n, b.arc(self.instance), Metadata::new(pairs), name))
+    }
+}
+
+/// A Prometheus metric type, as both versions number it.
+fn is_counter(t: u64) -> bool {
+    t == 1
+}
+
+/// Histogram, gauge histogram or summary: their `_bucket`, `_count` and `_sum` series count.
+fn is_aggregate(t: u64) -> bool {
+    matches!(t, 3..=5)
+}
+
+/// The kind of series `name` by the 1.0 metadata of its family.
+fn kind_v1(families: &HashMap<&str, u64>, name: &str) -> Kind {
+    if families.get(name).is_some_and(|&t| is_counter(t)) {
+        return Kind::Cumulative;
+    }
+    for suffix in ["_bucket", "_count", "_sum"] {
+        if let Some(base) = name.strip_suffix(suffix)
+            && families.get(base).is_some_and(|&t| is_aggregate(t))
+        {
+            return Kind::Cumulative;
+        }
+    }
+    Kind::Gauge
+}
+
+fn decode_v1(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
+    // Metadata (field 3) may come after the series: read it first.
+    let mut families: HashMap<&str, u64> = HashMap::new();
+    let mut r = Reader::new(raw);
+    let mut mi = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f != 3 {
+            continue;
+        }
+        let at = |e: DecodeError| e.at("metadata", Some(mi));
+        let (mut kind, mut family) = (0, "");
+        let mut m = Reader::new(v.bytes("metadata").map_err(at)?);
+        while let Some((f, v)) = m.next_field().map_err(at)? {
+            match f {
+                1 => kind = v.varint("type").map_err(at)?,
+                2 => family = v.str("metric_family_name").map_err(at)?,
+                _ => {}
+            }
+        }
+        if families.len() < limits.max_samples {
+            families.insert(family, kind);
+        }
+        mi += 1;
+    }
+    let mut out = PromDecoded::default();
+    let mut b = Build::new(limits);
+    let mut labels = Labels::new();
+    let mut r = Reader::new(raw);
+    let mut si = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f != 1 {
+            continue;
+        }
+        let ts = v.bytes("timeseries")?;
+        series_v1(ts, &mut labels, &families, &mut b, &mut out)
+            .map_err(|e| e.at("timeseries", Some(si)))?;
+        si += 1;
+    }
+    out.samples = b.samples;
+    Ok(out)
+}
+
+/// `Err` keeps the two kinds apart: a malformed series (400) or too many samples (413).
+fn series_v1<'a>(
+    ts: &'a [u8],
+    labels: &mut Labels<'a>,
+    families: &HashMap<&str, u64>,
+    b: &mut Build<'a>,
+    out: &mut PromDecoded,
+) -> Result<(), SeriesError> {
+    labels.clear();
+    let mut r = Reader::new(ts);
+    let (mut li, mut samples) = (0, Vec::new());
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => {
+                let at = |e: DecodeError| e.at("labels", Some(li));
+                let (mut k, mut val) = ("", "");
+                let mut l = Reader::new(v.bytes("labels").map_err(at)?);
+                while let Some((f, v)) = l.next_field().map_err(at)? {
+                    match f {
+                        1 => k = v.str("name").map_err(at)?,
+                        2 => val = v.str("value").map_err(at)?,
+                        _ => {}
+                    }
+                }
+                labels.add(k, val, li)?;
+                li += 1;
+            }
+            2 => samples.push(v.bytes("samples")?),
+            3 => out.exemplars += 1,
+            4 => out.histograms += 1,
+            _ => {}
+        }
+    }
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let (name, resource, metadata, text) = labels.head(b)?;
+    let kind = kind_v1(families, text);
+    for (i, s) in samples.into_iter().enumerate() {
+        let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
+        emit(
+            b,
+            out,
+            name,
+            &resource,
+            (kind, Name::EMPTY),
+            &metadata,
+            value,
+            ms,
+        )
+        .map_err(|e| match e {
+            SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+/// A `Sample` message: value and millisecond timestamp.
+fn sample(s: &[u8]) -> Result<(f64, i64), DecodeError> {
+    let (mut value, mut ms) = (0.0, 0i64);
+    let mut r = Reader::new(s);
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => value = v.double("value")?,
+            2 => ms = v.varint("timestamp")? as i64,
+            _ => {}
+        }
+    }
+    Ok((value, ms))
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn emit(
+    b: &mut Build,
+    out: &mut PromDecoded,
+    name: Name,
+    resource: &Arc<str>,
+    (kind, unit): (Kind, Name),
+    metadata: &Metadata,
+    value: f64,
+    ms: i64,
+) -> Result<(), SeriesError> {
+    if value.to_bits() == STALE_NAN {
+        out.stale += 1;
+        return Ok(());
+    }
+    let ns = ms
+        .checked_mul(1_000_000)
+        .ok_or_else(|| DecodeError::new(format!("timestamp {ms} ms is out of range")))?;
+    b.push(Sample {
+        name,
+        resource: resource.clone(),
+        unit,
+        kind,
+        value,
+        timestamp_ns: ns,
+        metadata: metadata.clone(),
+    })?;
+    Ok(())
+}
+
+/// A series' error: malformed, or the request's bound reached.
+enum SeriesError {
+    Malformed(DecodeError),
+    Refused(ReceiveError),
+}
+
+impl From<DecodeError> for SeriesError {
+    fn from(e: DecodeError) -> Self {
+        SeriesError::Malformed(e)
+    }
+}
+
+impl From<ReceiveError> for SeriesError {
+    fn from(e: ReceiveError) -> Self {
+        SeriesError::Refused(e)
+    }
+}
+
+impl SeriesError {
+    fn at(self, field: &str, i: Option<usize>) -> ReceiveError {
+        match self {
+            SeriesError::Malformed(d) => ReceiveError::Malformed(d.at(field, i)),
+            SeriesError::Refused(r) => r,
+        }
+    }
+}
+
+fn decode_v2(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
+    // Symbols (field 4) first: series refer to them wherever they stand.
+    let mut symbols: Vec<&str> = Vec::new();
+    let mut r = Reader::new(raw);
+    while let Some((f, v)) = r.next_field()? {
+        if f == 4 {
+            if symbols.len() >= MAX_SYMBOLS {
+                return Err(ReceiveError::TooLarge(format!(
+                    "more than {MAX_SYMBOLS} symbols in one request"
+                )));
+            }
+            let s = v
+                .str("symbols")
+                .map_err(|e| DecodeError::new(e.what).at("symbols", Some(symbols.len())))?;
+            symbols.push(s);
+        }
+    }
+    let mut out = PromDecoded::default();
+    let mut b = Build::new(limits);
+    let mut labels = Labels::new();
+    let mut r = Reader::new(raw);
+    let mut si = 0;
+    while let Some((f, v)) = r.next_field()? {
+        if f != 5 {
+            continue;
+        }
+        let ts = v.bytes("timeseries")?;
+        series_v2(ts, &symbols, &mut labels, &mut b, &mut out)
+            .map_err(|e| e.at("timeseries", Some(si)))?;
+        si += 1;
+    }
+    out.samples = b.samples;
+    Ok(out)
+}
+
+fn series_v2<'a>(
+    ts: &'a [u8],
+    symbols: &[&'a str],
+    labels: &mut Labels<'a>,
+    b: &mut Build<'a>,
+    out: &mut PromDecoded,
+) -> Result<(), SeriesError> {
+    labels.clear();
+    let symbol = |i: u64| -> Result<&'a str, DecodeError> {
+        symbols.get(i as usize).copied().ok_or_else(|| {
+            DecodeError::new(format!(
+                "symbol {i} past the table's {} entries",
+                symbols.len()
+            ))
+        })
+    };
+    let mut r = Reader::new(ts);
+    let mut refs = Vec::new();
+    let (mut samples, mut kind, mut unit) = (Vec::new(), Kind::Gauge, "");
+    while let Some((f, v)) = r.next_field()? {
+        match f {
+            1 => for_each_packed(v, "labels_refs", false, |x| {
+                if refs.len() >= 2 * MAX_LABELS {
+                    return Err(DecodeError::new(format!(
+                        "more than {MAX_LABELS} labels in one series"
+                    )));
+                }
+                refs.push(x);
+                Ok(())
+            })?,
+            2 => samples.push(v.bytes("samples")?),
+            3 => out.histograms += 1,
+            4 => out.exemplars += 1,
+            5 => {
+                let at = |e: DecodeError| e.at("metadata", None);
+                let mut m = Reader::new(v.bytes("metadata")?);
+                while let Some((f, v)) = m.next_field().map_err(at)? {
+                    match f {
+                        1 if is_counter(v.varint("type").map_err(at)?) => kind = Kind::Cumulative,
+                        4 => unit = symbol(v.varint("unit_ref").map_err(at)?).map_err(at)?,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if refs.len() % 2 != 0 {
+        return Err(
+            DecodeError::new(format!("an odd number ({}) of references", refs.len()))
+                .at("labels_refs", None)
+                .into(),
+        );
+    }
+    for (i, pair) in refs.chunks_exact(2).enumerate() {
+        let at = |e: DecodeError| e.at("labels_refs", Some(2 * i));
+        labels.add(
+            symbol(pair[0]).map_err(at)?,
+            symbol(pair[1]).map_err(at)?,
+            i,
+        )?;
+    }
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let (name, resource, metadata, _) = labels.head(b)?;
+    let unit = b.name("unit", unit).map_err(|e| e.at("metadata", None))?;
+    for (i, s) in samples.into_iter().enumerate() {
+        let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
+        emit(b, out, name, &resource, (kind, unit), &metadata, value, ms).map_err(|e| match e {
+            SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "prom_tests.rs"]
+mod tests;
