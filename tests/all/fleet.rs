@@ -5,8 +5,8 @@
 //! Versions of one guest are told apart by a custom section appended to a built component
 //! (same code, another sha256), so every step is a real publish of real bytes.
 
-mod rollout;
 mod restart;
+mod rollout;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,9 +99,13 @@ pub fn nodes(v: Option<&Value>, field: &str) -> Vec<String> {
         .map(|a| {
             a.iter()
                 .map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("{}:{}", x["node"].as_str().unwrap(), x["reason"].as_str().unwrap()))
+                    x.as_str().map(str::to_string).unwrap_or_else(|| {
+                        format!(
+                            "{}:{}",
+                            x["node"].as_str().unwrap(),
+                            x["reason"].as_str().unwrap()
+                        )
+                    })
                 })
                 .collect()
         })
@@ -114,7 +118,10 @@ pub fn nodes(v: Option<&Value>, field: &str) -> Vec<String> {
 pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> Duration {
     let t = Instant::now();
     while !check() {
-        assert!(t.elapsed() < within, "timed out after {within:?} waiting for {what}");
+        assert!(
+            t.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     t.elapsed()

@@ -93,7 +93,12 @@ fn keygen(out: &std::path::Path) -> Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(out)
-        .with_context(|| format!("creating {} (an existing key is never overwritten)", out.display()))?;
+        .with_context(|| {
+            format!(
+                "creating {} (an existing key is never overwritten)",
+                out.display()
+            )
+        })?;
     writeln!(f, "{}", b64.encode(seed))?;
     f.sync_all()?;
     println!("{}", b64.encode(key.verifying_key().as_bytes()));
@@ -185,7 +190,11 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                     format!("group {group}")
                 },
                 a.name,
-                if key.is_some() { ", signed" } else { ", unsigned" },
+                if key.is_some() {
+                    ", signed"
+                } else {
+                    ", unsigned"
+                },
             );
             Ok(())
         }

@@ -27,7 +27,10 @@ fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<Str
         }
     }
     if let Some(e) = &outcome.agents_error
-        && config.agents.iter().any(|a| a.guest.as_deref() == Some(guest))
+        && config
+            .agents
+            .iter()
+            .any(|a| a.guest.as_deref() == Some(guest))
     {
         out.push(e.clone());
     }

@@ -174,9 +174,10 @@ pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, Fetch
         .into());
     }
     let work = async {
-        let info = b.components.info(&m.sha256).await.map_err(|e| {
-            FetchError::Transient(Transient(format!("object {}: {e}", m.sha256)))
-        })?;
+        let info =
+            b.components.info(&m.sha256).await.map_err(|e| {
+                FetchError::Transient(Transient(format!("object {}: {e}", m.sha256)))
+            })?;
         if info.size as u64 > max || info.size as u64 != m.size {
             return Err(Refusal::new(
                 Reason::Tampered,

@@ -269,7 +269,8 @@ impl Fleet {
     async fn converge(&self, b: &Buckets, host: &Arc<dyn GuestHost>) {
         let wanted: Vec<Manifest> = {
             let f = self.follow.lock().unwrap();
-            let mut guests: Vec<&str> = f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
+            let mut guests: Vec<&str> =
+                f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
             guests.sort();
             guests.dedup();
             guests
@@ -281,8 +282,7 @@ impl Fleet {
             let skip = {
                 let state = self.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
-                    g.refuses(&m.sha256)
-                        || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
+                    g.refuses(&m.sha256) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
                 })
             };
             if !skip {
@@ -569,7 +569,8 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
         fleet.resync(&b).await?;
         let wanted: Vec<Manifest> = {
             let f = fleet.follow.lock().unwrap();
-            let mut guests: Vec<&str> = f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
+            let mut guests: Vec<&str> =
+                f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
             guests.sort();
             guests.dedup();
             guests
@@ -581,8 +582,7 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
             let known = {
                 let state = fleet.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
-                    g.refuses(&m.sha256)
-                        || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
+                    g.refuses(&m.sha256) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
                 })
             };
             if known {
@@ -614,9 +614,15 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
         Ok::<_, String>(())
     };
     match tokio::time::timeout(fleet.cfg.start_wait, work).await {
-        Ok(Ok(())) => tracing::info!(fleet = %fleet.cfg.name, "fleet: current versions fetched before start"),
-        Ok(Err(e)) => tracing::warn!(fleet = %fleet.cfg.name, error = %e, "fleet: NATS unavailable at start; running the last verified versions"),
-        Err(_) => tracing::warn!(fleet = %fleet.cfg.name, "fleet: NATS did not answer within start-wait; running the last verified versions"),
+        Ok(Ok(())) => {
+            tracing::info!(fleet = %fleet.cfg.name, "fleet: current versions fetched before start")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(fleet = %fleet.cfg.name, error = %e, "fleet: NATS unavailable at start; running the last verified versions")
+        }
+        Err(_) => {
+            tracing::warn!(fleet = %fleet.cfg.name, "fleet: NATS did not answer within start-wait; running the last verified versions")
+        }
     }
 }
 
@@ -632,7 +638,9 @@ pub fn spawn(
             let started = Instant::now();
             match fleet.session(&host, &shutdown).await {
                 Ok(()) => return,
-                Err(e) => tracing::warn!(fleet = %fleet.cfg.name, error = %e, "fleet: disconnected; retrying"),
+                Err(e) => {
+                    tracing::warn!(fleet = %fleet.cfg.name, error = %e, "fleet: disconnected; retrying")
+                }
             }
             fleet.connected.store(false, Ordering::Relaxed);
             *fleet.buckets.lock().await = None;

@@ -164,7 +164,10 @@ impl Manifest {
         else {
             return refuse("the signature is not a base64 Ed25519 signature".into());
         };
-        let signer = self.key.as_deref().and_then(|k| super::config::parse_key(k).ok());
+        let signer = self
+            .key
+            .as_deref()
+            .and_then(|k| super::config::parse_key(k).ok());
         if let Some(k) = &signer
             && !trusted.contains(k)
         {

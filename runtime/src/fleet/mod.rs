@@ -140,7 +140,10 @@ impl Fleet {
     pub async fn status(&self) -> Result<Status> {
         let b = self.buckets.lock().await.clone();
         let Some(b) = b else {
-            anyhow::bail!("not connected to the fleet's NATS server ({})", self.cfg.nats);
+            anyhow::bail!(
+                "not connected to the fleet's NATS server ({})",
+                self.cfg.nats
+            );
         };
         status_of(&b, &self.cfg.name).await
     }

@@ -146,10 +146,7 @@ mod tests {
             Verdict::Settled
         );
         // Failures without a quarantine are not a rollback (a guest may fail a bad batch).
-        let failing = Usage {
-            failures: 5,
-            ..now
-        };
+        let failing = Usage { failures: 5, ..now };
         assert_eq!(
             judge(Duration::from_secs(1), w, &failing.since(&base)),
             Verdict::Watch

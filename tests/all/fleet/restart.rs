@@ -11,7 +11,11 @@ use crate::polyglot::built;
 #[test]
 fn fleet_daemon_started_without_nats_runs_kept_versions_then_converges() {
     let python = std::fs::read(built("python", "template")).unwrap();
-    assert!(python.len() > 10 << 20, "the Python guest is {} bytes", python.len());
+    assert!(
+        python.len() > 10 << 20,
+        "the Python guest is {} bytes",
+        python.len()
+    );
     let dir = tempfile::tempdir().unwrap();
     let (port, store) = (free_port(), dir.path().join("nats"));
     let nats = NatsServer::start(port, &store);
@@ -24,12 +28,21 @@ fn fleet_daemon_started_without_nats_runs_kept_versions_then_converges() {
     // 18 MB through the object store; its compile (~20 s in a debug build) is off the
     // pipeline's thread.
     let py = publish(&url, dir.path(), &python, &["--key", key_s]);
-    wait_until("the Python version running", Duration::from_secs(90), || running(&d) == py);
+    wait_until(
+        "the Python version running",
+        Duration::from_secs(90),
+        || running(&d) == py,
+    );
 
     // The daemon dies; the fleet moves on; NATS goes away.
     let _ = d.child.kill();
     let _ = d.child.wait();
-    let v2 = publish(&url, dir.path(), &variant(&guest_bytes("testing"), "v2"), &["--key", key_s]);
+    let v2 = publish(
+        &url,
+        dir.path(),
+        &variant(&guest_bytes("testing"), "v2"),
+        &["--key", key_s],
+    );
     drop(nats);
 
     // Started without NATS: the kept Python version, verified again from disk, runs from
@@ -44,7 +57,9 @@ fn fleet_daemon_started_without_nats_runs_kept_versions_then_converges() {
 
     // NATS is back: the daemon converges to the fleet's version.
     let nats = NatsServer::start(port, &store);
-    let took = wait_until("converged to v2", Duration::from_secs(15), || running(&d) == v2);
+    let took = wait_until("converged to v2", Duration::from_secs(15), || {
+        running(&d) == v2
+    });
     eprintln!("converged {took:?} after NATS returned");
     let s = status(&nats.url());
     assert_eq!(nodes(version(&s, &v2), "running"), ["solo"]);

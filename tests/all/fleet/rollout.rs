@@ -21,9 +21,16 @@ fn produce(
     daemons: &[Arc<DaemonProcess>],
     per_batch: u64,
     pause: Duration,
-) -> (Arc<AtomicBool>, Vec<Arc<AtomicU64>>, std::thread::JoinHandle<()>) {
+) -> (
+    Arc<AtomicBool>,
+    Vec<Arc<AtomicU64>>,
+    std::thread::JoinHandle<()>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
-    let sent: Vec<Arc<AtomicU64>> = daemons.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let sent: Vec<Arc<AtomicU64>> = daemons
+        .iter()
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect();
     let (ds, st, se) = (daemons.to_vec(), stop.clone(), sent.clone());
     let h = std::thread::spawn(move || {
         let client = reqwest::blocking::Client::new();
@@ -31,7 +38,12 @@ fn produce(
             for (d, n) in ds.iter().zip(&se) {
                 let first = n.load(Ordering::Relaxed);
                 let body: String = (first..first + per_batch)
-                    .map(|i| format!("{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n", i % 5))
+                    .map(|i| {
+                        format!(
+                            "{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n",
+                            i % 5
+                        )
+                    })
                     .collect();
                 let r = client
                     .post(d.url("/api/pipelines/p/samples"))
@@ -69,19 +81,25 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
     let (key, public) = keygen(&url, dir.path(), "signing.key");
     let (stranger, _) = keygen(&url, dir.path(), "stranger.key");
     let key_s = key.to_str().unwrap();
-    let daemons: Vec<Arc<DaemonProcess>> = [("a", vec!["canary"]), ("b", vec!["rack7"]), ("c", vec![])]
-        .into_iter()
-        .map(|(node, groups)| {
-            let cfg = daemon_config(dir.path(), &url, node, &groups, &[&public], "stdout");
-            Arc::new(DaemonProcess::start(&cfg))
-        })
-        .collect();
+    let daemons: Vec<Arc<DaemonProcess>> =
+        [("a", vec!["canary"]), ("b", vec!["rack7"]), ("c", vec![])]
+            .into_iter()
+            .map(|(node, groups)| {
+                let cfg = daemon_config(dir.path(), &url, node, &groups, &[&public], "stdout");
+                Arc::new(DaemonProcess::start(&cfg))
+            })
+            .collect();
     let (stop, sent, producer) = produce(&daemons, 10, Duration::from_millis(20));
     let testing = guest_bytes("testing");
     let all_three = vec!["a".to_string(), "b".into(), "c".into()];
 
     // Signed, to all: every daemon runs it within 10 s.
-    let v1 = publish(&url, dir.path(), &variant(&testing, "v1"), &["--key", key_s]);
+    let v1 = publish(
+        &url,
+        dir.path(),
+        &variant(&testing, "v1"),
+        &["--key", key_s],
+    );
     let took = wait_until("v1 on every daemon", Duration::from_secs(10), || {
         daemons.iter().all(|d| running(d) == v1)
     });
@@ -92,8 +110,15 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
 
     // To the canary group: the canary only; then to all: everywhere.
     let v2 = variant(&testing, "v2");
-    let v2h = publish(&url, dir.path(), &v2, &["--key", key_s, "--group", "canary"]);
-    wait_until("v2 on the canary", Duration::from_secs(10), || running(&daemons[0]) == v2h);
+    let v2h = publish(
+        &url,
+        dir.path(),
+        &v2,
+        &["--key", key_s, "--group", "canary"],
+    );
+    wait_until("v2 on the canary", Duration::from_secs(10), || {
+        running(&daemons[0]) == v2h
+    });
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(running(&daemons[1]), v1);
     assert_eq!(running(&daemons[2]), v1);
@@ -118,36 +143,79 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
         (&tampered, "tampered"),
         (&huge, "too-large"),
     ];
-    wait_until("every hostile release refused by all three", Duration::from_secs(15), || {
-        let s = status(&url);
-        expect.iter().all(|(h, why)| {
-            nodes(version(&s, h), "refused") == all_three.iter().map(|n| format!("{n}:{why}")).collect::<Vec<_>>()
-        }) && s["malformed"].as_object().is_some_and(|m| m.contains_key("xform.rack9"))
-    });
+    wait_until(
+        "every hostile release refused by all three",
+        Duration::from_secs(15),
+        || {
+            let s = status(&url);
+            expect.iter().all(|(h, why)| {
+                nodes(version(&s, h), "refused")
+                    == all_three
+                        .iter()
+                        .map(|n| format!("{n}:{why}"))
+                        .collect::<Vec<_>>()
+            }) && s["malformed"]
+                .as_object()
+                .is_some_and(|m| m.contains_key("xform.rack9"))
+        },
+    );
     assert!(daemons.iter().all(|d| running(d) == v2h));
     let s = status(&url);
     let refusals = s["daemons"][0]["guests"][0]["refused"].as_array().unwrap();
     assert!(
-        refusals.iter().any(|r| r["reason"] == "malformed" && r["hash"] == "release xform.rack9"),
+        refusals
+            .iter()
+            .any(|r| r["reason"] == "malformed" && r["hash"] == "release xform.rack9"),
         "{refusals:?}"
     );
 
     // Broken versions: another world, a configure that fails (arithmetic without its
     // expression), one that traps on every batch (rolled back after its quarantine).
-    let wrong = publish(&url, dir.path(), &guest_bytes("testing_agent"), &["--key", key_s]);
-    let bad_cfg = publish(&url, dir.path(), &guest_bytes("arithmetic"), &["--key", key_s]);
-    wait_until("wrong world and bad configure refused", Duration::from_secs(20), || {
-        let s = status(&url);
-        nodes(version(&s, &wrong), "refused").iter().filter(|n| n.ends_with(":wrong-world")).count() == 3
-            && nodes(version(&s, &bad_cfg), "refused").iter().filter(|n| n.ends_with(":configure")).count() == 3
-    });
+    let wrong = publish(
+        &url,
+        dir.path(),
+        &guest_bytes("testing_agent"),
+        &["--key", key_s],
+    );
+    let bad_cfg = publish(
+        &url,
+        dir.path(),
+        &guest_bytes("arithmetic"),
+        &["--key", key_s],
+    );
+    wait_until(
+        "wrong world and bad configure refused",
+        Duration::from_secs(20),
+        || {
+            let s = status(&url);
+            nodes(version(&s, &wrong), "refused")
+                .iter()
+                .filter(|n| n.ends_with(":wrong-world"))
+                .count()
+                == 3
+                && nodes(version(&s, &bad_cfg), "refused")
+                    .iter()
+                    .filter(|n| n.ends_with(":configure"))
+                    .count()
+                    == 3
+        },
+    );
     assert!(daemons.iter().all(|d| running(d) == v2h));
-    let trap = publish(&url, dir.path(), &guest_bytes("trap_always"), &["--key", key_s]);
-    wait_until("trap_always rolled back everywhere", Duration::from_secs(20), || {
-        let s = status(&url);
-        nodes(version(&s, &trap), "rolled-back") == all_three
-            && nodes(version(&s, &v2h), "running") == all_three
-    });
+    let trap = publish(
+        &url,
+        dir.path(),
+        &guest_bytes("trap_always"),
+        &["--key", key_s],
+    );
+    wait_until(
+        "trap_always rolled back everywhere",
+        Duration::from_secs(20),
+        || {
+            let s = status(&url);
+            nodes(version(&s, &trap), "rolled-back") == all_three
+                && nodes(version(&s, &v2h), "running") == all_three
+        },
+    );
     assert!(daemons.iter().all(|d| running(d) == v2h));
     let s = status(&url);
     let health = &s["daemons"][1]["guests"][0];
@@ -173,15 +241,18 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
 /// entry that is not a manifest. Returns the first two hashes.
 fn hostile_releases(url: &str, key: &std::path::Path, testing: &[u8]) -> (String, String) {
     let seed = std::fs::read_to_string(key).unwrap();
-    let seed: [u8; 32] = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, seed.trim())
-        .unwrap()
-        .try_into()
-        .unwrap();
+    let seed: [u8; 32] =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, seed.trim())
+            .unwrap()
+            .try_into()
+            .unwrap();
     let key = ed25519_dalek::SigningKey::from_bytes(&seed);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let b = buckets::open(&async_nats::jetstream::new(client), FLEET).await.unwrap();
+        let b = buckets::open(&async_nats::jetstream::new(client), FLEET)
+            .await
+            .unwrap();
         let real = variant(testing, "v5");
         let mut evil = real.clone();
         let at = evil.len() / 2;
@@ -207,7 +278,10 @@ fn hostile_releases(url: &str, key: &std::path::Path, testing: &[u8]) -> (String
         big.sign(FLEET, &key);
         buckets::publish(&b, &big, b"\0asm tiny").await.unwrap();
         b.releases
-            .put("xform.rack9", bytes::Bytes::from_static(b"{\"guest\": 42, \"not\": \"a manifest\""))
+            .put(
+                "xform.rack9",
+                bytes::Bytes::from_static(b"{\"guest\": 42, \"not\": \"a manifest\""),
+            )
             .await
             .unwrap();
         (tampered, big.sha256)
@@ -220,19 +294,40 @@ fn fleet_swap_at_20k_samples_per_second_loses_none() {
     let nats = NatsServer::start(free_port(), &dir.path().join("nats"));
     let url = nats.url();
     // No trusted keys: unsigned releases run (the daemon warns at start).
-    let loaded = Arc::new(DaemonProcess::start(&daemon_config(dir.path(), &url, "busy", &[], &[], "store")));
+    let loaded = Arc::new(DaemonProcess::start(&daemon_config(
+        dir.path(),
+        &url,
+        "busy",
+        &[],
+        &[],
+        "store",
+    )));
     let idle = DaemonProcess::start(&daemon_config(dir.path(), &url, "idle", &[], &[], "store"));
-    assert!(loaded.stderr.lock().unwrap().contains("trusted-keys is empty"));
+    assert!(
+        loaded
+            .stderr
+            .lock()
+            .unwrap()
+            .contains("trusted-keys is empty")
+    );
     let testing = guest_bytes("testing");
     let v1 = publish(&url, dir.path(), &variant(&testing, "v1"), &[]);
-    wait_until("v1 on both", Duration::from_secs(10), || running(&loaded) == v1 && running(&idle) == v1);
+    wait_until("v1 on both", Duration::from_secs(10), || {
+        running(&loaded) == v1 && running(&idle) == v1
+    });
 
-    let (stop, sent, producer) = produce(std::slice::from_ref(&loaded), 2000, Duration::from_millis(10));
+    let (stop, sent, producer) = produce(
+        std::slice::from_ref(&loaded),
+        2000,
+        Duration::from_millis(10),
+    );
     std::thread::sleep(Duration::from_secs(1));
     let t = Instant::now();
     let before = sent[0].load(Ordering::Relaxed);
     let v2 = publish(&url, dir.path(), &variant(&testing, "v2"), &[]);
-    wait_until("v2 on both", Duration::from_secs(10), || running(&loaded) == v2 && running(&idle) == v2);
+    wait_until("v2 on both", Duration::from_secs(10), || {
+        running(&loaded) == v2 && running(&idle) == v2
+    });
     std::thread::sleep(Duration::from_millis(500));
     let rate = (sent[0].load(Ordering::Relaxed) - before) as f64 / t.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
