@@ -185,3 +185,46 @@ mod duration {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<FleetConfig, String> {
+        let text = format!("nats = \"nats://h:4222\"\nname = \"prod\"\n{extra}");
+        let c: FleetConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+        c.check()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn fleet_config_defaults_and_errors_name_the_field() {
+        let c = parse("groups = [\"canary\"]").unwrap();
+        assert!(c.follows("all") && c.follows("canary") && !c.follows("rack7"));
+        assert_eq!(c.rollback_window, DEFAULT_ROLLBACK_WINDOW);
+        assert_eq!(
+            parse("max-component-size = \"1MiB\"")
+                .unwrap()
+                .max_component_size,
+            1 << 20
+        );
+        for (extra, names) in [
+            ("trusted-keys = [\"bm90IGEga2V5\"]", "trusted-keys[0]"),
+            ("trusted-keys = [\"%%%\"]", "trusted-keys[0]"),
+            ("groups = [\"a.b\"]", "groups[0]"),
+            ("node = \"x y\"", "fleet.node"),
+            ("tls-cert = \"c.pem\"", "tls-key"),
+            ("rollback-windw = \"1s\"", "rollback-windw"),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert!(e.contains(names), "{extra}: {e}");
+        }
+        let key = base64::engine::general_purpose::STANDARD.encode(
+            ed25519_dalek::SigningKey::from_bytes(&[3; 32])
+                .verifying_key()
+                .as_bytes(),
+        );
+        let c = parse(&format!("trusted-keys = [\"{key}\"]")).unwrap();
+        assert_eq!(c.keys().len(), 1);
+    }
+}

@@ -30,6 +30,10 @@ const RESYNC_EVERY: Duration = Duration::from_secs(30);
 /// Pauses between connection attempts: from the first to the longest.
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(3);
+/// Pauses before a failed fetch (an object missing, NATS busy) is tried again: doubling up
+/// to the last, so 1,000 daemons do not ask twice a second for an object that is not there.
+const FETCH_RETRY_FIRST: Duration = Duration::from_secs(1);
+const FETCH_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// The task's memory (not persisted: rebuilt from the buckets on connect).
 #[derive(Default)]
@@ -41,6 +45,8 @@ pub(super) struct Follow {
     swapped: HashMap<String, (Usage, Instant)>,
     /// Per health key: what was written last, and when.
     reported: HashMap<String, (GuestHealth, Instant)>,
+    /// Per hash whose fetch failed for now: not before this, and the pause after that.
+    retry: HashMap<String, (Instant, Duration)>,
 }
 
 fn now() -> i64 {
@@ -149,10 +155,19 @@ impl Fleet {
             Ok(b) => b,
             Err(FetchError::Refused(r)) => return self.refuse(m, &r),
             Err(FetchError::Transient(e)) => {
-                tracing::warn!(guest, hash = %m.sha256, error = %e, "fleet: fetch failed, retrying");
+                let mut f = self.follow.lock().unwrap();
+                let pause = f
+                    .retry
+                    .get(&m.sha256)
+                    .map(|(_, p)| (*p * 2).min(FETCH_RETRY_MAX))
+                    .unwrap_or(FETCH_RETRY_FIRST);
+                f.retry
+                    .insert(m.sha256.clone(), (Instant::now() + pause, pause));
+                tracing::warn!(guest, hash = %m.sha256, error = %e, retry_in = ?pause, "fleet: fetch failed");
                 return;
             }
         };
+        self.follow.lock().unwrap().retry.remove(&m.sha256);
         let fetched = started.elapsed();
         let uses = host.uses(&guest);
         if !uses.is_empty() {
@@ -279,7 +294,14 @@ impl Fleet {
                 .collect()
         };
         for m in wanted {
-            let skip = {
+            let later = self
+                .follow
+                .lock()
+                .unwrap()
+                .retry
+                .get(&m.sha256)
+                .is_some_and(|(at, _)| Instant::now() < *at);
+            let skip = later || {
                 let state = self.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
                     g.refuses(&m.sha256) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
