@@ -48,19 +48,23 @@ pub fn sha(bytes: &[u8]) -> String {
     wasmon::fleet::manifest::sha256_hex(bytes)
 }
 
-/// `wasmon fleet --nats URL --name t ARGS`; panics with its stderr when it fails.
-pub fn fleet_cli(nats: &str, args: &[&str]) -> String {
+/// `wasmon fleet --nats URL --name t ARGS`: its stdout, or its stderr when it failed.
+pub fn try_fleet_cli(nats: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
         .args(["fleet", "--nats", nats, "--name", FLEET])
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "wasmon fleet {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// [`try_fleet_cli`] that must succeed.
+pub fn fleet_cli(nats: &str, args: &[&str]) -> String {
+    try_fleet_cli(nats, args).unwrap_or_else(|e| panic!("wasmon fleet {args:?}: {e}"))
 }
 
 /// A signing key made by `wasmon fleet keygen`: (key file, public key).
@@ -80,9 +84,16 @@ pub fn publish(nats: &str, dir: &Path, bytes: &[u8], extra: &[&str]) -> String {
     sha(bytes)
 }
 
-/// `wasmon fleet status --json`.
+/// `wasmon fleet status --json`; `null` when it failed (named on stderr): callers poll it,
+/// and on a loaded machine one read of the buckets may time out.
 pub fn status(nats: &str) -> Value {
-    serde_json::from_str(&fleet_cli(nats, &["status", "--json"])).unwrap()
+    match try_fleet_cli(nats, &["status", "--json"]) {
+        Ok(out) => serde_json::from_str(&out).unwrap(),
+        Err(e) => {
+            eprintln!("wasmon fleet status: {e}");
+            Value::Null
+        }
+    }
 }
 
 /// The view of one version of `xform` in a status.
@@ -201,4 +212,14 @@ start-wait = "3s"
     let path = dir.join(format!("{node}.toml"));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// A status that must be read (retried while the machine is too loaded to answer in time).
+pub fn status_now(nats: &str) -> Value {
+    let mut s = Value::Null;
+    wait_until("a fleet status", Duration::from_secs(60), || {
+        s = status(nats);
+        !s.is_null()
+    });
+    s
 }

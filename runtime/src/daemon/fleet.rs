@@ -121,7 +121,7 @@ impl GuestHost for Daemon {
         }
     }
 
-    fn usage(&self, guest: &str, hash: &str) -> Usage {
+    fn usage(&self, guest: &str, hash: Option<&str>) -> Usage {
         let mut u = Usage::default();
         for p in &self.config().pipelines {
             let Some(running) = self.pipeline(&p.name) else {
@@ -132,7 +132,7 @@ impl GuestHost for Daemon {
                 if t.guest != guest {
                     continue;
                 }
-                if let Some(s) = stages.get(i).filter(|s| s.hash == hash) {
+                if let Some(s) = stages.get(i).filter(|s| hash.is_none_or(|h| s.hash == h)) {
                     u.calls += s.calls;
                     u.failures += s.failures;
                     u.quarantines += s.quarantines;

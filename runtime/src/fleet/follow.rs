@@ -206,21 +206,9 @@ impl Fleet {
             hash: m.sha256.clone(),
             bytes: Arc::new(bytes),
         };
-        self.set_overlay(&guest, Some(new));
-        if !uses.is_empty() {
-            let h = host.clone();
-            let g = guest.clone();
-            let applied = tokio::task::spawn_blocking(move || h.reapply(&g))
-                .await
-                .unwrap_or_else(|e| Err(e.to_string()));
-            if let Err(e) = applied {
-                self.set_overlay(&guest, before);
-                let h = host.clone();
-                let g = guest.clone();
-                let _ = tokio::task::spawn_blocking(move || h.reapply(&g)).await;
-                return self.refuse(m, &Refusal::new(Reason::Configure, e));
-            }
-        }
+        // The state goes to disk before the swap: a daemon killed right after it restarts
+        // on this version (verified and compiled; a refusal at start reverts it).
+        let saved = self.state.lock().unwrap().guests.get(&guest).cloned();
         {
             let mut state = self.state.lock().unwrap();
             let g = state.guests.entry(guest.clone()).or_default();
@@ -230,7 +218,30 @@ impl Fleet {
             g.since = now();
         }
         self.save();
-        let baseline = host.usage(&guest, &m.sha256);
+        // Counters are cumulative per stage across versions: what they were before the swap.
+        let baseline = host.usage(&guest, None);
+        self.set_overlay(&guest, Some(new));
+        if !uses.is_empty() {
+            let h = host.clone();
+            let g = guest.clone();
+            let applied = tokio::task::spawn_blocking(move || h.reapply(&g))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+            if let Err(e) = applied {
+                self.set_overlay(&guest, before);
+                {
+                    let mut state = self.state.lock().unwrap();
+                    match saved {
+                        Some(g) => state.guests.insert(guest.clone(), g),
+                        None => state.guests.remove(&guest),
+                    };
+                }
+                let h = host.clone();
+                let g = guest.clone();
+                let _ = tokio::task::spawn_blocking(move || h.reapply(&g)).await;
+                return self.refuse(m, &Refusal::new(Reason::Configure, e));
+            }
+        }
         self.follow
             .lock()
             .unwrap()
@@ -327,7 +338,7 @@ impl Fleet {
             let Some(hash) = self.component(&guest).map(|c| c.hash) else {
                 continue;
             };
-            let usage = host.usage(&guest, &hash).since(&baseline);
+            let usage = host.usage(&guest, Some(&hash)).since(&baseline);
             match rollout::judge(at.elapsed(), self.cfg.rollback_window, &usage) {
                 Verdict::Watch => {}
                 Verdict::Settled => {
@@ -368,7 +379,7 @@ impl Fleet {
                         .as_deref()
                         .map(|h| {
                             let base = f.swapped.get(&guest).map(|(u, _)| *u).unwrap_or_default();
-                            host.usage(&guest, h).since(&base)
+                            host.usage(&guest, Some(h)).since(&base)
                         })
                         .unwrap_or_default();
                     let mut refused = g.refused.clone();

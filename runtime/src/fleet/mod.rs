@@ -41,8 +41,8 @@ pub trait GuestHost: Send + Sync + 'static {
     /// path: compile, validate, instantiate, configure, swap between batches). `Err`: a part
     /// that uses `guest` refused its new version (and keeps running its old one).
     fn reapply(&self, guest: &str) -> Result<(), String>;
-    /// Counters of the parts that run `guest` at `hash`.
-    fn usage(&self, guest: &str, hash: &str) -> Usage;
+    /// Counters of the parts that run `guest` (at `hash`, when given).
+    fn usage(&self, guest: &str, hash: Option<&str>) -> Usage;
 }
 
 /// A verified component the daemon runs in place of the guest's local one.

@@ -61,6 +61,9 @@ fn fleet_daemon_started_without_nats_runs_kept_versions_then_converges() {
         running(&d) == v2
     });
     eprintln!("converged {took:?} after NATS returned");
-    let s = status(&nats.url());
-    assert_eq!(nodes(version(&s, &v2), "running"), ["solo"]);
+    wait_until(
+        "fleet status shows v2 on solo",
+        Duration::from_secs(10),
+        || nodes(version(&status(&nats.url()), &v2), "running") == ["solo"],
+    );
 }

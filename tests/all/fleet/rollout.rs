@@ -160,7 +160,7 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
         },
     );
     assert!(daemons.iter().all(|d| running(d) == v2h));
-    let s = status(&url);
+    let s = status_now(&url);
     let refusals = s["daemons"][0]["guests"][0]["refused"].as_array().unwrap();
     assert!(
         refusals
@@ -217,7 +217,7 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
         },
     );
     assert!(daemons.iter().all(|d| running(d) == v2h));
-    let s = status(&url);
+    let s = status_now(&url);
     let health = &s["daemons"][1]["guests"][0];
     assert_eq!(health["rolled-back"]["from"], trap.as_str(), "{health}");
     assert_eq!(health["rolled-back"]["to"], v2h.as_str(), "{health}");
@@ -316,11 +316,7 @@ fn fleet_swap_at_20k_samples_per_second_loses_none() {
         running(&loaded) == v1 && running(&idle) == v1
     });
 
-    let (stop, sent, producer) = produce(
-        std::slice::from_ref(&loaded),
-        2000,
-        Duration::from_millis(10),
-    );
+    let (stop, sent, producer) = produce(std::slice::from_ref(&loaded), 5000, Duration::ZERO);
     std::thread::sleep(Duration::from_secs(1));
     let t = Instant::now();
     let before = sent[0].load(Ordering::Relaxed);
