@@ -162,6 +162,7 @@ fn swap(c: &mut Criterion) {
                     chain,
                     sinks: None,
                     flush_interval: None,
+                    fallback: None,
                 };
                 pipeline.swap(swap).unwrap();
                 total += start.elapsed();

@@ -54,6 +54,9 @@ pub struct Config {
     /// The pmcd-compatible port for PCP's tools (`[pcp]`); read at start only.
     #[serde(default)]
     pub pcp: crate::pcp::PcpConfig,
+    /// Guests published to a fleet over NATS JetStream (`[fleet]`); read at start only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetConfig>,
 }
 
 /// `[api]` settings of the cc-metric-store compatible API.
@@ -442,6 +445,9 @@ impl Config {
             {
                 bail!("fabric.pipeline: no pipeline named {p:?}");
             }
+        }
+        if let Some(f) = &self.fleet {
+            f.check().map_err(anyhow::Error::msg)?;
         }
         let mut domains = std::collections::HashMap::new();
         for (i, a) in self.agents.iter().enumerate() {

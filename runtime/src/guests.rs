@@ -13,6 +13,8 @@ include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 pub enum Origin {
     Bundled(&'static str),
     File(PathBuf),
+    /// Published to the fleet: the guest's name and the component's sha256.
+    Fleet(String, String),
 }
 
 impl std::fmt::Display for Origin {
@@ -20,6 +22,7 @@ impl std::fmt::Display for Origin {
         match self {
             Origin::Bundled(n) => write!(f, "bundled guest `{n}`"),
             Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Fleet(n, h) => write!(f, "fleet guest `{n}` ({})", &h[..h.len().min(12)]),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
 //! - [`ingest`]: line protocol into the store, from HTTP bodies, NATS and JetStream;
 //! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
+//! - [`fleet`]: guests published once to a fleet over JetStream, signed, rolled out by group;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
 //! - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
 //! - [`config`]: the daemon's configuration, embedded default included;
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fabric;
+pub mod fleet;
 pub mod guests;
 pub mod host;
 pub mod ingest;

@@ -52,6 +52,10 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(wasmon::cli::fabric::fabric_cli(args)))
             .map(|()| true),
+        Command::Fleet(args) => tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(wasmon::cli::fleet::fleet_cli(args)))
+            .map(|()| true),
         Command::Fetch { names, source } => wasmon::cli::ns::fetch(names, source),
         Command::Pmda { source } => wasmon::cli::pmda::pmda(source),
         Command::Guest { command } => wasmon::cli::guest::guest(command),

@@ -165,6 +165,7 @@ fn a_flush_that_fails_at_swap_or_stop_counts_what_was_held() {
         chain: vec![next],
         sinks: None,
         flush_interval: None,
+        fallback: None,
     })
     .unwrap();
     assert_eq!(

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod daemon;
 mod fabric;
+mod fleet;
 mod forward;
 mod guests;
 mod hostile_daemon;

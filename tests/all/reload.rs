@@ -67,6 +67,7 @@ fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_onc
                 chain: vec![hold(&format!("v{i}")), second.unwrap()],
                 sinks: None,
                 flush_interval: Some(Duration::from_millis(50)),
+                fallback: None,
             })
             .unwrap();
         replaced += outcome.replaced.len();
@@ -125,6 +126,7 @@ fn a_swap_that_changes_nothing_keeps_state() {
             chain: vec![load("testing", json!({"mode": "hold"})).unwrap()],
             sinks: None,
             flush_interval: None,
+            fallback: None,
         })
         .unwrap();
     assert_eq!((outcome.replaced.len(), outcome.kept.len()), (0, 1));

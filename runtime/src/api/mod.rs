@@ -39,6 +39,7 @@ use crate::daemon::Daemon;
 
 pub mod ccms;
 pub mod fabric;
+pub mod fleet;
 pub mod notify;
 pub mod ns;
 pub mod receive;
@@ -65,6 +66,7 @@ pub fn router(daemon: Arc<Daemon>) -> Result<Router, ccms::AuthError> {
         .route("/api/pipelines/{name}/samples", post(post_samples))
         .route("/api/pipelines/{name}/flush", post(flush))
         .route("/api/sinks", get(sinks::list))
+        .route("/api/fleet", get(fleet::status))
         .route(
             "/api/sinks/{name}/queue",
             axum::routing::delete(sinks::delete_queue),

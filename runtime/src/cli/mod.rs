@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use crate::config::{self, Config};
 
 pub mod fabric;
+pub mod fleet;
 pub mod guest;
 pub mod notify;
 pub mod ns;
@@ -87,6 +88,8 @@ pub enum Command {
     Notify(notify::NotifyArgs),
     /// The fabric hierarchy: simulate a fabric, status, owners, merged histograms.
     Fabric(fabric::FabricArgs),
+    /// Publish guests to a fleet over NATS JetStream (signed, by group) and see where they run.
+    Fleet(fleet::FleetArgs),
     /// Write, build and check guests in Rust, Python, JavaScript or C.
     Guest {
         #[command(subcommand)]

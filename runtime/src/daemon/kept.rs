@@ -46,6 +46,7 @@ pub(super) fn effective_config(
     keep("[procfs]", running.procfs != out.procfs);
     keep("[fabric]", running.fabric != out.fabric);
     keep("[log]", running.log != out.log);
+    keep("[fleet]", running.fleet != out.fleet);
     keep("daemon.listen", running.daemon.listen != out.daemon.listen);
     keep(
         "daemon.data-dir",
@@ -62,6 +63,7 @@ pub(super) fn effective_config(
     out.procfs = running.procfs.clone();
     out.fabric = running.fabric.clone();
     out.log = running.log.clone();
+    out.fleet = running.fleet.clone();
     out.daemon.listen = running.daemon.listen;
     out.daemon.data_dir = running.daemon.data_dir.clone();
     out.daemon.cluster = running.daemon.cluster.clone();

@@ -5,6 +5,7 @@
 //! (`api::serve`) starts it and serves over it.
 
 pub mod agents;
+mod fleet;
 mod kept;
 mod outcome;
 pub mod parts;
@@ -58,11 +59,13 @@ impl Daemon {
             });
         }
         pcp::start(daemon, shutdown).await?;
-        Ok(Tasks(vec![
+        let mut tasks = vec![
             tokio::spawn(watch_signals(daemon.clone(), shutdown.clone())),
             tokio::spawn(reload::watch(daemon.clone(), shutdown.clone())),
             tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone())),
-        ]))
+        ];
+        tasks.extend(daemon.spawn_fleet(shutdown));
+        Ok(Tasks(tasks))
     }
 
     /// After `shutdown` was cancelled and the API stopped: the pipelines' final flush, the

@@ -47,6 +47,8 @@ pub struct Daemon {
     sinks: crate::sink::SinkSet,
     /// The last [`RELOADS_KEPT`] reloads (for the live view), oldest first.
     history: Mutex<std::collections::VecDeque<Reload>>,
+    /// `[fleet]`: published guests, which take precedence over guests-dir and bundled ones.
+    fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// One reload and when it finished.
@@ -90,6 +92,21 @@ impl Daemon {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
         let runtime = Runtime::new(Some(data_dir.join("components")))?;
+        // The fleet's versions (kept on disk, and fetched now if NATS answers) are in place
+        // before the first apply, so pipelines take their first samples through them.
+        let fleet = match &config.fleet {
+            Some(f) => {
+                let base = opts
+                    .config
+                    .as_deref()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new(""));
+                let fleet = crate::fleet::Fleet::open(f, &data_dir, base)?;
+                crate::fleet::prefetch(&fleet).await;
+                Some(fleet)
+            }
+            None => None,
+        };
         let parts = super::parts::Parts::open(&config, &data_dir)?;
         let store_sink: Arc<dyn Sink> = Arc::new(super::parts::StoreSink {
             store: parts.store.clone(),
@@ -116,9 +133,22 @@ impl Daemon {
             notify_sink,
             sinks,
             history: Mutex::new(std::collections::VecDeque::new()),
+            fleet,
         });
         let d = daemon.clone();
-        let outcome = tokio::task::spawn_blocking(move || d.apply(config, false)).await?;
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut outcome = d.apply(config.clone(), false);
+            // A fleet version a part refuses at start goes back to the version before it
+            // (reported), instead of refusing the start: at most once per fleet guest.
+            for _ in 0..config.pipelines.len() + config.agents.len() {
+                if outcome.ok() || !d.revert_refused_fleet_guests(&config, &outcome) {
+                    break;
+                }
+                outcome = d.apply(config.clone(), false);
+            }
+            outcome
+        })
+        .await?;
         if !outcome.ok() {
             anyhow::bail!("{}", serde_json::to_string_pretty(&outcome)?);
         }
@@ -140,6 +170,11 @@ impl Daemon {
     /// The config the daemon runs now.
     pub fn config(&self) -> Config {
         self.config.read().unwrap().clone()
+    }
+
+    /// The fleet this daemon follows (`[fleet]`).
+    pub fn fleet(&self) -> Option<&Arc<crate::fleet::Fleet>> {
+        self.fleet.as_ref()
     }
 
     /// The forwarding sinks.
@@ -182,6 +217,12 @@ impl Daemon {
             ..Default::default()
         });
         super::release_freed_memory();
+        self.remember(&outcome);
+        outcome
+    }
+
+    /// Keeps `outcome` among the last reloads.
+    pub(super) fn remember(&self, outcome: &ReloadOutcome) {
         let mut history = self.history.lock().unwrap();
         if history.len() == RELOADS_KEPT {
             history.pop_front();
@@ -190,6 +231,18 @@ impl Daemon {
             at: chrono::Utc::now().timestamp(),
             outcome: outcome.clone(),
         });
+    }
+
+    /// Serialises a reload made from a blocking thread (the fleet's) with the others.
+    pub(super) fn reload_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.reloading.blocking_lock()
+    }
+
+    /// Applies `config` again (the fleet's reload: the running config, new components).
+    pub(super) fn apply_again(&self, config: Config) -> ReloadOutcome {
+        let outcome = self.apply(config, false);
+        super::release_freed_memory();
+        self.remember(&outcome);
         outcome
     }
 
@@ -309,6 +362,9 @@ impl Daemon {
                 chain,
                 sinks: Some(sinks),
                 flush_interval: p.flush_interval,
+                // Under a fleet, a replaced version stands in for its successor during the
+                // rollback window: a batch the new one fails is not lost.
+                fallback: self.fleet.as_ref().map(|f| f.config().rollback_window),
             };
             match running.swap(swap) {
                 Ok(s) => return PipelineOutcome::Swapped(s),
@@ -362,7 +418,7 @@ impl Daemon {
         i: usize,
         t: &StageConfig,
     ) -> Result<TransformerInstance> {
-        let source = guests::resolve(&t.guest, Some(&config.daemon.guests_dir), &self.base_dir())?;
+        let source = self.resolve(config, &t.guest)?;
         let compiled = self.compile(&source)?;
         let name = format!("{}[{i}]:{}", p.name, t.guest);
         let guest = self.guest_config(
@@ -428,8 +484,7 @@ impl Daemon {
                     Box::new(crate::namespace::LinuxAgent::new()),
                 ),
                 (None, Some(guest)) => {
-                    let source = guests::resolve(guest, Some(&config.daemon.guests_dir), &base)
-                        .with_context(|| what.clone())?;
+                    let source = self.resolve(config, guest).with_context(|| what.clone())?;
                     let compiled = self.compile(&source)?;
                     let gc = self.guest_config(
                         config,
@@ -560,7 +615,19 @@ impl Daemon {
             .unwrap_or(now + std::time::Duration::from_secs(1))
     }
 
-    fn compile(&self, source: &guests::Source) -> Result<Compiled> {
+    /// A guest reference's bytes: the fleet's version of a guest name first, then a path,
+    /// guests-dir or the bundled guest.
+    fn resolve(&self, config: &Config, reference: &str) -> Result<guests::Source> {
+        if let Some(c) = self.fleet.as_ref().and_then(|f| f.component(reference)) {
+            return Ok(guests::Source {
+                bytes: c.bytes.to_vec(),
+                origin: guests::Origin::Fleet(reference.to_string(), c.hash),
+            });
+        }
+        guests::resolve(reference, Some(&config.daemon.guests_dir), &self.base_dir())
+    }
+
+    pub(super) fn compile(&self, source: &guests::Source) -> Result<Compiled> {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(&source.bytes));
         if let Some(c) = self.compiled.lock().unwrap().get(&hash) {

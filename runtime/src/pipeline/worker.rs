@@ -77,6 +77,9 @@ pub struct Swap {
     pub sinks: Option<Vec<Arc<dyn Sink>>>,
     /// The flush interval from now on (`None`: on demand only).
     pub flush_interval: Option<Duration>,
+    /// Keep each replaced stage's old instance this long: a batch the new one fails goes
+    /// through the old one instead of being lost (a fleet rollout's window before rollback).
+    pub fallback: Option<Duration>,
 }
 
 /// A running pipeline. Dropping it stops the thread after a final flush.
@@ -101,6 +104,23 @@ pub struct StageInfo {
     pub quarantined: bool,
     #[serde(skip)]
     quarantined_until: Option<Instant>,
+    /// Calls into the guest, failed calls and quarantines (cumulative per stage name, across
+    /// swaps: a caller that wants "since the swap" keeps the values it saw then).
+    pub calls: u64,
+    pub failures: u64,
+    pub quarantines: u64,
+    #[serde(skip)]
+    stats: StatsRef,
+}
+
+/// The guest's counters, read when the stages are asked for.
+#[derive(Clone)]
+struct StatsRef(Arc<crate::host::GuestStats>);
+
+impl std::fmt::Debug for StatsRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GuestStats")
+    }
 }
 
 /// Batches waiting for a pipeline's thread; producers block beyond it (backpressure).
@@ -125,6 +145,7 @@ impl Pipeline {
             stats: stats.clone(),
             stages: stages.clone(),
             flush_interval,
+            fallbacks: Vec::new(),
         };
         worker.publish_stages();
         let thread = std::thread::Builder::new()
@@ -154,6 +175,13 @@ impl Pipeline {
         let mut stages = self.stages.lock().unwrap().clone();
         for s in &mut stages {
             s.quarantined = s.quarantined_until.is_some_and(|t| now < t);
+            let g = &s.stats.0;
+            s.calls = g.calls.get();
+            s.failures = g.traps.get()
+                + g.deadline_hits.get()
+                + g.memory_refusals.get()
+                + g.output_refusals.get();
+            s.quarantines = g.quarantines.get();
         }
         stages
     }
@@ -238,6 +266,9 @@ struct Worker {
     stats: Arc<PipelineStats>,
     stages: Arc<Mutex<Vec<StageInfo>>>,
     flush_interval: Option<Duration>,
+    /// Per stage: the instance a swap replaced and until when it stands in for a failing new
+    /// one (see [`Swap::fallback`]).
+    fallbacks: Vec<Option<(TransformerInstance, Instant)>>,
 }
 
 impl Worker {
@@ -282,7 +313,7 @@ impl Worker {
                     let _ = ack.send(());
                 }
                 Some(Command::Swap(swap, ack)) => {
-                    let outcome = self.swap(swap.chain);
+                    let outcome = self.swap(swap.chain, swap.fallback);
                     if let Some(sinks) = swap.sinks {
                         self.sinks = sinks;
                     }
@@ -320,6 +351,20 @@ impl Worker {
     fn handle_at(&mut self, i: usize, batch: Vec<Sample>) -> Vec<Sample> {
         match self.chain[i].handle(&batch) {
             Ok(out) => out,
+            Err(_) if self.fallback_alive(i) => {
+                // The version before the swap still stands in: the batch goes through it.
+                self.stats.samples_lost.add(self.chain[i].take_discarded());
+                self.publish_stages();
+                let (old, _) = self.fallbacks[i].as_mut().expect("checked");
+                match old.handle(&batch) {
+                    Ok(out) => out,
+                    Err(_) => {
+                        self.stats.samples_lost.add(batch.len() as u64);
+                        self.fallbacks[i] = None;
+                        Vec::new()
+                    }
+                }
+            }
             Err(_) => {
                 // The instance logged and counted the failure; the batch is lost at this stage.
                 self.stats.samples_lost.add(batch.len() as u64);
@@ -344,7 +389,8 @@ impl Worker {
         self.emit(carry);
     }
 
-    /// Hands `carry` to stage `i`, then flushes it; returns both outputs.
+    /// Hands `carry` to stage `i`, then flushes it (and the instance standing in for it, if
+    /// any: nothing waits there); returns both outputs.
     fn flush_stage(&mut self, i: usize, carry: Vec<Sample>) -> Vec<Sample> {
         let mut out = if carry.is_empty() {
             Vec::new()
@@ -355,17 +401,53 @@ impl Worker {
             Ok(mut flushed) => out.append(&mut flushed),
             Err(_) => self.lost_with(i),
         }
+        let expired = !self.fallback_alive(i);
+        out.append(&mut self.flush_fallback(i, expired));
         out
     }
 
-    fn swap(&mut self, new_chain: Vec<TransformerInstance>) -> SwapOutcome {
+    /// Whether stage `i` has an old instance standing in for it now.
+    fn fallback_alive(&self, i: usize) -> bool {
+        matches!(self.fallbacks.get(i), Some(Some((_, until))) if Instant::now() < *until)
+    }
+
+    /// Flushes stage `i`'s stand-in (if any); `drop` also lets it go.
+    fn flush_fallback(&mut self, i: usize, drop: bool) -> Vec<Sample> {
+        let Some(Some((old, _))) = self.fallbacks.get_mut(i) else {
+            return Vec::new();
+        };
+        let out = match old.flush() {
+            Ok(out) => out,
+            Err(_) => {
+                self.stats.samples_lost.add(old.take_discarded());
+                Vec::new()
+            }
+        };
+        if drop {
+            self.fallbacks[i] = None;
+        }
+        out
+    }
+
+    fn swap(
+        &mut self,
+        new_chain: Vec<TransformerInstance>,
+        fallback: Option<Duration>,
+    ) -> SwapOutcome {
         let mut outcome = SwapOutcome::default();
         if new_chain.len() != self.chain.len() {
             self.flush_from(0, Vec::new());
+            for i in 0..self.fallbacks.len() {
+                let out = self.flush_fallback(i, true);
+                let out = self.run_stages(i + 1, out);
+                self.emit(out);
+            }
             outcome.replaced = new_chain.iter().map(|g| g.name().to_string()).collect();
             self.stats.swaps.add(new_chain.len() as u64);
             self.chain = new_chain;
+            self.fallbacks = (0..self.chain.len()).map(|_| None).collect();
         } else {
+            self.fallbacks.resize_with(self.chain.len(), || None);
             let mut carry = Vec::new();
             for (i, new) in new_chain.into_iter().enumerate() {
                 let old = self.chain[i].image();
@@ -377,9 +459,16 @@ impl Worker {
                     }
                 } else {
                     carry = self.flush_stage(i, carry);
+                    carry.append(&mut self.flush_fallback(i, true));
                     outcome.replaced.push(new.name().to_string());
                     self.stats.swaps.inc();
-                    self.chain[i] = new;
+                    let old = std::mem::replace(&mut self.chain[i], new);
+                    // A version that was failing is no stand-in for its successor.
+                    if let Some(d) = fallback
+                        && !old.quarantined()
+                    {
+                        self.fallbacks[i] = Some((old, Instant::now() + d));
+                    }
                 }
             }
             self.emit(carry);
@@ -408,6 +497,10 @@ impl Worker {
                 hash: g.image().hash.clone(),
                 quarantined: false,
                 quarantined_until: g.quarantined_until(),
+                calls: 0,
+                failures: 0,
+                quarantines: 0,
+                stats: StatsRef(g.image().stats().clone()),
             })
             .collect();
     }

@@ -130,6 +130,34 @@ async function refreshOverview() {
   }));
 }
 
+// ---- fleet: which version runs where (as `wasmon fleet status`) ----
+
+async function refreshFleet() {
+  const r = await fetch("/api/fleet", { headers: headers() });
+  const card = $("fleet");
+  if (r.status === 404) { card.hidden = true; return; }
+  card.hidden = false;
+  const f = await r.json();
+  const st = f.status;
+  $("fleet-summary").textContent = `${f.fleet} · this daemon ${f.node} [${f.groups.join(", ")}] · ` +
+    (f.connected ? "connected" : "NATS unreachable: running the last verified versions") +
+    (st ? ` · ${st.daemons.length} daemons` : (f.error ? " · " + f.error : ""));
+  if (!st) return;
+  const rows = [];
+  for (const [guest, versions] of Object.entries(st.guests)) {
+    versions.forEach((v, i) => rows.push(el("tr", { "data-guest": guest },
+      el("td", {}, i === 0 ? el("b", {}, guest) : ""),
+      el("td", { class: "hash", title: v.hash }, v.hash.slice(0, 12)),
+      el("td", {}, v.releases.map((m) => m.group).join(", ") || "—"),
+      el("td", {}, v.releases.some((m) => m.signature) ? "yes" : "no"),
+      el("td", { class: "num" }, `${v.running.length}/${st.daemons.length}`),
+      el("td", { class: v.refused.length ? "bad" : "muted", title: v.refused.map((x) => `${x.node}: ${x.reason}: ${x.detail}`).join("\n") },
+        v.refused.map((x) => `${x.node} (${x.reason})`).join(", ") || "—"),
+      el("td", { class: v["rolled-back"].length ? "bad" : "muted" }, v["rolled-back"].join(", ") || "—"))));
+  }
+  fill($("fleet-table").tBodies[0], rows);
+}
+
 // ---- forwarding sinks: queue, delivery, losses ----
 
 function renderSinks(sinks, kept) {
@@ -371,7 +399,7 @@ function report(e) { setStatus(false, e.message.slice(0, 60)); }
 async function tick() {
   try {
     await refreshOverview();
-    await Promise.all([drawChart(), refreshProcs()]);
+    await Promise.all([drawChart(), refreshProcs(), refreshFleet()]);
     setStatus(true, "live");
   } catch (e) { report(e); }
 }

@@ -1,0 +1,37 @@
+//! `GET /api/fleet`: the fleet this daemon follows, at a glance — the same view as
+//! `wasmon fleet status --json`, read from the fleet's buckets through the daemon's own
+//! connection, plus whether that connection is up. Owns the route; the view is `fleet`'s.
+//! Without `[fleet]` it answers 404.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::daemon::Daemon;
+
+pub async fn status(State(d): State<Arc<Daemon>>) -> Response {
+    let Some(fleet) = d.fleet().cloned() else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": "this daemon follows no fleet ([fleet])"})),
+        )
+            .into_response();
+    };
+    let (status, error) = match fleet.status().await {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    };
+    Json(json!({
+        "fleet": fleet.config().name,
+        "node": fleet.node(),
+        "groups": fleet.config().groups,
+        "connected": fleet.connected(),
+        "status": status,
+        "error": error,
+    }))
+    .into_response()
+}

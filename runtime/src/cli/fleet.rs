@@ -1,0 +1,212 @@
+//! `wasmon fleet --nats URL --name FLEET keygen|publish|status`: make a signing key, publish
+//! a component to every daemon of a fleet (or a group), and see which version runs where.
+//! A thin shell over `fleet`: the buckets, manifests and status are its.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+
+use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL, manifest::sha256_hex};
+
+/// `wasmon fleet ...`
+#[derive(clap::Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// The fleet's NATS server (with JetStream).
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    pub nats: String,
+    /// The fleet's name (`[fleet] name`).
+    #[arg(long)]
+    pub name: String,
+    /// CA(s) the server's certificate must chain to.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate and key, for servers that require one.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// NATS credentials file (JWT + nkey seed).
+    #[arg(long)]
+    pub creds_file: Option<PathBuf>,
+    /// A file holding a NATS token.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub cmd: FleetCmd,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum FleetCmd {
+    /// Make an Ed25519 signing key; prints its public key (for `trusted-keys`).
+    Keygen {
+        /// Where the private key goes (created with mode 0600; an existing file is kept).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Publish a component as guest NAME to the fleet (or one group of it).
+    Publish {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// The guest name stages and agents use.
+        #[arg(long)]
+        guest: String,
+        /// The signing key (from `keygen`); without it the release is unsigned.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Only daemons of this group run it (default: every daemon).
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Per daemon: guests, versions, health, refusals; per version: where it runs.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn read_key(path: &std::path::Path) -> Result<ed25519_dalek::SigningKey> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .with_context(|| format!("{}: not base64", path.display()))?;
+    let seed: [u8; 32] = raw.try_into().map_err(|v: Vec<u8>| {
+        anyhow::anyhow!(
+            "{}: {} bytes, a signing key from `wasmon fleet keygen` has 32",
+            path.display(),
+            v.len()
+        )
+    })?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
+}
+
+fn keygen(out: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut seed = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut seed);
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(out)
+        .with_context(|| {
+            format!(
+                "creating {} (an existing key is never overwritten)",
+                out.display()
+            )
+        })?;
+    writeln!(f, "{}", b64.encode(seed))?;
+    f.sync_all()?;
+    println!("{}", b64.encode(key.verifying_key().as_bytes()));
+    Ok(())
+}
+
+fn config_of(a: &FleetArgs) -> FleetConfig {
+    FleetConfig {
+        nats: a.nats.clone(),
+        name: a.name.clone(),
+        groups: Vec::new(),
+        trusted_keys: Vec::new(),
+        node: String::new(),
+        rollback_window: crate::fleet::config::DEFAULT_ROLLBACK_WINDOW,
+        max_component_size: crate::fleet::config::DEFAULT_MAX_COMPONENT_SIZE,
+        start_wait: crate::fleet::config::DEFAULT_START_WAIT,
+        token_file: a.token_file.clone(),
+        creds_file: a.creds_file.clone(),
+        tls_ca: a.tls_ca.clone(),
+        tls_cert: a.tls_cert.clone(),
+        tls_key: a.tls_key.clone(),
+    }
+}
+
+async fn open(a: &FleetArgs) -> Result<buckets::Buckets> {
+    let cfg = config_of(a);
+    cfg.check().map_err(anyhow::Error::msg)?;
+    let client = tokio::time::timeout(
+        buckets::OP_TIMEOUT,
+        buckets::connect(&cfg, std::path::Path::new("")),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("connecting to {} timed out", a.nats))??;
+    let js = async_nats::jetstream::new(client);
+    buckets::open(&js, &a.name).await
+}
+
+fn publisher() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("{user}@{}", crate::daemon::parts::hostname())
+}
+
+/// Runs `wasmon fleet ...`.
+pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
+    match &a.cmd {
+        FleetCmd::Keygen { out } => keygen(out),
+        FleetCmd::Publish {
+            file,
+            guest,
+            key,
+            group,
+        } => {
+            let group = group.clone().unwrap_or_else(|| ALL.to_string());
+            for (what, v) in [("--guest", guest), ("--group", &group)] {
+                if !crate::fleet::config::name_ok(v) {
+                    bail!("{what} {v:?}: letters, digits, '-' and '_' only");
+                }
+            }
+            let bytes =
+                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            if !bytes.starts_with(b"\0asm") {
+                bail!("{}: not a WebAssembly component", file.display());
+            }
+            let key = key.as_deref().map(read_key).transpose()?;
+            let mut m = Manifest {
+                guest: guest.clone(),
+                group: group.clone(),
+                sha256: sha256_hex(&bytes),
+                size: bytes.len() as u64,
+                publisher: publisher(),
+                published_at: chrono::Utc::now().timestamp(),
+                key: None,
+                signature: None,
+            };
+            if let Some(k) = &key {
+                m.sign(&a.name, k);
+            }
+            let b = open(&a).await?;
+            let rev = buckets::publish(&b, &m, &bytes).await?;
+            println!(
+                "published {guest} {} ({} bytes) to {} of fleet {}{} (revision {rev})",
+                m.sha256,
+                m.size,
+                if group == ALL {
+                    "every daemon".to_string()
+                } else {
+                    format!("group {group}")
+                },
+                a.name,
+                if key.is_some() {
+                    ", signed"
+                } else {
+                    ", unsigned"
+                },
+            );
+            Ok(())
+        }
+        FleetCmd::Status { json } => {
+            let b = open(&a).await?;
+            let status = crate::fleet::status_of(&b, &a.name).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", status.render());
+            }
+            Ok(())
+        }
+    }
+}

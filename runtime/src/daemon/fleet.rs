@@ -1,0 +1,145 @@
+//! The daemon's side of `[fleet]`: what the fleet task may ask of it ([`GuestHost`]) — which
+//! worlds a guest name is used as, compiling into the daemon's cache, applying the running
+//! config again through the ordinary reload path, and the counters of the stages that run
+//! a version — and, at start, sending a refused fleet version back to the one before it.
+//! Owns no state: the fleet's is `fleet`'s, the running parts' are the daemon's.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::outcome::{PipelineOutcome, ReloadOutcome};
+use super::reload::Daemon;
+use crate::config::Config;
+use crate::fleet::{GuestHost, Usage};
+use crate::guests::{Origin, Source};
+use crate::host::check::WorldKind;
+
+/// The error of each part that names `guest` and was refused in `outcome`.
+fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &config.pipelines {
+        if !p.transformers.iter().any(|t| t.guest == guest) {
+            continue;
+        }
+        if let Some(PipelineOutcome::Rejected { error }) = outcome.pipelines.get(&p.name) {
+            out.push(format!("pipeline {:?}: {error}", p.name));
+        }
+    }
+    if let Some(e) = &outcome.agents_error
+        && config
+            .agents
+            .iter()
+            .any(|a| a.guest.as_deref() == Some(guest))
+    {
+        out.push(e.clone());
+    }
+    out
+}
+
+impl Daemon {
+    /// Starts the fleet task (when `[fleet]` is set).
+    pub(super) fn spawn_fleet(
+        self: &Arc<Self>,
+        shutdown: &CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let fleet = self.fleet()?.clone();
+        let host: Arc<dyn GuestHost> = self.clone();
+        Some(crate::fleet::spawn(fleet, host, shutdown.clone()))
+    }
+
+    /// After a refused first apply: fleet versions used by refused parts go back to the
+    /// version before them. Returns whether any did.
+    pub(super) fn revert_refused_fleet_guests(
+        &self,
+        config: &Config,
+        outcome: &ReloadOutcome,
+    ) -> bool {
+        let Some(fleet) = self.fleet() else {
+            return false;
+        };
+        let mut names: Vec<&str> = config
+            .pipelines
+            .iter()
+            .flat_map(|p| p.transformers.iter().map(|t| t.guest.as_str()))
+            .chain(config.agents.iter().filter_map(|a| a.guest.as_deref()))
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut any = false;
+        for guest in names {
+            let errors = refusals_of(config, outcome, guest);
+            if !errors.is_empty() && fleet.revert_at_start(guest, &errors.join("; ")) {
+                any = true;
+            }
+        }
+        any
+    }
+}
+
+impl GuestHost for Daemon {
+    fn uses(&self, guest: &str) -> Vec<WorldKind> {
+        let config = self.config();
+        let mut worlds = Vec::new();
+        if config
+            .pipelines
+            .iter()
+            .any(|p| p.transformers.iter().any(|t| t.guest == guest))
+        {
+            worlds.push(WorldKind::Transformer);
+        }
+        if config
+            .agents
+            .iter()
+            .any(|a| a.guest.as_deref() == Some(guest))
+        {
+            worlds.push(WorldKind::Agent);
+        }
+        worlds
+    }
+
+    fn compile(&self, bytes: &[u8], what: &str) -> Result<(), String> {
+        let source = Source {
+            bytes: bytes.to_vec(),
+            origin: Origin::Fleet(what.to_string(), String::new()),
+        };
+        Daemon::compile(self, &source)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn reapply(&self, guest: &str) -> Result<(), String> {
+        let _one_at_a_time = self.reload_lock();
+        let config = self.config();
+        let outcome = self.apply_again(config.clone());
+        outcome.log();
+        let errors = refusals_of(&config, &outcome, guest);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    fn usage(&self, guest: &str, hash: Option<&str>) -> Usage {
+        let mut u = Usage::default();
+        for p in &self.config().pipelines {
+            let Some(running) = self.pipeline(&p.name) else {
+                continue;
+            };
+            let stages = running.stages();
+            for (i, t) in p.transformers.iter().enumerate() {
+                if t.guest != guest {
+                    continue;
+                }
+                if let Some(s) = stages.get(i).filter(|s| hash.is_none_or(|h| s.hash == h)) {
+                    u.calls += s.calls;
+                    u.failures += s.failures;
+                    u.quarantines += s.quarantines;
+                    u.quarantined_now |= s.quarantined;
+                }
+            }
+        }
+        u
+    }
+}

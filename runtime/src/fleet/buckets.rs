@@ -1,0 +1,234 @@
+//! The fleet's JetStream layout, and the only code that talks to it: the components object
+//! store (objects named by their sha256), the releases bucket (`GUEST.GROUP` -> manifest) and
+//! the health bucket (`NODE` -> daemon, `NODE.GUEST` -> health). Opening creates what is
+//! absent; fetching refuses an object larger than asked before reading its chunks.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, object_store};
+use tokio::io::AsyncReadExt;
+
+use super::manifest::{Manifest, Reason, Refusal};
+
+pub fn components_bucket(fleet: &str) -> String {
+    format!("wasmon-fleet-{fleet}")
+}
+pub fn releases_bucket(fleet: &str) -> String {
+    format!("wasmon-fleet-{fleet}-releases")
+}
+pub fn health_bucket(fleet: &str) -> String {
+    format!("wasmon-fleet-{fleet}-health")
+}
+
+/// Key of a release in the releases bucket.
+pub fn release_key(guest: &str, group: &str) -> String {
+    format!("{guest}.{group}")
+}
+
+/// Chunks of an object: JetStream's default max payload is 1 MiB; 256 KiB chunks keep an
+/// 18 MB component at ~72 messages.
+const CHUNK: usize = 256 << 10;
+/// Deadline of one bucket operation (a NATS that went away must not hang a daemon's fleet
+/// task forever).
+pub const OP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deadline of fetching one component (18 MB at a few MB/s over a slow link).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The fleet's three buckets.
+#[derive(Clone)]
+pub struct Buckets {
+    pub components: object_store::ObjectStore,
+    pub releases: kv::Store,
+    pub health: kv::Store,
+}
+
+/// A transient failure (NATS unreachable, timeout): retried, never reported as a refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Transient(pub String);
+
+/// Whether fetching failed for good (a refusal) or for now.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error(transparent)]
+    Transient(#[from] Transient),
+}
+
+async fn kv_bucket(js: &jetstream::Context, bucket: String) -> anyhow::Result<kv::Store> {
+    if let Ok(s) = js.get_key_value(&bucket).await {
+        return Ok(s);
+    }
+    // Laid out as JetStream's key-value convention has it; not `create_key_value`, which in
+    // async-nats 0.42 first asks for the account info and cannot parse nats-server 2.9's
+    // answer (as in `fabric::ownership`).
+    use jetstream::stream::{Config, DiscardPolicy, StorageType};
+    let created = js
+        .create_stream(Config {
+            name: format!("KV_{bucket}"),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_messages: -1,
+            max_bytes: -1,
+            max_consumers: -1,
+            max_message_size: -1,
+            discard: DiscardPolicy::New,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            storage: StorageType::File,
+            num_replicas: 1,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await;
+    if let Err(e) = created {
+        tracing::debug!(error = %e, bucket, "fleet: creating the bucket (another daemon may have)");
+    }
+    js.get_key_value(&bucket)
+        .await
+        .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))
+}
+
+/// Opens the fleet's buckets, creating those that do not exist.
+pub async fn open(js: &jetstream::Context, fleet: &str) -> anyhow::Result<Buckets> {
+    let name = components_bucket(fleet);
+    let components = match js.get_object_store(&name).await {
+        Ok(s) => s,
+        Err(_) => match js
+            .create_object_store(object_store::Config {
+                bucket: name.clone(),
+                description: Some(format!("wasmon fleet {fleet}: components by sha256")),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => js
+                .get_object_store(&name)
+                .await
+                .map_err(|_| anyhow::anyhow!("creating object store {name}: {e}"))?,
+        },
+    };
+    Ok(Buckets {
+        components,
+        releases: kv_bucket(js, releases_bucket(fleet)).await?,
+        health: kv_bucket(js, health_bucket(fleet)).await?,
+    })
+}
+
+/// Connects as `wasmon fleet` and the daemons do: the sinks' token, credentials and TLS.
+pub async fn connect(
+    cfg: &super::FleetConfig,
+    base: &std::path::Path,
+) -> anyhow::Result<async_nats::Client> {
+    let tls = crate::nats::Tls {
+        ca: cfg.tls_ca.as_deref(),
+        client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
+    };
+    let opts = crate::nats::options(
+        base,
+        &cfg.nats,
+        cfg.token_file.as_deref(),
+        cfg.creds_file.as_deref(),
+        tls,
+    )
+    .await?;
+    Ok(opts.connect(&cfg.nats).await?)
+}
+
+/// Stores `bytes` under their hash (kept if already there) and writes the release.
+pub async fn publish(b: &Buckets, manifest: &Manifest, bytes: &[u8]) -> anyhow::Result<u64> {
+    let have = b.components.info(&manifest.sha256).await.ok();
+    if have.is_none_or(|i| i.size as u64 != manifest.size) {
+        let meta = object_store::ObjectMetadata {
+            name: manifest.sha256.clone(),
+            description: Some(format!("{} ({} bytes)", manifest.guest, manifest.size)),
+            chunk_size: Some(CHUNK),
+            ..Default::default()
+        };
+        let mut reader = bytes;
+        b.components
+            .put(meta, &mut reader)
+            .await
+            .map_err(|e| anyhow::anyhow!("storing the component: {e}"))?;
+    }
+    let key = release_key(&manifest.guest, &manifest.group);
+    let rev = b
+        .releases
+        .put(&key, serde_json::to_vec(manifest)?.into())
+        .await
+        .map_err(|e| anyhow::anyhow!("writing release {key}: {e}"))?;
+    Ok(rev)
+}
+
+/// Fetches the component a manifest names: refused without reading when its object is
+/// larger than `max` (or than the manifest says); the bytes are checked against the hash.
+pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, FetchError> {
+    if m.size > max {
+        return Err(Refusal::new(
+            Reason::TooLarge,
+            format!("{} bytes, max-component-size is {max}", m.size),
+        )
+        .into());
+    }
+    let work = async {
+        let info =
+            b.components.info(&m.sha256).await.map_err(|e| {
+                FetchError::Transient(Transient(format!("object {}: {e}", m.sha256)))
+            })?;
+        if info.size as u64 > max || info.size as u64 != m.size {
+            return Err(Refusal::new(
+                Reason::Tampered,
+                format!(
+                    "the stored object has {} bytes, the manifest says {}",
+                    info.size, m.size
+                ),
+            )
+            .into());
+        }
+        let obj = b
+            .components
+            .get(&m.sha256)
+            .await
+            .map_err(|e| Transient(format!("object {}: {e}", m.sha256)))?;
+        let mut bytes = Vec::with_capacity(m.size as usize);
+        // Never more than the manifest's size plus one byte: a longer object is refused.
+        obj.take(m.size + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| {
+                // The client checks the object's digest at its end: a mismatch is tampering.
+                let s = e.to_string();
+                if s.contains("digest") {
+                    FetchError::Refused(Refusal::new(Reason::Tampered, s))
+                } else {
+                    FetchError::Transient(Transient(format!("reading object {}: {s}", m.sha256)))
+                }
+            })?;
+        m.check_bytes(&bytes)?;
+        Ok(bytes)
+    };
+    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
+        Ok(r) => r,
+        Err(_) => Err(Transient(format!("fetching {} timed out", m.sha256)).into()),
+    }
+}
+
+/// Every value of a bucket (key, bytes); keys whose value cannot be read are skipped.
+pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    use futures_util::StreamExt;
+    let mut keys: Vec<String> = match store.keys().await {
+        Ok(k) => k.filter_map(|k| async move { k.ok() }).collect().await,
+        Err(e) => anyhow::bail!("listing keys: {e}"),
+    };
+    keys.sort();
+    let mut out = Vec::new();
+    for k in keys {
+        if let Ok(Some(v)) = store.get(&k).await {
+            out.push((k, v.to_vec()));
+        }
+    }
+    Ok(out)
+}

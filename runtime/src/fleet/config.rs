@@ -1,0 +1,230 @@
+//! The `[fleet]` section: which NATS server and fleet this daemon follows, its rollout groups,
+//! the keys a published component must be signed by, and the rollout's limits. Plain serde
+//! structs with defaults, checked by [`FleetConfig::check`]; read at start only.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+/// The group every daemon of a fleet is in: a release published without `--group`.
+pub const ALL: &str = "all";
+
+/// How long after a swap a quarantine rolls the new version back.
+pub const DEFAULT_ROLLBACK_WINDOW: Duration = Duration::from_secs(120);
+/// The largest component a daemon fetches: Python guests (componentize-py) are ~18 MB; four
+/// times that leaves room while a hostile 1 GB object is refused before its first chunk.
+pub const DEFAULT_MAX_COMPONENT_SIZE: u64 = 64 << 20;
+/// How long a start waits for NATS before it runs the last verified versions from disk.
+pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(5);
+
+/// `[fleet]`: guests published once into JetStream, run by every daemon of the fleet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FleetConfig {
+    /// The NATS server (with JetStream) the fleet's buckets live on.
+    pub nats: String,
+    /// The fleet's name: its buckets are `wasmon-fleet-NAME` (components),
+    /// `wasmon-fleet-NAME-releases` and `wasmon-fleet-NAME-health`. Letters, digits, `-`, `_`.
+    pub name: String,
+    /// Rollout groups this daemon belongs to (it always follows releases to `all`).
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Base64 Ed25519 public keys; a published component must be signed by one of them.
+    /// Empty: unsigned components are accepted (with a warning at start).
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// This daemon's name in the health bucket (default: the host name).
+    #[serde(default)]
+    pub node: String,
+    /// A new version quarantined within this time after its swap is rolled back.
+    #[serde(default = "rollback_window", with = "duration")]
+    pub rollback_window: Duration,
+    /// Components larger than this are refused before they are fetched.
+    #[serde(default = "max_size", deserialize_with = "size")]
+    pub max_component_size: u64,
+    /// How long a start waits for NATS before running the last verified versions from disk.
+    #[serde(default = "start_wait", with = "duration")]
+    pub start_wait: Duration,
+    /// NATS credentials and TLS, as for the sinks (paths relative to the config file).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub creds_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+}
+
+fn rollback_window() -> Duration {
+    DEFAULT_ROLLBACK_WINDOW
+}
+fn max_size() -> u64 {
+    DEFAULT_MAX_COMPONENT_SIZE
+}
+fn start_wait() -> Duration {
+    DEFAULT_START_WAIT
+}
+
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Num(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Num(n) => Ok(n),
+        Raw::Text(t) => crate::config::parse_size(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Letters, digits, `-` and `_`: safe in bucket names, KV keys and subjects.
+pub fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Decodes a base64 Ed25519 public key.
+pub fn parse_key(b64: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    let bytes: [u8; 32] = raw
+        .try_into()
+        .map_err(|v: Vec<u8>| format!("{} bytes, an Ed25519 public key has 32", v.len()))?;
+    ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not a valid key: {e}"))
+}
+
+impl FleetConfig {
+    /// The node name: `node`, or the host name made key-safe.
+    pub fn node_id(&self) -> String {
+        if self.node.is_empty() {
+            crate::fabric::sysfs::key_safe(&crate::daemon::parts::hostname())
+        } else {
+            self.node.clone()
+        }
+    }
+
+    /// The trusted keys, decoded.
+    pub fn keys(&self) -> Vec<ed25519_dalek::VerifyingKey> {
+        self.trusted_keys
+            .iter()
+            .filter_map(|k| parse_key(k).ok())
+            .collect()
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if !name_ok(&self.name) {
+            return Err(format!(
+                "fleet.name {:?}: letters, digits, '-' and '_' only",
+                self.name
+            ));
+        }
+        if self.nats.is_empty() {
+            return Err("fleet.nats: the NATS server's URL is required".into());
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            if !name_ok(g) {
+                return Err(format!(
+                    "fleet.groups[{i}] {g:?}: letters, digits, '-' and '_' only"
+                ));
+            }
+        }
+        if !self.node.is_empty() && !name_ok(&self.node) {
+            return Err(format!(
+                "fleet.node {:?}: letters, digits, '-' and '_' only",
+                self.node
+            ));
+        }
+        for (i, k) in self.trusted_keys.iter().enumerate() {
+            parse_key(k).map_err(|e| format!("fleet.trusted-keys[{i}]: {e}"))?;
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err("fleet: tls-cert and tls-key go together".into());
+        }
+        if self.max_component_size == 0 {
+            return Err("fleet.max-component-size must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Whether a release to `group` is for this daemon.
+    pub fn follows(&self, group: &str) -> bool {
+        group == ALL || self.groups.iter().any(|g| g == group)
+    }
+}
+
+/// Durations as "250ms", "5s", "2m" (see `config::parse_duration`) or seconds as a number.
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(f64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Secs(s) => Duration::try_from_secs_f64(s).map_err(D::Error::custom),
+            Raw::Text(t) => crate::config::parse_duration(&t).map_err(D::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<FleetConfig, String> {
+        let text = format!("nats = \"nats://h:4222\"\nname = \"prod\"\n{extra}");
+        let c: FleetConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+        c.check()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn fleet_config_defaults_and_errors_name_the_field() {
+        let c = parse("groups = [\"canary\"]").unwrap();
+        assert!(c.follows("all") && c.follows("canary") && !c.follows("rack7"));
+        assert_eq!(c.rollback_window, DEFAULT_ROLLBACK_WINDOW);
+        assert_eq!(
+            parse("max-component-size = \"1MiB\"")
+                .unwrap()
+                .max_component_size,
+            1 << 20
+        );
+        for (extra, names) in [
+            ("trusted-keys = [\"bm90IGEga2V5\"]", "trusted-keys[0]"),
+            ("trusted-keys = [\"%%%\"]", "trusted-keys[0]"),
+            ("groups = [\"a.b\"]", "groups[0]"),
+            ("node = \"x y\"", "fleet.node"),
+            ("tls-cert = \"c.pem\"", "tls-key"),
+            ("rollback-windw = \"1s\"", "rollback-windw"),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert!(e.contains(names), "{extra}: {e}");
+        }
+        let key = base64::engine::general_purpose::STANDARD.encode(
+            ed25519_dalek::SigningKey::from_bytes(&[3; 32])
+                .verifying_key()
+                .as_bytes(),
+        );
+        let c = parse(&format!("trusted-keys = [\"{key}\"]")).unwrap();
+        assert_eq!(c.keys().len(), 1);
+    }
+}

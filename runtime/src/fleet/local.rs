@@ -1,0 +1,131 @@
+//! What a daemon keeps on disk under `DATA-DIR/fleet/`: the components it verified
+//! (`components/SHA256.wasm`) and its rollout state (`state.json`: per guest the release it
+//! runs, the one before, what it refused, its last rollback), so that it starts without NATS
+//! on the last verified versions and does not retry a version it refused. Files are replaced
+//! atomically (write, fsync, rename). Knows nothing of NATS or wasm.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::health::{REFUSALS_KEPT, Refused, Rollback};
+use super::manifest::Manifest;
+
+/// One guest's rollout state on this daemon.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GuestState {
+    /// The release it runs (`None`: its local version, guests-dir or bundled).
+    pub current: Option<Manifest>,
+    /// When `current` was swapped in (seconds since the epoch).
+    pub since: i64,
+    /// The release it ran before `current` (`None`: the local version): the rollback target.
+    pub previous: Option<Manifest>,
+    pub refused: Vec<Refused>,
+    pub rolled_back: Option<Rollback>,
+}
+
+impl GuestState {
+    pub fn refuses(&self, hash: &str) -> bool {
+        self.refused.iter().any(|r| r.hash == hash)
+    }
+
+    pub fn push_refusal(&mut self, r: Refused) {
+        self.refused.retain(|x| x.hash != r.hash);
+        self.refused.push(r);
+        if self.refused.len() > REFUSALS_KEPT {
+            self.refused.remove(0);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocalState {
+    pub guests: BTreeMap<String, GuestState>,
+}
+
+/// The directory and its files.
+pub struct Local {
+    dir: PathBuf,
+}
+
+impl Local {
+    pub fn open(data_dir: &Path) -> Result<Local> {
+        let dir = data_dir.join("fleet");
+        std::fs::create_dir_all(dir.join("components"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Local { dir })
+    }
+
+    fn component_path(&self, hash: &str) -> PathBuf {
+        self.dir.join("components").join(format!("{hash}.wasm"))
+    }
+
+    /// The state; a missing or unreadable file is an empty state (logged): the fleet's
+    /// buckets are the truth, this is the cache that lets a daemon start without them.
+    pub fn load(&self) -> LocalState {
+        let path = self.dir.join("state.json");
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "fleet: state file unreadable, starting afresh");
+                LocalState::default()
+            }),
+            Err(_) => LocalState::default(),
+        }
+    }
+
+    pub fn save(&self, state: &LocalState) -> Result<()> {
+        write_atomic(
+            &self.dir.join("state.json"),
+            &serde_json::to_vec_pretty(state)?,
+        )
+    }
+
+    /// A kept component whose bytes still match the manifest (a damaged file is ignored).
+    pub fn component(&self, m: &Manifest) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.component_path(&m.sha256)).ok()?;
+        m.check_bytes(&bytes).ok()?;
+        Some(bytes)
+    }
+
+    pub fn keep(&self, hash: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.component_path(hash);
+        if path.exists() {
+            return Ok(());
+        }
+        write_atomic(&path, bytes)
+    }
+
+    /// Deletes kept components no state entry names (current or previous).
+    pub fn prune(&self, state: &LocalState) {
+        let keep: Vec<&str> = state
+            .guests
+            .values()
+            .flat_map(|g| [&g.current, &g.previous])
+            .filter_map(|m| m.as_ref().map(|m| m.sha256.as_str()))
+            .collect();
+        let Ok(entries) = std::fs::read_dir(self.dir.join("components")) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let stem = name.trim_end_matches(".wasm");
+            if !keep.contains(&stem) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
