@@ -454,9 +454,22 @@ fn descs_and_labels_answers() {
             kind: 1,
         })
         .unwrap();
-    assert!(l.ends_with(br#"{"hostname":"testhost"}"#));
-    let none = ask(&mut s, Request::LabelReq { ident: 44, kind: 2 });
-    assert_eq!(none, [28, t::LABEL, 0, 44, 2, 0, 0]);
+    // The context's labels, sorted by name as libpcp sorts them.
+    let json = String::from_utf8_lossy(&l);
+    let at = |k: &str| json.find(k).unwrap_or_else(|| panic!("{k} in {json}"));
+    assert!(at(r#""domainname":"#) < at(r#""hostname":"testhost""#));
+    assert!(at(r#""hostname":"#) < at(r#""machineid":"#));
+    assert!(l.ends_with(b"\"}"), "{json}");
+    // A domain's label names its agent; a domain without one is PM_ERR_NOAGENT.
+    let domain = s.answer(Request::LabelReq { ident: 44, kind: 2 }).unwrap();
+    assert!(domain.ends_with(br#"{"agent":"foo"}"#));
+    assert_eq!(
+        ask(&mut s, Request::LabelReq { ident: 45, kind: 2 })[3],
+        errors::NOAGENT as u32
+    );
+    // Items and indoms the agent states nothing for: an empty list of sets.
+    let none = ask(&mut s, Request::LabelReq { ident: ops, kind: 16 });
+    assert_eq!(none, [28, t::LABEL, 0, ops, 16, 0, 0]);
     let r = ask(
         &mut s,
         Request::Fetch {
