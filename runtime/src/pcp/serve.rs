@@ -163,6 +163,9 @@ struct Known {
     ty: ValueType,
 }
 
+/// A label set as built: (instance, (name, JSON value) pairs, the flags of its labels).
+type OwnedLabelSet = (i32, Vec<(String, String)>, u8);
+
 /// The context labels pmcd gives (libpcp's `local_host_labels`): `hostname`, `domainname`
 /// (`getdomainname`, `localdomain` when unset) and `machineid` (`/etc/machine-id`,
 /// `localmachine` when absent), as (name, JSON value).
@@ -511,7 +514,7 @@ impl Session {
     fn labels(&mut self, ident: u32, kind: u32) -> Vec<u8> {
         use super::wire::labels::{CLUSTER, CONTEXT, DOMAIN, INDOM, INSTANCES, ITEM};
         let json = |v: &str| serde_json::Value::String(v.to_string()).to_string();
-        let sets: Vec<(i32, Vec<(String, String)>, u8)> = match kind & 0x3f {
+        let sets: Vec<OwnedLabelSet> = match kind & 0x3f {
             CONTEXT => vec![(
                 IN_NULL,
                 context_labels(&self.shared.hostname),

@@ -468,7 +468,13 @@ fn descs_and_labels_answers() {
         errors::NOAGENT as u32
     );
     // Items and indoms the agent states nothing for: an empty list of sets.
-    let none = ask(&mut s, Request::LabelReq { ident: ops, kind: 16 });
+    let none = ask(
+        &mut s,
+        Request::LabelReq {
+            ident: ops,
+            kind: 16,
+        },
+    );
     assert_eq!(none, [28, t::LABEL, 0, ops, 16, 0, 0]);
     let r = ask(
         &mut s,

@@ -135,9 +135,9 @@ async function refreshOverview() {
 async function refreshFleet() {
   const r = await fetch("/api/fleet", { headers: headers() });
   const card = $("fleet");
-  if (r.status === 404) { card.hidden = true; return; }
-  card.hidden = false;
-  const f = await r.json();
+  const f = r.ok ? await r.json() : { enabled: false };
+  card.hidden = !f.enabled;
+  if (!f.enabled) return;
   const st = f.status;
   $("fleet-summary").textContent = `${f.fleet} · this daemon ${f.node} [${f.groups.join(", ")}] · ` +
     (f.connected ? "connected" : "NATS unreachable: running the last verified versions") +
