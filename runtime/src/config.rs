@@ -506,30 +506,7 @@ impl Config {
     }
 }
 
-/// Parses "250ms", "10s", "5m", "2h", "1d" (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| {
-        format!("invalid duration {s:?}: expected a number and a unit (ms, s, m, h, d)")
-    })?;
-    let secs = match unit.trim() {
-        "ms" => n / 1e3,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        other => {
-            return Err(format!(
-                "invalid duration {s:?}: unknown unit {other:?} (ms, s, m, h, d)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
-}
+pub use crate::duration::parse as parse_duration;
 
 /// Parses "64MiB", "512KiB", "1GiB", "10MB", or a plain number of bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {

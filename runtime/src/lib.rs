@@ -25,6 +25,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod duration;
 pub mod fabric;
 pub mod fleet;
 pub mod guests;

@@ -46,11 +46,11 @@ pub struct FabricConfig {
     /// Empty: every node of a sysfs source (they are all local).
     pub attach: Vec<String>,
     /// How often counters are read (sysfs sources; a simulated fabric paces its own epochs).
-    #[serde(with = "duration")]
+    #[serde(with = "crate::duration::serde")]
     pub epoch: Duration,
     /// Lease of an agent: its ports are taken over when it has not renewed for this long.
     /// The lease bucket's `max_age`. At least two epochs.
-    #[serde(with = "duration")]
+    #[serde(with = "crate::duration::serde")]
     pub lease: Duration,
     /// The pipeline reported port counters (`fabric.COUNTER`, resource `NODE/PORT`) enter.
     pub pipeline: Option<String>,
@@ -184,31 +184,6 @@ impl FabricConfig {
                 })
                 .collect(),
         })
-    }
-}
-
-/// Durations as "250ms", "5s", "2m" (see `config::parse_duration`) or seconds as a number.
-mod duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{}ms", d.as_millis()))
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Secs(f64),
-        Text(String),
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Secs(s) => Duration::try_from_secs_f64(s).map_err(D::Error::custom),
-            Raw::Text(t) => crate::config::parse_duration(&t).map_err(D::Error::custom),
-        }
     }
 }
 

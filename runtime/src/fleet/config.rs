@@ -39,13 +39,13 @@ pub struct FleetConfig {
     #[serde(default)]
     pub node: String,
     /// A new version quarantined within this time after its swap is rolled back.
-    #[serde(default = "rollback_window", with = "duration")]
+    #[serde(default = "rollback_window", with = "crate::duration::serde")]
     pub rollback_window: Duration,
     /// Components larger than this are refused before they are fetched.
     #[serde(default = "max_size", deserialize_with = "size")]
     pub max_component_size: u64,
     /// How long a start waits for NATS before running the last verified versions from disk.
-    #[serde(default = "start_wait", with = "duration")]
+    #[serde(default = "start_wait", with = "crate::duration::serde")]
     pub start_wait: Duration,
     /// NATS credentials and TLS, as for the sinks (paths relative to the config file).
     #[serde(default)]
@@ -158,31 +158,6 @@ impl FleetConfig {
     /// Whether a release to `group` is for this daemon.
     pub fn follows(&self, group: &str) -> bool {
         group == ALL || self.groups.iter().any(|g| g == group)
-    }
-}
-
-/// Durations as "250ms", "5s", "2m" (see `config::parse_duration`) or seconds as a number.
-mod duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{}ms", d.as_millis()))
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Secs(f64),
-        Text(String),
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Secs(s) => Duration::try_from_secs_f64(s).map_err(D::Error::custom),
-            Raw::Text(t) => crate::config::parse_duration(&t).map_err(D::Error::custom),
-        }
     }
 }
 
