@@ -1,5 +1,6 @@
 use super::*;
 use crate::ingest::pb::enc;
+use crate::sample::{Kind, Sample};
 
 const LIMITS: Limits = Limits {
     max_samples: 1000,

@@ -1,0 +1,362 @@
+//! OTLP's data model into samples, for both encodings: a metric's names and kind
+//! ([`Heads`]), its points' values, histograms and summaries as the mapping in `otlp.rs` says,
+//! and the count of rejected points for the partial-success answer. Knows no wire format.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::super::build::{Build, Limits, ReceiveError, check_label};
+use super::super::pb::DecodeError;
+use crate::sample::{Kind, Metadata, Name, Pair, Sample};
+
+/// The data point flag "no recorded value" (`DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK`).
+pub const NO_RECORDED_VALUE: u64 = 1;
+
+/// A decoded request: the samples, and the data points rejected.
+#[derive(Debug, Default)]
+pub struct OtlpDecoded {
+    pub samples: Vec<Sample>,
+    /// Data points rejected (the partial-success answer's `rejected_data_points`).
+    pub rejected: u64,
+    /// Why, for the first few (`error_message`).
+    pub error_message: String,
+    /// Points flagged as having no recorded value, dropped.
+    pub no_value: usize,
+}
+
+/// Reasons named in a partial-success `error_message`.
+const REASONS_SHOWN: u64 = 5;
+
+/// Aggregation temporality as OTLP numbers it.
+pub const DELTA: u64 = 1;
+pub const CUMULATIVE: u64 = 2;
+
+/// What a metric's data is.
+#[derive(Debug, Clone, Copy)]
+pub enum Data {
+    Gauge,
+    Sum { temporality: u64, monotonic: bool },
+    Histogram { temporality: u64 },
+    Exponential { temporality: u64 },
+    Summary,
+}
+
+/// A metric's names, interned once for its points.
+pub struct Heads {
+    text: String,
+    name: Name,
+    unit: Name,
+    /// `_count`, `_sum`, `_bucket`, for the aggregates.
+    parts: Option<[Name; 3]>,
+    /// The kind of its plain values (gauge/sum) or counts (histograms); `None` when the
+    /// temporality is unspecified (its points are rejected).
+    kind: Option<Kind>,
+}
+
+/// A histogram point, explicit or exponential.
+pub struct HistogramPoint<'p> {
+    pub count: u64,
+    pub sum: Option<f64>,
+    pub buckets: Buckets<'p>,
+}
+
+pub enum Buckets<'p> {
+    Explicit {
+        bounds: &'p [f64],
+        counts: &'p [u64],
+    },
+    Exponential {
+        scale: i32,
+        zero_count: u64,
+        zero_threshold: f64,
+        positive: (i32, &'p [u64]),
+        negative: (i32, &'p [u64]),
+    },
+}
+
+/// Turns a request's points into samples, counting rejections.
+pub struct Emitter<'a> {
+    pub b: Build<'a>,
+    pub out: OtlpDecoded,
+    /// OTLP samples have no resource (the store keys them by host and name; metadata tells
+    /// series apart downstream): one empty string shared by all.
+    empty: Arc<str>,
+}
+
+impl<'a> Emitter<'a> {
+    pub fn new(limits: Limits) -> Emitter<'a> {
+        Emitter {
+            b: Build::new(limits),
+            out: OtlpDecoded::default(),
+            empty: Arc::from(""),
+        }
+    }
+
+    pub fn finish(mut self) -> OtlpDecoded {
+        if self.out.rejected > REASONS_SHOWN {
+            let _ = write!(
+                self.out.error_message,
+                "; and {} more",
+                self.out.rejected - REASONS_SHOWN
+            );
+        }
+        self.out.samples = self.b.samples;
+        self.out
+    }
+
+    /// Rejects one data point of `metric`.
+    pub fn reject(&mut self, metric: &str, why: &str) {
+        self.out.rejected += 1;
+        if self.out.rejected <= REASONS_SHOWN {
+            if !self.out.error_message.is_empty() {
+                self.out.error_message.push_str("; ");
+            }
+            let _ = write!(self.out.error_message, "metric {metric:?}: {why}");
+        }
+    }
+
+    pub fn heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
+        if name.is_empty() {
+            return Err(DecodeError::new("a metric without a name"));
+        }
+        check_label(name, "a metric name")?;
+        let n = self.b.name("name", name)?;
+        let unit = self.b.name("unit", unit)?;
+        let by = |t: u64| match t {
+            DELTA => Some(Kind::Delta),
+            CUMULATIVE => Some(Kind::Cumulative),
+            _ => None,
+        };
+        let (kind, aggregate) = match data {
+            Data::Gauge => (Some(Kind::Gauge), false),
+            Data::Sum {
+                temporality: CUMULATIVE,
+                monotonic: false,
+            } => (Some(Kind::Gauge), false),
+            Data::Sum { temporality, .. } => (by(temporality), false),
+            Data::Histogram { temporality } | Data::Exponential { temporality } => {
+                (by(temporality), true)
+            }
+            Data::Summary => (Some(Kind::Cumulative), true),
+        };
+        let parts = if aggregate {
+            let mut part = |s: &str| self.b.name("name", &format!("{name}{s}"));
+            Some([part("_count")?, part("_sum")?, part("_bucket")?])
+        } else {
+            None
+        };
+        Ok(Heads {
+            text: name.to_string(),
+            name: n,
+            unit,
+            parts,
+            kind,
+        })
+    }
+
+    /// The kind of `h`'s points, or the point's rejection.
+    fn kind(&mut self, h: &Heads) -> Option<Kind> {
+        if h.kind.is_none() {
+            self.reject(&h.text, "aggregation temporality unspecified");
+        }
+        h.kind
+    }
+
+    fn sample(&self, name: Name, h: &Heads, kind: Kind, meta: Metadata, ts: i64, v: f64) -> Sample {
+        Sample {
+            name,
+            resource: self.empty.clone(),
+            unit: h.unit,
+            kind,
+            value: v,
+            timestamp_ns: ts,
+            metadata: meta,
+        }
+    }
+
+    /// A gauge or sum point; `value` `None` when the point has none.
+    pub fn number(
+        &mut self,
+        h: &Heads,
+        meta: Metadata,
+        ts: Option<i64>,
+        value: Option<f64>,
+    ) -> Result<(), ReceiveError> {
+        let Some(kind) = self.kind(h) else {
+            return Ok(());
+        };
+        let Some(v) = value else {
+            self.reject(&h.text, "a number data point without a value");
+            return Ok(());
+        };
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let s = self.sample(h.name, h, kind, meta, ts, v);
+        self.b.push(s)
+    }
+
+    fn time(&mut self, h: &Heads, ts: Option<i64>) -> Option<i64> {
+        match ts {
+            Some(t) if t > 0 => Some(t),
+            _ => {
+                self.reject(&h.text, "time_unix_nano is 0 or past 2262");
+                None
+            }
+        }
+    }
+
+    /// A histogram point (explicit or exponential bounds).
+    pub fn histogram(
+        &mut self,
+        h: &Heads,
+        meta: &[Pair],
+        ts: Option<i64>,
+        p: HistogramPoint,
+    ) -> Result<(), ReceiveError> {
+        let Some(kind) = self.kind(h) else {
+            return Ok(());
+        };
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let [count, sum, bucket] = h.parts.expect("aggregate metrics have parts");
+        // Bounds and per-bucket counts, checked before anything is emitted.
+        let mut les: Vec<(f64, u64)> = Vec::new();
+        match p.buckets {
+            Buckets::Explicit { bounds, counts } => {
+                if !counts.is_empty() && counts.len() != bounds.len() + 1 {
+                    self.reject(
+                        &h.text,
+                        &format!(
+                            "{} bucket counts for {} explicit bounds (must be bounds + 1)",
+                            counts.len(),
+                            bounds.len()
+                        ),
+                    );
+                    return Ok(());
+                }
+                les.extend(bounds.iter().copied().zip(counts.iter().copied()));
+            }
+            Buckets::Exponential {
+                scale,
+                zero_count,
+                zero_threshold,
+                positive,
+                negative,
+            } => {
+                if !(-10..=20).contains(&scale) {
+                    self.reject(&h.text, &format!("scale {scale} outside -10..=20"));
+                    return Ok(());
+                }
+                self.b.room(positive.1.len() + negative.1.len() + 4)?;
+                // Bucket `i` holds (base^i, base^(i+1)], base = 2^(2^-scale); negative ones
+                // mirror it, so the most negative comes first.
+                let bound = |i: i64| (i as f64 * (-scale as f64).exp2()).exp2();
+                let (off, counts) = negative;
+                for (k, &c) in counts.iter().enumerate().rev() {
+                    les.push((-bound(i64::from(off) + k as i64), c));
+                }
+                les.push((zero_threshold, zero_count));
+                let (off, counts) = positive;
+                for (k, &c) in counts.iter().enumerate() {
+                    les.push((bound(i64::from(off) + k as i64 + 1), c));
+                }
+            }
+        }
+        self.b.room(les.len() + 3)?;
+        let meta_of = |extra: Option<Pair>| {
+            let mut v = Vec::with_capacity(meta.len() + 1);
+            v.extend_from_slice(meta);
+            v.extend(extra);
+            Metadata::new(v)
+        };
+        let plain = meta_of(None);
+        let s = self.sample(count, h, kind, plain.clone(), ts, p.count as f64);
+        self.b.push(s)?;
+        if let Some(v) = p.sum {
+            let s = self.sample(sum, h, kind, plain, ts, v);
+            self.b.push(s)?;
+        }
+        if les.is_empty() {
+            return Ok(());
+        }
+        let le: Arc<str> = Arc::from("le");
+        let mut acc = 0u64;
+        for (bound, c) in les {
+            acc = acc.saturating_add(c);
+            let m = meta_of(Some((le.clone(), format_le(bound).into())));
+            let s = self.sample(bucket, h, kind, m, ts, acc as f64);
+            self.b.push(s)?;
+        }
+        let m = meta_of(Some((le, "+Inf".into())));
+        let s = self.sample(bucket, h, kind, m, ts, p.count as f64);
+        self.b.push(s)
+    }
+
+    /// A summary point: count, sum and one sample per quantile.
+    pub fn summary(
+        &mut self,
+        h: &Heads,
+        meta: &[Pair],
+        ts: Option<i64>,
+        (count, sum): (u64, f64),
+        quantiles: &[(f64, f64)],
+    ) -> Result<(), ReceiveError> {
+        let Some(ts) = self.time(h, ts) else {
+            return Ok(());
+        };
+        let [c, s, _] = h.parts.expect("aggregate metrics have parts");
+        self.b.room(quantiles.len() + 2)?;
+        let plain = Metadata::new(meta.to_vec());
+        let x = self.sample(c, h, Kind::Cumulative, plain.clone(), ts, count as f64);
+        self.b.push(x)?;
+        let x = self.sample(s, h, Kind::Cumulative, plain, ts, sum);
+        self.b.push(x)?;
+        let key: Arc<str> = Arc::from("quantile");
+        for &(q, v) in quantiles {
+            let mut m = meta.to_vec();
+            m.push((key.clone(), format_le(q).into()));
+            let x = self.sample(h.name, h, Kind::Gauge, Metadata::new(m), ts, v);
+            self.b.push(x)?;
+        }
+        Ok(())
+    }
+
+    /// Resource pairs with a point's own on top (a point's key replaces its resource's).
+    pub fn merge(&self, resource: &[Pair], point: Vec<Pair>) -> Vec<Pair> {
+        if resource.is_empty() {
+            return point;
+        }
+        let mut v: Vec<Pair> = resource
+            .iter()
+            .filter(|(k, _)| !point.iter().any(|(pk, _)| pk == k))
+            .cloned()
+            .collect();
+        v.extend(point);
+        v
+    }
+}
+
+/// A bucket bound as Prometheus writes `le` and `quantile`: `0.5`, `1`, `+Inf`, `-Inf`.
+pub fn format_le(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// An attribute key as metadata: `host.name` is the `hostname` the store sink reads.
+pub fn meta_key(k: &str) -> &str {
+    if k == "host.name" { "hostname" } else { k }
+}
+
+/// A nanosecond timestamp from OTLP's unsigned one (`None` past i64).
+pub fn ts(ns: u64) -> Option<i64> {
+    i64::try_from(ns).ok()
+}
+
+// ---- protobuf -------------------------------------------------------------------------
