@@ -30,6 +30,8 @@ const ROUTES: &[(&str, &str, &str, bool)] = &[
     ("POST", "/api/pipelines/p/prometheus", "", false),
     ("POST", "/api/v1/write", "", false),
     ("GET", "/api/sinks", "", false),
+    // Without [fleet]: {"enabled": false}, to a valid token only.
+    ("GET", "/api/fleet", "", false),
     // No such kept queue: an admin gets 409, a user 403, nobody without a token gets further.
     ("DELETE", "/api/sinks/nothing/queue", "", true),
     ("GET", "/metrics", "", false),
