@@ -47,6 +47,7 @@ pub mod batch;
 pub mod exporter;
 mod hash;
 pub mod log;
+pub mod params;
 mod sample;
 pub mod transformer;
 
