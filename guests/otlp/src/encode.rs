@@ -19,6 +19,7 @@
 //! This file is also compiled into the test-only `trap_third` guest (by `#[path]`): linking
 //! this crate there would link its component exports twice.
 
+use wasmon_guest::exporter::Request;
 use wasmon_guest::params::{self, ParamError};
 use wasmon_guest::{Kind, Params, Sample};
 
@@ -52,6 +53,16 @@ impl Config {
             resource: params::string_map(p, "resource")?,
             suffix: params::string(p, "suffix", "")?,
         })
+    }
+}
+
+/// The one request that carries `samples`.
+pub fn request(samples: &[Sample], cfg: &Config) -> Request {
+    Request {
+        suffix: cfg.suffix.clone(),
+        content_type: CONTENT_TYPE.into(),
+        headers: Vec::new(),
+        body: encode_request(samples, cfg),
     }
 }
 

@@ -17,7 +17,7 @@
 
 mod encode;
 
-pub use encode::{CONTENT_TYPE, Config, RESOURCE_KEY, encode_request};
+pub use encode::{CONTENT_TYPE, Config, RESOURCE_KEY, encode_request, request};
 
 use wasmon_guest::exporter::{Exporter, Request};
 use wasmon_guest::{Input, Params, Sample};
@@ -43,16 +43,6 @@ impl Exporter for Otlp {
             out.push(request(&self.samples, &self.cfg));
         }
         Ok(())
-    }
-}
-
-/// The one request that carries `samples`.
-pub fn request(samples: &[Sample], cfg: &Config) -> Request {
-    Request {
-        suffix: cfg.suffix.clone(),
-        content_type: CONTENT_TYPE.into(),
-        headers: Vec::new(),
-        body: encode_request(samples, cfg),
     }
 }
 
