@@ -86,9 +86,11 @@ fn attrs(b: &[u8], f: u64) -> Vec<(String, String)> {
 /// A decoded point: (timestamp, value, attributes).
 type Point = (u64, f64, Vec<(String, String)>);
 
-/// Metrics of the request's only resource and scope: (name, unit, data field, temporality,
-/// monotonic, points).
-fn metrics(body: &[u8]) -> Vec<(String, String, u64, Option<V>, Option<V>, Vec<Point>)> {
+/// A decoded metric: (name, unit, data field, temporality, monotonic, points).
+type Metric = (String, String, u64, Option<V>, Option<V>, Vec<Point>);
+
+/// Metrics of the request's only resource and scope.
+fn metrics(body: &[u8]) -> Vec<Metric> {
     let rm = one(body, 1);
     let sm = one(&rm, 2);
     let scope = one(&sm, 1);

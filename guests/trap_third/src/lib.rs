@@ -26,7 +26,7 @@ impl Exporter for TrapThird {
 
     fn encode(&mut self, input: impl Input, out: &mut Vec<Request>) -> Result<(), String> {
         self.calls += 1;
-        if self.calls % 3 == 0 {
+        if self.calls.is_multiple_of(3) {
             panic!("trap_third: call {} of this instance traps", self.calls);
         }
         let samples: Vec<Sample> = input.collect();
