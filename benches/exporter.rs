@@ -172,7 +172,10 @@ fn main() {
         let mut out = Vec::new();
         native.encode(guest.iter().cloned(), &mut out).unwrap();
         assert_eq!(requests.len(), 1);
-        assert_eq!(requests[0].body, out[0].body, "guest and native bodies differ");
+        assert_eq!(
+            requests[0].body, out[0].body,
+            "guest and native bodies differ"
+        );
         // Without the `resource` parameter the receiver's samples carry no extra metadata.
         check_round_trip(&otlp::encode_request(&guest, &Default::default()), &host);
 
