@@ -3,7 +3,8 @@
 //! was sent, field by field. The bundled `otlp` exporter into the receiver's OTLP route and
 //! `jsonl` into its samples route; `trap_third` (the otlp encoding, trapping on every third
 //! call of an instance) across a SIGKILL of the sender and with a receiver that is down; a
-//! batch the exporter keeps failing on, dead-lettered; a guest of another world, refused.
+//! batch the exporter keeps failing on, dead-lettered; a guest of another world, refused; and
+//! `jsonl` publishing to JetStream on its suffixed subject.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -267,4 +268,58 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
         err.contains(r#"sink \"x\": guest"#) && err.contains("does not fit the `exporter` world"),
         "{err}"
     );
+}
+
+#[test]
+fn a_guest_sink_publishes_its_exporter_s_requests_to_jetstream_on_the_suffixed_subject() {
+    use futures_util::StreamExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start(free_port(), &tmp.path().join("nats"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_rt = rt.enter();
+    let (_client, mut sub) = rt.block_on(async {
+        let c = async_nats::connect(nats.url()).await.unwrap();
+        let sub = c.subscribe("exp.>").await.unwrap();
+        c.flush().await.unwrap();
+        (c, sub)
+    });
+    let extra = "subject = \"exp\"\nstream = \"EXP\"\n[sink.params]\nsuffix = \".lines\"\n";
+    let node = DaemonProcess::start(&sender(tmp.path(), "jsonl", &nats.url(), extra));
+    let sent = samples("js", 30);
+    let r = node.post("/api/pipelines/p/samples", &body(&sent));
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let msg = rt
+        .block_on(tokio::time::timeout(Duration::from_secs(30), sub.next()))
+        .expect("no message for 30 s")
+        .unwrap();
+    assert_eq!(msg.subject.as_str(), "exp.lines");
+    let headers = msg.headers.clone().expect("headers");
+    assert_eq!(
+        headers.get("Content-Type").map(|v| v.as_str()),
+        Some("application/x-ndjson")
+    );
+    assert!(
+        headers.get(async_nats::header::NATS_MESSAGE_ID).is_some(),
+        "{headers:?}"
+    );
+    let got: Vec<Value> = std::str::from_utf8(&msg.payload)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_same(&sent, &got);
+    // JetStream acknowledged it: the record left the queue, and the stream holds it.
+    node.wait_for("the PubAck", || sink(&node)["sent-samples"] == 30);
+    let stored = rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+        js.get_stream("EXP")
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .state
+            .messages
+    });
+    assert_eq!(stored, 1);
 }
