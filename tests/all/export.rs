@@ -323,3 +323,64 @@ fn a_guest_sink_publishes_its_exporter_s_requests_to_jetstream_on_the_suffixed_s
     });
     assert_eq!(stored, 1);
 }
+
+#[test]
+fn a_new_exporter_component_in_guests_dir_is_swapped_in_by_a_reload_and_the_queue_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rport = free_port();
+    let url = format!("http://127.0.0.1:{rport}/api/pipelines/p/samples");
+    let dir = tmp.path().join("s");
+    std::fs::create_dir_all(dir.join("guests")).unwrap();
+    let exp = dir.join("guests/exp.wasm");
+    // `trap_third` encodes OTLP, which the samples route would refuse.
+    replace_file(&exp, &guest_bytes("trap_third"));
+    let cfg = sender(&dir, "exp", &url, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("[daemon]\n", "[daemon]\nguests-dir = \"guests\"\n"),
+    )
+    .unwrap();
+    let node = DaemonProcess::start(&cfg);
+    let reload = || -> Value {
+        let r = reqwest::blocking::Client::new()
+            .post(node.url("/api/admin/reload"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().unwrap()
+    };
+    assert!(
+        reload()["sinks"].get("reconfigured").is_none(),
+        "nothing changed: the exporter is kept"
+    );
+    // The receiver is down: the batch is encoded (as OTLP) and retried.
+    let sent = samples("sw", 10);
+    assert!(
+        node.post("/api/pipelines/p/samples", &body(&sent))
+            .status()
+            .is_success()
+    );
+    node.wait_for("a failed attempt", || {
+        sink(&node)["retries"].as_u64() > Some(0)
+    });
+    // jsonl in its place: the queued batch is encoded again by it, and arrives.
+    replace_file(&exp, &guest_bytes("jsonl"));
+    let outcome = reload();
+    assert_eq!(outcome["sinks"]["reconfigured"], json!(["x"]), "{outcome}");
+    let receiver = DaemonProcess::start_at(
+        &config(&tmp.path().join("r"), "\"stdout\"", ""),
+        rport,
+        |_| {},
+    );
+    assert_same(&sent, &receive(&receiver, sent.len()));
+    let s = sink(&node);
+    assert_eq!(
+        (
+            s["sent-samples"].as_u64(),
+            s["dead-lettered-samples"].as_u64()
+        ),
+        (Some(10), Some(0)),
+        "{s}"
+    );
+}
