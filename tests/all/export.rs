@@ -202,6 +202,15 @@ fn an_exporter_trapping_on_every_third_batch_loses_and_doubles_nothing_across_a_
     assert!(s["encode-failures"].as_u64().unwrap() >= 3, "{s}");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
     assert_eq!(s["sent-samples"], 45, "{s}");
+    let metrics = node.get("/metrics").unwrap().text().unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("wasmon_sink_encode_failures_total{sink=\"x\"}"))
+        .unwrap_or_else(|| panic!("no encode failures in /metrics:\n{metrics}"));
+    assert_eq!(
+        line.rsplit(' ').next(),
+        Some(s["encode-failures"].to_string().as_str())
+    );
 }
 
 #[test]
