@@ -277,6 +277,18 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
         err.contains(r#"sink \"x\": guest"#) && err.contains("does not fit the `exporter` world"),
         "{err}"
     );
+    // `wasmon config check` says so too, from the component's WIT.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["config", "check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(r#"sink "x": guest "arithmetic": bundled guest `arithmetic` is not an exporter: transformer"#),
+        "{err}"
+    );
 }
 
 #[test]
