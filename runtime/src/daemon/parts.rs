@@ -136,6 +136,42 @@ pub struct StoreSink {
     pub hostname: String,
 }
 
+type LastLevel<'a> = Option<(
+    [std::borrow::Cow<'a, str>; 4],
+    usize,
+    Arc<crate::store::Level>,
+)>;
+
+impl StoreSink {
+    /// `s`'s level: `last`'s when the path is the same, else looked up (and kept in `last`);
+    /// `None` when the store refuses the path.
+    fn level_of<'a>(
+        &'a self,
+        pipeline: &str,
+        s: &'a Sample,
+        last: &mut LastLevel<'a>,
+    ) -> Option<Arc<crate::store::Level>> {
+        let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
+        if let Some((p, d, l)) = last.as_ref()
+            && *d == depth
+            && p[..depth] == path[..depth]
+        {
+            return Some(l.clone());
+        }
+        let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
+        match self.store.level(&refs[..depth]) {
+            Ok(l) => {
+                *last = Some((path, depth, l.clone()));
+                Some(l)
+            }
+            Err(e) => {
+                tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
+                None
+            }
+        }
+    }
+}
+
 impl Sink for StoreSink {
     fn name(&self) -> &str {
         "store"
@@ -147,25 +183,27 @@ impl Sink for StoreSink {
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         let mut refused = 0usize;
         let mut batch = self.store.batch_for(samples.len());
-        let mut last: Option<([std::borrow::Cow<str>; 4], usize, Arc<crate::store::Level>)> = None;
+        let mut last: LastLevel = None;
+        // The last sample whose level `last` holds: a sample of the same metadata set and
+        // resource has that level too, without reading its metadata again.
+        let mut prev: Option<&Sample> = None;
         for s in samples {
-            let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
+            let reuse = prev.is_some_and(|p| {
+                p.metadata.same(&s.metadata) && Arc::ptr_eq(&p.resource, &s.resource)
+            });
             let level = match &last {
-                Some((p, d, l)) if *d == depth && p[..depth] == path[..depth] => l.clone(),
-                _ => {
-                    let refs: [&str; 4] = [&path[0], &path[1], &path[2], &path[3]];
-                    match self.store.level(&refs[..depth]) {
-                        Ok(l) => {
-                            last = Some((path, depth, l.clone()));
-                            l
-                        }
-                        Err(e) => {
-                            refused += 1;
-                            tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
-                            continue;
-                        }
+                Some((_, _, l)) if reuse => l.clone(),
+                _ => match self.level_of(pipeline, s, &mut last) {
+                    Some(l) => {
+                        prev = Some(s);
+                        l
                     }
-                }
+                    None => {
+                        prev = None;
+                        refused += 1;
+                        continue;
+                    }
+                },
             };
             let ts = s.timestamp_ns.div_euclid(1_000_000_000);
             let r = self.store.metric(&s.name).and_then(|m| {
@@ -226,4 +264,55 @@ pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Metadata;
+    use crate::store::StoreConfig;
+
+    /// Samples that share a metadata set land at their own resource's level; another set
+    /// at its own host.
+    #[test]
+    fn the_store_sink_reuses_a_level_only_for_the_same_set_and_resource() {
+        let sink = StoreSink {
+            store: Arc::new(Store::new(StoreConfig::default())),
+            default_cluster: "c".into(),
+            hostname: "me".into(),
+        };
+        let meta = Metadata::new(vec![("hostname".into(), "h1".into())]);
+        let at = |resource: &str, meta: &Metadata| Sample {
+            metadata: meta.clone(),
+            ..Sample::new("m", resource, 1.0, 1_700_000_000_000_000_000)
+        };
+        let (eth0, eth1): (Arc<str>, Arc<str>) = ("eth0".into(), "eth1".into());
+        let mut samples = vec![at("", &meta), at("", &meta), at("", &meta), at("", &meta)];
+        samples[0].resource = eth0.clone();
+        samples[1].resource = eth0;
+        samples[2].resource = eth1;
+        let other = Metadata::new(vec![("hostname".into(), "h2".into())]);
+        samples.push(at("", &other));
+        samples.push(at("", &other));
+        sink.accept("p", &samples);
+        for path in [["c", "h1", "eth0"], ["c", "h1", "eth1"]] {
+            assert!(
+                sink.store.latest_timestamp(&path).flatten().is_some(),
+                "{path:?}"
+            );
+        }
+        assert!(
+            sink.store
+                .latest_timestamp(&["c", "h1"])
+                .flatten()
+                .is_some()
+        );
+        assert!(
+            sink.store
+                .latest_timestamp(&["c", "h2"])
+                .flatten()
+                .is_some()
+        );
+        assert_eq!(sink.store.latest_timestamp(&["c", "h2", "eth1"]), None);
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::pb::DecodeError;
-use crate::sample::{Name, NameBudget, Sample};
+use crate::sample::{Metadata, Name, NameBudget, Pair, Sample};
 
 /// Longest label (attribute) name or value a receiver takes. Every sample carries its
 /// metadata into the pipeline and the forwarding queues, so a megabyte label costs a
@@ -49,6 +49,11 @@ pub struct Build<'a> {
     max: usize,
     budget: NameBudget,
     strings: HashMap<&'a str, Arc<str>, foldhash::fast::FixedState>,
+    /// Metadata sets by their pairs' addresses (their strings come from [`Build::arc`], so
+    /// equal text is one address): the series of one host share one set, which the store
+    /// sink then resolves to a level once, not once per sample.
+    sets: HashMap<Box<[(usize, usize)]>, Metadata, foldhash::fast::FixedState>,
+    key: Vec<(usize, usize)>,
 }
 
 impl<'a> Build<'a> {
@@ -58,6 +63,8 @@ impl<'a> Build<'a> {
             max: limits.max_samples,
             budget: NameBudget::per_request(),
             strings: HashMap::default(),
+            sets: HashMap::default(),
+            key: Vec::new(),
         }
     }
 
@@ -103,6 +110,24 @@ impl<'a> Build<'a> {
         let a: Arc<str> = text.into();
         self.strings.insert(text, a.clone());
         a
+    }
+
+    /// `pairs` as a metadata set, shared with every earlier set of the request with the same
+    /// pairs (strings made by [`Build::arc`]) in the same order.
+    pub fn metadata(&mut self, pairs: Vec<Pair>) -> Metadata {
+        if pairs.is_empty() {
+            return Metadata::default();
+        }
+        let addr = |s: &Arc<str>| s.as_ptr() as usize;
+        self.key.clear();
+        self.key
+            .extend(pairs.iter().map(|(k, v)| (addr(k), addr(v))));
+        if let Some(m) = self.sets.get(self.key.as_slice()) {
+            return m.clone();
+        }
+        let m = Metadata::new(pairs);
+        self.sets.insert(self.key.as_slice().into(), m.clone());
+        m
     }
 
     /// An owned string (not from the body) as a shared string.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
 use super::pb::{DecodeError, Reader, Wire, for_each_packed, zigzag};
-use crate::sample::{Metadata, Pair};
+use crate::sample::Pair;
 
 #[path = "otlp_emit.rs"]
 mod emit;
@@ -317,7 +317,7 @@ fn number_point<'a>(
         e.out.no_value += 1;
         return Ok(());
     }
-    let meta = Metadata::new(e.merge(resource, attrs));
+    let meta = e.b.metadata(e.merge(resource, attrs));
     e.number(h, meta, ts(ts_), value)?;
     Ok(())
 }

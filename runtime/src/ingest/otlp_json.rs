@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{Buckets, Data, Emitter, HistogramPoint, Nested, OtlpDecoded, meta_key, ts};
 use crate::ingest::build::{Limits, MAX_LABELS, ReceiveError, check_label};
 use crate::ingest::pb::DecodeError;
-use crate::sample::{Metadata, Pair};
+use crate::sample::Pair;
 
 /// Decodes an `ExportMetricsServiceRequest` in OTLP/JSON (already inflated).
 pub fn decode_json(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveError> {
@@ -299,7 +299,8 @@ fn point<'a>(
                 (None, Some(i)) => Some(int_value(i).map_err(|x| x.at("asInt", None))? as f64),
                 (None, None) => None,
             };
-            e.number(h, Metadata::new(meta), time, value)?;
+            let meta = e.b.metadata(meta);
+            e.number(h, meta, time, value)?;
         }
         Data::Histogram { .. } => {
             let counts = u64s(p, "bucketCounts", "bucket_counts")?;

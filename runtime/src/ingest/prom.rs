@@ -148,7 +148,7 @@ impl<'a> Labels<'a> {
             .iter()
             .map(|&(k, v)| (b.arc(k), b.arc(v)))
             .collect();
-        Ok((n, b.arc(self.instance), Metadata::new(pairs), name))
+        Ok((n, b.arc(self.instance), b.metadata(pairs), name))
     }
 }
 

@@ -39,6 +39,16 @@ impl Metadata {
         self.0.is_none()
     }
 
+    /// Whether both are the very same set (one allocation, or both empty): a cheap test
+    /// that lets a consumer reuse what it derived from the previous sample's metadata.
+    pub fn same(&self, other: &Metadata) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.pairs()
             .iter()
