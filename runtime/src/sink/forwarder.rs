@@ -380,7 +380,9 @@ impl Forwarder {
                     }
                 }
                 Outcome::Wait(d) => {
-                    pending = Some(record);
+                    if let Nack::Retry = self.queue.nack(record.seq) {
+                        pending = Some(record);
+                    }
                     if sleep_or_stop(&stop, d).await {
                         return;
                     }
