@@ -36,6 +36,8 @@ pub struct Receivers {
     prometheus_pipeline: Option<String>,
     otlp_pipeline: Option<String>,
     counters: Counters,
+    /// Remote write 1.0 metadata, remembered across requests (Prometheus sends it apart).
+    families: prom::Families,
 }
 
 struct Counters {
@@ -95,6 +97,7 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         otlp_pipeline: api.otlp_pipeline,
         daemon,
         counters: Counters::new(),
+        families: prom::Families::default(),
     });
     Router::new()
         .route("/api/pipelines/{name}/prometheus", post(prometheus_named))
@@ -227,9 +230,10 @@ async fn prometheus(
         }
     }
     let limits = st.limits;
+    let state = st.clone();
     let sent = decode_and_send(
         pipeline,
-        move || prom::decode(&body, version, limits),
+        move || prom::decode_with(&body, version, limits, &state.families),
         |d: &mut PromDecoded| std::mem::take(&mut d.samples),
     )
     .await;

@@ -2,8 +2,10 @@
 //! (`io.prometheus.write.v2.Request`, strings interned in a `symbols` table), snappy block
 //! compressed. A series' `__name__` is the sample's name, its `instance` label the resource,
 //! its other labels metadata; millisecond timestamps; the stale marker is dropped. The kind:
-//! cumulative for a counter (2.0 series metadata, or 1.0 metadata in the same request, which
-//! also names the `_bucket`/`_count`/`_sum` series of histograms and summaries), else gauge.
+//! cumulative for a counter (2.0 series metadata, or 1.0 metadata, which also names the
+//! `_bucket`/`_count`/`_sum` series of histograms and summaries), else gauge. 1.0 senders
+//! send metadata in requests of their own (Prometheus every minute), so it is remembered
+//! across requests ([`Families`]).
 //! Native histograms are not taken (counted in [`PromDecoded`]); exemplars are ignored.
 
 use std::collections::HashMap;
@@ -20,6 +22,34 @@ pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 /// is held whole (16 bytes an entry); a body of empty strings would otherwise cost 8 times
 /// its size.
 pub const MAX_SYMBOLS: usize = 1 << 20;
+
+/// Metric families remembered across 1.0 requests: at most this many (a family is a metric
+/// name; a sender minting more is minting them from data).
+pub const MAX_FAMILIES: usize = 100_000;
+
+/// The types of metric families 1.0 senders stated in metadata, by family name: Prometheus
+/// sends them apart from the samples (`metadata_config.send_interval`, 1 m), so that without
+/// memory a counter would arrive as a gauge. The last statement of a family wins.
+#[derive(Default)]
+pub struct Families {
+    types: std::sync::RwLock<HashMap<String, u64>>,
+}
+
+impl Families {
+    fn learn(&self, stated: &HashMap<&str, u64>) {
+        if stated.is_empty() {
+            return;
+        }
+        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        for (&name, &t) in stated {
+            if let Some(known) = types.get_mut(name) {
+                *known = t;
+            } else if types.len() < MAX_FAMILIES {
+                types.insert(name.to_string(), t);
+            }
+        }
+    }
+}
 
 /// The protocol version a request's `Content-Type` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +118,22 @@ pub fn unsnappy(body: &[u8], max: usize) -> Result<Vec<u8>, ReceiveError> {
         .map_err(|e| DecodeError::new(format!("snappy body: {e}")).into())
 }
 
-/// Decodes a snappy-compressed request of `version`.
+/// Decodes a snappy-compressed request of `version`, on its own.
 pub fn decode(body: &[u8], version: Version, limits: Limits) -> Result<PromDecoded, ReceiveError> {
+    decode_with(body, version, limits, &Families::default())
+}
+
+/// Decodes a request, with the 1.0 metadata of earlier requests in `known` (and this one's
+/// added to it).
+pub fn decode_with(
+    body: &[u8],
+    version: Version,
+    limits: Limits,
+    known: &Families,
+) -> Result<PromDecoded, ReceiveError> {
     let raw = unsnappy(body, limits.max_body)?;
     match version {
-        Version::V1 => decode_v1(&raw, limits),
+        Version::V1 => decode_v1(&raw, limits, known),
         Version::V2 => decode_v2(&raw, limits),
     }
 }
@@ -162,14 +203,30 @@ fn is_aggregate(t: u64) -> bool {
     matches!(t, 3..=5)
 }
 
+/// The 1.0 metadata a request's series are read with: the request's own, then what earlier
+/// requests stated.
+struct Stated<'r, 'k> {
+    here: HashMap<&'r str, u64>,
+    known: &'k HashMap<String, u64>,
+}
+
+impl Stated<'_, '_> {
+    fn get(&self, family: &str) -> Option<u64> {
+        self.here
+            .get(family)
+            .or_else(|| self.known.get(family))
+            .copied()
+    }
+}
+
 /// The kind of series `name` by the 1.0 metadata of its family.
-fn kind_v1(families: &HashMap<&str, u64>, name: &str) -> Kind {
-    if families.get(name).is_some_and(|&t| is_counter(t)) {
+fn kind_v1(families: &Stated, name: &str) -> Kind {
+    if families.get(name).is_some_and(is_counter) {
         return Kind::Cumulative;
     }
     for suffix in ["_bucket", "_count", "_sum"] {
         if let Some(base) = name.strip_suffix(suffix)
-            && families.get(base).is_some_and(|&t| is_aggregate(t))
+            && families.get(base).is_some_and(is_aggregate)
         {
             return Kind::Cumulative;
         }
@@ -177,7 +234,7 @@ fn kind_v1(families: &HashMap<&str, u64>, name: &str) -> Kind {
     Kind::Gauge
 }
 
-fn decode_v1(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
+fn decode_v1(raw: &[u8], limits: Limits, known: &Families) -> Result<PromDecoded, ReceiveError> {
     // Metadata (field 3) may come after the series: read it first.
     let mut families: HashMap<&str, u64> = HashMap::new();
     let mut r = Reader::new(raw);
@@ -201,6 +258,12 @@ fn decode_v1(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
         }
         mi += 1;
     }
+    known.learn(&families);
+    let known = known.types.read().unwrap_or_else(|p| p.into_inner());
+    let families = Stated {
+        here: families,
+        known: &known,
+    };
     let mut out = PromDecoded::default();
     let mut b = Build::new(limits);
     let mut labels = Labels::new();
@@ -223,7 +286,7 @@ fn decode_v1(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
 fn series_v1<'a>(
     ts: &'a [u8],
     labels: &mut Labels<'a>,
-    families: &HashMap<&str, u64>,
+    families: &Stated,
     b: &mut Build<'a>,
     out: &mut PromDecoded,
 ) -> Result<(), SeriesError> {

@@ -114,6 +114,46 @@ fn a_byte_vector_of_up() {
     assert_eq!(meta(s), [("job".to_string(), "j".to_string())]);
 }
 
+/// Prometheus sends 1.0 metadata in requests of its own: a later request's counter is still
+/// cumulative, and a family's type stated again replaces the one before.
+#[test]
+fn metadata_sent_apart_from_the_samples_is_remembered() {
+    let metadata = |t: u64| {
+        let mut m = Vec::new();
+        enc::uint(&mut m, 1, t);
+        enc::bytes(&mut m, 2, b"reqs_total");
+        let mut raw = Vec::new();
+        enc::bytes(&mut raw, 3, &m);
+        snappy(&raw)
+    };
+    let samples = snappy(&request(&[series(
+        &[("__name__", "reqs_total")],
+        &[(5.0, 3)],
+    )]));
+    let known = Families::default();
+    let kind = |known: &Families| {
+        decode_with(&samples, Version::V1, LIMITS, known)
+            .unwrap()
+            .samples[0]
+            .kind
+    };
+    assert_eq!(kind(&known), Kind::Gauge, "nothing stated yet");
+    assert!(
+        decode_with(&metadata(1), Version::V1, LIMITS, &known)
+            .unwrap()
+            .samples
+            .is_empty()
+    );
+    assert_eq!(kind(&known), Kind::Cumulative);
+    decode_with(&metadata(2), Version::V1, LIMITS, &known).unwrap(); // now a gauge
+    assert_eq!(kind(&known), Kind::Gauge);
+    assert_eq!(
+        kind(&Families::default()),
+        Kind::Gauge,
+        "memory is per receiver"
+    );
+}
+
 #[test]
 fn stale_markers_are_dropped_other_nans_kept_counters_cumulative() {
     let s = series(
