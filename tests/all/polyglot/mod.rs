@@ -208,7 +208,7 @@ fn python_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(report.contains("Ran 12 tests"), "{report}");
+    assert!(report.contains("Ran 15 tests"), "{report}");
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn js_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        report.contains("# pass 9") && report.contains("# fail 0"),
+        report.contains("# pass 12") && report.contains("# fail 0"),
         "{report}"
     );
 }
@@ -238,6 +238,7 @@ fn c_sdk_unit_tests_pass() {
         .arg(&exe)
         .arg(sdk.join("test_wasmon_guest.c"))
         .arg(sdk.join("wasmon_guest.c"))
+        .arg(sdk.join("wasmon_request.c"))
         .arg("-lm"));
     assert!(
         out.status.success(),
