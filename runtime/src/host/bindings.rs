@@ -1,6 +1,6 @@
 //! Host-side bindings of the WIT worlds, one `bindgen!` per world (kept in a file of their own:
-//! an edit next to `bindgen!` recompiles slowly). The agent world reuses the transformer
-//! world's shared interfaces so both see one set of types.
+//! an edit next to `bindgen!` recompiles slowly). The agent and exporter worlds reuse the
+//! transformer world's shared interfaces so that all see one set of types.
 //!
 //! Exports are called asynchronously (`call_*` return futures) so that a call can be abandoned
 //! at its deadline even while the guest waits in a host call (a WASI sleep, a socket): the
@@ -19,6 +19,18 @@ pub mod transformer {
 pub mod agent {
     wasmtime::component::bindgen!({
         world: "agent",
+        path: "../wit",
+        with: {
+            "wasmon:collector/types": super::transformer::wasmon::collector::types,
+            "wasmon:collector/host": super::transformer::wasmon::collector::host,
+        },
+        exports: { default: async },
+    });
+}
+
+pub mod exporter {
+    wasmtime::component::bindgen!({
+        world: "exporter",
         path: "../wit",
         with: {
             "wasmon:collector/types": super::transformer::wasmon::collector::types,

@@ -18,6 +18,7 @@ use wit_parser::decoding::{DecodedWasm, decode};
 use wit_parser::{IndexMap, Resolve, WorldItem, WorldKey};
 
 use super::agent::AgentWorld;
+use super::exporter::ExporterWorld;
 use super::engine::Runtime;
 use super::guest::World;
 use super::transformer::TransformerWorld;
@@ -43,6 +44,7 @@ const PROVIDED_WASI: &[&str] = &[
 pub enum WorldKind {
     Transformer,
     Agent,
+    Exporter,
 }
 
 impl WorldKind {
@@ -50,6 +52,7 @@ impl WorldKind {
         match self {
             WorldKind::Transformer => "transformer",
             WorldKind::Agent => "agent",
+            WorldKind::Exporter => "exporter",
         }
     }
 
@@ -57,6 +60,7 @@ impl WorldKind {
         match self {
             WorldKind::Transformer => &["transform"],
             WorldKind::Agent => &["namespace", "source"],
+            WorldKind::Exporter => &["encode"],
         }
     }
 
@@ -64,6 +68,7 @@ impl WorldKind {
         match self {
             WorldKind::Transformer => &["types", "host"],
             WorldKind::Agent => &["types", "host", "mapped"],
+            WorldKind::Exporter => &["types", "host"],
         }
     }
 }
@@ -151,7 +156,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
         list.iter()
             .any(|n| split(n).is_some_and(|(p, i, v)| p == PACKAGE && i == iface && v == VERSION))
     };
-    let kind = [WorldKind::Agent, WorldKind::Transformer]
+    let kind = [WorldKind::Agent, WorldKind::Transformer, WorldKind::Exporter]
         .into_iter()
         .find(|w| w.exports().iter().all(|e| ours(&exports, e)));
     match kind {
@@ -182,7 +187,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
                 ));
             } else {
                 problems.push(format!(
-                    "missing export: a transformer exports {PACKAGE}/transform@{VERSION}, an agent {PACKAGE}/namespace@{VERSION} and {PACKAGE}/source@{VERSION}; this component exports {}",
+                    "missing export: a transformer exports {PACKAGE}/transform@{VERSION}, an agent {PACKAGE}/namespace@{VERSION} and {PACKAGE}/source@{VERSION}, an exporter {PACKAGE}/encode@{VERSION}; this component exports {}",
                     if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
                 ));
             }
@@ -237,6 +242,7 @@ pub fn link(rt: &Arc<Runtime>, bytes: &[u8], world: WorldKind, what: &str) -> Re
     let linked = match world {
         WorldKind::Transformer => TransformerWorld::pre(rt, &compiled.component).map(|_| ()),
         WorldKind::Agent => AgentWorld::pre(rt, &compiled.component).map(|_| ()),
+        WorldKind::Exporter => ExporterWorld::pre(rt, &compiled.component).map(|_| ()),
     };
     linked
         .map_err(anyhow::Error::from)

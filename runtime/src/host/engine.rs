@@ -24,6 +24,7 @@ pub struct Runtime {
     config: Config,
     transformer_linker: Linker<State>,
     agent_linker: Linker<State>,
+    exporter_linker: Linker<State>,
     cache_dir: Option<PathBuf>,
     _ticker: Ticker,
 }
@@ -155,6 +156,12 @@ impl Runtime {
         let mut agent_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut agent_linker)?;
         bindings::agent::Agent::add_to_linker::<_, HasSelf<State>>(&mut agent_linker, |s| s)?;
+        let mut exporter_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut exporter_linker)?;
+        bindings::exporter::Exporter::add_to_linker::<_, HasSelf<State>>(
+            &mut exporter_linker,
+            |s| s,
+        )?;
 
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir)
@@ -166,6 +173,7 @@ impl Runtime {
             config,
             transformer_linker,
             agent_linker,
+            exporter_linker,
             cache_dir,
             _ticker: ticker,
         }))
@@ -186,6 +194,10 @@ impl Runtime {
 
     pub(crate) fn agent_linker(&self) -> &Linker<State> {
         &self.agent_linker
+    }
+
+    pub(crate) fn exporter_linker(&self) -> &Linker<State> {
+        &self.exporter_linker
     }
 
     /// Compiles `bytes` (a component), or loads it from the cache when these exact bytes were

@@ -71,3 +71,11 @@ pub const QUARANTINE_AFTER: u32 = 5;
 /// First quarantine period; each further one doubles, up to [`QUARANTINE_MAX`].
 pub const QUARANTINE_BASE: Duration = Duration::from_secs(1);
 pub const QUARANTINE_MAX: Duration = Duration::from_secs(300);
+
+/// Requests one exporter call may return: an encoding splits a batch into a few requests
+/// (one per tenant, per metric family); thousands mean a bug, and each costs a round trip.
+pub const MAX_EXPORT_REQUESTS: usize = 1024;
+
+/// Bytes of request bodies one exporter call may return. A batch is at most a sink's
+/// `batch-size` samples; even a verbose encoding of 10,000 samples is a few MiB.
+pub const MAX_EXPORT_BYTES: usize = 64 << 20;
