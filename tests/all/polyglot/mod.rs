@@ -9,6 +9,7 @@
 
 mod checks;
 mod daemon;
+mod exporters;
 mod guests;
 
 use std::collections::HashMap;
@@ -144,6 +145,22 @@ pub fn load_agent(
     cfg.memory = 256 << 20;
     cfg.deadline = std::time::Duration::from_secs(2);
     Image::<AgentWorld>::load(&rt, &compiled, cfg)
+}
+
+/// Loads the exporter component `wasm` as guest `name` with `params` in the sandbox (256 MiB
+/// and 2 s a call, as agents: Python and JS exporters start a language runtime).
+pub fn load_exporter(
+    wasm: &Path,
+    name: &str,
+    params: &str,
+) -> anyhow::Result<wasmon::host::ExporterInstance> {
+    use wasmon::host::{ExporterWorld, GuestConfig, Image};
+    let rt = cached_runtime();
+    let compiled = rt.compile(&std::fs::read(wasm).unwrap(), name).unwrap();
+    let mut cfg = GuestConfig::new(name, params);
+    cfg.memory = 256 << 20;
+    cfg.deadline = std::time::Duration::from_secs(2);
+    Image::<ExporterWorld>::load(&rt, &compiled, cfg)
 }
 
 /// One runtime for these tests, with a disk cache under `target/` (an 18 MB Python component
