@@ -254,7 +254,10 @@ fn main() {
     let port = free_port();
     let mut central = Central::start(&bin, &tmp.path().join("central"), port);
     let set = SinkSet::new(&tmp.path().join("node"), "local", "bench").unwrap();
-    set.apply(set.prepare(&[sink_config(port)], tmp.path()).unwrap());
+    set.apply(
+        set.prepare(&[sink_config(port)], tmp.path(), &no_guests)
+            .unwrap(),
+    );
 
     let t0 = chrono::Utc::now().timestamp() - 40 * 3600;
     let per_step = (HOSTS * METRICS.len()) as i64;
@@ -331,7 +334,7 @@ fn main() {
     let backlog = status(&set).queued_samples;
     let mut cfg = sink_config(port);
     cfg.catch_up_rate = wasmon::sink::config::DEFAULT_CATCH_UP_RATE;
-    set.apply(set.prepare(&[cfg], tmp.path()).unwrap());
+    set.apply(set.prepare(&[cfg], tmp.path(), &no_guests).unwrap());
     central = Central::start(&bin, &tmp.path().join("central"), port);
     let live = samples(live_rate * 120, t);
     let (t0, sent0) = (Instant::now(), status(&set).sent_samples);
@@ -364,4 +367,9 @@ fn main() {
     );
     drop(central);
     rt.block_on(set.stop());
+}
+
+/// The sinks here are native: no exporter guests to make.
+fn no_guests(_: &SinkConfig) -> anyhow::Result<std::sync::Arc<dyn wasmon::sink::Exporter>> {
+    anyhow::bail!("no guest sinks in this bench")
 }

@@ -15,9 +15,11 @@ const BUNDLED: &[&str] = &[
     "template",
     "foo",
     "mmv",
+    "otlp",
+    "jsonl",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
-const TEST_ONLY: &[&str] = &["testing", "testing_agent", "trap_always"];
+const TEST_ONLY: &[&str] = &["testing", "testing_agent", "trap_always", "trap_third"];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

@@ -7,6 +7,7 @@ mod ceilometer;
 mod cli;
 mod common;
 mod daemon;
+mod export;
 mod fabric;
 mod fleet;
 mod forward;

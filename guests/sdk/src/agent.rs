@@ -2,8 +2,6 @@
 //! agent owns dynamic subtrees of the metric namespace (PCP's PMDA_INTERFACE_4: pmid, name and
 //! children callbacks) and fetches values; names are full dotted names (`foo.count.ops`).
 
-use std::cell::RefCell;
-
 use crate::Params;
 
 #[doc(hidden)]
@@ -68,21 +66,8 @@ pub trait Agent: Sized + 'static {
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet>;
 }
 
-thread_local! {
-    static STATE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
-}
-
 fn with_agent<T: Agent, R>(f: impl FnOnce(&mut T) -> R, unconfigured: R) -> R {
-    STATE.with(|cell| {
-        match cell
-            .borrow_mut()
-            .as_mut()
-            .and_then(|b| b.downcast_mut::<T>())
-        {
-            Some(t) => f(t),
-            None => unconfigured,
-        }
-    })
+    crate::with_state(f).unwrap_or(unconfigured)
 }
 
 fn not_configured() -> NsError {
@@ -95,8 +80,7 @@ pub struct Export<T>(std::marker::PhantomData<T>);
 
 impl<T: Agent> source::Guest for Export<T> {
     fn configure(params: String) -> Result<(), String> {
-        let t = T::configure(&crate::parse_params(&params)?)?;
-        STATE.with(|cell| *cell.borrow_mut() = Some(Box::new(t)));
+        crate::set_state(T::configure(&crate::parse_params(&params)?)?);
         Ok(())
     }
     fn describe(id: Pmid) -> Result<MetricDesc, NsError> {

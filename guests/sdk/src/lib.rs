@@ -1,11 +1,16 @@
-//! wasmon guest SDK.
+//! wasmon guest SDK: one trait and one export macro per world.
 //!
-//! A transformer author implements [`Transformer`] and exports it with
-//! [`export_transformer!`]; the SDK hides the WIT bindings, decodes the interned batches the
-//! host sends into [`Sample`]s and encodes the results back.
+//! - a transformer implements [`Transformer`] and is exported with [`export_transformer!`];
+//! - an exporter implements [`exporter::Exporter`] (batches into the requests the host sends)
+//!   and is exported with [`export_exporter!`];
+//! - an agent implements [`agent::Agent`] and is exported with [`export_agent!`].
 //!
-//! ```ignore
-//! use wasmon_guest::{Sample, Transformer, Params};
+//! The SDK hides the WIT bindings, decodes the interned batches the host sends into
+//! [`Sample`]s ([`batch`], shared by every world that takes batches) and encodes the results
+//! back. A transformer:
+//!
+//! ```
+//! use wasmon_guest::{Input, Params, Sample, Transformer};
 //! struct Scale(f64);
 //! impl Transformer for Scale {
 //!     fn configure(params: &Params) -> Result<Self, String> {
@@ -17,10 +22,32 @@
 //! }
 //! wasmon_guest::export_transformer!(Scale);
 //! ```
+//!
+//! An exporter (the bundled `guests/otlp` and `guests/jsonl` are complete ones):
+//!
+//! ```
+//! use wasmon_guest::{Input, Params};
+//! use wasmon_guest::exporter::{Exporter, Request};
+//! struct Csv;
+//! impl Exporter for Csv {
+//!     fn configure(_params: &Params) -> Result<Self, String> {
+//!         Ok(Csv)
+//!     }
+//!     fn encode(&mut self, input: impl Input, out: &mut Vec<Request>) -> Result<(), String> {
+//!         let body: String = input.map(|s| format!("{},{},{}\n", s.name, s.value, s.timestamp_ns)).collect();
+//!         out.push(Request { content_type: "text/csv".into(), body: body.into(), ..Request::default() });
+//!         Ok(())
+//!     }
+//! }
+//! wasmon_guest::export_exporter!(Csv);
+//! ```
 
 pub mod agent;
+pub mod batch;
+pub mod exporter;
 mod hash;
 pub mod log;
+pub mod params;
 mod sample;
 pub mod transformer;
 
@@ -35,7 +62,7 @@ pub trait Input: ExactSizeIterator<Item = Sample> {}
 
 impl<I: ExactSizeIterator<Item = Sample>> Input for I {}
 
-/// A transformer's parameters: the JSON object from the pipeline config.
+/// A guest's parameters: the JSON object from the pipeline config.
 pub type Params = serde_json::Map<String, serde_json::Value>;
 
 /// A transformer: Ceilometer's `handle_sample` / `flush`, a batch at a time.
@@ -51,6 +78,27 @@ pub trait Transformer: Sized + 'static {
     fn flush(&mut self, out: &mut Vec<Sample>) {
         let _ = out;
     }
+}
+
+thread_local! {
+    /// The instance's configured transformer or exporter (a component is one world).
+    static STATE: std::cell::RefCell<Option<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps what `configure` built for the calls that follow.
+pub(crate) fn set_state<T: 'static>(t: T) {
+    STATE.with(|cell| *cell.borrow_mut() = Some(Box::new(t)));
+}
+
+/// Runs `f` on the configured state; `None` before `configure`.
+pub(crate) fn with_state<T: 'static, R>(f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    STATE.with(|cell| {
+        cell.borrow_mut()
+            .as_mut()
+            .and_then(|b| b.downcast_mut::<T>())
+            .map(f)
+    })
 }
 
 /// Parses the parameters the host passes to `configure`: a JSON object (or null for none).
@@ -86,6 +134,19 @@ macro_rules! export_transformer {
         const _: () = {
             type WasmonExport = $crate::transformer::Export<$ty>;
             $crate::transformer::bindings::export_raw!(WasmonExport with_types_in $crate::transformer::bindings);
+        };
+    };
+}
+
+/// Exports an [`exporter::Exporter`] as this component's `encode` interface. Natively it
+/// expands to nothing, so an exporter crate is also a plain Rust library (tests, benches).
+#[macro_export]
+macro_rules! export_exporter {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            type WasmonExport = $crate::exporter::Export<$ty>;
+            $crate::exporter::bindings::export_raw!(WasmonExport with_types_in $crate::exporter::bindings);
         };
     };
 }

@@ -5,6 +5,7 @@
 //! (`api::serve`) starts it and serves over it.
 
 pub mod agents;
+mod exporters;
 mod fleet;
 mod kept;
 mod outcome;

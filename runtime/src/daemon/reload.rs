@@ -27,7 +27,7 @@ use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, Swap};
 
 /// The running daemon's state.
 pub struct Daemon {
-    runtime: Arc<Runtime>,
+    pub(super) runtime: Arc<Runtime>,
     opts: RunOptions,
     config: RwLock<Config>,
     pipelines: RwLock<HashMap<String, Arc<Pipeline>>>,
@@ -276,7 +276,11 @@ impl Daemon {
         };
         // Sinks first: a sink that cannot be built (a missing token file, a bad CA) refuses
         // the whole reload, before anything else is replaced.
-        match self.sinks.prepare(&config.sinks, &self.base_dir()) {
+        let make_exporter = |s: &crate::sink::SinkConfig| self.make_exporter(&config, s);
+        match self
+            .sinks
+            .prepare(&config.sinks, &self.base_dir(), &make_exporter)
+        {
             Ok(prepared) => outcome.sinks = self.sinks.apply(prepared),
             Err(e) => {
                 outcome.config_error = Some(format!("{e:#}"));
@@ -552,7 +556,7 @@ impl Daemon {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn guest_config(
+    pub(super) fn guest_config(
         &self,
         config: &Config,
         name: &str,
@@ -617,7 +621,7 @@ impl Daemon {
 
     /// A guest reference's bytes: the fleet's version of a guest name first, then a path,
     /// guests-dir or the bundled guest.
-    fn resolve(&self, config: &Config, reference: &str) -> Result<guests::Source> {
+    pub(super) fn resolve(&self, config: &Config, reference: &str) -> Result<guests::Source> {
         if let Some(c) = self.fleet.as_ref().and_then(|f| f.component(reference)) {
             return Ok(guests::Source {
                 bytes: c.bytes.to_vec(),

@@ -18,8 +18,8 @@ use wit_parser::decoding::{DecodedWasm, decode};
 use wit_parser::{IndexMap, Resolve, WorldItem, WorldKey};
 
 use super::agent::AgentWorld;
-use super::exporter::ExporterWorld;
 use super::engine::Runtime;
+use super::exporter::ExporterWorld;
 use super::guest::World;
 use super::transformer::TransformerWorld;
 
@@ -156,9 +156,13 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
         list.iter()
             .any(|n| split(n).is_some_and(|(p, i, v)| p == PACKAGE && i == iface && v == VERSION))
     };
-    let kind = [WorldKind::Agent, WorldKind::Transformer, WorldKind::Exporter]
-        .into_iter()
-        .find(|w| w.exports().iter().all(|e| ours(&exports, e)));
+    let kind = [
+        WorldKind::Agent,
+        WorldKind::Transformer,
+        WorldKind::Exporter,
+    ]
+    .into_iter()
+    .find(|w| w.exports().iter().all(|e| ours(&exports, e)));
     match kind {
         // Other exports are harmless (componentize-py adds one): nothing calls them.
         Some(_) => {}

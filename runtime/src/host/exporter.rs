@@ -57,7 +57,10 @@ impl Instance<ExporterWorld> {
             async |live: &mut Live<ExporterWorld>| {
                 let batch = encode(input, &mut live.store.data_mut().strings);
                 let iface = live.bindings.wasmon_collector_encode();
-                in_guest(&mut live.store, async |s| iface.call_encode(s, &batch).await).await
+                in_guest(&mut live.store, async |s| {
+                    iface.call_encode(s, &batch).await
+                })
+                .await
             },
             |r| match r {
                 Ok(requests) => check(requests),
@@ -84,7 +87,11 @@ fn check(requests: &[Request]) -> Result<(), String> {
         ));
     }
     for (i, r) in requests.iter().enumerate() {
-        if let Some(c) = r.suffix.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        if let Some(c) = r
+            .suffix
+            .chars()
+            .find(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(format!("request {i}: suffix {:?} holds {c:?}", r.suffix));
         }
         if !r.content_type.is_empty() && !header_value(&r.content_type) {
@@ -135,7 +142,10 @@ mod tests {
 
     #[test]
     fn requests_are_checked_before_anything_is_sent() {
-        assert_eq!(check(&[req("/v1/metrics", &[("x-api-key", "k 1")])]), Ok(()));
+        assert_eq!(
+            check(&[req("/v1/metrics", &[("x-api-key", "k 1")])]),
+            Ok(())
+        );
         let e = check(&[req("a b", &[])]).unwrap_err();
         assert_eq!(e, "request 0: suffix \"a b\" holds ' '");
         let e = check(&[req("", &[]), req("", &[("bad name", "v")])]).unwrap_err();

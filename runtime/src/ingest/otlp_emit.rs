@@ -24,6 +24,11 @@ pub struct OtlpDecoded {
     pub no_value: usize,
 }
 
+/// The attribute wasmon's `otlp` exporter carries a sample's resource in (OTLP has no such
+/// field): a gauge or sum point that has it becomes a sample of that resource again, so that
+/// wasmon to wasmon over OTLP is exact.
+pub const RESOURCE_ATTRIBUTE: &str = "wasmon.resource";
+
 /// Reasons named in a partial-success `error_message`.
 const REASONS_SHOWN: u64 = 5;
 
@@ -192,7 +197,18 @@ impl<'a> Emitter<'a> {
         let Some(ts) = self.time(h, ts) else {
             return Ok(());
         };
-        let s = self.sample(h.name, h, kind, meta, ts, v);
+        let mut s = self.sample(h.name, h, kind, meta, ts, v);
+        if let Some(r) = s.metadata.get(RESOURCE_ATTRIBUTE) {
+            s.resource = r.into();
+            s.metadata = Metadata::new(
+                s.metadata
+                    .pairs()
+                    .iter()
+                    .filter(|(k, _)| &**k != RESOURCE_ATTRIBUTE)
+                    .cloned()
+                    .collect(),
+            );
+        }
         self.b.push(s)
     }
 

@@ -213,6 +213,23 @@ fn sums_by_temporality_and_monotonicity_in_protobuf() {
 }
 
 #[test]
+fn the_resource_attribute_of_wasmon_s_exporter_becomes_the_sample_s_resource() {
+    let req = request(&[metric(
+        "g",
+        "",
+        5,
+        &sum(
+            &[number(Some(4.0), 0, (RESOURCE_ATTRIBUTE, "eth0"))],
+            0,
+            false,
+        ),
+    )]);
+    let d = decode_protobuf(&req, LIMITS).unwrap();
+    assert_eq!(&*d.samples[0].resource, "eth0");
+    assert_eq!(meta(&d.samples[0]), [("hostname".into(), "h1".into())]);
+}
+
+#[test]
 fn histograms_and_summaries_in_protobuf() {
     let mut p = Vec::new();
     enc::fixed(&mut p, 3, T as u64);

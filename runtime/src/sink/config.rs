@@ -24,6 +24,10 @@ pub enum SinkType {
     Jetstream,
     /// Prometheus remote write 1.0 (snappy-compressed protobuf `WriteRequest`).
     RemoteWrite,
+    /// An exporter guest (`guest`) encodes each batch when it is sent; the sink sends its
+    /// requests over HTTP (`http://`, `https://` url) or NATS (`nats://`, `tls://` url with a
+    /// `subject`; JetStream when a `stream` is named). The queue holds the samples themselves.
+    Guest,
 }
 
 impl SinkType {
@@ -33,6 +37,7 @@ impl SinkType {
             SinkType::Nats => "nats",
             SinkType::Jetstream => "jetstream",
             SinkType::RemoteWrite => "remote-write",
+            SinkType::Guest => "guest",
         }
     }
 
@@ -42,11 +47,29 @@ impl SinkType {
         match self {
             SinkType::Http | SinkType::Nats | SinkType::Jetstream => "line-protocol",
             SinkType::RemoteWrite => "remote-write",
+            SinkType::Guest => "samples",
         }
     }
 
     fn uses_nats(self) -> bool {
         matches!(self, SinkType::Nats | SinkType::Jetstream)
+    }
+}
+
+impl SinkConfig {
+    /// Whether the sink sends over NATS (a `guest` sink does when its url says so).
+    pub fn nats(&self) -> bool {
+        self.kind.uses_nats() || (self.kind == SinkType::Guest && self.nats_url())
+    }
+
+    /// Whether its NATS messages go to JetStream.
+    pub fn jetstream(&self) -> bool {
+        self.kind == SinkType::Jetstream
+            || (self.kind == SinkType::Guest && self.nats_url() && self.stream.is_some())
+    }
+
+    fn nats_url(&self) -> bool {
+        self.url.starts_with("nats://") || self.url.starts_with("tls://")
     }
 }
 
@@ -60,12 +83,39 @@ pub struct SinkConfig {
     #[serde(rename = "type")]
     pub kind: SinkType,
     /// `http`/`remote-write`: the endpoint (`http://` or `https://`); `nats`/`jetstream`: the
-    /// server (`nats://` or `tls://`).
+    /// server (`nats://` or `tls://`); `guest`: either.
     pub url: String,
-    /// `nats`/`jetstream`: the subject records are published on.
+    /// `guest`: the exporter: a bundled guest's name (`otlp`, `jsonl`), NAME in guests-dir, a
+    /// `.wasm` path, or a guest published to the fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<String>,
+    /// `guest`: handed to the exporter's `configure` as a JSON object.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub params: toml::Table,
+    /// `guest`: wall time one `encode` call may take.
+    #[serde(
+        default = "default_encode_deadline",
+        with = "duration_serde",
+        skip_serializing_if = "is_default_encode_deadline"
+    )]
+    pub deadline: Duration,
+    /// `guest`: the exporter instance's memory cap.
+    #[serde(
+        default = "default_encode_memory",
+        deserialize_with = "size",
+        serialize_with = "ser_size"
+    )]
+    pub memory: u64,
+    /// `guest`: failed calls (trap, deadline, memory, malformed requests) on one batch before
+    /// it is dead-lettered. Each failure throws the instance away: the batch is tried again on
+    /// a fresh one.
+    #[serde(default = "default_max_encode_failures")]
+    pub max_encode_failures: u32,
+    /// `nats`/`jetstream` (and `guest` over NATS): the subject records are published on.
     #[serde(default)]
     pub subject: Option<String>,
-    /// `jetstream`: the stream (created with `subject` when missing).
+    /// `jetstream` (and `guest` over NATS, which then publishes to JetStream): the stream
+    /// (created with `subject` when missing).
     #[serde(default)]
     pub stream: Option<String>,
     /// `jetstream`: the stream's de-duplication window when this sink creates it. Re-sends
@@ -152,6 +202,18 @@ fn default_timeout() -> Duration {
 fn is_default_timeout(d: &Duration) -> bool {
     *d == default_timeout()
 }
+fn default_encode_deadline() -> Duration {
+    DEFAULT_ENCODE_DEADLINE
+}
+fn is_default_encode_deadline(d: &Duration) -> bool {
+    *d == DEFAULT_ENCODE_DEADLINE
+}
+fn default_encode_memory() -> u64 {
+    DEFAULT_ENCODE_MEMORY
+}
+fn default_max_encode_failures() -> u32 {
+    DEFAULT_MAX_ENCODE_FAILURES
+}
 fn default_batch_size() -> usize {
     DEFAULT_BATCH_SIZE
 }
@@ -175,6 +237,15 @@ pub const DEFAULT_BATCH_SIZE: usize = 5_000;
 /// Fifty times a busy node's live rate (10,000 samples/s); a thousand nodes draining at once
 /// still send at most what one central daemon ingests per core in a second or so per node.
 pub const DEFAULT_CATCH_UP_RATE: u64 = 500_000;
+/// An exporter encodes a whole record (up to `batch-size` samples, 5,000 by default) in one
+/// call: a Python exporter takes tens of ms for that; seconds mean it is stuck.
+pub const DEFAULT_ENCODE_DEADLINE: Duration = Duration::from_secs(2);
+/// An exporter holds one batch and its encoding: 64 MiB, as for any guest.
+pub const DEFAULT_ENCODE_MEMORY: u64 = 64 << 20;
+/// Failures of one batch before it is dead-lettered: enough that a crash now and then (a
+/// bug on every Nth batch, a deadline hit on a busy node) never costs a batch, few enough
+/// that one batch the exporter always crashes on does not hold the queue up for long.
+pub const DEFAULT_MAX_ENCODE_FAILURES: u32 = 5;
 /// Encoded records larger than this are split further (NATS's default message limit is 1 MiB).
 pub const MAX_RECORD_BYTES: usize = 768 << 10;
 
@@ -238,7 +309,7 @@ impl SinkConfig {
         }
         let url = reqwest::Url::parse(&self.url)
             .map_err(|e| self.err("url", format!("{:?} does not parse: {e}", self.url)))?;
-        let schemes: &[&str] = if self.kind.uses_nats() {
+        let schemes: &[&str] = if self.nats() {
             &["nats", "tls"]
         } else {
             &["http", "https"]
@@ -254,11 +325,11 @@ impl SinkConfig {
                 ),
             ));
         }
-        match (self.kind.uses_nats(), &self.subject) {
+        match (self.nats(), &self.subject) {
             (true, None) => return Err(self.err("subject", "a NATS sink needs a subject")),
             (true, Some(s)) => check_subject(s).map_err(|p| self.err("subject", p))?,
             (false, Some(_)) => {
-                return Err(self.err("subject", "only nats and jetstream sinks take one"));
+                return Err(self.err("subject", "only sinks that send over NATS take one"));
             }
             (false, None) => {}
         }
@@ -266,15 +337,18 @@ impl SinkConfig {
             (SinkType::Jetstream, None) => {
                 return Err(self.err("stream", "a jetstream sink needs a stream"));
             }
-            (SinkType::Jetstream, Some(s)) => {
+            (_, Some(s)) if self.jetstream() => {
                 check_stream_name(s).map_err(|p| self.err("stream", p))?
             }
-            (_, Some(_)) => return Err(self.err("stream", "only jetstream sinks take one")),
+            (_, Some(_)) => {
+                return Err(self.err("stream", "only sinks that send to JetStream take one"));
+            }
             _ => {}
         }
-        if self.creds_file.is_some() && !self.kind.uses_nats() {
-            return Err(self.err("creds-file", "only nats and jetstream sinks take one"));
+        if self.creds_file.is_some() && !self.nats() {
+            return Err(self.err("creds-file", "only sinks that send over NATS take one"));
         }
+        self.check_guest()?;
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(self.err("tls-cert", "tls-cert and tls-key go together"));
         }
@@ -313,6 +387,42 @@ impl SinkConfig {
     }
 }
 
+impl SinkConfig {
+    fn check_guest(&self) -> Result<(), SinkConfigError> {
+        if self.kind != SinkType::Guest {
+            for (field, set) in [
+                ("guest", self.guest.is_some()),
+                ("params", !self.params.is_empty()),
+            ] {
+                if set {
+                    return Err(self.err(field, "only guest sinks take one"));
+                }
+            }
+            return Ok(());
+        }
+        match &self.guest {
+            None => {
+                return Err(self.err(
+                    "guest",
+                    "a guest sink names its exporter (`guest = \"otlp\"`)",
+                ));
+            }
+            Some(g) if g.trim().is_empty() => return Err(self.err("guest", "is empty")),
+            Some(_) => {}
+        }
+        if self.deadline < Duration::from_millis(1) {
+            return Err(self.err("deadline", "must be at least 1ms"));
+        }
+        if self.memory < 1 << 20 {
+            return Err(self.err("memory", "must be at least 1 MiB"));
+        }
+        if self.max_encode_failures == 0 {
+            return Err(self.err("max-encode-failures", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
 /// Below this a queue could not hold one full record.
 pub const MIN_QUEUE_SIZE: u64 = 4 << 20;
 
@@ -343,4 +453,55 @@ pub fn check_stream_name(s: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<SinkConfig, String> {
+        let cfg: SinkConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.check(None).map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn guest_sinks_send_over_http_or_nats_and_name_their_exporter() {
+        let http = check("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c:4318/v1/metrics'\nparams={resource={\"service.name\"='x'}}").unwrap();
+        assert!(!http.nats() && !http.jetstream());
+        assert_eq!(
+            (http.deadline, http.max_encode_failures),
+            (DEFAULT_ENCODE_DEADLINE, 5)
+        );
+        let js = check(
+            "name='o'\ntype='guest'\nguest='jsonl'\nurl='nats://c:4222'\nsubject='m'\nstream='M'",
+        )
+        .unwrap();
+        assert!(js.nats() && js.jetstream());
+        let refused = |text: &str| check(text).unwrap_err();
+        assert_eq!(
+            refused("name='o'\ntype='guest'\nurl='http://c'"),
+            "sink \"o\": guest: a guest sink names its exporter (`guest = \"otlp\"`)"
+        );
+        assert_eq!(
+            refused("name='o'\ntype='http'\nguest='otlp'\nurl='http://c'"),
+            "sink \"o\": guest: only guest sinks take one"
+        );
+        assert_eq!(
+            refused("name='o'\ntype='guest'\nguest='otlp'\nurl='nats://c'"),
+            "sink \"o\": subject: a NATS sink needs a subject"
+        );
+        assert_eq!(
+            refused("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c'\nstream='S'"),
+            "sink \"o\": stream: only sinks that send to JetStream take one"
+        );
+        assert_eq!(
+            refused("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c'\nmax-encode-failures=0"),
+            "sink \"o\": max-encode-failures: must be at least 1"
+        );
+        assert!(
+            refused("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c'\nparms={}")
+                .contains("unknown field `parms`")
+        );
+    }
 }

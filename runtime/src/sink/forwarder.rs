@@ -2,7 +2,8 @@
 //! queue on the pipeline's thread (a `write(2)`, no network), and a sender task delivers the
 //! queue oldest first, removing a record only when the destination acknowledged it. Retries
 //! back off from 100 ms to `max-backoff` with full jitter and never give up; a backlog drains
-//! at most at `catch-up-rate` samples per second.
+//! at most at `catch-up-rate` samples per second. A guest sink queues the samples themselves
+//! and has its exporter encode them at send time (`guest.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{MAX_RECORD_BYTES, SinkConfig, SinkType};
 use super::encode::{self, Context};
+use super::exporter::Exporter;
+use super::guest::GuestSend;
 use super::queue::{Nack, Queue, QueueConfig, Recovery};
 use super::transport::{Outcome, Transport};
 use crate::sample::Sample;
@@ -21,6 +24,8 @@ use crate::sample::Sample;
 struct Settings {
     cfg: SinkConfig,
     transport: Arc<Transport>,
+    /// A guest sink's exporter.
+    exporter: Option<Arc<dyn Exporter>>,
 }
 
 pub struct Forwarder {
@@ -55,12 +60,13 @@ pub struct Dropped {
 }
 
 #[derive(Default)]
-struct Counters {
+pub(super) struct Counters {
     accepted: AtomicU64,
     unencodable: AtomicU64,
     queue_errors: AtomicU64,
     attempts: AtomicU64,
     retries: AtomicU64,
+    pub(super) encode_failures: AtomicU64,
 }
 
 /// What `/api/sinks`, `/metrics` and the live view show of a sink.
@@ -102,6 +108,9 @@ pub struct SinkStatus {
     pub evicted_in_flight_samples: u64,
     pub attempts: u64,
     pub retries: u64,
+    /// A guest sink: calls to its exporter that failed (trap, deadline, memory cap, malformed
+    /// requests); each batch stayed queued and was tried again on a fresh instance.
+    pub encode_failures: u64,
     /// Whether the last attempt failed.
     pub failing: bool,
     /// When (Unix seconds) and what.
@@ -114,7 +123,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 impl Forwarder {
     pub fn new(
         cfg: SinkConfig,
-        transport: Transport,
+        (transport, exporter): (Transport, Option<Arc<dyn Exporter>>),
         (queue, recovery): (Queue, &Recovery),
         queue_id: &str,
         default_cluster: &str,
@@ -126,6 +135,7 @@ impl Forwarder {
             settings: RwLock::new(Settings {
                 cfg,
                 transport: Arc::new(transport),
+                exporter,
             }),
             queue: Arc::new(queue),
             default_cluster: default_cluster.into(),
@@ -142,16 +152,35 @@ impl Forwarder {
         &self.name
     }
 
+    pub(super) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
     pub fn config(&self) -> SinkConfig {
         self.settings.read().unwrap().cfg.clone()
     }
 
-    /// A reload changed the sink: new transport and limits, same queue.
-    pub fn reconfigure(&self, cfg: SinkConfig, transport: Transport) {
+    /// The identity of a guest sink's exporter (see [`Exporter::identity`]).
+    pub fn exporter_identity(&self) -> Option<String> {
+        self.settings
+            .read()
+            .unwrap()
+            .exporter
+            .as_ref()
+            .map(|e| e.identity())
+    }
+
+    /// A reload changed the sink: new transport, limits and exporter, same queue.
+    pub fn reconfigure(
+        &self,
+        cfg: SinkConfig,
+        (transport, exporter): (Transport, Option<Arc<dyn Exporter>>),
+    ) {
         self.queue.reconfigure(queue_config(&cfg));
         *self.settings.write().unwrap() = Settings {
             cfg,
             transport: Arc::new(transport),
+            exporter,
         };
         self.wake.notify_one();
     }
@@ -183,6 +212,12 @@ impl Forwarder {
         };
         let mut enc = match kind {
             SinkType::RemoteWrite => encode::remote_write(chunk),
+            SinkType::Guest => encode::Encoded {
+                bytes: super::raw::encode(chunk),
+                samples: chunk.len() as u32,
+                unencodable: 0,
+                oldest_ns: chunk.iter().map(|s| s.timestamp_ns).min().unwrap_or(0),
+            },
             _ => encode::line_protocol(chunk, &cx),
         };
         if enc.bytes.len() > MAX_RECORD_BYTES && chunk.len() > 1 {
@@ -244,12 +279,13 @@ impl Forwarder {
             evicted_in_flight_samples: queue.evicted_in_flight_samples,
             attempts: self.counters.attempts.load(Relaxed),
             retries: self.counters.retries.load(Relaxed),
+            encode_failures: self.counters.encode_failures.load(Relaxed),
             failing: self.failing.load(Relaxed),
             last_error: self.last_error.lock().unwrap().clone(),
         }
     }
 
-    fn note_error(&self, e: String) {
+    pub(super) fn note_error(&self, e: String) {
         *self.last_error.lock().unwrap() = Some((now_ns() / 1_000_000_000, e));
     }
 
@@ -264,6 +300,7 @@ impl Forwarder {
     /// is sent again at the next start.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut pending: Option<super::queue::Record> = None;
+        let mut guest = GuestSend::default();
         let mut backoff = MIN_BACKOFF;
         let mut limiter = Limiter::new();
         loop {
@@ -295,9 +332,16 @@ impl Forwarder {
                     }
                 },
             };
-            let (transport, rate, max_backoff) = {
+            let (transport, exporter, rate, max_backoff, max_failures) = {
                 let s = self.settings.read().unwrap();
-                (s.transport.clone(), s.cfg.catch_up_rate, s.cfg.max_backoff)
+                let c = &s.cfg;
+                (
+                    s.transport.clone(),
+                    s.exporter.clone(),
+                    c.catch_up_rate,
+                    c.max_backoff,
+                    c.max_encode_failures,
+                )
             };
             // Live traffic (the record just queued) goes at once; a backlog is paced.
             if rate > 0 && self.queue.stats().queued_records > 1 {
@@ -310,7 +354,12 @@ impl Forwarder {
             self.counters.attempts.fetch_add(1, Relaxed);
             let outcome = tokio::select! {
                 _ = stop.cancelled() => return,
-                o = transport.send(&record.payload, &id) => o,
+                o = async {
+                    match &exporter {
+                        Some(e) => guest.send(&self, e, &transport, &record, &id, max_failures).await,
+                        None => transport.send(&record.payload, &id).await,
+                    }
+                } => o,
             };
             match outcome {
                 Outcome::Delivered => {
@@ -328,6 +377,12 @@ impl Forwarder {
                     self.note_error(format!("refused: {why}"));
                     if let Err(e) = self.queue.dead_letter(record.seq, &record.payload, &why) {
                         tracing::error!(sink = %self.name, error = %e, "writing the dead-letter file");
+                    }
+                }
+                Outcome::Wait(d) => {
+                    pending = Some(record);
+                    if sleep_or_stop(&stop, d).await {
+                        return;
                     }
                 }
                 Outcome::Retry(why) => {

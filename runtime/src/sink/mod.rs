@@ -1,9 +1,10 @@
 //! `sink` owns forwarding: the named `[[sink]]`s that send what pipelines emit to another
-//! wasmon, cc-metric-store, InfluxDB, VictoriaMetrics, a NATS subject, a JetStream stream or a
-//! Prometheus remote-write receiver; each with a durable on-disk queue (`data-dir/sinks/NAME`),
-//! retries without end, acknowledgements, dead letters and TLS clients. It knows samples (from
-//! `sample`) and nothing of pipelines, guests, the store or HTTP serving: the daemon hands it
-//! batches and shows its status.
+//! wasmon, cc-metric-store, InfluxDB, VictoriaMetrics, a NATS subject, a JetStream stream, a
+//! Prometheus remote-write receiver, or wherever an exporter guest's requests go; each with a
+//! durable on-disk queue (`data-dir/sinks/NAME`), retries without end, acknowledgements, dead
+//! letters and TLS clients. It knows samples (from `sample`) and nothing of pipelines, wasm,
+//! the store or HTTP serving: the daemon hands it batches, and the exporters of guest sinks
+//! behind the [`Exporter`] trait, and shows its status.
 //!
 //! Delivery is at least once: a record leaves the queue only when the destination acknowledged
 //! it, and a crash re-sends what was in flight. Receivers make that effectively once: JetStream
@@ -12,8 +13,11 @@
 
 pub mod config;
 pub mod encode;
+pub mod exporter;
 mod forwarder;
+mod guest;
 pub mod queue;
+pub mod raw;
 pub mod tls;
 pub mod transport;
 
@@ -25,6 +29,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{SinkConfig, SinkType};
+pub use exporter::{Encoding, Exporter, Request};
 pub use forwarder::{Forwarder, SinkStatus, queue_config};
 pub use transport::{BATCH_ID_HEADER, Transport};
 
@@ -47,9 +52,12 @@ struct Running {
 /// nothing runs differently, so a reload that fails elsewhere changes no sink.
 pub struct Prepared {
     new: Vec<Arc<Forwarder>>,
-    changed: Vec<(SinkConfig, Transport)>,
+    changed: Vec<(SinkConfig, (Transport, Option<Arc<dyn Exporter>>))>,
     keep: Vec<String>,
 }
+
+/// Makes a guest sink's exporter (the daemon's: it knows the guests).
+pub type MakeExporter<'a> = &'a dyn Fn(&SinkConfig) -> anyhow::Result<Arc<dyn Exporter>>;
 
 /// What a reload did to the sinks.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -90,9 +98,15 @@ impl SinkSet {
         &self.node_id
     }
 
-    /// Checks every sink, builds the transports of new and changed ones and opens new ones'
-    /// queues. Fails naming the sink and field; nothing running is touched.
-    pub fn prepare(&self, configs: &[SinkConfig], base: &Path) -> anyhow::Result<Prepared> {
+    /// Checks every sink, builds the transports (and guest sinks' exporters) of new and
+    /// changed ones and opens new ones' queues. Fails naming the sink and field; nothing
+    /// running is touched.
+    pub fn prepare(
+        &self,
+        configs: &[SinkConfig],
+        base: &Path,
+        make_exporter: MakeExporter,
+    ) -> anyhow::Result<Prepared> {
         let running = self.running.lock().unwrap();
         let mut p = Prepared {
             new: Vec::new(),
@@ -101,17 +115,28 @@ impl SinkSet {
         };
         for cfg in configs {
             cfg.check(Some(base))?;
+            let exporter = match cfg.kind {
+                SinkType::Guest => Some(
+                    make_exporter(cfg)
+                        .map_err(|e| anyhow::anyhow!("sink {:?}: guest: {e:#}", cfg.name))?,
+                ),
+                _ => None,
+            };
+            let identity = exporter.as_ref().map(|e| e.identity());
             match running.get(&cfg.name) {
-                Some(r) if r.fwd.config() == *cfg => p.keep.push(cfg.name.clone()),
+                Some(r) if r.fwd.config() == *cfg && r.fwd.exporter_identity() == identity => {
+                    p.keep.push(cfg.name.clone())
+                }
                 Some(r) => {
                     let was = r.fwd.config().kind;
                     if was.record_format() != cfg.kind.record_format() {
                         return Err(format_changed(cfg, was.record_format()).into());
                     }
-                    p.changed.push((cfg.clone(), Transport::build(cfg, base)?))
+                    p.changed
+                        .push((cfg.clone(), (Transport::build(cfg, base)?, exporter)))
                 }
                 None => {
-                    let transport = Transport::build(cfg, base)?;
+                    let transport = (Transport::build(cfg, base)?, exporter);
                     let dir = self.dir.join(&cfg.name);
                     let (queue, recovery) =
                         queue::Queue::open(&dir, queue_config(cfg)).map_err(|e| {
@@ -147,10 +172,10 @@ impl SinkSet {
     pub fn apply(&self, p: Prepared) -> SinksOutcome {
         let mut out = SinksOutcome::default();
         let mut running = self.running.lock().unwrap();
-        for (cfg, transport) in p.changed {
+        for (cfg, parts) in p.changed {
             if let Some(r) = running.get(&cfg.name) {
                 out.reconfigured.push(cfg.name.clone());
-                r.fwd.reconfigure(cfg, transport);
+                r.fwd.reconfigure(cfg, parts);
             }
         }
         let configured: Vec<String> = p

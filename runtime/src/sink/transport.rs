@@ -8,12 +8,14 @@
 //! | remote-write | 2xx | as http | other 4xx, as the spec says |
 //! | nats | the server read it (flush) | not connected, flush failed | never |
 //! | jetstream | PubAck (a duplicate too) | no PubAck in time, not connected, no stream | a message over the server's size limit |
+//! | guest | each request as http, nats or jetstream above | as those | as those, and a request the host cannot send (a header it owns, a suffix that makes no URL or subject) |
 
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
 
-use super::config::{SinkConfig, SinkType};
+use super::config::{SinkConfig, SinkType, check_subject};
+use super::exporter::Request;
 use super::tls;
 
 /// What became of one attempt.
@@ -22,6 +24,8 @@ pub enum Outcome {
     Delivered,
     Retry(String),
     Refused(String),
+    /// Not tried: wait this long first (a guest sink's exporter is quarantined).
+    Wait(Duration),
 }
 
 /// The header that carries a record's id from one wasmon to another (and `Nats-Msg-Id` on
@@ -77,8 +81,19 @@ impl Transport {
             field,
             problem,
         };
+        if cfg.nats() {
+            // Read the files now, so that a missing one is refused at (re)load, not at the
+            // first send.
+            tls::check_nats_files(cfg, base).map_err(|(f, p)| err(f, p))?;
+            return Ok(Transport::Nats(Box::new(Nats {
+                cfg: cfg.clone(),
+                base: base.to_path_buf(),
+                jetstream: cfg.jetstream(),
+                conn: tokio::sync::Mutex::new(None),
+            })));
+        }
         match cfg.kind {
-            SinkType::Http | SinkType::RemoteWrite => {
+            SinkType::Http | SinkType::RemoteWrite | SinkType::Guest => {
                 let mut headers = HeaderMap::new();
                 if let Some(f) = &cfg.token_file {
                     let path = base.join(f);
@@ -103,7 +118,7 @@ impl Transport {
                         "x-prometheus-remote-write-version",
                         HeaderValue::from_static("0.1.0"),
                     );
-                } else {
+                } else if cfg.kind == SinkType::Http {
                     // Content-Encoding goes with each record (see `Http::send`).
                     headers.insert(
                         CONTENT_TYPE,
@@ -120,16 +135,39 @@ impl Transport {
                     gzip: cfg.gzip,
                 }))
             }
-            SinkType::Nats | SinkType::Jetstream => {
-                // Read the files now, so that a missing one is refused at (re)load, not at the
-                // first send.
-                tls::check_nats_files(cfg, base).map_err(|(f, p)| err(f, p))?;
-                Ok(Transport::Nats(Box::new(Nats {
-                    cfg: cfg.clone(),
-                    base: base.to_path_buf(),
-                    jetstream: cfg.kind == SinkType::Jetstream,
-                    conn: tokio::sync::Mutex::new(None),
-                })))
+            SinkType::Nats | SinkType::Jetstream => unreachable!("cfg.nats() is true for them"),
+        }
+    }
+
+    /// One attempt at delivering an exporter's request `k` of the record `id` (sent as
+    /// `ID.K`, so that receivers that drop repeats tell a record's requests apart).
+    pub async fn send_request(&self, req: &Request, id: &str) -> Outcome {
+        if let Some((k, _)) = req
+            .headers
+            .iter()
+            .find(|(k, _)| OWNED.iter().any(|o| k.eq_ignore_ascii_case(o)))
+        {
+            return Outcome::Refused(format!("header {k:?} is the host's to set"));
+        }
+        match self {
+            Transport::Http(h) => h.send_request(req, id).await,
+            Transport::Nats(n) => {
+                let subject = format!(
+                    "{}{}",
+                    n.cfg.subject.as_deref().unwrap_or_default(),
+                    req.suffix
+                );
+                if let Err(e) = check_subject(&subject) {
+                    return Outcome::Refused(format!("suffix {:?}: {e}", req.suffix));
+                }
+                let mut headers = async_nats::HeaderMap::new();
+                if !req.content_type.is_empty() {
+                    headers.insert("Content-Type", req.content_type.as_str());
+                }
+                for (k, v) in &req.headers {
+                    headers.append(k.as_str(), v.as_str());
+                }
+                n.publish(subject, headers, &req.body, id).await
             }
         }
     }
@@ -143,7 +181,50 @@ impl Transport {
     }
 }
 
+/// Headers an exporter may not set: the transport's own, and what would change the request's
+/// framing or its credentials (the sink's `token-file` is the one source of those).
+const OWNED: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "authorization",
+    BATCH_ID_HEADER,
+    "nats-msg-id",
+];
+
 impl Http {
+    async fn send_request(&self, r: &Request, id: &str) -> Outcome {
+        let url = if r.suffix.is_empty() {
+            self.url.clone()
+        } else {
+            let base = self.url.as_str();
+            let base = if r.suffix.starts_with('/') {
+                base.trim_end_matches('/')
+            } else {
+                base
+            };
+            match reqwest::Url::parse(&format!("{base}{}", r.suffix)) {
+                Ok(u) => u,
+                Err(e) => {
+                    return Outcome::Refused(format!("suffix {:?} makes no URL: {e}", r.suffix));
+                }
+            }
+        };
+        let mut req = self
+            .client
+            .post(url)
+            .headers(self.headers.clone())
+            .header(BATCH_ID_HEADER, id);
+        if !r.content_type.is_empty() {
+            req = req.header(CONTENT_TYPE, r.content_type.as_str());
+        }
+        for (k, v) in &r.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        answer(req.body(r.body.clone()).send().await).await
+    }
+
     async fn send(&self, payload: &bytes::Bytes, id: &str) -> Outcome {
         let mut req = self
             .client
@@ -163,8 +244,14 @@ impl Http {
                 }
             }
         }
-        let req = req.body(body);
-        let resp = match req.send().await {
+        answer(req.body(body).send().await).await
+    }
+}
+
+/// What an HTTP answer means for the record (the table above).
+async fn answer(sent: reqwest::Result<reqwest::Response>) -> Outcome {
+    {
+        let resp = match sent {
             Ok(r) => r,
             Err(e) => return Outcome::Retry(error_chain(&e)),
         };
@@ -250,6 +337,18 @@ impl Nats {
         } else {
             payload
         };
+        let headers = async_nats::HeaderMap::new();
+        self.publish(subject, headers, payload, id).await
+    }
+
+    /// Publishes one message: core NATS, or JetStream with `Nats-Msg-Id` = `id`.
+    async fn publish(
+        &self,
+        subject: String,
+        mut headers: async_nats::HeaderMap,
+        payload: &bytes::Bytes,
+        id: &str,
+    ) -> Outcome {
         let mut conn = match self.connection().await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),
@@ -260,7 +359,14 @@ impl Nats {
         let Some(js) = conn.js.clone() else {
             // Core NATS: best effort. A flush that returns means the server has read the bytes;
             // nothing says a subscriber got them.
-            if let Err(e) = conn.client.publish(subject, payload.clone()).await {
+            let published = if headers.is_empty() {
+                conn.client.publish(subject, payload.clone()).await
+            } else {
+                conn.client
+                    .publish_with_headers(subject, headers, payload.clone())
+                    .await
+            };
+            if let Err(e) = published {
                 return Outcome::Retry(e.to_string());
             }
             return match conn.client.flush().await {
@@ -282,7 +388,6 @@ impl Nats {
                 payload.len()
             ));
         }
-        let mut headers = async_nats::HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
         let ack = match js
             .publish_with_headers(subject, headers, payload.clone())

@@ -1,0 +1,105 @@
+//! Sending a guest sink's record: its samples go through the exporter when the record is
+//! sent (not when it is queued), and the requests it returns go out in order. The record
+//! leaves the queue only when every request was acknowledged; a failed exporter call leaves it
+//! queued for a fresh instance, and only a batch that fails `max-encode-failures` times (or
+//! that the exporter says it can never encode) is dead-lettered, with the samples themselves.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::exporter::{Encoding, Exporter, Request};
+use super::forwarder::Forwarder;
+use super::queue::Record;
+use super::raw;
+use super::transport::{Outcome, Transport};
+
+/// What a guest sink's sender remembers between attempts.
+#[derive(Default)]
+pub(super) struct GuestSend {
+    /// The record being sent: its seq, its requests and how many were delivered. A retry
+    /// resumes at the first undelivered request without calling the exporter again, so a
+    /// receiver sees a request twice only when an acknowledgement was lost or the daemon
+    /// restarted.
+    encoded: Option<(u64, Vec<Request>, usize)>,
+    /// Failed exporter calls per queued record. Kept in memory: after a restart a batch gets
+    /// its full count of attempts again.
+    failures: HashMap<u64, u32>,
+}
+
+impl GuestSend {
+    /// One attempt at `record`: encode it if that is not done yet, then send what is left.
+    pub(super) async fn send(
+        &mut self,
+        fwd: &Forwarder,
+        exporter: &Arc<dyn Exporter>,
+        transport: &Transport,
+        record: &Record,
+        id: &str,
+        max_failures: u32,
+    ) -> Outcome {
+        if self
+            .encoded
+            .as_ref()
+            .is_none_or(|(seq, ..)| *seq != record.seq)
+        {
+            self.encoded = None;
+            let samples = match raw::decode(&record.payload) {
+                Ok(s) => s,
+                Err(e) => {
+                    return Outcome::Refused(format!("the queued record cannot be read: {e}"));
+                }
+            };
+            let e = exporter.clone();
+            // The exporter runs a guest under its deadline: off the sender's task.
+            let encoded = tokio::task::spawn_blocking(move || e.encode(&samples))
+                .await
+                .unwrap_or_else(|e| Encoding::Failed(format!("the call panicked: {e}")));
+            match encoded {
+                Encoding::Requests(requests) => {
+                    self.failures.remove(&record.seq);
+                    self.encoded = Some((record.seq, requests, 0));
+                }
+                Encoding::Refused(why) => {
+                    self.failures.remove(&record.seq);
+                    return Outcome::Refused(format!(
+                        "the exporter cannot encode this batch: {why}"
+                    ));
+                }
+                Encoding::Quarantined(d) => return Outcome::Wait(d),
+                Encoding::Failed(why) => {
+                    fwd.counters().encode_failures.fetch_add(1, Relaxed);
+                    let n = self.failures.entry(record.seq).or_insert(0);
+                    *n += 1;
+                    let n = *n;
+                    if n >= max_failures {
+                        self.failures.remove(&record.seq);
+                        return Outcome::Refused(format!(
+                            "the exporter failed on this batch {n} times (max-encode-failures); the last time: {why}"
+                        ));
+                    }
+                    return Outcome::Retry(format!(
+                        "the exporter failed ({n} of {max_failures} for this batch; retried on a fresh instance): {why}"
+                    ));
+                }
+            }
+        }
+        let (_, requests, done) = self.encoded.as_mut().expect("encoded above");
+        while *done < requests.len() {
+            match transport
+                .send_request(&requests[*done], &format!("{id}.{done}"))
+                .await
+            {
+                Outcome::Delivered => *done += 1,
+                other => {
+                    if matches!(other, Outcome::Refused(_)) {
+                        self.encoded = None;
+                    }
+                    return other;
+                }
+            }
+        }
+        self.encoded = None;
+        Outcome::Delivered
+    }
+}
