@@ -1,29 +1,35 @@
 """OTLP/HTTP exporter: each batch as one `ExportMetricsServiceRequest` (protobuf), the same
-bytes as the bundled Rust `otlp` guest writes, for any OpenTelemetry collector's
-`/v1/metrics`.
+bytes as the bundled Rust `otlp` guest (`guests/otlp`) writes, for any OpenTelemetry
+collector's `/v1/metrics`.
 
 Parameters: {"resource": {"service.name": "wasmon"}, "suffix": "/v1/metrics"}
-- `resource`: the attributes of the request's one resource (strings);
+- `resource`: the attributes of the request's one resource (strings), in key order;
 - `suffix`: appended to the sink's URL (default "": the URL names the route).
 
 Mapping: one Metric per distinct (name, unit, kind) in the order they first appear, its
 points in input order; gauge -> Gauge; cumulative -> Sum (monotonic, CUMULATIVE); delta ->
-Sum (not monotonic, DELTA). A point's attributes are the sample's metadata, plus
-`wasmon.resource` = the sample's resource when it has one (OTLP points have no resource of
-their own). Its time is the sample's timestamp, its value `as_double`.
+Sum (not monotonic, DELTA). A point's attributes are the sample's metadata (`hostname` as
+OTel's `host.name`, which wasmon's receiver maps back), plus `wasmon.resource` = the sample's
+resource when it has one (OTLP points have no resource of their own). Its time is the
+sample's timestamp, its value `as_double`. The scope is `wasmon` at wasmon's version.
 
 The protobuf is written by hand (field numbers from opentelemetry-proto's metrics/v1,
-common/v1, resource/v1 and collector/metrics/v1) in field-number order, omitting proto3
-defaults, so that two canonical encoders give the same bytes; no protobuf library is needed
-inside the component.
+common/v1, resource/v1 and collector/metrics/v1) in field-number order, making the choices
+the Rust guest makes where proto3 leaves one (a point's time and an attribute's key are
+written even when zero or empty; an empty resource is left out), so that both write the same
+bytes (tests/all/polyglot/exporters.rs compares them); no protobuf library is needed inside
+the component.
 """
 
+import json
 import struct
 
 from wasmon_guest import CUMULATIVE, DELTA, ConfigError, Request, export_exporter
 
 CONTENT_TYPE = "application/x-protobuf"
 SCOPE_NAME = "wasmon"
+# The Rust guest's crate version (the workspace's), which it writes as the scope's version.
+SCOPE_VERSION = "0.1.0"
 RESOURCE_KEY = "wasmon.resource"
 
 # AggregationTemporality.
@@ -60,8 +66,14 @@ def string(field, text):
 
 def key_value(k, v):
     """common.v1.KeyValue {key = 1; value = 2 (AnyValue {string_value = 1})}. `string_value`
-    is a oneof member, so it is written even when empty."""
-    return string(1, k) + message(2, message(1, v.encode("utf-8")))
+    is a oneof member, so it is written even when empty; the key too (as the Rust guest)."""
+    return message(1, k.encode("utf-8")) + message(2, message(1, v.encode("utf-8")))
+
+
+def attribute_key(k):
+    """OTel's name for the host: wasmon's receiver maps `host.name` back to `hostname`, the
+    key its store sink reads."""
+    return "host.name" if k == "hostname" else k
 
 
 # The attributes of a point's metadata set and resource, by identity (a batch's samples share
@@ -75,7 +87,7 @@ class Attributes:
         got = self.cache.get(k)
         if got is None:
             # NumberDataPoint.attributes = 7.
-            parts = [message(7, key_value(a, b)) for a, b in s.metadata.items()]
+            parts = [message(7, key_value(attribute_key(a), b)) for a, b in s.metadata.items()]
             if s.resource:
                 parts.append(message(7, key_value(RESOURCE_KEY, s.resource)))
             got = b"".join(parts)
@@ -85,12 +97,10 @@ class Attributes:
 
 
 def number_point(s, attributes):
-    """metrics.v1.NumberDataPoint: time_unix_nano = 3 (fixed64), as_double = 4 (double, a
-    oneof member: always written), attributes = 7."""
-    ts = b""
-    if s.timestamp_ns:
-        ts = key(3, I64) + struct.pack("<Q", s.timestamp_ns & ((1 << 64) - 1))
-    return ts + key(4, I64) + struct.pack("<d", s.value) + attributes
+    """metrics.v1.NumberDataPoint: time_unix_nano = 3 (fixed64, written even when 0),
+    as_double = 4 (double, a oneof member: always written), attributes = 7."""
+    return (key(3, I64) + struct.pack("<Q", s.timestamp_ns & ((1 << 64) - 1))
+            + key(4, I64) + struct.pack("<d", s.value) + attributes)
 
 
 def metric(name, unit, kind, points):
@@ -105,24 +115,36 @@ def metric(name, unit, kind, points):
         data = message(7, pts + key(2, VARINT) + varint(TEMPORALITY_DELTA))
     else:
         data = message(5, pts)
-    return string(1, name) + string(3, unit) + data
+    return message(1, name.encode("utf-8")) + string(3, unit) + data
+
+
+KNOWN = ("resource", "suffix")
 
 
 class Otlp:
     def __init__(self, params):
+        for k in params:
+            if k not in KNOWN:
+                # A typo must not fall back to a default silently.
+                raise ConfigError("unknown parameter `%s` (known: %s)" % (k, ", ".join(KNOWN)))
         resource = params.get("resource")
         if resource is None:
             resource = {}
-        if not isinstance(resource, dict) or not all(isinstance(v, str)
-                                                     for v in resource.values()):
-            raise ConfigError("`resource` must be an object of strings, got %r" % (resource,))
+        if not isinstance(resource, dict):
+            raise ConfigError("parameter `resource`: expected an object of strings, got %s"
+                              % json.dumps(resource))
+        for k, v in resource.items():
+            if not isinstance(v, str):
+                raise ConfigError("parameter `resource.%s`: expected a string, got %s"
+                                  % (k, json.dumps(v)))
         self.suffix = params.string("suffix", "")
-        # resource.v1.Resource {attributes = 1}, written once: it is the same in every request.
-        res = b"".join(message(1, key_value(k, v)) for k, v in resource.items())
+        # resource.v1.Resource {attributes = 1}, in key order, written once: it is the same in
+        # every request.
+        res = b"".join(message(1, key_value(k, resource[k])) for k in sorted(resource))
         # ResourceMetrics.resource = 1: omitted when it has no attributes (an empty message).
         self.resource = message(1, res) if res else b""
-        # ScopeMetrics.scope = 1: InstrumentationScope {name = 1}.
-        self.scope = message(1, string(1, SCOPE_NAME))
+        # ScopeMetrics.scope = 1: InstrumentationScope {name = 1, version = 2}.
+        self.scope = message(1, string(1, SCOPE_NAME) + string(2, SCOPE_VERSION))
 
     def encode(self, samples):
         if not samples:

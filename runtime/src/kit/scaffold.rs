@@ -16,8 +16,17 @@ use super::{
 const RUST_SDK: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../../../guests/sdk/src/lib.rs")),
     ("agent.rs", include_str!("../../../guests/sdk/src/agent.rs")),
+    ("batch.rs", include_str!("../../../guests/sdk/src/batch.rs")),
+    (
+        "exporter.rs",
+        include_str!("../../../guests/sdk/src/exporter.rs"),
+    ),
     ("hash.rs", include_str!("../../../guests/sdk/src/hash.rs")),
     ("log.rs", include_str!("../../../guests/sdk/src/log.rs")),
+    (
+        "params.rs",
+        include_str!("../../../guests/sdk/src/params.rs"),
+    ),
     (
         "sample.rs",
         include_str!("../../../guests/sdk/src/sample.rs"),

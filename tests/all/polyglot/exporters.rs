@@ -11,6 +11,7 @@ use wasmon::sample::{Kind, Line, Metadata, Name, Sample, parse_line};
 
 use super::checks::build_scaffold;
 use super::{built, load_exporter};
+use crate::common::guest_path;
 
 fn sample(name: &str, resource: &str, unit: &str, kind: Kind, value: f64, ts: i64) -> Sample {
     Sample {
@@ -70,18 +71,29 @@ fn batch() -> Vec<Sample> {
             &[("note", "line\nbreak")],
         ),
         sample("cpu.busy", "h2", "%", Kind::Gauge, 12345678.9, 0),
+        // OTLP calls it `host.name`; wasmon's receiver maps it back.
+        with_metadata(
+            sample(
+                "disk.read",
+                "sdc",
+                "B",
+                Kind::Cumulative,
+                7.0,
+                1_700_000_002_000_000_000,
+            ),
+            &[("hostname", "n1"), ("rack", "r2")],
+        ),
     ]
 }
 
-/// The JSON-lines scaffold in C, Python and JS (the Rust one is built with the Rust SDK's
-/// exporter module): each line of its one request reads back as the sample it came from; the
+/// The JSON-lines scaffold in every language: each line of its one request reads back as the sample it came from; the
 /// string table carries over to a second batch; an empty batch sends nothing; a bad parameter
 /// is refused, naming it.
 #[test]
 fn the_exporter_scaffolds_build_and_send_json_lines_that_read_back_exactly() {
     let root = tempfile::tempdir().unwrap();
     let input = batch();
-    for lang in ["c", "python", "js"] {
+    for lang in ["rust", "c", "python", "js"] {
         let (wasm, _) = build_scaffold(root.path(), lang, "exporter");
         let name = format!("my_{lang}_exporter");
         let mut e = load_exporter(&wasm, &name, r#"{"suffix": "/api/pipelines/main/samples"}"#)
@@ -113,10 +125,17 @@ fn the_exporter_scaffolds_build_and_send_json_lines_that_read_back_exactly() {
     }
 }
 
-/// What wasmon's OTLP receiver should make of `s` sent by the exporter: no resource (OTLP
-/// points have none), the request's resource attributes (`host.name` as `hostname`) under
-/// the sample's metadata and `wasmon.resource`.
-type Seen = (String, String, Kind, u64, i64, BTreeMap<String, String>);
+/// A sample as compared after the round trip: name, resource, unit, kind, value's bits,
+/// timestamp, metadata (as a map: the receiver puts the resource's attributes first).
+type Seen = (
+    String,
+    String,
+    String,
+    Kind,
+    u64,
+    i64,
+    BTreeMap<String, String>,
+);
 
 fn seen(s: &Sample) -> Seen {
     let metadata = s
@@ -126,6 +145,7 @@ fn seen(s: &Sample) -> Seen {
         .collect();
     (
         s.name.to_string(),
+        s.resource.to_string(),
         s.unit.to_string(),
         s.kind,
         s.value.to_bits(),
@@ -134,17 +154,17 @@ fn seen(s: &Sample) -> Seen {
     )
 }
 
+/// What wasmon's OTLP receiver should make of `input` sent by the exporter: the samples, in
+/// the order of their metrics (one per (name, unit, kind) in first-appearance order, points in
+/// input order), each with the request's resource attributes (`host.name` as `hostname`)
+/// under its metadata; the resource comes back from `wasmon.resource`.
 fn expected(input: &[Sample]) -> Vec<Seen> {
-    // One metric per (name, unit, kind) in first-appearance order, points in input order.
     let mut groups: Vec<((String, String, Kind), Vec<Seen>)> = Vec::new();
     for s in input {
         let mut x = seen(s);
-        x.5.insert("service.name".into(), "svc".into());
-        x.5.insert("hostname".into(), "h9".into());
-        if !s.resource.is_empty() {
-            x.5.insert("wasmon.resource".into(), s.resource.to_string());
-        }
-        let key = (x.0.clone(), x.1.clone(), x.2);
+        x.6.entry("service.name".into()).or_insert("svc".into());
+        x.6.entry("hostname".into()).or_insert("h9".into());
+        let key = (x.0.clone(), x.2.clone(), x.3);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(x),
             None => groups.push((key, vec![x])),
@@ -153,14 +173,17 @@ fn expected(input: &[Sample]) -> Vec<Seen> {
     groups.into_iter().flat_map(|(_, v)| v).collect()
 }
 
+/// The Python `otlp` exporter: what it sends decodes through wasmon's OTLP receiver to the
+/// samples it was given, and is byte for byte what the bundled Rust `otlp` exporter sends.
 #[test]
-fn python_otlp_exporter_output_decodes_through_wasmons_otlp_receiver() {
+fn python_otlp_exporter_decodes_through_wasmons_receiver_and_matches_the_rust_one() {
     let wasm = built("python", "otlp");
     let params = serde_json::json!({
         "resource": {"service.name": "svc", "host.name": "h9"},
         "suffix": "/v1/metrics",
     });
     let mut e = load_exporter(&wasm, "otlp", &params.to_string()).unwrap();
+    let mut rust = load_exporter(&guest_path("otlp"), "otlp", &params.to_string()).unwrap();
     // Times after the epoch: OTLP's time is unsigned, and wasmon's receiver refuses 0 ("unset").
     let input: Vec<Sample> = batch()
         .into_iter()
@@ -185,9 +208,16 @@ fn python_otlp_exporter_output_decodes_through_wasmons_otlp_receiver() {
         let d = decode_protobuf(&reqs[0].body, limits)
             .unwrap_or_else(|e| panic!("wasmon's OTLP decoder refused the body: {e}"));
         assert_eq!((d.rejected, d.no_value), (0, 0), "{}", d.error_message);
-        assert!(d.samples.iter().all(|s| s.resource.is_empty()));
         let got: Vec<Seen> = d.samples.iter().map(seen).collect();
         assert_eq!(got, expected(part));
+        let theirs = rust.encode(part).unwrap().unwrap();
+        assert_eq!(theirs.len(), 1);
+        assert!(
+            theirs[0].body == reqs[0].body,
+            "the Python and Rust otlp exporters differ:\npython {}\nrust   {}",
+            hex::encode(&reqs[0].body),
+            hex::encode(&theirs[0].body)
+        );
     }
     assert!(e.encode(&[]).unwrap().unwrap().is_empty());
     let err = format!(
@@ -196,5 +226,12 @@ fn python_otlp_exporter_output_decodes_through_wasmons_otlp_receiver() {
             .err()
             .expect("refused")
     );
-    assert!(err.contains("`resource`"), "{err}");
+    assert!(err.contains("`resource.a`"), "{err}");
+    let err = format!(
+        "{:#}",
+        load_exporter(&wasm, "otlp", r#"{"sufix": "/v1/metrics"}"#)
+            .err()
+            .expect("refused")
+    );
+    assert!(err.contains("unknown parameter `sufix`"), "{err}");
 }
