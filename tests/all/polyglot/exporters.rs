@@ -235,3 +235,12 @@ fn python_otlp_exporter_decodes_through_wasmons_receiver_and_matches_the_rust_on
     );
     assert!(err.contains("unknown parameter `sufix`"), "{err}");
 }
+
+/// The acceptance's round trip, with the exporter written in Python: behind a sending
+/// daemon's `[[sink]] type = "guest"`, into a receiving wasmon's OTLP route, every sample
+/// arrives once and exact (the test the bundled Rust `otlp` passes, `export::`).
+#[test]
+fn python_otlp_exporter_round_trips_exactly_through_a_receiving_wasmon() {
+    let wasm = built("python", "otlp");
+    crate::export::round_trip(wasm.to_str().unwrap(), "/api/pipelines/p/otlp");
+}
