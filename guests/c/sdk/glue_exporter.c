@@ -78,8 +78,10 @@ bool exports_wasmon_collector_encode_encode(batch_t *input,
     wg_sample *samples = wg_decode_abi((const wg_abi_batch *)input, &count);
     exports_wasmon_collector_encode_batch_free(input);
     if (!configured) {
-        exporter_string_dup(err, "encode called before configure");
-        return false;
+        /* The host always configures first. An error would dead-letter the batch; a trap
+         * leaves it queued for a fresh, configured instance. */
+        wg_log(WG_ERROR, "encode called before configure");
+        abort();
     }
     wg_requests out;
     wg_requests_init(&out);

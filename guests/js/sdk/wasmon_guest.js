@@ -348,7 +348,9 @@ export function exportExporter(cls) {
     encode(input) {
       // Decoded even before configure: the string table must follow every batch.
       const samples = codec.decode(input);
-      if (impl === null) throw "encode called before configure";
+      // The host always configures first. A thrown string would dead-letter the batch; an
+      // Error traps, leaving it queued for a fresh, configured instance.
+      if (impl === null) throw new Error("encode called before configure");
       let out;
       try {
         out = impl.encode(samples);

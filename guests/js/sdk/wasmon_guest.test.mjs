@@ -205,7 +205,7 @@ test("exportExporter decodes batches, checks requests and returns EncodeError as
     }
   }
   const encode = exportExporter(Lines);
-  assert.throws(() => encode.encode(batch([], [], [], [], [], [])), (e) => /before configure/.test(e));
+  assert.throws(() => encode.encode(batch([], [], [], [], [], [])), (e) => e instanceof Error && /before configure/.test(e.message));
   assert.throws(() => encode.configure('{"suffix": 1}'), (e) => e === "`suffix` must be a string, got 1");
   encode.configure('{"suffix": "/x"}');
   const got = encode.encode(batch(["cpu", "h", ""], [[]], [0, 1, 2, 0, 0, 1, 2, 0], [0, 0], [1, 2], [1, 2]));

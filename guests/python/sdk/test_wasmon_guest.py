@@ -172,6 +172,58 @@ class ExporterTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "Request.content_type"):
             Request(b"", content_type=None).fields()
 
+    def test_export_exporter_with_stand_ins_for_the_bindings(self):
+        # The modules componentize-py generates, stood in for: a record and the Err exception.
+        import sys
+        import types as pytypes
+        from collections import namedtuple
+
+        from wasmon_guest import EncodeError, export_exporter
+
+        class Err(Exception):
+            def __init__(self, value):
+                self.value = value
+
+        mods = {
+            "componentize_py_types": pytypes.SimpleNamespace(Err=Err),
+            "wit_world": pytypes.ModuleType("wit_world"),
+            "wit_world.exports": pytypes.ModuleType("wit_world.exports"),
+            "wit_world.exports.encode": pytypes.SimpleNamespace(Request=namedtuple(
+                "Request", "suffix content_type headers body")),
+        }
+        saved = {k: sys.modules.get(k) for k in mods}
+        sys.modules.update(mods)
+        try:
+            class Names:
+                def __init__(self, params):
+                    self.suffix = params.string("suffix")
+
+                def encode(self, samples):
+                    if any(s.name == "bad" for s in samples):
+                        raise EncodeError("cannot encode `bad`")
+                    return [Request(",".join(s.name for s in samples), suffix=self.suffix)]
+
+            enc = export_exporter(Names)()
+            with self.assertRaises(RuntimeError):  # a trap: the host retries
+                enc.encode(batch([], [], [], [], [], []))
+            with self.assertRaises(Err) as e:
+                enc.configure("{}")
+            self.assertEqual(e.exception.value, "`suffix` is required (a string)")
+            enc.configure('{"suffix": "/x"}')
+            got = enc.encode(batch(["cpu", "h", ""], [[]], [0, 1, 2, 0] * 2, [0, 0], [1, 2],
+                                   [1, 2]))
+            self.assertEqual([tuple(r) for r in got],
+                             [("/x", "application/octet-stream", [], b"cpu,cpu")])
+            with self.assertRaises(Err) as e:
+                enc.encode(batch(["bad"], [[]], [3, 1, 2, 0], [0], [1], [1]))
+            self.assertEqual(e.exception.value, "cannot encode `bad`")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -393,7 +393,9 @@ def export_exporter(cls):
             samples = state["codec"].decode(input)
             impl = state["impl"]
             if impl is None:
-                raise _err("encode called before configure")
+                # The host always configures first. An Err would dead-letter the batch; a trap
+                # (this exception) leaves it queued for a fresh, configured instance.
+                raise RuntimeError("encode called before configure")
             try:
                 out = impl.encode(samples)
             except EncodeError as e:
