@@ -122,22 +122,23 @@ pub async fn options(
 /// catch up, bounded so that a stream nobody consumes does not fill the server's disk.
 pub const STREAM_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The stream `name`, created with `subject` and the de-duplication window `window` when it
+/// The stream `name`, created with `subjects` and the de-duplication window `window` when it
 /// does not exist (an existing stream is used as it is). The forwarding sink and the
 /// receiving ingest both call it, so either may start first.
 pub async fn stream_for(
     js: &async_nats::jetstream::Context,
     name: &str,
-    subject: &str,
+    subjects: &[String],
     window: Duration,
 ) -> Result<async_nats::jetstream::stream::Stream, String> {
     use async_nats::jetstream::stream;
     if let Ok(s) = js.get_stream(name).await {
         return Ok(s);
     }
+    let subject = subjects.join(", ");
     js.get_or_create_stream(stream::Config {
         name: name.to_string(),
-        subjects: vec![subject.to_string()],
+        subjects: subjects.to_vec(),
         duplicate_window: window,
         max_age: STREAM_MAX_AGE,
         storage: stream::StorageType::File,

@@ -3,7 +3,8 @@
 //! was sent, field by field. The bundled `otlp` exporter into the receiver's OTLP route and
 //! `jsonl` into its samples route; `trap_third` (the otlp encoding, trapping on every third
 //! call of an instance) across a SIGKILL of the sender and with a receiver that is down; a
-//! batch the exporter keeps failing on, dead-lettered; a guest of another world, refused.
+//! batch the exporter keeps failing on, dead-lettered; a guest of another world, refused; and
+//! `jsonl` publishing to JetStream on its suffixed subject.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -201,6 +202,15 @@ fn an_exporter_trapping_on_every_third_batch_loses_and_doubles_nothing_across_a_
     assert!(s["encode-failures"].as_u64().unwrap() >= 3, "{s}");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
     assert_eq!(s["sent-samples"], 45, "{s}");
+    let metrics = node.get("/metrics").unwrap().text().unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("wasmon_sink_encode_failures_total{sink=\"x\"}"))
+        .unwrap_or_else(|| panic!("no encode failures in /metrics:\n{metrics}"));
+    assert_eq!(
+        line.rsplit(' ').next(),
+        Some(s["encode-failures"].to_string().as_str())
+    );
 }
 
 #[test]
@@ -266,5 +276,132 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
     assert!(
         err.contains(r#"sink \"x\": guest"#) && err.contains("does not fit the `exporter` world"),
         "{err}"
+    );
+    // `wasmon config check` says so too, from the component's WIT.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        .args(["config", "check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(r#"sink "x": guest "arithmetic": bundled guest `arithmetic` is not an exporter: transformer"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_guest_sink_publishes_its_exporter_s_requests_to_jetstream_on_the_suffixed_subject() {
+    use futures_util::StreamExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start(free_port(), &tmp.path().join("nats"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_rt = rt.enter();
+    let (_client, mut sub) = rt.block_on(async {
+        let c = async_nats::connect(nats.url()).await.unwrap();
+        let sub = c.subscribe("exp.>").await.unwrap();
+        c.flush().await.unwrap();
+        (c, sub)
+    });
+    let extra = "subject = \"exp\"\nstream = \"EXP\"\n[sink.params]\nsuffix = \".lines\"\n";
+    let node = DaemonProcess::start(&sender(tmp.path(), "jsonl", &nats.url(), extra));
+    let sent = samples("js", 30);
+    let r = node.post("/api/pipelines/p/samples", &body(&sent));
+    assert!(r.status().is_success(), "{}", r.text().unwrap());
+    let msg = rt
+        .block_on(tokio::time::timeout(Duration::from_secs(30), sub.next()))
+        .expect("no message for 30 s")
+        .unwrap();
+    assert_eq!(msg.subject.as_str(), "exp.lines");
+    let headers = msg.headers.clone().expect("headers");
+    assert_eq!(
+        headers.get("Content-Type").map(|v| v.as_str()),
+        Some("application/x-ndjson")
+    );
+    assert!(
+        headers.get(async_nats::header::NATS_MESSAGE_ID).is_some(),
+        "{headers:?}"
+    );
+    let got: Vec<Value> = std::str::from_utf8(&msg.payload)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_same(&sent, &got);
+    // JetStream acknowledged it: the record left the queue, and the stream holds it.
+    node.wait_for("the PubAck", || sink(&node)["sent-samples"] == 30);
+    let stored = rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+        js.get_stream("EXP")
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .state
+            .messages
+    });
+    assert_eq!(stored, 1);
+}
+
+#[test]
+fn a_new_exporter_component_in_guests_dir_is_swapped_in_by_a_reload_and_the_queue_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rport = free_port();
+    let url = format!("http://127.0.0.1:{rport}/api/pipelines/p/samples");
+    let dir = tmp.path().join("s");
+    std::fs::create_dir_all(dir.join("guests")).unwrap();
+    let exp = dir.join("guests/exp.wasm");
+    // `trap_third` encodes OTLP, which the samples route would refuse.
+    replace_file(&exp, &guest_bytes("trap_third"));
+    let cfg = sender(&dir, "exp", &url, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("[daemon]\n", "[daemon]\nguests-dir = \"guests\"\n"),
+    )
+    .unwrap();
+    let node = DaemonProcess::start(&cfg);
+    let reload = || -> Value {
+        let r = reqwest::blocking::Client::new()
+            .post(node.url("/api/admin/reload"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().unwrap()
+    };
+    assert!(
+        reload()["sinks"].get("reconfigured").is_none(),
+        "nothing changed: the exporter is kept"
+    );
+    // The receiver is down: the batch is encoded (as OTLP) and retried.
+    let sent = samples("sw", 10);
+    assert!(
+        node.post("/api/pipelines/p/samples", &body(&sent))
+            .status()
+            .is_success()
+    );
+    node.wait_for("a failed attempt", || {
+        sink(&node)["retries"].as_u64() > Some(0)
+    });
+    // jsonl in its place: the queued batch is encoded again by it, and arrives.
+    replace_file(&exp, &guest_bytes("jsonl"));
+    let outcome = reload();
+    assert_eq!(outcome["sinks"]["reconfigured"], json!(["x"]), "{outcome}");
+    let receiver = DaemonProcess::start_at(
+        &config(&tmp.path().join("r"), "\"stdout\"", ""),
+        rport,
+        |_| {},
+    );
+    assert_same(&sent, &receive(&receiver, sent.len()));
+    let s = sink(&node);
+    assert_eq!(
+        (
+            s["sent-samples"].as_u64(),
+            s["dead-lettered-samples"].as_u64()
+        ),
+        (Some(10), Some(0)),
+        "{s}"
     );
 }

@@ -41,7 +41,7 @@ pub async fn delete_queue(
 /// Per sink, as Prometheus text: gauges for the queue, counters for what happened to samples.
 pub fn render_prometheus(sinks: &[SinkStatus], out: &mut String) {
     type Get = fn(&SinkStatus) -> f64;
-    let series: [(&str, &str, &str, Get); 12] = [
+    let series: [(&str, &str, &str, Get); 13] = [
         (
             "wasmon_sink_queued_records",
             "gauge",
@@ -95,6 +95,12 @@ pub fn render_prometheus(sinks: &[SinkStatus], out: &mut String) {
             "counter",
             "Failed attempts that will be retried.",
             |s| s.retries as f64,
+        ),
+        (
+            "wasmon_sink_encode_failures_total",
+            "counter",
+            "Failed calls of a guest sink's exporter (the batch stayed queued for a fresh instance).",
+            |s| s.encode_failures as f64,
         ),
         (
             "wasmon_sink_dead_lettered_samples_total",

@@ -294,6 +294,24 @@ pub fn config_check(file: &Path) -> Result<()> {
     for s in &c.sinks {
         s.check(Some(base))?;
         crate::sink::Transport::build(s, base)?;
+        if let Some(g) = &s.guest {
+            // The world is read from the component's WIT (no compile): a guest the fleet
+            // publishes is checked when a daemon takes it.
+            let what = || format!("sink {:?}: guest {g:?}", s.name);
+            let src =
+                crate::guests::resolve(g, Some(&c.daemon.guests_dir), base).with_context(what)?;
+            let report = crate::host::check::inspect(&src.bytes).with_context(what)?;
+            if report.world != Some(crate::host::check::WorldKind::Exporter) {
+                anyhow::bail!(
+                    "{}: {} is not an exporter: {}",
+                    what(),
+                    src.origin,
+                    report
+                        .world
+                        .map_or("no world of wasmon:collector", |w| w.name())
+                );
+            }
+        }
     }
     println!("{}: ok ({} pipelines)", file.display(), c.pipelines.len());
     Ok(())

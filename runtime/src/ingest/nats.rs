@@ -204,8 +204,13 @@ async fn run_consumer(
             return;
         }
         let consumer = async {
-            let st = crate::nats::stream_for(&js, &stream, &sc.subscribe_to, sc.duplicate_window)
-                .await?;
+            let st = crate::nats::stream_for(
+                &js,
+                &stream,
+                std::slice::from_ref(&sc.subscribe_to),
+                sc.duplicate_window,
+            )
+            .await?;
             st.get_or_create_consumer(
                 &durable,
                 pull::Config {

@@ -21,10 +21,19 @@ pub(super) struct GuestSend {
     /// resumes at the first undelivered request without calling the exporter again, so a
     /// receiver sees a request twice only when an acknowledgement was lost or the daemon
     /// restarted.
-    encoded: Option<(u64, Vec<Request>, usize)>,
+    encoded: Option<Encoded>,
     /// Failed exporter calls per queued record. Kept in memory: after a restart a batch gets
     /// its full count of attempts again.
     failures: HashMap<u64, u32>,
+}
+
+struct Encoded {
+    seq: u64,
+    /// The exporter that made them: a reload that swaps it has the record encoded again by
+    /// the new one (the operator replaced the exporter because its encoding was wrong).
+    exporter: String,
+    requests: Vec<Request>,
+    delivered: usize,
 }
 
 impl GuestSend {
@@ -38,10 +47,11 @@ impl GuestSend {
         id: &str,
         max_failures: u32,
     ) -> Outcome {
+        let identity = exporter.identity();
         if self
             .encoded
             .as_ref()
-            .is_none_or(|(seq, ..)| *seq != record.seq)
+            .is_none_or(|e| e.seq != record.seq || e.exporter != identity)
         {
             self.encoded = None;
             let samples = match raw::decode(&record.payload) {
@@ -58,7 +68,12 @@ impl GuestSend {
             match encoded {
                 Encoding::Requests(requests) => {
                     self.failures.remove(&record.seq);
-                    self.encoded = Some((record.seq, requests, 0));
+                    self.encoded = Some(Encoded {
+                        seq: record.seq,
+                        exporter: identity,
+                        requests,
+                        delivered: 0,
+                    });
                 }
                 Encoding::Refused(why) => {
                     self.failures.remove(&record.seq);
@@ -84,13 +99,14 @@ impl GuestSend {
                 }
             }
         }
-        let (_, requests, done) = self.encoded.as_mut().expect("encoded above");
-        while *done < requests.len() {
+        let e = self.encoded.as_mut().expect("encoded above");
+        while e.delivered < e.requests.len() {
+            let k = e.delivered;
             match transport
-                .send_request(&requests[*done], &format!("{id}.{done}"))
+                .send_request(&e.requests[k], &format!("{id}.{k}"))
                 .await
             {
-                Outcome::Delivered => *done += 1,
+                Outcome::Delivered => e.delivered += 1,
                 other => {
                     if matches!(other, Outcome::Refused(_)) {
                         self.encoded = None;

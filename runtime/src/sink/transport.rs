@@ -410,14 +410,19 @@ impl Nats {
 }
 
 /// Finds the sink's stream, or creates it on the sink's subject with its de-duplication
-/// window; a stream that exists is used as it is.
+/// window (a guest sink's also on the subjects below it, where its exporter's suffixes put
+/// messages); a stream that exists is used as it is.
 async fn ensure_stream(
     js: &async_nats::jetstream::Context,
     cfg: &SinkConfig,
 ) -> Result<(), String> {
     let name = cfg.stream.as_deref().unwrap_or_default();
-    let subject = cfg.subject.as_deref().unwrap_or_default();
-    crate::nats::stream_for(js, name, subject, cfg.duplicate_window)
+    let subject = cfg.subject.clone().unwrap_or_default();
+    let subjects = match cfg.kind {
+        SinkType::Guest => vec![format!("{subject}.>"), subject],
+        _ => vec![subject],
+    };
+    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window)
         .await
         .map(|_| ())
 }

@@ -173,7 +173,8 @@ function renderSinks(sinks, kept) {
       el("td", { class: "num", title: `${s["queued-records"]} records` }, `${s["queued-samples"]} (${bytes(s["queued-bytes"])})`),
       el("td", { class: "num" }, s["queued-records"] ? duration(Math.round(s["oldest-age-seconds"])) : "—"),
       el("td", { class: "num" }, s["sent-samples"]),
-      el("td", { class: "num" }, s.retries),
+      el("td", { class: "num", title: "failed attempts; for a guest sink, and failed exporter calls" },
+        s["encode-failures"] ? `${s.retries} (${s["encode-failures"]} exporter)` : s.retries),
       el("td", { class: dropped ? "num bad" : "num", title: JSON.stringify(d) }, dropped),
       el("td", { class: "num" }, s["dead-lettered-samples"]),
       el("td", { class: "muted" }, err ? `${new Date(err[0] * 1000).toLocaleTimeString()} ${err[1]}` : ""));
