@@ -65,35 +65,11 @@ static void take(wg_out *out, batch_t *ret) {
     free(out->set_keys);
 }
 
+WG_CHECK_ABI_BATCH(batch_t);
+
 void exports_wasmon_collector_transform_handle(batch_t *input, batch_t *ret) {
-    size_t n_sets = input->metadata.len;
-    wg_id_set *sets = malloc((n_sets ? n_sets : 1) * sizeof *sets);
-    for (size_t i = 0; i < n_sets; i++)
-        sets[i] = (wg_id_set){(const wg_id_pair *)input->metadata.ptr[i].ptr, input->metadata.ptr[i].len};
-    size_t n_strings = input->new_strings.len;
-    wg_str *strs = malloc((n_strings ? n_strings : 1) * sizeof *strs);
-    for (size_t i = 0; i < n_strings; i++)
-        strs[i] = (wg_str){(const char *)input->new_strings.ptr[i].ptr, input->new_strings.ptr[i].len};
-    size_t n = input->values.len;
-    wg_batch_in in = {
-        .reset = input->reset,
-        .new_strings = strs,
-        .n_new_strings = n_strings,
-        .metadata = sets,
-        .n_metadata = n_sets,
-        .ids = input->ids.ptr,
-        .kinds = input->kinds.ptr,
-        .values = input->values.ptr,
-        .timestamps_ns = input->timestamps_ns.ptr,
-        /* The host sends columns of one length; never read past the shortest. */
-        .n = n < input->kinds.len ? n : input->kinds.len,
-    };
-    if (in.n > input->timestamps_ns.len) in.n = input->timestamps_ns.len;
-    if (in.n > input->ids.len / 4) in.n = input->ids.len / 4;
     size_t count;
-    wg_sample *samples = wg_decode(&in, &count);
-    free(strs);
-    free(sets);
+    wg_sample *samples = wg_decode_abi((const wg_abi_batch *)input, &count);
     wg_out out;
     wg_out_init(&out);
     if (configured) wg_handle(samples, count, &out);

@@ -327,8 +327,62 @@ static void test_integer_params(void) {
     wg_params_free(p);
 }
 
+/* The bindings' layout, decoded as wg_decode does; requests and wasmon's sample JSON. */
+static void test_exporter_requests_and_sample_json(void) {
+    wg_str strs[] = {{"disk.used", 9}, {"h\"1", 3}, {"B", 1}, {"dev", 3}, {"sda\n", 4}};
+    wg_id_pair pairs[] = {{3, 4}};
+    wg_id_set sets[] = {{pairs, 1}};
+    uint32_t ids[] = {0, 1, 2, 0, 0, 1, 2, 0};
+    uint8_t kinds[] = {2, 0};
+    double values[] = {1.5, 0.1};
+    int64_t ts[] = {1704067200000000001, -1};
+    wg_abi_batch b = {true, {strs, 5}, {sets, 1}, {ids, 8}, {kinds, 2}, {values, 2}, {ts, 2}};
+    size_t n;
+    wg_sample *s = wg_decode_abi(&b, &n);
+    CHECK(n == 2 && s[0].kind == WG_CUMULATIVE && !strcmp(s[0].resource, "h\"1"));
+    /* ids short of a second sample's four: never read past the shortest column. */
+    b.ids.len = 7;
+    s = wg_decode_abi(&b, &n);
+    CHECK(n == 1);
+
+    wg_requests out;
+    wg_requests_init(&out);
+    wg_request *r = wg_request_new(&out, "application/x-ndjson");
+    wg_request_suffix(r, "/x");
+    wg_request_header(r, "X-Key", "k");
+    wg_request_sample_json(r, &s[0]);
+    wg_request_write(r, "\n", 1);
+    const char *want = "{\"name\":\"disk.used\",\"resource\":\"h\\\"1\",\"value\":1.5,\"unit\":\"B\","
+                       "\"type\":\"cumulative\",\"timestamp\":\"2024-01-01T00:00:00.000000001Z\","
+                       "\"metadata\":{\"dev\":\"sda\\u000a\"}}\n";
+    CHECK(r->len == strlen(want) && !memcmp(r->body, want, r->len));
+    if (r->len != strlen(want) || memcmp(r->body, want, r->len))
+        fprintf(stderr, "got  %.*s\nwant %s", (int)r->len, (const char *)r->body, want);
+    /* More requests: the first one's pointer stays valid. */
+    for (int i = 0; i < 9; i++) wg_request_printf(wg_request_new(&out, "text/plain"), "%d", i);
+    CHECK(out.n == 10 && out.v[0] == r && !strcmp(r->suffix, "/x") && r->n_headers == 1);
+    CHECK(!strcmp(out.v[9]->content_type, "text/plain") && out.v[9]->len == 1 &&
+          out.v[9]->body[0] == '8' && !strcmp(out.v[9]->suffix, ""));
+    wg_request *t = wg_request_new(&out, "x");
+    wg_sample other = s[0];
+    other.kind = WG_GAUGE;
+    other.timestamp_ns = -1;
+    other.value = 0.1;
+    other.metadata = &wg_no_metadata;
+    wg_request_sample_json(t, &other);
+    const char *want2 = "{\"name\":\"disk.used\",\"resource\":\"h\\\"1\",\"value\":0.1,"
+                        "\"unit\":\"B\",\"type\":\"gauge\",\"timestamp\":\"1969-12-31T23:59:59.999999999Z\","
+                        "\"metadata\":{}}";
+    CHECK(t->len == strlen(want2) && !memcmp(t->body, want2, t->len));
+    if (t->len != strlen(want2) || memcmp(t->body, want2, t->len))
+        fprintf(stderr, "got  %.*s\nwant %s\n", (int)t->len, (const char *)t->body, want2);
+    wg_requests_free(&out);
+    CHECK(out.n == 0 && out.v == NULL);
+}
+
 int main(void) {
     test_decode_and_encode_share_the_table();
+    test_exporter_requests_and_sample_json();
     test_params();
     test_tree_answers_the_namespace();
     test_values_and_errors();

@@ -137,6 +137,27 @@ wg_sample *wg_decode(const wg_batch_in *b, size_t *n) {
     return b->n ? samples : NULL;
 }
 
+wg_sample *wg_decode_abi(const wg_abi_batch *b, size_t *n) {
+    /* The host sends columns of one length; never read past the shortest. */
+    size_t len = b->values.len;
+    if (len > b->kinds.len) len = b->kinds.len;
+    if (len > b->timestamps_ns.len) len = b->timestamps_ns.len;
+    if (len > b->ids.len / 4) len = b->ids.len / 4;
+    wg_batch_in in = {
+        .reset = b->reset,
+        .new_strings = b->new_strings.ptr,
+        .n_new_strings = b->new_strings.len,
+        .metadata = b->metadata.ptr,
+        .n_metadata = b->metadata.len,
+        .ids = b->ids.ptr,
+        .kinds = b->kinds.ptr,
+        .values = b->values.ptr,
+        .timestamps_ns = b->timestamps_ns.ptr,
+        .n = len,
+    };
+    return wg_decode(&in, n);
+}
+
 /* ---- encoding --------------------------------------------------------------------------- */
 
 void wg_out_init(wg_out *out) { memset(out, 0, sizeof *out); }

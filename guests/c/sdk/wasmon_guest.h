@@ -1,7 +1,8 @@
 /* wasmon guest SDK for C (clang-19 for wasm32-wasip1, componentized by `wasmon guest build`).
  *
- * One SDK, two worlds (`world` in wasmon-guest.toml); a guest implements the functions of its
- * world only (the build links only that world's glue: glue_transformer.c or glue_agent.c).
+ * One SDK, three worlds (`world` in wasmon-guest.toml); a guest implements the functions of its
+ * world only (the build links only that world's glue: glue_transformer.c, glue_agent.c or
+ * glue_exporter.c).
  *
  * A transformer implements three functions over plain samples:
  *
@@ -43,6 +44,19 @@
  * later look-ups see the new tree. Children are listed in the order their first metric was
  * added. The `mapped` import (files the daemon grants) is called directly through the
  * bindings: #include "agent.h".
+ *
+ * An exporter (world "exporter") turns each batch into the requests the host sends (the host
+ * owns the queue, retries and TLS; the exporter only the bytes):
+ *
+ *     const char *wg_exporter_configure(const wg_params *p) { return NULL; }
+ *     const char *wg_exporter_encode(const wg_sample *s, size_t n, wg_requests *out) {
+ *         wg_request *r = wg_request_new(out, "application/x-ndjson");
+ *         for (size_t i = 0; i < n; i++) {
+ *             wg_request_sample_json(r, &s[i]);
+ *             wg_request_write(r, "\n", 1);
+ *         }
+ *         return NULL;                        // else: the batch can never be encoded
+ *     }
  */
 #ifndef WASMON_GUEST_H
 #define WASMON_GUEST_H
@@ -181,6 +195,37 @@ int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *wg_param_integer(const wg_params *p, const char *key, int64_t dflt, int64_t min,
                              int64_t max, int64_t *out);
 
+/* --- exporters (world "exporter") -------------------------------------------------------- */
+
+/* One request for the host to send, and the requests of one batch (sent in order). */
+typedef struct wg_request wg_request;
+typedef struct wg_requests wg_requests;
+
+/* Implemented by an exporter. Called once per instance before any batch; returns NULL to
+ * accept, else an error naming the parameter (the SDK copies it). */
+const char *wg_exporter_configure(const wg_params *params);
+/* Implemented by an exporter: adds the requests that carry the batch to `out` (none is fine)
+ * and returns NULL, or returns why the batch can never be encoded (the host dead-letters it
+ * with that message; the SDK copies it). A trap (abort) is not that: the host retries the batch
+ * on a fresh instance. */
+const char *wg_exporter_encode(const wg_sample *samples, size_t n, wg_requests *out);
+
+/* A new request with an empty body, suffix and headers, appended to `out`; the pointer stays
+ * valid until the call returns. `content_type` is copied. */
+wg_request *wg_request_new(wg_requests *out, const char *content_type);
+/* Appended to the sink's URL (`/v1/metrics`) or NATS subject (`.cpu`); copied. */
+void wg_request_suffix(wg_request *r, const char *suffix);
+/* Another header (copied); the host refuses the ones it owns (Host, Content-Length...). */
+void wg_request_header(wg_request *r, const char *name, const char *value);
+/* Appends bytes to the body. */
+void wg_request_write(wg_request *r, const void *bytes, size_t len);
+/* Appends formatted text to the body (printf format). */
+void wg_request_printf(wg_request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends a sample as wasmon's sample JSON (no newline): what `wasmon transform` writes and
+ * the HTTP sample endpoint reads; timestamps RFC 3339 with nanoseconds, NaN and infinities as
+ * the strings wasmon writes. */
+void wg_request_sample_json(wg_request *r, const wg_sample *s);
+
 /* --- the codec (used by the glue and by the SDK's native tests) ---------------------------- */
 
 typedef struct {
@@ -228,6 +273,30 @@ struct wg_out {
     size_t n, cap;
 };
 
+/* The WIT `batch` as wit-bindgen's C bindings lay it out, the same in every world (their
+ * string is {uint8_t *, size_t}, like wg_str; their metadata set {tuple *, size_t}, like
+ * wg_id_set): each world's glue casts its batch type to this one, checked by
+ * WG_CHECK_ABI_BATCH, so that batch decoding is written once. */
+typedef struct {
+    bool reset;
+    struct { const wg_str *ptr; size_t len; } new_strings;
+    struct { const wg_id_set *ptr; size_t len; } metadata;
+    struct { const uint32_t *ptr; size_t len; } ids;
+    struct { const uint8_t *ptr; size_t len; } kinds;
+    struct { const double *ptr; size_t len; } values;
+    struct { const int64_t *ptr; size_t len; } timestamps_ns;
+} wg_abi_batch;
+
+#define WG_CHECK_ABI_BATCH(T)                                                                  \
+    _Static_assert(sizeof(T) == sizeof(wg_abi_batch) &&                                        \
+                       offsetof(T, new_strings) == offsetof(wg_abi_batch, new_strings) &&      \
+                       offsetof(T, metadata) == offsetof(wg_abi_batch, metadata) &&            \
+                       offsetof(T, timestamps_ns) == offsetof(wg_abi_batch, timestamps_ns),    \
+                   "the bindings' batch is not laid out as wg_abi_batch")
+
+/* wg_decode of a batch in the bindings' layout; never reads past the shortest column. */
+wg_sample *wg_decode_abi(const wg_abi_batch *batch, size_t *n);
+
 /* Takes in a batch: its strings join the table; returns its samples (valid until the next
  * call of wg_decode), their count in *n. NULL with *n == 0 for an empty batch. */
 wg_sample *wg_decode(const wg_batch_in *batch, size_t *n);
@@ -240,6 +309,27 @@ wg_params *wg_params_parse(const char *text, size_t len, const char **err);
 void wg_params_free(wg_params *p);
 /* The string of a table id ("" when unknown), for tests. */
 const char *wg_string(uint32_t id);
+
+/* The exporter's requests: every array malloc'd (the canonical ABI frees what the glue moves
+ * into its return value). */
+struct wg_request {
+    char *content_type;
+    char *suffix;
+    char **header_names;
+    char **header_values;
+    size_t n_headers, cap_headers;
+    uint8_t *body;
+    size_t len, cap;
+};
+
+struct wg_requests {
+    wg_request **v;
+    size_t n, cap;
+};
+
+void wg_requests_init(wg_requests *out);
+/* Frees requests the host did not take (tests, an encode that failed). */
+void wg_requests_free(wg_requests *out);
 
 /* --- the agent's tree (used by glue_agent.c and by the SDK's native tests) ----------------- */
 

@@ -21,6 +21,18 @@
 //     }
 //     export const { namespace, source } = exportAgent(Up);
 //
+// An exporter is a class whose constructor takes the parameters and whose `encode(samples)`
+// returns the requests that carry them (the host sends them, retries and acknowledges):
+//
+//     import { Request, exportExporter, sampleJson } from "./wasmon_guest.js";
+//     class Lines {
+//       encode(samples) {
+//         const body = samples.map((s) => sampleJson(s) + "\n").join("");
+//         return [new Request(body, { contentType: "application/x-ndjson" })];
+//       }
+//     }
+//     export const encode = exportExporter(Lines);
+//
 // What this module hides (see wit/types.wit): the string table the host and the guest share
 // (strings cross as ids; only strings the host has not seen are sent back, in `newStrings`;
 // `reset` clears the table), metadata sets, column-wise batches (typed arrays, timestamps as
@@ -213,6 +225,16 @@ export class Codec {
   }
 }
 
+/** `new cls(params)`, or the text componentize-js returns as the WIT error. */
+function configured(cls, params) {
+  try {
+    return new cls(Params.parse(params));
+  } catch (e) {
+    // componentize-js turns a thrown non-Error value into the result's error.
+    throw e instanceof ConfigError ? e.message : `bad parameters: ${e?.message ?? e}`;
+  }
+}
+
 /**
  * The object to export as the `transform` interface (`export const transform = ...`).
  * `new cls(params)` configures; `handle` and `flush` return arrays or iterables of samples.
@@ -222,12 +244,7 @@ export function exportTransformer(cls) {
   let impl = null;
   return {
     configure(params) {
-      try {
-        impl = new cls(Params.parse(params));
-      } catch (e) {
-        // componentize-js turns a thrown value into the result's error.
-        throw e instanceof ConfigError ? e.message : `bad parameters: ${e?.message ?? e}`;
-      }
+      impl = configured(cls, params);
     },
     handle(input) {
       const samples = codec.decode(input);
@@ -237,6 +254,112 @@ export function exportTransformer(cls) {
     flush() {
       const out = impl !== null && typeof impl.flush === "function" ? impl.flush() : [];
       return codec.encode(out);
+    },
+  };
+}
+
+// --- exporters ----------------------------------------------------------------------------
+
+/**
+ * Thrown by an exporter's `encode` when the batch can never be encoded: the host dead-letters
+ * it with the message. Anything else thrown traps, and the host retries the batch on a fresh
+ * instance (a bug may be transient; a batch that cannot be encoded is not).
+ */
+export class EncodeError extends Error {}
+
+/**
+ * One request for the host to send: `body` (a Uint8Array, or a string sent as UTF-8), its
+ * `contentType`, a `suffix` appended to the sink's URL or NATS subject, and more `headers` as
+ * `[name, value]` pairs (the host refuses the ones it owns, such as Content-Length).
+ */
+export class Request {
+  constructor(body, { contentType = "application/octet-stream", suffix = "", headers = [] } = {}) {
+    this.body = body;
+    this.contentType = contentType;
+    this.suffix = suffix;
+    this.headers = headers;
+  }
+
+  /** The WIT record (componentize-js shape), checked. */
+  toWit() {
+    let body = this.body;
+    if (typeof body === "string") body = new TextEncoder().encode(body);
+    else if (body instanceof ArrayBuffer) body = new Uint8Array(body);
+    else if (!(body instanceof Uint8Array)) throw new TypeError(`Request.body must be a Uint8Array or a string, got ${typeof body}`);
+    for (const f of ["contentType", "suffix"]) {
+      if (typeof this[f] !== "string") throw new TypeError(`Request.${f} must be a string, got ${this[f]}`);
+    }
+    const headers = Array.from(this.headers, (h) => {
+      if (!Array.isArray(h) || h.length !== 2 || typeof h[0] !== "string" || typeof h[1] !== "string") {
+        throw new TypeError(`Request.headers must be [name, value] pairs of strings, got ${JSON.stringify(h)}`);
+      }
+      return [h[0], h[1]];
+    });
+    return { suffix: this.suffix, contentType: this.contentType, headers, body };
+  }
+}
+
+/**
+ * Nanoseconds since the epoch (a BigInt) as RFC 3339 in UTC, with as many fraction digits as
+ * needed (0, 3, 6 or 9), as wasmon writes timestamps.
+ */
+export function rfc3339(ns) {
+  ns = BigInt(ns);
+  const G = 1000000000n;
+  let secs = ns / G;
+  let frac = ns % G;
+  if (frac < 0n) {
+    frac += G;
+    secs -= 1n;
+  }
+  const text = new Date(Number(secs) * 1000).toISOString().slice(0, 19);
+  if (frac === 0n) return `${text}Z`;
+  const digits = frac % 1000000n === 0n ? 3 : frac % 1000n === 0n ? 6 : 9;
+  return `${text}.${String(frac).padStart(9, "0").slice(0, digits)}Z`;
+}
+
+/**
+ * One sample as wasmon's sample JSON (no newline): what `wasmon transform` writes and the HTTP
+ * sample endpoint reads. JSON has no NaN or infinity: they are written as strings, as wasmon
+ * writes them.
+ */
+export function sampleJson(s) {
+  let value = Number(s.value);
+  if (Number.isNaN(value)) value = "NaN";
+  else if (!Number.isFinite(value)) value = value > 0 ? "inf" : "-inf";
+  return JSON.stringify({
+    name: s.name, resource: s.resource, value, unit: s.unit ?? "", type: Kind.names[s.kind ?? 0],
+    timestamp: rfc3339(s.timestampNs ?? 0n), metadata: { ...(s.metadata ?? {}) },
+  });
+}
+
+/**
+ * The object to export as the `encode` interface (`export const encode = exportExporter(cls)`).
+ * `new cls(params)` configures; `encode(samples)` returns an array (or iterable) of `Request`s,
+ * sent in order, or throws `EncodeError` for a batch that can never be encoded.
+ */
+export function exportExporter(cls) {
+  const codec = new Codec();
+  let impl = null;
+  return {
+    configure(params) {
+      impl = configured(cls, params);
+    },
+    encode(input) {
+      // Decoded even before configure: the string table must follow every batch.
+      const samples = codec.decode(input);
+      // The host always configures first. A thrown string would dead-letter the batch; an
+      // Error traps, leaving it queued for a fresh, configured instance.
+      if (impl === null) throw new Error("encode called before configure");
+      let out;
+      try {
+        out = impl.encode(samples);
+      } catch (e) {
+        // A thrown string is the WIT error; an Error traps (retried on a fresh instance).
+        if (e instanceof EncodeError) throw e.message;
+        throw e;
+      }
+      return Array.from(out ?? [], (r) => (r instanceof Request ? r : new Request(r.body, r)).toWit());
     },
   };
 }
@@ -441,11 +564,7 @@ export function exportAgent(cls) {
   };
   const source = {
     configure(params) {
-      try {
-        impl = new cls(Params.parse(params));
-      } catch (e) {
-        throw e instanceof ConfigError ? e.message : `bad parameters: ${e?.message ?? e}`;
-      }
+      impl = configured(cls, params);
     },
     describe(id) {
       const m = call("describe", Pmid.of(id));

@@ -4,8 +4,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import {
-  Codec, ConfigError, Kind, Metric, NonLeaf, Params, Pmid, Sample, Tree, UnknownName, UnknownPmid,
-  exportAgent, exportTransformer, fetchedValues,
+  Codec, ConfigError, EncodeError, Kind, Metric, NonLeaf, Params, Pmid, Request, Sample, Tree, UnknownName,
+  UnknownPmid, exportAgent, exportExporter, exportTransformer, fetchedValues, rfc3339, sampleJson,
 } from "./wasmon_guest.js";
 
 function batch(newStrings, metadata, ids, kinds, values, ts, reset = false) {
@@ -177,4 +177,44 @@ test("fetched values take the metric's type", () => {
   assert.deepEqual(fetchedValues(-5, "uint64"), [["", { tag: "uint", val: 0n }]]);
   assert.deepEqual(fetchedValues([["cpu0", 1]], "double"), [["cpu0", { tag: "real", val: 1 }]]);
   assert.deepEqual(fetchedValues("idle", "text"), [["", { tag: "text", val: "idle" }]]);
+});
+
+test("rfc3339 writes only the fraction digits needed", () => {
+  assert.equal(rfc3339(1704067200000000000n), "2024-01-01T00:00:00Z");
+  assert.equal(rfc3339(1704067200500000000n), "2024-01-01T00:00:00.500Z");
+  assert.equal(rfc3339(1704067200000001000n), "2024-01-01T00:00:00.000001Z");
+  assert.equal(rfc3339(1704067200123456789n), "2024-01-01T00:00:00.123456789Z");
+  assert.equal(rfc3339(-1n), "1969-12-31T23:59:59.999999999Z");
+});
+
+test("sampleJson is wasmon's sample shape", () => {
+  const s = new Sample("disk.used", "h1", 1.5, 1704067200000000001n, Kind.CUMULATIVE, "B", { dev: "sda", note: "é" });
+  assert.equal(sampleJson(s), '{"name":"disk.used","resource":"h1","value":1.5,"unit":"B",'
+    + '"type":"cumulative","timestamp":"2024-01-01T00:00:00.000000001Z","metadata":{"dev":"sda","note":"é"}}');
+  assert.match(sampleJson(new Sample("a", "", NaN)), /"value":"NaN"/);
+  assert.match(sampleJson(new Sample("a", "", -Infinity)), /"value":"-inf"/);
+});
+
+test("exportExporter decodes batches, checks requests and returns EncodeError as the WIT error", () => {
+  class Lines {
+    constructor(params) { this.suffix = params.string("suffix", ""); }
+    encode(samples) {
+      if (samples.some((s) => s.name === "bad")) throw new EncodeError("cannot encode `bad`");
+      if (samples.some((s) => s.name === "bug")) throw new Error("a bug");
+      return [new Request(samples.map((s) => s.name).join(","), { contentType: "text/plain", suffix: this.suffix, headers: [["X-K", "v"]] })];
+    }
+  }
+  const encode = exportExporter(Lines);
+  assert.throws(() => encode.encode(batch([], [], [], [], [], [])), (e) => e instanceof Error && /before configure/.test(e.message));
+  assert.throws(() => encode.configure('{"suffix": 1}'), (e) => e === "`suffix` must be a string, got 1");
+  encode.configure('{"suffix": "/x"}');
+  const got = encode.encode(batch(["cpu", "h", ""], [[]], [0, 1, 2, 0, 0, 1, 2, 0], [0, 0], [1, 2], [1, 2]));
+  assert.equal(got.length, 1);
+  assert.deepEqual({ ...got[0], body: new TextDecoder().decode(got[0].body) },
+    { suffix: "/x", contentType: "text/plain", headers: [["X-K", "v"]], body: "cpu,cpu" });
+  assert.ok(got[0].body instanceof Uint8Array);
+  assert.throws(() => encode.encode(batch(["bad"], [[]], [3, 1, 2, 0], [0], [1], [1])), (e) => e === "cannot encode `bad`");
+  assert.throws(() => encode.encode(batch(["bug"], [[]], [4, 1, 2, 0], [0], [1], [1])), (e) => e instanceof Error);
+  assert.throws(() => new Request(3).toWit(), /Request.body/);
+  assert.throws(() => new Request("", { headers: [["a"]] }).toWit(), /Request.headers/);
 });

@@ -5,7 +5,8 @@ import unittest
 from types import SimpleNamespace
 
 from wasmon_guest import (CUMULATIVE, DELTA, GAUGE, Codec, ConfigError, Kind, Metric, NonLeaf,
-                          Params, Pmid, Sample, Tree, UnknownName, UnknownPmid)
+                          Params, Pmid, Request, Sample, Tree, UnknownName, UnknownPmid, rfc3339,
+                          sample_json)
 
 
 def batch(new_strings, metadata, ids, kinds, values, ts, reset=False):
@@ -139,6 +140,89 @@ class TreeTest(unittest.TestCase):
     def test_metrics_outside_the_root_are_refused(self):
         with self.assertRaises(ValueError):
             Tree("a.b", {"a.c": Metric((1, 0, 0))})
+
+
+class ExporterTest(unittest.TestCase):
+    def test_rfc3339_writes_only_the_fraction_digits_needed(self):
+        self.assertEqual(rfc3339(1_704_067_200_000_000_000), "2024-01-01T00:00:00Z")
+        self.assertEqual(rfc3339(1_704_067_200_500_000_000), "2024-01-01T00:00:00.500Z")
+        self.assertEqual(rfc3339(1_704_067_200_000_001_000), "2024-01-01T00:00:00.000001Z")
+        self.assertEqual(rfc3339(1_704_067_200_123_456_789), "2024-01-01T00:00:00.123456789Z")
+        self.assertEqual(rfc3339(-1), "1969-12-31T23:59:59.999999999Z")
+
+    def test_sample_json_is_wasmons_shape(self):
+        s = Sample("disk.used", "h1", 1.5, 1_704_067_200_000_000_001, CUMULATIVE, "B",
+                   {"dev": "sda", "note": "é"})
+        self.assertEqual(sample_json(s),
+                         '{"name":"disk.used","resource":"h1","value":1.5,"unit":"B",'
+                         '"type":"cumulative","timestamp":"2024-01-01T00:00:00.000000001Z",'
+                         '"metadata":{"dev":"sda","note":"é"}}')
+        self.assertIn('"value":"NaN"', sample_json(Sample("a", "", float("nan"))))
+        self.assertIn('"value":"-inf"', sample_json(Sample("a", "", float("-inf"))))
+
+    def test_request_fields_are_checked_and_text_bodies_encoded(self):
+        r = Request("é\n", content_type="application/x-ndjson", headers=[("X-Key", "k")])
+        self.assertEqual(r.fields(), ("", "application/x-ndjson", [("X-Key", "k")],
+                                      "é\n".encode()))
+        self.assertEqual(Request(bytearray(b"ab"), suffix="/v1").fields()[::3], ("/v1", b"ab"))
+        with self.assertRaisesRegex(TypeError, "Request.body"):
+            Request(3).fields()
+        with self.assertRaisesRegex(TypeError, "Request.headers"):
+            Request(b"", headers=[("a",)]).fields()
+        with self.assertRaisesRegex(TypeError, "Request.content_type"):
+            Request(b"", content_type=None).fields()
+
+    def test_export_exporter_with_stand_ins_for_the_bindings(self):
+        # The modules componentize-py generates, stood in for: a record and the Err exception.
+        import sys
+        import types as pytypes
+        from collections import namedtuple
+
+        from wasmon_guest import EncodeError, export_exporter
+
+        class Err(Exception):
+            def __init__(self, value):
+                self.value = value
+
+        mods = {
+            "componentize_py_types": pytypes.SimpleNamespace(Err=Err),
+            "wit_world": pytypes.ModuleType("wit_world"),
+            "wit_world.exports": pytypes.ModuleType("wit_world.exports"),
+            "wit_world.exports.encode": pytypes.SimpleNamespace(Request=namedtuple(
+                "Request", "suffix content_type headers body")),
+        }
+        saved = {k: sys.modules.get(k) for k in mods}
+        sys.modules.update(mods)
+        try:
+            class Names:
+                def __init__(self, params):
+                    self.suffix = params.string("suffix")
+
+                def encode(self, samples):
+                    if any(s.name == "bad" for s in samples):
+                        raise EncodeError("cannot encode `bad`")
+                    return [Request(",".join(s.name for s in samples), suffix=self.suffix)]
+
+            enc = export_exporter(Names)()
+            with self.assertRaises(RuntimeError):  # a trap: the host retries
+                enc.encode(batch([], [], [], [], [], []))
+            with self.assertRaises(Err) as e:
+                enc.configure("{}")
+            self.assertEqual(e.exception.value, "`suffix` is required (a string)")
+            enc.configure('{"suffix": "/x"}')
+            got = enc.encode(batch(["cpu", "h", ""], [[]], [0, 1, 2, 0] * 2, [0, 0], [1, 2],
+                                   [1, 2]))
+            self.assertEqual([tuple(r) for r in got],
+                             [("/x", "application/octet-stream", [], b"cpu,cpu")])
+            with self.assertRaises(Err) as e:
+                enc.encode(batch(["bad"], [[]], [3, 1, 2, 0], [0], [1], [1]))
+            self.assertEqual(e.exception.value, "cannot encode `bad`")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
 
 
 if __name__ == "__main__":

@@ -21,6 +21,21 @@ table of metrics, so an agent built on it only implements ``fetch``::
 
     Namespace, Source = export_agent(MyAgent)
 
+An exporter is a class whose constructor takes the parameters and whose ``encode(samples)``
+returns the requests that carry them (the host sends them, retries and acknowledges)::
+
+    from wasmon_guest import Request, export_exporter, sample_json
+
+    class Lines:
+        def __init__(self, params):
+            pass
+
+        def encode(self, samples):
+            body = "".join(sample_json(s) + "\n" for s in samples)
+            return [Request(body, content_type="application/x-ndjson")]
+
+    Encode = export_exporter(Lines)
+
 What this module hides (see ``wit/types.wit``): the string table the host and the guest share
 (strings cross the boundary as ids; only strings the host has not seen are sent back, in
 ``new-strings``; ``reset`` clears the table), the metadata sets, the column-wise batches and the
@@ -30,10 +45,12 @@ kinds' byte encoding. The codec below is plain Python so that it is unit-tested 
 
 import json
 import math
+import time
 from types import MappingProxyType
 
 __all__ = [
     "Kind", "Sample", "Params", "ConfigError", "Codec", "export_transformer", "log",
+    "Request", "EncodeError", "sample_json", "rfc3339", "export_exporter",
     "Pmid", "Metric", "Tree", "UnknownName", "NonLeaf", "UnknownPmid", "export_agent",
 ]
 
@@ -234,6 +251,78 @@ class Codec:
                     values=values, timestamps_ns=ts)
 
 
+# --- exporters: requests and wasmon's sample JSON (plain Python, unit-tested natively) ------
+
+class EncodeError(Exception):
+    """Raised by an exporter's `encode` when the batch can never be encoded: the host
+    dead-letters it with the message. Any other exception traps, and the host retries the batch
+    on a fresh instance (a bug may be transient; a batch that cannot be encoded is not)."""
+
+
+class Request:
+    """One request for the host to send: `body` (bytes, or a str sent as UTF-8), its
+    `content_type`, a `suffix` appended to the sink's URL or NATS subject, and more `headers`
+    as (name, value) pairs (the host refuses the ones it owns, such as Content-Length)."""
+
+    __slots__ = ("body", "content_type", "suffix", "headers")
+
+    def __init__(self, body, content_type="application/octet-stream", suffix="", headers=()):
+        self.body = body
+        self.content_type = content_type
+        self.suffix = suffix
+        self.headers = headers
+
+    def fields(self):
+        """The WIT record's fields, checked: (suffix, content_type, headers, body)."""
+        body = self.body
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        elif not isinstance(body, bytes):
+            raise TypeError("Request.body must be bytes or str, got %s" % type(body).__name__)
+        for field in ("content_type", "suffix"):
+            if not isinstance(getattr(self, field), str):
+                raise TypeError("Request.%s must be a str, got %r" % (field, getattr(self, field)))
+        headers = []
+        for h in self.headers:
+            if (not isinstance(h, (tuple, list)) or len(h) != 2
+                    or not all(isinstance(x, str) for x in h)):
+                raise TypeError("Request.headers must be (name, value) pairs of str, got %r" % (h,))
+            headers.append((h[0], h[1]))
+        return self.suffix, self.content_type, headers, body
+
+
+def rfc3339(ns):
+    """Nanoseconds since the epoch as RFC 3339 in UTC, with as many fraction digits as needed
+    (0, 3, 6 or 9), as wasmon writes timestamps."""
+    secs, frac = divmod(int(ns), 1_000_000_000)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if frac == 0:
+        return text + "Z"
+    if frac % 1_000_000 == 0:
+        return "%s.%03dZ" % (text, frac // 1_000_000)
+    if frac % 1_000 == 0:
+        return "%s.%06dZ" % (text, frac // 1_000)
+    return "%s.%09dZ" % (text, frac)
+
+
+def sample_json(s):
+    """One sample as wasmon's sample JSON (no newline): what `wasmon transform` writes and the
+    HTTP sample endpoint reads. JSON has no NaN or infinity: they are written as strings, as
+    wasmon writes them."""
+    v = float(s.value)
+    if math.isnan(v):
+        v = "NaN"
+    elif math.isinf(v):
+        v = "inf" if v > 0 else "-inf"
+    return json.dumps({
+        "name": s.name, "resource": s.resource, "value": v, "unit": s.unit,
+        "type": Kind.NAMES[s.kind], "timestamp": rfc3339(s.timestamp_ns),
+        "metadata": dict(s.metadata),
+    }, ensure_ascii=False, separators=(",", ":"))
+
+
 # --- the component's glue (only inside a component: `wit_world` is generated there) ---------
 
 def _err(value):
@@ -245,6 +334,16 @@ def log(level, message):
     """A log line attributed to this guest; `level` is one of trace, debug, info, warn, error."""
     from wit_world.imports import host, types
     host.log(getattr(types.Level, level.upper()), message)
+
+
+def _configure(cls, params):
+    """`cls(params)`, or the WIT error naming what is wrong."""
+    try:
+        return cls(Params.parse(params))
+    except ConfigError as e:
+        raise _err(str(e))
+    except (TypeError, ValueError) as e:
+        raise _err("bad parameters: %s" % e)
 
 
 def export_transformer(cls):
@@ -259,12 +358,7 @@ def export_transformer(cls):
 
     class Transform:
         def configure(self, params):
-            try:
-                state["impl"] = cls(Params.parse(params))
-            except ConfigError as e:
-                raise _err(str(e))
-            except (TypeError, ValueError) as e:
-                raise _err("bad parameters: %s" % e)
+            state["impl"] = _configure(cls, params)
 
         def handle(self, input):
             samples = state["codec"].decode(input)
@@ -281,6 +375,34 @@ def export_transformer(cls):
             return batch(state["codec"].encode(out))
 
     return Transform
+
+
+def export_exporter(cls):
+    """The class componentize-py exports as the `encode` interface (assign it to `Encode` in
+    the app module). `cls(params)` configures; `encode(samples)` returns an iterable of
+    `Request`s (sent in order) or raises `EncodeError` for a batch that can never be encoded."""
+    state = {"impl": None, "codec": Codec()}
+
+    class Encode:
+        def configure(self, params):
+            state["impl"] = _configure(cls, params)
+
+        def encode(self, input):
+            from wit_world.exports.encode import Request as WitRequest
+            # Decoded even before configure: the string table must follow every batch.
+            samples = state["codec"].decode(input)
+            impl = state["impl"]
+            if impl is None:
+                # The host always configures first. An Err would dead-letter the batch; a trap
+                # (this exception) leaves it queued for a fresh, configured instance.
+                raise RuntimeError("encode called before configure")
+            try:
+                out = impl.encode(samples)
+            except EncodeError as e:
+                raise _err(str(e))
+            return [WitRequest(*r.fields()) for r in out or ()]
+
+    return Encode
 
 
 # --- agents -----------------------------------------------------------------------------------
@@ -464,12 +586,7 @@ def export_agent(cls):
 
     class Source:
         def configure(self, params):
-            try:
-                state["impl"] = cls(Params.parse(params))
-            except ConfigError as e:
-                raise _err(str(e))
-            except (TypeError, ValueError) as e:
-                raise _err("bad parameters: %s" % e)
+            state["impl"] = _configure(cls, params)
 
         def describe(self, id):
             t = wit()

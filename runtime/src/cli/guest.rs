@@ -11,8 +11,8 @@ use crate::kit::{self, Lang, WorldName};
 
 #[derive(Subcommand, Debug)]
 pub enum GuestCommand {
-    /// Create a guest that builds as is: a transformer that scales samples, or an agent
-    /// serving `NAME.up` and `NAME.calls`.
+    /// Create a guest that builds as is: a transformer that scales samples, an agent
+    /// serving `NAME.up` and `NAME.calls`, or an exporter sending JSON lines.
     New {
         #[arg(long, value_enum)]
         lang: Lang,

@@ -16,8 +16,9 @@ use super::{Lang, Manifest, write_if_changed, write_wit};
 const PY_SDK: &str = include_str!("../../../guests/python/sdk/wasmon_guest.py");
 /// The JavaScript SDK (`guests/js/sdk`).
 const JS_SDK: &str = include_str!("../../../guests/js/sdk/wasmon_guest.js");
-/// The C SDK (`guests/c/sdk`): the codec, the agent's tree and one glue file per world to
-/// wit-bindgen's bindings (`glue_WORLD.c`: a build compiles only its world's).
+/// The C SDK (`guests/c/sdk`): the codec, the agent's tree, the exporter's requests and one
+/// glue file per world to wit-bindgen's bindings (`glue_WORLD.c`: a build compiles only its
+/// world's).
 const C_SDK: &[(&str, &str)] = &[
     (
         "wasmon_guest.h",
@@ -32,8 +33,16 @@ const C_SDK: &[(&str, &str)] = &[
         include_str!("../../../guests/c/sdk/glue_transformer.c"),
     ),
     (
+        "wasmon_request.c",
+        include_str!("../../../guests/c/sdk/wasmon_request.c"),
+    ),
+    (
         "glue_agent.c",
         include_str!("../../../guests/c/sdk/glue_agent.c"),
+    ),
+    (
+        "glue_exporter.c",
+        include_str!("../../../guests/c/sdk/glue_exporter.c"),
     ),
 ];
 
@@ -50,10 +59,14 @@ pub struct Built {
 
 /// Builds the guest in `dir` into `out_dir/NAME.wasm` (default `dir/target/wasmon`).
 pub fn build(dir: &Path, out_dir: Option<&Path>, toolchains: &Path) -> Result<Built> {
+    // Absolute: componentize-js runs in the staging directory, where a relative path given on
+    // the command line (`wasmon guest build my_guest`) would name nothing.
+    let dir = &std::path::absolute(dir).with_context(|| format!("{}", dir.display()))?;
     let m = Manifest::load(dir)?;
-    let out_dir = out_dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| super::default_out_dir(dir));
+    let out_dir = match out_dir {
+        Some(d) => std::path::absolute(d).with_context(|| format!("{}", d.display()))?,
+        None => super::default_out_dir(dir),
+    };
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out = out_dir.join(format!("{}.wasm", m.name));
     let stamp = out_dir.join(format!("{}.wasm.sources", m.name));
@@ -289,6 +302,7 @@ fn build_c(dir: &Path, m: &Manifest, stage: &Path, out: &Path) -> Result<()> {
         }
     }
     cmd.arg(gen_dir.join("wasmon_guest.c"))
+        .arg(gen_dir.join("wasmon_request.c"))
         .arg(gen_dir.join(format!("glue_{}.c", m.world.name())))
         .arg("-lm")
         .arg("-o")

@@ -13,6 +13,7 @@ use serde::Deserialize;
 mod build;
 mod scaffold;
 mod scaffold_agent;
+mod scaffold_exporter;
 mod toolchain;
 
 pub use build::{Built, build};
@@ -55,6 +56,7 @@ impl Lang {
 pub enum WorldName {
     Transformer,
     Agent,
+    Exporter,
 }
 
 impl WorldName {
@@ -62,6 +64,7 @@ impl WorldName {
         match self {
             WorldName::Transformer => "transformer",
             WorldName::Agent => "agent",
+            WorldName::Exporter => "exporter",
         }
     }
 }
@@ -73,7 +76,7 @@ pub struct Manifest {
     /// The component's name: the build writes `NAME.wasm`, which deploys as guest `NAME`.
     pub name: String,
     pub lang: Lang,
-    /// `transformer` (default) or `agent`.
+    /// `transformer` (default), `agent` or `exporter`.
     #[serde(default = "default_world")]
     pub world: WorldName,
     /// The entry point: the Python module (default `app`), the JS file (default `app.js`).

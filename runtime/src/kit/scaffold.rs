@@ -1,20 +1,32 @@
 //! `wasmon guest new`: a guest that builds as is, in each language, with its manifest: a
-//! transformer scaling samples (like the bundled `template`), or an agent
-//! (`scaffold_agent.rs`).
+//! transformer scaling samples (like the bundled `template`), an agent (`scaffold_agent.rs`)
+//! or an exporter (`scaffold_exporter.rs`).
 
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Lang, MANIFEST, WorldName, scaffold_agent, valid_name, write_if_changed, write_wit};
+use super::{
+    Lang, MANIFEST, WorldName, scaffold_agent, scaffold_exporter, valid_name, write_if_changed,
+    write_wit,
+};
 
 /// The Rust SDK (`guests/sdk`), vendored into a Rust guest's `.wasmon/rust/sdk` by `new` and
 /// refreshed by `build`, so that a guest outside this repository builds.
 const RUST_SDK: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../../../guests/sdk/src/lib.rs")),
     ("agent.rs", include_str!("../../../guests/sdk/src/agent.rs")),
+    ("batch.rs", include_str!("../../../guests/sdk/src/batch.rs")),
+    (
+        "exporter.rs",
+        include_str!("../../../guests/sdk/src/exporter.rs"),
+    ),
     ("hash.rs", include_str!("../../../guests/sdk/src/hash.rs")),
     ("log.rs", include_str!("../../../guests/sdk/src/log.rs")),
+    (
+        "params.rs",
+        include_str!("../../../guests/sdk/src/params.rs"),
+    ),
     (
         "sample.rs",
         include_str!("../../../guests/sdk/src/sample.rs"),
@@ -89,6 +101,7 @@ pub fn new(dir: &Path, lang: Lang, world: WorldName) -> Result<String> {
     let text = match world {
         WorldName::Transformer => transformer_source(lang),
         WorldName::Agent => scaffold_agent::source(lang, &name),
+        WorldName::Exporter => scaffold_exporter::source(lang),
     };
     w(&file, &text)?;
     Ok(name)

@@ -29,7 +29,7 @@ fn ok(out: &Output, what: &str) {
 /// `wasmon guest new --lang LANG --world WORLD my_LANG_WORLD`, then `wasmon guest build` where
 /// earlier runs built it (an unchanged scaffold is not rebuilt, and its component, the same
 /// bytes, is served by the compile cache); checked with `wasmon guest check`.
-fn build_scaffold(root: &Path, lang: &str, world: &str) -> (PathBuf, PathBuf) {
+pub(super) fn build_scaffold(root: &Path, lang: &str, world: &str) -> (PathBuf, PathBuf) {
     ensure_system_toolchain(lang);
     // Rust scaffolds build in a target dir kept across runs (wit-bindgen compiles once).
     let cargo_target = work().join("scaffold-cargo-target");

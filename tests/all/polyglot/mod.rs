@@ -9,6 +9,7 @@
 
 mod checks;
 mod daemon;
+mod exporters;
 mod guests;
 
 use std::collections::HashMap;
@@ -146,6 +147,22 @@ pub fn load_agent(
     Image::<AgentWorld>::load(&rt, &compiled, cfg)
 }
 
+/// Loads the exporter component `wasm` as guest `name` with `params` in the sandbox (256 MiB
+/// and 2 s a call, as agents: Python and JS exporters start a language runtime).
+pub fn load_exporter(
+    wasm: &Path,
+    name: &str,
+    params: &str,
+) -> anyhow::Result<wasmon::host::ExporterInstance> {
+    use wasmon::host::{ExporterWorld, GuestConfig, Image};
+    let rt = cached_runtime();
+    let compiled = rt.compile(&std::fs::read(wasm).unwrap(), name).unwrap();
+    let mut cfg = GuestConfig::new(name, params);
+    cfg.memory = 256 << 20;
+    cfg.deadline = std::time::Duration::from_secs(2);
+    Image::<ExporterWorld>::load(&rt, &compiled, cfg)
+}
+
 /// One runtime for these tests, with a disk cache under `target/` (an 18 MB Python component
 /// compiles in ~20 s; the cache serves it in milliseconds on later runs).
 pub fn cached_runtime() -> Arc<Runtime> {
@@ -208,7 +225,7 @@ fn python_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(report.contains("Ran 12 tests"), "{report}");
+    assert!(report.contains("Ran 16 tests"), "{report}");
 }
 
 #[test]
@@ -224,7 +241,7 @@ fn js_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        report.contains("# pass 9") && report.contains("# fail 0"),
+        report.contains("# pass 12") && report.contains("# fail 0"),
         "{report}"
     );
 }
@@ -238,6 +255,7 @@ fn c_sdk_unit_tests_pass() {
         .arg(&exe)
         .arg(sdk.join("test_wasmon_guest.c"))
         .arg(sdk.join("wasmon_guest.c"))
+        .arg(sdk.join("wasmon_request.c"))
         .arg("-lm"));
     assert!(
         out.status.success(),
