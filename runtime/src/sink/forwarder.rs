@@ -20,6 +20,9 @@ use super::queue::{Nack, Queue, QueueConfig, Recovery};
 use super::transport::{Outcome, Transport};
 use crate::sample::Sample;
 
+/// How a sink's records reach the destination: its transport, and a guest sink's exporter.
+pub type Route = (Transport, Option<Arc<dyn Exporter>>);
+
 /// Where the sink's samples come from and go: set at start, changed by a reload.
 struct Settings {
     cfg: SinkConfig,
@@ -123,7 +126,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 impl Forwarder {
     pub fn new(
         cfg: SinkConfig,
-        (transport, exporter): (Transport, Option<Arc<dyn Exporter>>),
+        (transport, exporter): Route,
         (queue, recovery): (Queue, &Recovery),
         queue_id: &str,
         default_cluster: &str,
@@ -171,11 +174,7 @@ impl Forwarder {
     }
 
     /// A reload changed the sink: new transport, limits and exporter, same queue.
-    pub fn reconfigure(
-        &self,
-        cfg: SinkConfig,
-        (transport, exporter): (Transport, Option<Arc<dyn Exporter>>),
-    ) {
+    pub fn reconfigure(&self, cfg: SinkConfig, (transport, exporter): Route) {
         self.queue.reconfigure(queue_config(&cfg));
         *self.settings.write().unwrap() = Settings {
             cfg,

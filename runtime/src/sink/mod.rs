@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{SinkConfig, SinkType};
 pub use exporter::{Encoding, Exporter, Request};
-pub use forwarder::{Forwarder, SinkStatus, queue_config};
+pub use forwarder::{Forwarder, Route, SinkStatus, queue_config};
 pub use transport::{BATCH_ID_HEADER, Transport};
 
 /// The daemon's forwarding sinks.
@@ -52,7 +52,7 @@ struct Running {
 /// nothing runs differently, so a reload that fails elsewhere changes no sink.
 pub struct Prepared {
     new: Vec<Arc<Forwarder>>,
-    changed: Vec<(SinkConfig, (Transport, Option<Arc<dyn Exporter>>))>,
+    changed: Vec<(SinkConfig, Route)>,
     keep: Vec<String>,
 }
 
