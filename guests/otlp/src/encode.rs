@@ -19,9 +19,11 @@
 //! This file is also compiled into the test-only `trap_third` guest (by `#[path]`): linking
 //! this crate there would link its component exports twice.
 
+use std::collections::HashMap;
 use wasmon_guest::exporter::Request;
 use wasmon_guest::params::{self, ParamError};
-use wasmon_guest::{Kind, Params, Sample};
+
+use wasmon_guest::{FxBuildHasher, Kind, Params, Sample};
 
 /// What an OTLP/HTTP receiver expects for a protobuf body.
 pub const CONTENT_TYPE: &str = "application/x-protobuf";
@@ -101,15 +103,13 @@ pub fn encode_request(samples: &[Sample], cfg: &Config) -> Vec<u8> {
         }
         // Metric.gauge = 5 or Metric.sum = 7; then data_points = 1 of either
         w.len(if m.kind == Kind::Gauge { 5 } else { 7 }, m.data);
-        for &(i, size) in &m.points {
-            let s = &samples[i as usize];
-            w.len(1, size as usize);
+        for p in &m.points {
+            let s = &samples[p.sample as usize];
+            w.len(1, p.size as usize);
             // NumberDataPoint: time_unix_nano = 3, as_double = 4 (fixed64), attributes = 7
             w.fixed64(3, s.timestamp_ns as u64);
             w.fixed64(4, s.value.to_bits());
-            for (k, v) in s.metadata.iter() {
-                w.kv(7, attribute_key(k), v);
-            }
+            w.0.extend_from_slice(&plan.sets[p.set as usize]);
             if !s.resource.is_empty() {
                 w.kv(7, RESOURCE_KEY, &s.resource);
             }
@@ -137,34 +137,48 @@ fn attribute_key(k: &str) -> &str {
 /// The metrics of a request and the sizes of everything in them.
 struct Plan<'s> {
     metrics: Vec<Metric<'s>>,
+    /// Each metadata set's attributes, encoded once: the samples of a batch share a few sets
+    /// (one per host, say), so a point's attributes are one copy. Set 0 is the empty one.
+    sets: Vec<Vec<u8>>,
 }
 
 struct Metric<'s> {
     name: &'s str,
     unit: &'s str,
     kind: Kind,
-    /// (sample index, size of its `NumberDataPoint`)
-    points: Vec<(u32, u32)>,
+    points: Vec<Point>,
     /// Size of the `Metric` message.
     size: usize,
     /// Size of its `Gauge` or `Sum` message.
     data: usize,
 }
 
+struct Point {
+    sample: u32,
+    /// Index into [`Plan::sets`].
+    set: u32,
+    /// Size of its `NumberDataPoint` message.
+    size: u32,
+}
+
+/// Finds things by the address of a sample's shared strings or metadata: the SDK hands out
+/// one allocation per distinct string and metadata set, so an address seen before is the
+/// same text; a new address is looked up by content once.
+type ByAddress = HashMap<(usize, usize, u8), u32, FxBuildHasher>;
+
 impl<'s> Plan<'s> {
     fn new(samples: &'s [Sample]) -> Plan<'s> {
         let mut metrics: Vec<Metric<'s>> = Vec::new();
-        // Samples of one metric mostly come together: the last one matched is tried first,
-        // by address (the SDK hands out one allocation per distinct string), before a scan.
-        let mut last = usize::MAX;
+        let mut sets = vec![Vec::new()];
+        let mut metric_at = ByAddress::default();
+        let mut set_at = ByAddress::default();
         for (i, s) in samples.iter().enumerate() {
-            let hit = |m: &Metric| {
-                m.kind == s.kind && same_text(m.name, &s.name) && same_text(m.unit, &s.unit)
-            };
-            let at = match metrics.get(last) {
-                Some(m) if hit(m) => last,
-                _ => match metrics.iter().position(hit) {
-                    Some(at) => at,
+            let key = (addr(&s.name), addr(&s.unit), s.kind as u8);
+            let m = *metric_at.entry(key).or_insert_with(|| {
+                let same =
+                    |m: &Metric| m.kind == s.kind && m.name == &*s.name && m.unit == &*s.unit;
+                match metrics.iter().position(same) {
+                    Some(at) => at as u32,
                     None => {
                         metrics.push(Metric {
                             name: &s.name,
@@ -174,12 +188,32 @@ impl<'s> Plan<'s> {
                             size: 0,
                             data: 0,
                         });
-                        metrics.len() - 1
+                        metrics.len() as u32 - 1
                     }
-                },
+                }
+            });
+            let set = match s.metadata.is_empty() {
+                true => 0,
+                false => *set_at
+                    .entry((s.metadata.0.as_ptr() as usize, 0, 0))
+                    .or_insert_with(|| {
+                        let mut w = Writer(Vec::new());
+                        for (k, v) in s.metadata.iter() {
+                            w.kv(7, attribute_key(k), v);
+                        }
+                        sets.push(w.0);
+                        sets.len() as u32 - 1
+                    }),
             };
-            last = at;
-            metrics[at].points.push((i as u32, point_size(s) as u32));
+            let mut size = 2 * 9 + sets[set as usize].len(); // two fixed64 fields
+            if !s.resource.is_empty() {
+                size += field(kv(RESOURCE_KEY, &s.resource));
+            }
+            metrics[m as usize].points.push(Point {
+                sample: i as u32,
+                set,
+                size: size as u32,
+            });
         }
         for m in &mut metrics {
             let head = field(m.name.len())
@@ -188,7 +222,7 @@ impl<'s> Plan<'s> {
                 } else {
                     field(m.unit.len())
                 };
-            let points: usize = m.points.iter().map(|&(_, n)| field(n as usize)).sum();
+            let points: usize = m.points.iter().map(|p| field(p.size as usize)).sum();
             // Two-byte varint fields: temporality, and is_monotonic when true.
             m.data = points
                 + match m.kind {
@@ -198,24 +232,13 @@ impl<'s> Plan<'s> {
                 };
             m.size = head + field(m.data);
         }
-        Plan { metrics }
+        Plan { metrics, sets }
     }
 }
 
-fn same_text(a: &str, b: &wasmon_guest::Str) -> bool {
-    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len() || a == &**b
-}
-
-/// Size of a sample's `NumberDataPoint` message.
-fn point_size(s: &Sample) -> usize {
-    let mut n = 2 * 9; // two fixed64 fields
-    for (k, v) in s.metadata.iter() {
-        n += field(kv(attribute_key(k), v));
-    }
-    if !s.resource.is_empty() {
-        n += field(kv(RESOURCE_KEY, &s.resource));
-    }
-    n
+/// A shared string's address: while the samples live, no other string has it.
+fn addr(s: &wasmon_guest::Str) -> usize {
+    s.as_ptr() as usize
 }
 
 /// Size of a `KeyValue { key, value: AnyValue { string_value } }`.

@@ -293,3 +293,24 @@ fn the_exporter_sends_one_request_per_batch_and_none_for_an_empty_one() {
     assert_eq!(out[0].content_type, "application/x-protobuf");
     assert_eq!(out[0].body, encode_request(&samples, &ex.cfg));
 }
+
+#[test]
+fn samples_sharing_strings_and_metadata_read_back_alike() {
+    // Clones share every allocation (as the SDK's decoded samples do): the address lookups
+    // must find the same metric and attribute bytes as fresh strings of the same text.
+    let a = Sample::new("m", "h1", Kind::Gauge, 1.0, 1).with_metadata(&[("hostname", "n1")]);
+    let mut b = a.clone();
+    b.value = 2.0;
+    let c = Sample::new("m", "h1", Kind::Gauge, 3.0, 3).with_metadata(&[("hostname", "n1")]);
+    let m = metrics(&encode_request(&[a, b, c], &Config::default()));
+    assert_eq!(m.len(), 1);
+    let attrs = pairs(&[("host.name", "n1"), ("wasmon.resource", "h1")]);
+    assert_eq!(
+        m[0].5,
+        [
+            (1, 1.0, attrs.clone()),
+            (1, 2.0, attrs.clone()),
+            (3, 3.0, attrs)
+        ]
+    );
+}
