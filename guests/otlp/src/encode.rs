@@ -19,11 +19,12 @@
 //! This file is also compiled into the test-only `trap_third` guest (by `#[path]`): linking
 //! this crate there would link its component exports twice.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+
 use wasmon_guest::exporter::Request;
 use wasmon_guest::params::{self, ParamError};
-
-use wasmon_guest::{FxBuildHasher, Kind, Params, Sample};
+use wasmon_guest::{FxBuildHasher, Kind, Metadata, Params, Sample, Str};
 
 /// What an OTLP/HTTP receiver expects for a protobuf body.
 pub const CONTENT_TYPE: &str = "application/x-protobuf";
@@ -58,74 +59,26 @@ impl Config {
     }
 }
 
-/// The one request that carries `samples`.
-pub fn request(samples: &[Sample], cfg: &Config) -> Request {
-    Request {
+/// The one request that carries `samples` (none for no samples).
+pub fn request<S: Borrow<Sample>>(
+    samples: impl IntoIterator<Item = S>,
+    cfg: &Config,
+) -> Option<Request> {
+    let plan = Plan::new(samples);
+    (!plan.metrics.is_empty()).then(|| Request {
         suffix: cfg.suffix.clone(),
         content_type: CONTENT_TYPE.into(),
         headers: Vec::new(),
-        body: encode_request(samples, cfg),
-    }
+        body: plan.write(cfg),
+    })
 }
 
-/// The `ExportMetricsServiceRequest` that carries `samples` (an empty request for none).
-pub fn encode_request(samples: &[Sample], cfg: &Config) -> Vec<u8> {
-    let plan = Plan::new(samples);
-    let resource: usize = cfg.resource.iter().map(|(k, v)| field(kv(k, v))).sum();
-    let scope = field("wasmon".len()) + field(env!("CARGO_PKG_VERSION").len());
-    let metrics: usize = plan.metrics.iter().map(|m| field(m.size)).sum();
-    let scope_metrics = field(scope) + metrics;
-    let mut resource_metrics = field(scope_metrics);
-    if resource > 0 {
-        resource_metrics += field(resource);
-    }
-    let mut w = Writer(Vec::with_capacity(field(resource_metrics)));
-    // ExportMetricsServiceRequest.resource_metrics = 1
-    w.len(1, resource_metrics);
-    if resource > 0 {
-        // ResourceMetrics.resource = 1; Resource.attributes = 1
-        w.len(1, resource);
-        for (k, v) in &cfg.resource {
-            w.kv(1, k, v);
-        }
-    }
-    // ResourceMetrics.scope_metrics = 2; ScopeMetrics.scope = 1 (name = 1, version = 2)
-    w.len(2, scope_metrics);
-    w.len(1, scope);
-    w.bytes(1, b"wasmon");
-    w.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
-    for m in &plan.metrics {
-        // ScopeMetrics.metrics = 2
-        w.len(2, m.size);
-        w.bytes(1, m.name.as_bytes());
-        if !m.unit.is_empty() {
-            w.bytes(3, m.unit.as_bytes());
-        }
-        // Metric.gauge = 5 or Metric.sum = 7; then data_points = 1 of either
-        w.len(if m.kind == Kind::Gauge { 5 } else { 7 }, m.data);
-        for p in &m.points {
-            let s = &samples[p.sample as usize];
-            w.len(1, p.size as usize);
-            // NumberDataPoint: time_unix_nano = 3, as_double = 4 (fixed64), attributes = 7
-            w.fixed64(3, s.timestamp_ns as u64);
-            w.fixed64(4, s.value.to_bits());
-            w.0.extend_from_slice(&plan.sets[p.set as usize]);
-            if !s.resource.is_empty() {
-                w.kv(7, RESOURCE_KEY, &s.resource);
-            }
-        }
-        match m.kind {
-            Kind::Gauge => {}
-            // Sum.aggregation_temporality = 2, Sum.is_monotonic = 3
-            Kind::Cumulative => {
-                w.varint_field(2, CUMULATIVE);
-                w.varint_field(3, 1);
-            }
-            Kind::Delta => w.varint_field(2, DELTA),
-        }
-    }
-    debug_assert_eq!(w.0.len(), w.0.capacity());
-    w.0
+/// The `ExportMetricsServiceRequest` that carries `samples` (an empty one for none).
+pub fn encode_request<S: Borrow<Sample>>(
+    samples: impl IntoIterator<Item = S>,
+    cfg: &Config,
+) -> Vec<u8> {
+    Plan::new(samples).write(cfg)
 }
 
 /// OTel's name for the host: the receiver maps `host.name` back to `hostname`, the key
@@ -134,17 +87,24 @@ fn attribute_key(k: &str) -> &str {
     if k == "hostname" { "host.name" } else { k }
 }
 
-/// The metrics of a request and the sizes of everything in them.
-struct Plan<'s> {
-    metrics: Vec<Metric<'s>>,
-    /// Each metadata set's attributes, encoded once: the samples of a batch share a few sets
-    /// (one per host, say), so a point's attributes are one copy. Set 0 is the empty one.
-    sets: Vec<Vec<u8>>,
+/// A request's metrics, their points and the sizes of everything, from one pass over the
+/// samples (which need not be kept: a point holds all it needs).
+struct Plan {
+    metrics: Vec<Metric>,
+    /// Every distinct (metadata set, resource)'s attributes, encoded once: the samples of a
+    /// batch share a few of them (a set and a resource per host, say), so a point's
+    /// attributes are one copy (in a guest each copy of variable length is a call out of
+    /// the sandbox). Entry 0 is the empty one.
+    attrs: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+    /// The strings and sets whose addresses key the lookups, kept alive so that no other
+    /// allocation takes their address while the plan is built.
+    alive: Vec<(Str, Metadata)>,
 }
 
-struct Metric<'s> {
-    name: &'s str,
-    unit: &'s str,
+struct Metric {
+    name: Str,
+    unit: Str,
     kind: Kind,
     points: Vec<Point>,
     /// Size of the `Metric` message.
@@ -154,68 +114,72 @@ struct Metric<'s> {
 }
 
 struct Point {
-    sample: u32,
-    /// Index into [`Plan::sets`].
-    set: u32,
+    timestamp_ns: i64,
+    value: f64,
+    /// Index into [`Plan::spans`].
+    attrs: u32,
     /// Size of its `NumberDataPoint` message.
     size: u32,
 }
 
-/// Finds things by the address of a sample's shared strings or metadata: the SDK hands out
-/// one allocation per distinct string and metadata set, so an address seen before is the
-/// same text; a new address is looked up by content once.
+/// Finds things by the addresses of a sample's shared strings and metadata: the SDK hands
+/// out one allocation per distinct string and set, so an address seen before (and kept
+/// alive) is the same text; a new one is looked up by content once.
 type ByAddress = HashMap<(usize, usize, u8), u32, FxBuildHasher>;
 
-impl<'s> Plan<'s> {
-    fn new(samples: &'s [Sample]) -> Plan<'s> {
-        let mut metrics: Vec<Metric<'s>> = Vec::new();
-        let mut sets = vec![Vec::new()];
+/// A shared string's address.
+fn addr(s: &Str) -> usize {
+    s.as_ptr() as usize
+}
+
+impl Plan {
+    fn new<S: Borrow<Sample>>(samples: impl IntoIterator<Item = S>) -> Plan {
+        let mut plan = Plan {
+            metrics: Vec::new(),
+            attrs: Vec::new(),
+            spans: vec![(0, 0)],
+            alive: Vec::new(),
+        };
         let mut metric_at = ByAddress::default();
-        let mut set_at = ByAddress::default();
-        for (i, s) in samples.iter().enumerate() {
+        let mut attrs_at = ByAddress::default();
+        for s in samples {
+            let s = s.borrow();
             let key = (addr(&s.name), addr(&s.unit), s.kind as u8);
-            let m = *metric_at.entry(key).or_insert_with(|| {
-                let same =
-                    |m: &Metric| m.kind == s.kind && m.name == &*s.name && m.unit == &*s.unit;
-                match metrics.iter().position(same) {
-                    Some(at) => at as u32,
-                    None => {
-                        metrics.push(Metric {
-                            name: &s.name,
-                            unit: &s.unit,
-                            kind: s.kind,
-                            points: Vec::new(),
-                            size: 0,
-                            data: 0,
-                        });
-                        metrics.len() as u32 - 1
+            let m = match metric_at.get(&key) {
+                Some(&m) => m,
+                None => {
+                    let m = plan.metric(s);
+                    metric_at.insert(key, m);
+                    plan.alive.push((s.name.clone(), Metadata::default()));
+                    plan.alive.push((s.unit.clone(), Metadata::default()));
+                    m
+                }
+            };
+            let attrs = match (s.metadata.is_empty(), s.resource.is_empty()) {
+                (true, true) => 0,
+                _ => {
+                    let key = (s.metadata.0.as_ptr() as usize, addr(&s.resource), 0);
+                    match attrs_at.get(&key) {
+                        Some(&a) => a,
+                        None => {
+                            let a = plan.encode_attrs(s);
+                            attrs_at.insert(key, a);
+                            plan.alive.push((s.resource.clone(), s.metadata.clone()));
+                            a
+                        }
                     }
                 }
-            });
-            let set = match s.metadata.is_empty() {
-                true => 0,
-                false => *set_at
-                    .entry((s.metadata.0.as_ptr() as usize, 0, 0))
-                    .or_insert_with(|| {
-                        let mut w = Writer(Vec::new());
-                        for (k, v) in s.metadata.iter() {
-                            w.kv(7, attribute_key(k), v);
-                        }
-                        sets.push(w.0);
-                        sets.len() as u32 - 1
-                    }),
             };
-            let mut size = 2 * 9 + sets[set as usize].len(); // two fixed64 fields
-            if !s.resource.is_empty() {
-                size += field(kv(RESOURCE_KEY, &s.resource));
-            }
-            metrics[m as usize].points.push(Point {
-                sample: i as u32,
-                set,
-                size: size as u32,
+            // Two fixed64 fields and the attributes.
+            let size = 2 * 9 + plan.spans[attrs as usize].1;
+            plan.metrics[m as usize].points.push(Point {
+                timestamp_ns: s.timestamp_ns,
+                value: s.value,
+                attrs,
+                size,
             });
         }
-        for m in &mut metrics {
+        for m in &mut plan.metrics {
             let head = field(m.name.len())
                 + if m.unit.is_empty() {
                     0
@@ -232,13 +196,97 @@ impl<'s> Plan<'s> {
                 };
             m.size = head + field(m.data);
         }
-        Plan { metrics, sets }
+        plan
     }
-}
 
-/// A shared string's address: while the samples live, no other string has it.
-fn addr(s: &wasmon_guest::Str) -> usize {
-    s.as_ptr() as usize
+    /// The index of `s`'s metric, added if new.
+    fn metric(&mut self, s: &Sample) -> u32 {
+        let same = |m: &Metric| m.kind == s.kind && m.name == s.name && m.unit == s.unit;
+        if let Some(at) = self.metrics.iter().position(same) {
+            return at as u32;
+        }
+        self.metrics.push(Metric {
+            name: s.name.clone(),
+            unit: s.unit.clone(),
+            kind: s.kind,
+            points: Vec::new(),
+            size: 0,
+            data: 0,
+        });
+        self.metrics.len() as u32 - 1
+    }
+
+    /// Encodes `s`'s attributes (NumberDataPoint.attributes = 7): its metadata, then its
+    /// resource.
+    fn encode_attrs(&mut self, s: &Sample) -> u32 {
+        let mut w = Writer(std::mem::take(&mut self.attrs));
+        let start = w.0.len();
+        for (k, v) in s.metadata.iter() {
+            w.kv(7, attribute_key(k), v);
+        }
+        if !s.resource.is_empty() {
+            w.kv(7, RESOURCE_KEY, &s.resource);
+        }
+        self.attrs = w.0;
+        self.spans
+            .push((start as u32, (self.attrs.len() - start) as u32));
+        self.spans.len() as u32 - 1
+    }
+
+    fn write(&self, cfg: &Config) -> Vec<u8> {
+        let resource: usize = cfg.resource.iter().map(|(k, v)| field(kv(k, v))).sum();
+        let scope = field("wasmon".len()) + field(env!("CARGO_PKG_VERSION").len());
+        let metrics: usize = self.metrics.iter().map(|m| field(m.size)).sum();
+        let scope_metrics = field(scope) + metrics;
+        let mut resource_metrics = field(scope_metrics);
+        if resource > 0 {
+            resource_metrics += field(resource);
+        }
+        let mut w = Writer(Vec::with_capacity(field(resource_metrics)));
+        // ExportMetricsServiceRequest.resource_metrics = 1
+        w.len(1, resource_metrics);
+        if resource > 0 {
+            // ResourceMetrics.resource = 1; Resource.attributes = 1
+            w.len(1, resource);
+            for (k, v) in &cfg.resource {
+                w.kv(1, k, v);
+            }
+        }
+        // ResourceMetrics.scope_metrics = 2; ScopeMetrics.scope = 1 (name = 1, version = 2)
+        w.len(2, scope_metrics);
+        w.len(1, scope);
+        w.bytes(1, b"wasmon");
+        w.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
+        for m in &self.metrics {
+            // ScopeMetrics.metrics = 2
+            w.len(2, m.size);
+            w.bytes(1, m.name.as_bytes());
+            if !m.unit.is_empty() {
+                w.bytes(3, m.unit.as_bytes());
+            }
+            // Metric.gauge = 5 or Metric.sum = 7; then data_points = 1 of either
+            w.len(if m.kind == Kind::Gauge { 5 } else { 7 }, m.data);
+            for p in &m.points {
+                w.len(1, p.size as usize);
+                // NumberDataPoint: time_unix_nano = 3, as_double = 4 (fixed64), attributes
+                w.fixed64(3, p.timestamp_ns as u64);
+                w.fixed64(4, p.value.to_bits());
+                let (start, len) = self.spans[p.attrs as usize];
+                w.0.extend_from_slice(&self.attrs[start as usize..][..len as usize]);
+            }
+            match m.kind {
+                Kind::Gauge => {}
+                // Sum.aggregation_temporality = 2, Sum.is_monotonic = 3
+                Kind::Cumulative => {
+                    w.varint_field(2, CUMULATIVE);
+                    w.varint_field(3, 1);
+                }
+                Kind::Delta => w.varint_field(2, DELTA),
+            }
+        }
+        debug_assert_eq!(w.0.len(), w.0.capacity());
+        w.0
+    }
 }
 
 /// Size of a `KeyValue { key, value: AnyValue { string_value } }`.

@@ -2,7 +2,7 @@
 //! byte for byte against a hand-computed encoding.
 
 use super::*;
-use wasmon_guest::Kind;
+use wasmon_guest::{Kind, Sample};
 
 /// A field's value as the wire has it.
 #[derive(Clone, Debug, PartialEq)]
@@ -313,4 +313,25 @@ fn samples_sharing_strings_and_metadata_read_back_alike() {
             (3, 3.0, attrs)
         ]
     );
+}
+
+#[test]
+fn samples_consumed_one_by_one_encode_as_borrowed_ones() {
+    // Owned samples of fresh strings, dropped as they are consumed: an address freed by one
+    // must not be taken for another's by the lookups.
+    let samples: Vec<Sample> = (0..300)
+        .map(|i| {
+            Sample::new(
+                &format!("m{}", i % 7),
+                &format!("r{}", i % 5),
+                Kind::Gauge,
+                i as f64,
+                i,
+            )
+            .with_metadata(&[("k", &format!("{}", i % 3))])
+        })
+        .collect();
+    let borrowed = encode_request(&samples, &Config::default());
+    assert_eq!(encode_request(samples, &Config::default()), borrowed);
+    assert_eq!(metrics(&borrowed).len(), 7);
 }
