@@ -9,7 +9,9 @@
 //! Workload: 64 hosts x 8 metrics (4 gauges, 2 cumulative, 2 delta, with units), each sample's
 //! resource its host and its metadata `hostname` and `cluster` (one set per host, shared).
 //!
-//! `cargo bench -p wasmon-benches --bench exporter`; `EXPORTER_ROUNDS` rounds (default 31).
+//! `cargo bench -p wasmon-benches --bench exporter`; `EXPORTER_ROUNDS` rounds (default 31),
+//! `EXPORTER_WASM` another build of the component (the native side stays the one compiled in,
+//! so the bodies must still match).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -156,7 +158,9 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(31);
     let rt = Runtime::new(None).unwrap();
-    let bytes = std::fs::read(format!("{}/otlp.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap();
+    let path = std::env::var("EXPORTER_WASM")
+        .unwrap_or_else(|_| format!("{}/otlp.wasm", wasmon::BUILT_GUESTS_DIR));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let compiled = rt.compile(&bytes, "otlp").unwrap();
     let params = r#"{"resource": {"service.name": "wasmon-bench"}}"#;
     let mut wasm =

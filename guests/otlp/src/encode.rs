@@ -19,9 +19,12 @@
 //! This file is also compiled into the test-only `trap_third` guest (by `#[path]`): linking
 //! this crate there would link its component exports twice.
 
+use std::borrow::Borrow;
+use std::collections::HashMap;
+
 use wasmon_guest::exporter::Request;
 use wasmon_guest::params::{self, ParamError};
-use wasmon_guest::{Kind, Params, Sample};
+use wasmon_guest::{FxBuildHasher, Kind, Metadata, Params, Sample, Str};
 
 /// What an OTLP/HTTP receiver expects for a protobuf body.
 pub const CONTENT_TYPE: &str = "application/x-protobuf";
@@ -56,76 +59,26 @@ impl Config {
     }
 }
 
-/// The one request that carries `samples`.
-pub fn request(samples: &[Sample], cfg: &Config) -> Request {
-    Request {
+/// The one request that carries `samples` (none for no samples).
+pub fn request<S: Borrow<Sample>>(
+    samples: impl IntoIterator<Item = S>,
+    cfg: &Config,
+) -> Option<Request> {
+    let plan = Plan::new(samples);
+    (!plan.metrics.is_empty()).then(|| Request {
         suffix: cfg.suffix.clone(),
         content_type: CONTENT_TYPE.into(),
         headers: Vec::new(),
-        body: encode_request(samples, cfg),
-    }
+        body: plan.write(cfg),
+    })
 }
 
-/// The `ExportMetricsServiceRequest` that carries `samples` (an empty request for none).
-pub fn encode_request(samples: &[Sample], cfg: &Config) -> Vec<u8> {
-    let plan = Plan::new(samples);
-    let resource: usize = cfg.resource.iter().map(|(k, v)| field(kv(k, v))).sum();
-    let scope = field("wasmon".len()) + field(env!("CARGO_PKG_VERSION").len());
-    let metrics: usize = plan.metrics.iter().map(|m| field(m.size)).sum();
-    let scope_metrics = field(scope) + metrics;
-    let mut resource_metrics = field(scope_metrics);
-    if resource > 0 {
-        resource_metrics += field(resource);
-    }
-    let mut w = Writer(Vec::with_capacity(field(resource_metrics)));
-    // ExportMetricsServiceRequest.resource_metrics = 1
-    w.len(1, resource_metrics);
-    if resource > 0 {
-        // ResourceMetrics.resource = 1; Resource.attributes = 1
-        w.len(1, resource);
-        for (k, v) in &cfg.resource {
-            w.kv(1, k, v);
-        }
-    }
-    // ResourceMetrics.scope_metrics = 2; ScopeMetrics.scope = 1 (name = 1, version = 2)
-    w.len(2, scope_metrics);
-    w.len(1, scope);
-    w.bytes(1, b"wasmon");
-    w.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
-    for m in &plan.metrics {
-        // ScopeMetrics.metrics = 2
-        w.len(2, m.size);
-        w.bytes(1, m.name.as_bytes());
-        if !m.unit.is_empty() {
-            w.bytes(3, m.unit.as_bytes());
-        }
-        // Metric.gauge = 5 or Metric.sum = 7; then data_points = 1 of either
-        w.len(if m.kind == Kind::Gauge { 5 } else { 7 }, m.data);
-        for &(i, size) in &m.points {
-            let s = &samples[i as usize];
-            w.len(1, size as usize);
-            // NumberDataPoint: time_unix_nano = 3, as_double = 4 (fixed64), attributes = 7
-            w.fixed64(3, s.timestamp_ns as u64);
-            w.fixed64(4, s.value.to_bits());
-            for (k, v) in s.metadata.iter() {
-                w.kv(7, attribute_key(k), v);
-            }
-            if !s.resource.is_empty() {
-                w.kv(7, RESOURCE_KEY, &s.resource);
-            }
-        }
-        match m.kind {
-            Kind::Gauge => {}
-            // Sum.aggregation_temporality = 2, Sum.is_monotonic = 3
-            Kind::Cumulative => {
-                w.varint_field(2, CUMULATIVE);
-                w.varint_field(3, 1);
-            }
-            Kind::Delta => w.varint_field(2, DELTA),
-        }
-    }
-    debug_assert_eq!(w.0.len(), w.0.capacity());
-    w.0
+/// The `ExportMetricsServiceRequest` that carries `samples` (an empty one for none).
+pub fn encode_request<S: Borrow<Sample>>(
+    samples: impl IntoIterator<Item = S>,
+    cfg: &Config,
+) -> Vec<u8> {
+    Plan::new(samples).write(cfg)
 }
 
 /// OTel's name for the host: the receiver maps `host.name` back to `hostname`, the key
@@ -134,61 +87,106 @@ fn attribute_key(k: &str) -> &str {
     if k == "hostname" { "host.name" } else { k }
 }
 
-/// The metrics of a request and the sizes of everything in them.
-struct Plan<'s> {
-    metrics: Vec<Metric<'s>>,
+/// A request's metrics, their points and the sizes of everything, from one pass over the
+/// samples (which need not be kept: a point holds all it needs).
+struct Plan {
+    metrics: Vec<Metric>,
+    /// Every distinct (metadata set, resource)'s attributes, encoded once: the samples of a
+    /// batch share a few of them (a set and a resource per host, say), so a point's
+    /// attributes are one copy (in a guest each copy of variable length is a call out of
+    /// the sandbox). Entry 0 is the empty one.
+    attrs: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+    /// The strings and sets whose addresses key the lookups, kept alive so that no other
+    /// allocation takes their address while the plan is built.
+    alive: Vec<(Str, Metadata)>,
 }
 
-struct Metric<'s> {
-    name: &'s str,
-    unit: &'s str,
+struct Metric {
+    name: Str,
+    unit: Str,
     kind: Kind,
-    /// (sample index, size of its `NumberDataPoint`)
-    points: Vec<(u32, u32)>,
+    points: Vec<Point>,
     /// Size of the `Metric` message.
     size: usize,
     /// Size of its `Gauge` or `Sum` message.
     data: usize,
 }
 
-impl<'s> Plan<'s> {
-    fn new(samples: &'s [Sample]) -> Plan<'s> {
-        let mut metrics: Vec<Metric<'s>> = Vec::new();
-        // Samples of one metric mostly come together: the last one matched is tried first,
-        // by address (the SDK hands out one allocation per distinct string), before a scan.
-        let mut last = usize::MAX;
-        for (i, s) in samples.iter().enumerate() {
-            let hit = |m: &Metric| {
-                m.kind == s.kind && same_text(m.name, &s.name) && same_text(m.unit, &s.unit)
+struct Point {
+    timestamp_ns: i64,
+    value: f64,
+    /// Index into [`Plan::spans`].
+    attrs: u32,
+    /// Size of its `NumberDataPoint` message.
+    size: u32,
+}
+
+/// Finds things by the addresses of a sample's shared strings and metadata: the SDK hands
+/// out one allocation per distinct string and set, so an address seen before (and kept
+/// alive) is the same text; a new one is looked up by content once.
+type ByAddress = HashMap<(usize, usize, u8), u32, FxBuildHasher>;
+
+/// A shared string's address.
+fn addr(s: &Str) -> usize {
+    s.as_ptr() as usize
+}
+
+impl Plan {
+    fn new<S: Borrow<Sample>>(samples: impl IntoIterator<Item = S>) -> Plan {
+        let mut plan = Plan {
+            metrics: Vec::new(),
+            attrs: Vec::new(),
+            spans: vec![(0, 0)],
+            alive: Vec::new(),
+        };
+        let mut metric_at = ByAddress::default();
+        let mut attrs_at = ByAddress::default();
+        for s in samples {
+            let s = s.borrow();
+            let key = (addr(&s.name), addr(&s.unit), s.kind as u8);
+            let m = match metric_at.get(&key) {
+                Some(&m) => m,
+                None => {
+                    let m = plan.metric(s);
+                    metric_at.insert(key, m);
+                    plan.alive.push((s.name.clone(), Metadata::default()));
+                    plan.alive.push((s.unit.clone(), Metadata::default()));
+                    m
+                }
             };
-            let at = match metrics.get(last) {
-                Some(m) if hit(m) => last,
-                _ => match metrics.iter().position(hit) {
-                    Some(at) => at,
-                    None => {
-                        metrics.push(Metric {
-                            name: &s.name,
-                            unit: &s.unit,
-                            kind: s.kind,
-                            points: Vec::new(),
-                            size: 0,
-                            data: 0,
-                        });
-                        metrics.len() - 1
+            let attrs = match (s.metadata.is_empty(), s.resource.is_empty()) {
+                (true, true) => 0,
+                _ => {
+                    let key = (s.metadata.0.as_ptr() as usize, addr(&s.resource), 0);
+                    match attrs_at.get(&key) {
+                        Some(&a) => a,
+                        None => {
+                            let a = plan.encode_attrs(s);
+                            attrs_at.insert(key, a);
+                            plan.alive.push((s.resource.clone(), s.metadata.clone()));
+                            a
+                        }
                     }
-                },
+                }
             };
-            last = at;
-            metrics[at].points.push((i as u32, point_size(s) as u32));
+            // Two fixed64 fields and the attributes.
+            let size = 2 * 9 + plan.spans[attrs as usize].1;
+            plan.metrics[m as usize].points.push(Point {
+                timestamp_ns: s.timestamp_ns,
+                value: s.value,
+                attrs,
+                size,
+            });
         }
-        for m in &mut metrics {
+        for m in &mut plan.metrics {
             let head = field(m.name.len())
                 + if m.unit.is_empty() {
                     0
                 } else {
                     field(m.unit.len())
                 };
-            let points: usize = m.points.iter().map(|&(_, n)| field(n as usize)).sum();
+            let points: usize = m.points.iter().map(|p| field(p.size as usize)).sum();
             // Two-byte varint fields: temporality, and is_monotonic when true.
             m.data = points
                 + match m.kind {
@@ -198,24 +196,97 @@ impl<'s> Plan<'s> {
                 };
             m.size = head + field(m.data);
         }
-        Plan { metrics }
+        plan
     }
-}
 
-fn same_text(a: &str, b: &wasmon_guest::Str) -> bool {
-    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len() || a == &**b
-}
+    /// The index of `s`'s metric, added if new.
+    fn metric(&mut self, s: &Sample) -> u32 {
+        let same = |m: &Metric| m.kind == s.kind && m.name == s.name && m.unit == s.unit;
+        if let Some(at) = self.metrics.iter().position(same) {
+            return at as u32;
+        }
+        self.metrics.push(Metric {
+            name: s.name.clone(),
+            unit: s.unit.clone(),
+            kind: s.kind,
+            points: Vec::new(),
+            size: 0,
+            data: 0,
+        });
+        self.metrics.len() as u32 - 1
+    }
 
-/// Size of a sample's `NumberDataPoint` message.
-fn point_size(s: &Sample) -> usize {
-    let mut n = 2 * 9; // two fixed64 fields
-    for (k, v) in s.metadata.iter() {
-        n += field(kv(attribute_key(k), v));
+    /// Encodes `s`'s attributes (NumberDataPoint.attributes = 7): its metadata, then its
+    /// resource.
+    fn encode_attrs(&mut self, s: &Sample) -> u32 {
+        let mut w = Writer(std::mem::take(&mut self.attrs));
+        let start = w.0.len();
+        for (k, v) in s.metadata.iter() {
+            w.kv(7, attribute_key(k), v);
+        }
+        if !s.resource.is_empty() {
+            w.kv(7, RESOURCE_KEY, &s.resource);
+        }
+        self.attrs = w.0;
+        self.spans
+            .push((start as u32, (self.attrs.len() - start) as u32));
+        self.spans.len() as u32 - 1
     }
-    if !s.resource.is_empty() {
-        n += field(kv(RESOURCE_KEY, &s.resource));
+
+    fn write(&self, cfg: &Config) -> Vec<u8> {
+        let resource: usize = cfg.resource.iter().map(|(k, v)| field(kv(k, v))).sum();
+        let scope = field("wasmon".len()) + field(env!("CARGO_PKG_VERSION").len());
+        let metrics: usize = self.metrics.iter().map(|m| field(m.size)).sum();
+        let scope_metrics = field(scope) + metrics;
+        let mut resource_metrics = field(scope_metrics);
+        if resource > 0 {
+            resource_metrics += field(resource);
+        }
+        let mut w = Writer(Vec::with_capacity(field(resource_metrics)));
+        // ExportMetricsServiceRequest.resource_metrics = 1
+        w.len(1, resource_metrics);
+        if resource > 0 {
+            // ResourceMetrics.resource = 1; Resource.attributes = 1
+            w.len(1, resource);
+            for (k, v) in &cfg.resource {
+                w.kv(1, k, v);
+            }
+        }
+        // ResourceMetrics.scope_metrics = 2; ScopeMetrics.scope = 1 (name = 1, version = 2)
+        w.len(2, scope_metrics);
+        w.len(1, scope);
+        w.bytes(1, b"wasmon");
+        w.bytes(2, env!("CARGO_PKG_VERSION").as_bytes());
+        for m in &self.metrics {
+            // ScopeMetrics.metrics = 2
+            w.len(2, m.size);
+            w.bytes(1, m.name.as_bytes());
+            if !m.unit.is_empty() {
+                w.bytes(3, m.unit.as_bytes());
+            }
+            // Metric.gauge = 5 or Metric.sum = 7; then data_points = 1 of either
+            w.len(if m.kind == Kind::Gauge { 5 } else { 7 }, m.data);
+            for p in &m.points {
+                w.len(1, p.size as usize);
+                // NumberDataPoint: time_unix_nano = 3, as_double = 4 (fixed64), attributes
+                w.fixed64(3, p.timestamp_ns as u64);
+                w.fixed64(4, p.value.to_bits());
+                let (start, len) = self.spans[p.attrs as usize];
+                w.0.extend_from_slice(&self.attrs[start as usize..][..len as usize]);
+            }
+            match m.kind {
+                Kind::Gauge => {}
+                // Sum.aggregation_temporality = 2, Sum.is_monotonic = 3
+                Kind::Cumulative => {
+                    w.varint_field(2, CUMULATIVE);
+                    w.varint_field(3, 1);
+                }
+                Kind::Delta => w.varint_field(2, DELTA),
+            }
+        }
+        debug_assert_eq!(w.0.len(), w.0.capacity());
+        w.0
     }
-    n
 }
 
 /// Size of a `KeyValue { key, value: AnyValue { string_value } }`.

@@ -20,28 +20,22 @@ mod encode;
 pub use encode::{CONTENT_TYPE, Config, RESOURCE_KEY, encode_request, request};
 
 use wasmon_guest::exporter::{Exporter, Request};
-use wasmon_guest::{Input, Params, Sample};
+use wasmon_guest::{Input, Params};
 
 pub struct Otlp {
     cfg: Config,
-    /// The batch's samples, kept for the next batch's allocation.
-    samples: Vec<Sample>,
 }
 
 impl Exporter for Otlp {
     fn configure(params: &Params) -> Result<Self, String> {
         Ok(Otlp {
             cfg: Config::from_params(params)?,
-            samples: Vec::new(),
         })
     }
 
     fn encode(&mut self, input: impl Input, out: &mut Vec<Request>) -> Result<(), String> {
-        self.samples.clear();
-        self.samples.extend(input);
-        if !self.samples.is_empty() {
-            out.push(request(&self.samples, &self.cfg));
-        }
+        // Each sample is consumed as the SDK decodes it: none is kept.
+        out.extend(request(input, &self.cfg));
         Ok(())
     }
 }

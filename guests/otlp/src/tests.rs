@@ -2,7 +2,7 @@
 //! byte for byte against a hand-computed encoding.
 
 use super::*;
-use wasmon_guest::Kind;
+use wasmon_guest::{Kind, Sample};
 
 /// A field's value as the wire has it.
 #[derive(Clone, Debug, PartialEq)]
@@ -292,4 +292,46 @@ fn the_exporter_sends_one_request_per_batch_and_none_for_an_empty_one() {
     assert_eq!(out[0].suffix, "/v1/metrics");
     assert_eq!(out[0].content_type, "application/x-protobuf");
     assert_eq!(out[0].body, encode_request(&samples, &ex.cfg));
+}
+
+#[test]
+fn samples_sharing_strings_and_metadata_read_back_alike() {
+    // Clones share every allocation (as the SDK's decoded samples do): the address lookups
+    // must find the same metric and attribute bytes as fresh strings of the same text.
+    let a = Sample::new("m", "h1", Kind::Gauge, 1.0, 1).with_metadata(&[("hostname", "n1")]);
+    let mut b = a.clone();
+    b.value = 2.0;
+    let c = Sample::new("m", "h1", Kind::Gauge, 3.0, 3).with_metadata(&[("hostname", "n1")]);
+    let m = metrics(&encode_request(&[a, b, c], &Config::default()));
+    assert_eq!(m.len(), 1);
+    let attrs = pairs(&[("host.name", "n1"), ("wasmon.resource", "h1")]);
+    assert_eq!(
+        m[0].5,
+        [
+            (1, 1.0, attrs.clone()),
+            (1, 2.0, attrs.clone()),
+            (3, 3.0, attrs)
+        ]
+    );
+}
+
+#[test]
+fn samples_consumed_one_by_one_encode_as_borrowed_ones() {
+    // Owned samples of fresh strings, dropped as they are consumed: an address freed by one
+    // must not be taken for another's by the lookups.
+    let samples: Vec<Sample> = (0..300)
+        .map(|i| {
+            Sample::new(
+                &format!("m{}", i % 7),
+                &format!("r{}", i % 5),
+                Kind::Gauge,
+                i as f64,
+                i,
+            )
+            .with_metadata(&[("k", &format!("{}", i % 3))])
+        })
+        .collect();
+    let borrowed = encode_request(&samples, &Config::default());
+    assert_eq!(encode_request(samples, &Config::default()), borrowed);
+    assert_eq!(metrics(&borrowed).len(), 7);
 }
