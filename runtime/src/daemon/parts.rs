@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
 use crate::sample::{Level, Sample};
-use crate::store::Store;
+use crate::store::{Pending, Store};
 
 /// The store, the notifier and the fabric agent.
 pub struct Parts {
@@ -143,6 +143,28 @@ type LastLevel<'a> = Option<(
 )>;
 
 impl StoreSink {
+    /// Writes `group` into `level` under one lock and empties it; how many were refused.
+    fn write(
+        &self,
+        pipeline: &str,
+        batch: &mut crate::store::WalBatch,
+        level: Option<&crate::store::Level>,
+        group: &mut Vec<Pending>,
+    ) -> usize {
+        let mut refused = 0;
+        if let Some(level) = level {
+            self.store
+                .write_group(batch, level, group, |p| *p, |i, r| {
+                    if let Err(e) = r {
+                        refused += 1;
+                        tracing::debug!(pipeline, metric = group[i].name, error = %e, "store refused a sample");
+                    }
+                });
+        }
+        group.clear();
+        refused
+    }
+
     /// `s`'s level: `last`'s when the path is the same, else looked up (and kept in `last`);
     /// `None` when the store refuses the path.
     fn level_of<'a>(
@@ -172,6 +194,31 @@ impl StoreSink {
     }
 }
 
+/// The store's metric entries of the names a batch uses, by interned name (an address
+/// compare): the store's registry takes a lock and compares the text per lookup.
+#[derive(Default)]
+struct Metrics(Vec<(crate::sample::Name, crate::store::MetricInfo)>);
+
+impl Metrics {
+    /// Names kept: a batch of one host's metrics has tens; past this the registry answers.
+    const MAX: usize = 64;
+
+    fn get(
+        &mut self,
+        store: &Store,
+        name: crate::sample::Name,
+    ) -> Result<crate::store::MetricInfo, crate::store::StoreError> {
+        if let Some((_, m)) = self.0.iter().find(|(n, _)| *n == name) {
+            return Ok(*m);
+        }
+        let m = store.metric(&name)?;
+        if self.0.len() < Self::MAX {
+            self.0.push((name, m));
+        }
+        Ok(m)
+    }
+}
+
 impl Sink for StoreSink {
     fn name(&self) -> &str {
         "store"
@@ -184,37 +231,48 @@ impl Sink for StoreSink {
         let mut refused = 0usize;
         let mut batch = self.store.batch_for(samples.len());
         let mut last: LastLevel = None;
-        // The last sample whose level `last` holds: a sample of the same metadata set and
-        // resource has that level too, without reading its metadata again.
+        // The level being written, and the last sample whose level it is: a sample of the
+        // same metadata set and resource has that level too, without reading its metadata
+        // again. Samples of one level go in as a group: one lock of the level per group.
+        let mut level: Option<Arc<crate::store::Level>> = None;
         let mut prev: Option<&Sample> = None;
+        let mut metrics = Metrics::default();
+        let mut group: Vec<Pending> = Vec::new();
         for s in samples {
             let reuse = prev.is_some_and(|p| {
                 p.metadata.same(&s.metadata) && Arc::ptr_eq(&p.resource, &s.resource)
             });
-            let level = match &last {
-                Some((_, _, l)) if reuse => l.clone(),
-                _ => match self.level_of(pipeline, s, &mut last) {
+            if !reuse {
+                match self.level_of(pipeline, s, &mut last) {
                     Some(l) => {
+                        if !level.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, &l)) {
+                            refused +=
+                                self.write(pipeline, &mut batch, level.as_deref(), &mut group);
+                            level = Some(l);
+                        }
                         prev = Some(s);
-                        l
                     }
                     None => {
                         prev = None;
                         refused += 1;
                         continue;
                     }
-                },
-            };
-            let ts = s.timestamp_ns.div_euclid(1_000_000_000);
-            let r = self.store.metric(&s.name).and_then(|m| {
-                self.store
-                    .write_to(&mut batch, &level, &s.name, m, ts, s.value)
-            });
-            if let Err(e) = r {
-                refused += 1;
-                tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
+                }
+            }
+            match metrics.get(&self.store, s.name) {
+                Ok(metric) => group.push(Pending {
+                    name: s.name.as_str(),
+                    metric,
+                    ts: s.timestamp_ns.div_euclid(1_000_000_000),
+                    value: s.value,
+                }),
+                Err(e) => {
+                    refused += 1;
+                    tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
+                }
             }
         }
+        refused += self.write(pipeline, &mut batch, level.as_deref(), &mut group);
         if let Err(e) = self.store.submit(&mut batch) {
             tracing::warn!(pipeline, error = %e, "the store's WAL refused a batch");
         }
