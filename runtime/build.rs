@@ -17,7 +17,7 @@ const BUNDLED: &[&str] = &[
     "mmv",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
-const TEST_ONLY: &[&str] = &["testing", "testing_agent", "trap_always"];
+const TEST_ONLY: &[&str] = &["testing", "testing_agent", "trap_always", "trap_agent"];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

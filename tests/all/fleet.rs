@@ -5,6 +5,7 @@
 //! Versions of one guest are told apart by a custom section appended to a built component
 //! (same code, another sha256), so every step is a real publish of real bytes.
 
+mod agents;
 mod restart;
 mod rollout;
 

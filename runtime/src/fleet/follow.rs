@@ -41,8 +41,11 @@ pub(super) struct Follow {
     releases: Releases,
     /// Release keys whose value is not a manifest -> why.
     malformed: BTreeMap<String, String>,
-    /// Per guest: counters at the swap, and when it was.
+    /// Per guest inside its rollback window: counters at the swap, and when it was.
     swapped: HashMap<String, (Usage, Instant)>,
+    /// Per guest: counters at the last swap or rollback (health reports calls, failures and
+    /// quarantines since then; kept after the window closed).
+    baseline: HashMap<String, Usage>,
     /// Per health key: what was written last, and when.
     reported: HashMap<String, (GuestHealth, Instant)>,
     /// Per hash whose fetch failed for now: not before this, and the pause after that.
@@ -242,11 +245,11 @@ impl Fleet {
                 return self.refuse(m, &Refusal::new(Reason::Configure, e));
             }
         }
-        self.follow
-            .lock()
-            .unwrap()
-            .swapped
-            .insert(guest.clone(), (baseline, Instant::now()));
+        {
+            let mut f = self.follow.lock().unwrap();
+            f.swapped.insert(guest.clone(), (baseline, Instant::now()));
+            f.baseline.insert(guest.clone(), baseline);
+        }
         tracing::info!(
             guest, hash = %m.sha256, group = %m.group, size = m.size,
             fetch_ms = fetched.as_millis() as u64,
@@ -256,8 +259,9 @@ impl Fleet {
         );
     }
 
-    /// Back from the running version of `guest` to the one before it.
-    async fn roll_back(&self, host: &Arc<dyn GuestHost>, guest: &str, why: Refusal) {
+    /// Back from the running version of `guest` to the one before it; `usage`: what the
+    /// failed version saw since its swap (reported with the rollback).
+    async fn roll_back(&self, host: &Arc<dyn GuestHost>, guest: &str, why: Refusal, usage: Usage) {
         let (current, previous) = {
             let state = self.state.lock().unwrap();
             let Some(g) = state.guests.get(guest) else {
@@ -269,6 +273,7 @@ impl Fleet {
         let back = self.component_of(previous.as_ref());
         let to = back.as_ref().map(|c| c.hash.clone());
         self.set_overlay(guest, back.clone());
+        let baseline = host.usage(guest, None);
         let h = host.clone();
         let g = guest.to_string();
         let _ = tokio::task::spawn_blocking(move || h.reapply(&g)).await;
@@ -285,10 +290,15 @@ impl Fleet {
                 to,
                 reason: why.reason,
                 at: now(),
+                calls: usage.calls,
+                failures: usage.failures,
+                quarantines: usage.quarantines,
             });
         }
         self.save();
-        self.follow.lock().unwrap().swapped.remove(guest);
+        let mut f = self.follow.lock().unwrap();
+        f.swapped.remove(guest);
+        f.baseline.insert(guest.to_string(), baseline);
     }
 
     /// Every guest to its desired release.
@@ -354,7 +364,7 @@ impl Fleet {
                             usage.failures
                         ),
                     );
-                    self.roll_back(host, &guest, why).await;
+                    self.roll_back(host, &guest, why, usage).await;
                 }
             }
         }
@@ -378,7 +388,7 @@ impl Fleet {
                     let usage = running
                         .as_deref()
                         .map(|h| {
-                            let base = f.swapped.get(&guest).map(|(u, _)| *u).unwrap_or_default();
+                            let base = f.baseline.get(&guest).copied().unwrap_or_default();
                             host.usage(&guest, Some(h)).since(&base)
                         })
                         .unwrap_or_default();

@@ -1,0 +1,130 @@
+//! An agent guest under the fleet: a signed good version runs and answers fetches; a signed
+//! next version that traps on every call is quarantined by the fetches that reach it and
+//! rolled back, within the window, to the good version — reported with what it saw (calls,
+//! failures, quarantines), while the good version answers again.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::*;
+use crate::common::{DaemonProcess, NatsServer, free_port, guest_bytes};
+
+/// The agent's guest name (a local version in guests-dir, replaced by the fleet's).
+const AGENT: &str = "agentx";
+
+/// `ag.good` through the daemon's namespace: its value, or the error.
+fn fetch_good(d: &DaemonProcess) -> Result<f64, String> {
+    let v: Value = d
+        .get("/api/fetch?name=ag.good")
+        .map_err(|e| e.to_string())?
+        .json()
+        .map_err(|e| e.to_string())?;
+    let f = &v[0];
+    match f["values"][0][1].as_f64() {
+        Some(x) => Ok(x),
+        None => Err(format!("{f}")),
+    }
+}
+
+/// This daemon's health entry for the agent guest, from `fleet status --json`.
+fn agent_health(url: &str) -> Value {
+    let s = status(url);
+    s["daemons"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
+        .and_then(|d| d["guests"].as_array())
+        .and_then(|g| g.iter().find(|g| g["guest"] == AGENT))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn fleet_agent_trapping_on_fetch_is_rolled_back_with_its_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start(free_port(), &dir.path().join("nats"));
+    let url = nats.url();
+    let (key, public) = keygen(&url, dir.path(), "signing.key");
+    let key_s = key.to_str().unwrap();
+    let cfg = daemon_config(dir.path(), &url, "solo", &[], &[&public], "store");
+    let testing_agent = guest_bytes("testing_agent");
+    std::fs::write(
+        dir.path().join(format!("guests/{AGENT}.wasm")),
+        variant(&testing_agent, "local"),
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        r#"[[agent]]
+name = "ag"
+guest = "{AGENT}"
+domain = 77
+pmns = "root {{ ag }}\nag {{ good 77:0:0 }}"
+params = {{ domain = 77, root = "ag" }}
+"#
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let d = DaemonProcess::start(&cfg);
+    assert_eq!(fetch_good(&d), Ok(42.0));
+
+    let publish_agent = |bytes: &[u8]| {
+        let file = dir.path().join(format!("{}.wasm", &sha(bytes)[..12]));
+        std::fs::write(&file, bytes).unwrap();
+        fleet_cli(
+            &url,
+            &[
+                "publish",
+                file.to_str().unwrap(),
+                "--guest",
+                AGENT,
+                "--key",
+                key_s,
+            ],
+        );
+        sha(bytes)
+    };
+    let good = publish_agent(&variant(&testing_agent, "v1"));
+    wait_until(
+        "the good agent version running",
+        Duration::from_secs(10),
+        || agent_health(&url)["running"] == good.as_str(),
+    );
+    assert_eq!(fetch_good(&d), Ok(42.0));
+
+    // The next version traps on every call: the fetches that reach it quarantine it, and
+    // the daemon goes back to the good version.
+    let trap = publish_agent(&guest_bytes("trap_agent"));
+    let took = wait_until(
+        "the trapping agent rolled back",
+        Duration::from_secs(20),
+        || {
+            let _ = fetch_good(&d);
+            let h = agent_health(&url);
+            h["rolled-back"]["from"] == trap.as_str() && h["running"] == good.as_str()
+        },
+    );
+    eprintln!("trap_agent rolled back {took:?} after its publish");
+    let h = agent_health(&url);
+    let rb = &h["rolled-back"];
+    assert_eq!(rb["to"], good.as_str(), "{h}");
+    assert_eq!(rb["reason"], "quarantined", "{h}");
+    let n = |k: &str| rb[k].as_u64().unwrap_or(0);
+    assert!(n("calls") >= 2 && n("failures") >= 2, "{h}");
+    assert!(n("quarantines") >= 1, "{h}");
+    assert!(
+        h["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["hash"] == trap.as_str() && r["reason"] == "quarantined"),
+        "{h}"
+    );
+    assert_eq!(h["used"], true, "{h}");
+    // The good version answers again, and the trapping one is not taken up again.
+    wait_until("the good agent answering", Duration::from_secs(5), || {
+        fetch_good(&d) == Ok(42.0)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(agent_health(&url)["running"], good.as_str());
+    assert_eq!(fetch_good(&d), Ok(42.0));
+}
