@@ -243,16 +243,7 @@ fn main() {
             for _ in 0..ROUNDS {
                 round += 1;
                 let v = variant(bytes, &format!("r{round}"));
-                let mut m = Manifest {
-                    guest: "xform".into(),
-                    group: "all".into(),
-                    sha256: sha256_hex(&v),
-                    size: v.len() as u64,
-                    publisher: "bench".into(),
-                    published_at: chrono::Utc::now().timestamp(),
-                    key: None,
-                    signature: None,
-                };
+                let mut m = Manifest::new("xform", "all", &v, "bench", round as u64);
                 m.sign(FLEET, &key);
                 let before = daemon_bytes(monitor);
                 let t = Instant::now();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 
-use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL, manifest::sha256_hex};
+use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL};
 
 /// `wasmon fleet ...`
 #[derive(clap::Args, Debug, Clone)]
@@ -165,20 +165,12 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                 bail!("{}: not a WebAssembly component", file.display());
             }
             let key = key.as_deref().map(read_key).transpose()?;
-            let mut m = Manifest {
-                guest: guest.clone(),
-                group: group.clone(),
-                sha256: sha256_hex(&bytes),
-                size: bytes.len() as u64,
-                publisher: publisher(),
-                published_at: chrono::Utc::now().timestamp(),
-                key: None,
-                signature: None,
-            };
+            let b = open(&a).await?;
+            let sequence = buckets::next_sequence(&b, guest).await?;
+            let mut m = Manifest::new(guest, &group, &bytes, &publisher(), sequence);
             if let Some(k) = &key {
                 m.sign(&a.name, k);
             }
-            let b = open(&a).await?;
             let rev = buckets::publish(&b, &m, &bytes).await?;
             println!(
                 "published {guest} {} ({} bytes) to {} of fleet {}{} (revision {rev})",

@@ -163,6 +163,22 @@ pub async fn publish(b: &Buckets, manifest: &Manifest, bytes: &[u8]) -> anyhow::
     Ok(rev)
 }
 
+/// The sequence of a new release of `guest`: the larger of the time in milliseconds and one
+/// more than the highest sequence of its releases in the bucket (a publisher whose clock is
+/// behind still publishes something newer; two publishers a millisecond apart still differ
+/// by the bucket's order in the common case).
+pub async fn next_sequence(b: &Buckets, guest: &str) -> anyhow::Result<u64> {
+    let highest = all_entries(&b.releases)
+        .await?
+        .into_iter()
+        .filter(|(k, _)| k.split_once('.').is_some_and(|(g, _)| g == guest))
+        .filter_map(|(_, v)| Manifest::parse(&v).ok()?.sequence)
+        .max()
+        .unwrap_or(0);
+    let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    Ok(now.max(highest + 1))
+}
+
 /// Fetches the component a manifest names: refused without reading when its object is
 /// larger than `max` (or than the manifest says); the bytes are checked against the hash.
 pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, FetchError> {

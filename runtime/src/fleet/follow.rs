@@ -80,6 +80,7 @@ impl Fleet {
             .or_default()
             .push_refusal(Refused {
                 hash: m.sha256.clone(),
+                sequence: m.sequence,
                 reason: r.reason,
                 detail: r.detail.clone(),
                 at: now(),
@@ -144,6 +145,15 @@ impl Fleet {
     /// Verifies and fetches `m` (from disk if kept): the bytes, or why not.
     async fn obtain(&self, b: &Buckets, m: &Manifest) -> Result<Vec<u8>, FetchError> {
         m.verify(&self.cfg.name, &self.keys)?;
+        // Only a verified sequence counts: checked, then remembered, before any byte is read.
+        {
+            let mut state = self.state.lock().unwrap();
+            let g = state.guests.entry(m.guest.clone()).or_default();
+            if let Some(r) = m.replayed(g.taken.get(&m.group)) {
+                return Err(r.into());
+            }
+            g.take(m);
+        }
         if let Some(bytes) = self.local.component(m) {
             return Ok(bytes);
         }
@@ -325,7 +335,7 @@ impl Fleet {
             let skip = later || {
                 let state = self.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
-                    g.refuses(&m.sha256) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
+                    g.refuses(&m) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
                 })
             };
             if !skip {
@@ -397,6 +407,7 @@ impl Fleet {
                         if key.split('.').next() == Some(guest.as_str()) {
                             refused.push(Refused {
                                 hash: format!("release {key}"),
+                                sequence: None,
                                 reason: Reason::Malformed,
                                 detail: why.clone(),
                                 at: 0,
@@ -625,7 +636,7 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
             let known = {
                 let state = fleet.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
-                    g.refuses(&m.sha256) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
+                    g.refuses(&m) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
                 })
             };
             if known {

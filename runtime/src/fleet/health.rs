@@ -26,6 +26,10 @@ pub struct DaemonInfo {
 #[serde(rename_all = "kebab-case")]
 pub struct Refused {
     pub hash: String,
+    /// The refused release's sequence (format 2), to tell a release from the same bytes
+    /// published again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
     pub reason: Reason,
     pub detail: String,
     pub at: i64,

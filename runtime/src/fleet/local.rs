@@ -25,11 +25,28 @@ pub struct GuestState {
     pub previous: Option<Manifest>,
     pub refused: Vec<Refused>,
     pub rolled_back: Option<Rollback>,
+    /// Per group: the (sequence, sha256) of the newest signed release taken for it (its
+    /// signature verified): an older one put back into the bucket is refused as replayed.
+    #[serde(default)]
+    pub taken: BTreeMap<String, (u64, String)>,
 }
 
 impl GuestState {
-    pub fn refuses(&self, hash: &str) -> bool {
-        self.refused.iter().any(|r| r.hash == hash)
+    /// Whether `m` was refused already: the same bytes for a reason about the bytes, the
+    /// same release (hash and sequence) for a reason about the release.
+    pub fn refuses(&self, m: &Manifest) -> bool {
+        self.refused
+            .iter()
+            .any(|r| r.hash == m.sha256 && (r.reason.about_bytes() || r.sequence == m.sequence))
+    }
+
+    /// Remembers `m` as taken for its group when it is newer than what was.
+    pub fn take(&mut self, m: &Manifest) {
+        let Some(seq) = m.sequence else { return };
+        let newer = self.taken.get(&m.group).is_none_or(|(s, _)| seq > *s);
+        if newer {
+            self.taken.insert(m.group.clone(), (seq, m.sha256.clone()));
+        }
     }
 
     pub fn push_refusal(&mut self, r: Refused) {

@@ -1,7 +1,8 @@
 //! An agent guest under the fleet: a signed good version runs and answers fetches; a signed
 //! next version that traps on every call is quarantined by the fetches that reach it and
 //! rolled back, within the window, to the good version — reported with what it saw (calls,
-//! failures, quarantines), while the good version answers again.
+//! failures, quarantines), while the good version answers again. Then an older signed
+//! release put back into the bucket is refused as replayed.
 
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ fn agent_health(url: &str) -> Value {
 }
 
 #[test]
-fn fleet_agent_trapping_on_fetch_is_rolled_back_with_its_counts() {
+fn fleet_agent_rolled_back_on_quarantine_and_replayed_release_refused() {
     let dir = tempfile::tempdir().unwrap();
     let nats = NatsServer::start(free_port(), &dir.path().join("nats"));
     let url = nats.url();
@@ -90,6 +91,7 @@ params = {{ domain = 77, root = "ag" }}
         || agent_health(&url)["running"] == good.as_str(),
     );
     assert_eq!(fetch_good(&d), Ok(42.0));
+    let good_release = release_entry(&url, &format!("{AGENT}.all"));
 
     // The next version traps on every call: the fetches that reach it quarantine it, and
     // the daemon goes back to the good version.
@@ -126,5 +128,27 @@ params = {{ domain = 77, root = "ag" }}
     });
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(agent_health(&url)["running"], good.as_str());
+    assert_eq!(fetch_good(&d), Ok(42.0));
+
+    // A newer good version, then the first one's signed release put back by someone
+    // without the key: refused as replayed, the newer one kept.
+    let newer = publish_agent(&variant(&testing_agent, "v3"));
+    wait_until(
+        "the newer agent version running",
+        Duration::from_secs(10),
+        || agent_health(&url)["running"] == newer.as_str(),
+    );
+    replay(&url, &good_release, &variant(&testing_agent, "v1"));
+    wait_until(
+        "the replayed release refused",
+        Duration::from_secs(10),
+        || {
+            agent_health(&url)["refused"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|r| r["hash"] == good.as_str() && r["reason"] == "replayed")
+            })
+        },
+    );
+    assert_eq!(agent_health(&url)["running"], newer.as_str());
     assert_eq!(fetch_good(&d), Ok(42.0));
 }
