@@ -1,5 +1,6 @@
-//! `wasmon fleet --nats URL --name FLEET keygen|publish|status`: make a signing key, publish
-//! a component to every daemon of a fleet (or a group), and see which version runs where.
+//! `wasmon fleet --nats URL --name FLEET keygen|publish|withdraw|status`: make a signing key,
+//! publish a component to every daemon of a fleet (or a group), withdraw a release, and see
+//! which version runs where.
 //! A thin shell over `fleet`: the buckets, manifests and status are its.
 
 use std::io::Write as _;
@@ -56,6 +57,16 @@ pub enum FleetCmd {
         #[arg(long)]
         key: Option<PathBuf>,
         /// Only daemons of this group run it (default: every daemon).
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Delete the release of guest NAME (for every daemon, or one group): daemons that ran
+    /// it go back to the guest's release for `all` (a group's release withdrawn), else to its
+    /// local version (guests-dir or bundled).
+    Withdraw {
+        #[arg(long)]
+        guest: String,
+        /// The group whose release goes (default: the release for every daemon).
         #[arg(long)]
         group: Option<String>,
     },
@@ -187,6 +198,31 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                 } else {
                     ", unsigned"
                 },
+            );
+            Ok(())
+        }
+        FleetCmd::Withdraw { guest, group } => {
+            let group = group.clone().unwrap_or_else(|| ALL.to_string());
+            for (what, v) in [("--guest", guest), ("--group", &group)] {
+                if !crate::fleet::config::name_ok(v) {
+                    bail!("{what} {v:?}: letters, digits, '-' and '_' only");
+                }
+            }
+            let b = open(&a).await?;
+            if !buckets::withdraw(&b, guest, &group).await? {
+                bail!(
+                    "fleet {} has no release of {guest} for {}",
+                    a.name,
+                    if group == ALL {
+                        "every daemon (`all`)".to_string()
+                    } else {
+                        format!("group {group}")
+                    }
+                );
+            }
+            println!(
+                "withdrew the release of {guest} for {group} in fleet {}",
+                a.name
             );
             Ok(())
         }

@@ -163,6 +163,26 @@ pub async fn publish(b: &Buckets, manifest: &Manifest, bytes: &[u8]) -> anyhow::
     Ok(rev)
 }
 
+/// Deletes the release of `guest` for `group`: daemons that ran it go back to another
+/// release of the guest for their groups, or to its local version. `Ok(false)`: there was
+/// none.
+pub async fn withdraw(b: &Buckets, guest: &str, group: &str) -> anyhow::Result<bool> {
+    let key = release_key(guest, group);
+    let there = b
+        .releases
+        .get(&key)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading release {key}: {e}"))?
+        .is_some();
+    if there {
+        b.releases
+            .delete(&key)
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting release {key}: {e}"))?;
+    }
+    Ok(there)
+}
+
 /// The sequence of a new release of `guest`: the larger of the time in milliseconds and one
 /// more than the highest sequence of its releases in the bucket (a publisher whose clock is
 /// behind still publishes something newer; two publishers a millisecond apart still differ

@@ -272,6 +272,9 @@ impl Fleet {
 
     /// Every guest to its desired release.
     pub(super) async fn converge(&self, b: &Buckets, host: &Arc<dyn GuestHost>) {
+        for guest in self.forget_withdrawn() {
+            self.back_to_local(host, &guest).await;
+        }
         let wanted: Vec<Manifest> = {
             let f = self.follow.lock().unwrap();
             let mut guests: Vec<&str> =
@@ -291,16 +294,128 @@ impl Fleet {
                 .retry
                 .get(&m.sha256)
                 .is_some_and(|(at, _)| Instant::now() < *at);
-            let skip = later || {
-                let state = self.state.lock().unwrap();
-                state.guests.get(&m.guest).is_some_and(|g| {
-                    g.refuses(&m) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
-                })
+            let (skip, renamed) = if later {
+                (true, false)
+            } else {
+                let mut state = self.state.lock().unwrap();
+                match state.guests.get_mut(&m.guest) {
+                    Some(g) if g.refuses(&m) => (true, false),
+                    Some(g) if g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256) => {
+                        // The bytes it runs, under another release (published to `all`
+                        // after the canary, or the canary release withdrawn): that release
+                        // is the one it runs now, once it verifies.
+                        let other = g.current.as_ref() != Some(&m)
+                            && m.verify(&self.cfg.name, &self.keys).is_ok()
+                            && m.replayed(g.taken.get(&m.group)).is_none();
+                        if other {
+                            g.take(&m);
+                            g.current = Some(m.clone());
+                        }
+                        (true, other)
+                    }
+                    _ => (false, false),
+                }
             };
+            if renamed {
+                self.save();
+            }
             if !skip {
                 self.adopt(b, host, &m).await;
             }
         }
+    }
+
+    /// Releases withdrawn (their key gone from the releases bucket): the same release put
+    /// back later is a replay (its group's sequence is closed), a withdrawn previous version
+    /// is no rollback target, and a guest whose running release is withdrawn with no other
+    /// release for it here (or only refused ones) is returned, to go back to its local
+    /// version.
+    fn forget_withdrawn(&self) -> Vec<String> {
+        let f = self.follow.lock().unwrap();
+        let present = |m: &Manifest| {
+            f.releases
+                .contains_key(&buckets::release_key(&m.guest, &m.group))
+                || f.malformed
+                    .contains_key(&buckets::release_key(&m.guest, &m.group))
+        };
+        let mut back = Vec::new();
+        let mut changed = false;
+        let mut state = self.state.lock().unwrap();
+        for (guest, g) in state.guests.iter_mut() {
+            if g.previous.as_ref().is_some_and(|p| !present(p)) {
+                g.previous = None;
+                changed = true;
+            }
+            let Some(c) = g.current.clone().filter(|c| !present(c)) else {
+                continue;
+            };
+            if let (Some(seq), Some(t)) = (c.sequence, g.taken.get_mut(&c.group))
+                && t.0 == seq
+                && !t.1.is_empty()
+            {
+                t.1 = String::new();
+                changed = true;
+            }
+            // Nothing else to run: no release left for this daemon's groups, or only one
+            // it refused (a stale release put back under `all`, say).
+            let stuck = f.stuck.get(guest) == Some(&c.sha256);
+            let other = rollout::desired(&f.releases, guest, |x| self.follows(x));
+            if !stuck && other.is_none_or(|m| g.refuses(m)) {
+                back.push(guest.clone());
+            }
+        }
+        drop(state);
+        drop(f);
+        if changed {
+            self.save();
+        }
+        back
+    }
+
+    /// A withdrawn release: back to what the guest name resolves to without the fleet
+    /// (guests-dir or bundled). Where that fails (no local version, or one that does not
+    /// apply) the withdrawn version keeps running, logged, until the releases change.
+    async fn back_to_local(&self, host: &Arc<dyn GuestHost>, guest: &str) {
+        let Some(current) = self.component(guest) else {
+            // Kept and verified but never run (its bytes were not kept): just forget it.
+            self.forget_current(guest);
+            return;
+        };
+        self.set_overlay(guest, None);
+        let baseline = host.usage(guest, None);
+        if !host.uses(guest).is_empty() {
+            let h = host.clone();
+            let g = guest.to_string();
+            let applied = tokio::task::spawn_blocking(move || h.reapply(&g))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+            if let Err(e) = applied {
+                self.set_overlay(guest, Some(current.clone()));
+                tracing::warn!(guest, hash = %current.hash, error = %e, "fleet: release withdrawn, but the guest's local version does not apply: the withdrawn version keeps running");
+                self.follow
+                    .lock()
+                    .unwrap()
+                    .stuck
+                    .insert(guest.to_string(), current.hash);
+                return;
+            }
+        }
+        self.forget_current(guest);
+        let mut f = self.follow.lock().unwrap();
+        f.swapped.remove(guest);
+        f.baseline.insert(guest.to_string(), baseline);
+        tracing::info!(guest, hash = %current.hash, "fleet: release withdrawn; back to the local version");
+    }
+
+    fn forget_current(&self, guest: &str) {
+        {
+            let mut state = self.state.lock().unwrap();
+            let g = state.guests.entry(guest.to_string()).or_default();
+            g.current = None;
+            g.previous = None;
+            g.since = now();
+        }
+        self.save();
     }
 
     /// Rolls back versions quarantined inside their window.

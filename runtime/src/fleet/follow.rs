@@ -43,6 +43,9 @@ pub(super) struct Follow {
     pub(super) baseline: HashMap<String, Usage>,
     /// Per health key: what was written last, and when.
     pub(super) reported: HashMap<String, (GuestHealth, Instant)>,
+    /// Per guest whose release was withdrawn but whose local version does not apply: the
+    /// withdrawn hash it keeps running (not tried again until the releases change).
+    pub(super) stuck: HashMap<String, String>,
     /// Per hash whose fetch failed for now: not before this, and the pause after that.
     pub(super) retry: HashMap<String, (Instant, Duration)>,
 }
@@ -161,6 +164,7 @@ impl Fleet {
     /// A release entry as the watch or a full read delivered it.
     fn note(&self, key: &str, revision: u64, op: kv::Operation, value: &[u8]) {
         let mut f = self.follow.lock().unwrap();
+        f.stuck.clear();
         if op != kv::Operation::Put {
             f.releases.remove(key);
             f.malformed.remove(key);
@@ -207,19 +211,26 @@ impl Fleet {
     /// Reads every release entry (replacing what the task knew).
     async fn resync(&self, b: &Buckets) -> Result<(), String> {
         let work = async {
-            let mut keys: Vec<String> = b
+            // Strict: a key that cannot be listed or read fails the resync (the session
+            // starts again), since a release missing from the list reads as withdrawn.
+            let keys: Vec<Result<String, _>> = b
                 .releases
                 .keys()
                 .await
                 .map_err(|e| e.to_string())?
-                .filter_map(|k| async move { k.ok() })
                 .collect()
                 .await;
+            let mut keys = keys
+                .into_iter()
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(|e| format!("listing the releases: {e}"))?;
             keys.sort();
             let mut entries = Vec::new();
             for k in keys {
-                if let Ok(Some(e)) = b.releases.entry(&k).await {
-                    entries.push(e);
+                match b.releases.entry(&k).await {
+                    Ok(Some(e)) => entries.push(e),
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("reading release {k}: {e}")),
                 }
             }
             Ok::<_, String>(entries)

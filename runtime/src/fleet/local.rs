@@ -27,6 +27,7 @@ pub struct GuestState {
     pub rolled_back: Option<Rollback>,
     /// Per group: the (sequence, sha256) of the newest signed release taken for it (its
     /// signature verified): an older one put back into the bucket is refused as replayed.
+    /// The hash is emptied when that release is withdrawn: put back, it is a replay too.
     #[serde(default)]
     pub taken: BTreeMap<String, (u64, String)>,
 }

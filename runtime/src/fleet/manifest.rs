@@ -177,6 +177,9 @@ impl Manifest {
                 self.format
             ),
             Some(s) if s < *seq => format!("sequence {s} is older than {seq}, taken before"),
+            Some(s) if s == *seq && hash.is_empty() => {
+                format!("sequence {s} was withdrawn")
+            }
             Some(s) if s == *seq && &self.sha256 != hash => {
                 format!("sequence {s} was taken before for {hash}")
             }
@@ -403,6 +406,9 @@ mod tests {
         // The same sequence with other bytes.
         let other = Manifest::new("xform", "all", b"v7bis", "ops@here", 7);
         assert!(other.replayed(Some(&seen)).is_some());
+        // The newest release withdrawn (its hash forgotten): the same release put back.
+        let e = v7.replayed(Some(&(7, String::new()))).unwrap();
+        assert!(e.detail.contains("withdrawn"), "{e}");
         // A newer one passes.
         let v9 = Manifest::new("xform", "all", b"v9", "ops@here", 9);
         assert!(v9.replayed(Some(&seen)).is_none());

@@ -2,7 +2,9 @@
 //! next version that traps on every call is quarantined by the fetches that reach it and
 //! rolled back, within the window, to the good version — reported with what it saw (calls,
 //! failures, quarantines), while the good version answers again. Then an older signed
-//! release put back into the bucket is refused as replayed.
+//! release put back into the bucket is refused as replayed; a canary release withdrawn goes
+//! back to the release for all, that one withdrawn to the local version, and put back it is
+//! refused as replayed.
 
 use std::time::Duration;
 
@@ -41,13 +43,13 @@ fn agent_health(url: &str) -> Value {
 }
 
 #[test]
-fn fleet_agent_rolled_back_on_quarantine_and_replayed_release_refused() {
+fn fleet_agent_rollback_replay_and_withdraw() {
     let dir = tempfile::tempdir().unwrap();
     let nats = NatsServer::start(free_port(), &dir.path().join("nats"));
     let url = nats.url();
     let (key, public) = keygen(&url, dir.path(), "signing.key");
     let key_s = key.to_str().unwrap();
-    let cfg = daemon_config(dir.path(), &url, "solo", &[], &[&public], "store");
+    let cfg = daemon_config(dir.path(), &url, "solo", &["canary"], &[&public], "store");
     let testing_agent = guest_bytes("testing_agent");
     std::fs::write(
         dir.path().join(format!("guests/{AGENT}.wasm")),
@@ -68,22 +70,19 @@ params = {{ domain = 77, root = "ag" }}
     let d = DaemonProcess::start(&cfg);
     assert_eq!(fetch_good(&d), Ok(42.0));
 
-    let publish_agent = |bytes: &[u8]| {
+    let publish_to = |bytes: &[u8], group: &str| {
         let file = dir.path().join(format!("{}.wasm", &sha(bytes)[..12]));
         std::fs::write(&file, bytes).unwrap();
+        let f = file.to_str().unwrap();
         fleet_cli(
             &url,
             &[
-                "publish",
-                file.to_str().unwrap(),
-                "--guest",
-                AGENT,
-                "--key",
-                key_s,
+                "publish", f, "--guest", AGENT, "--key", key_s, "--group", group,
             ],
         );
         sha(bytes)
     };
+    let publish_agent = |bytes: &[u8]| publish_to(bytes, "all");
     let good = publish_agent(&variant(&testing_agent, "v1"));
     wait_until(
         "the good agent version running",
@@ -151,4 +150,46 @@ params = {{ domain = 77, root = "ag" }}
     );
     assert_eq!(agent_health(&url)["running"], newer.as_str());
     assert_eq!(fetch_good(&d), Ok(42.0));
+
+    // The remedy: publish again, which raises the sequence (the same bytes: nothing swaps).
+    assert_eq!(publish_agent(&variant(&testing_agent, "v3")), newer);
+
+    // Withdrawn: a canary release goes back to the release for all; that one, withdrawn,
+    // to the guest's local version (guests-dir); put back, it is a replay.
+    let canary = publish_to(&variant(&testing_agent, "v4"), "canary");
+    wait_until(
+        "the canary release running",
+        Duration::from_secs(10),
+        || agent_health(&url)["running"] == canary.as_str(),
+    );
+    fleet_cli(&url, &["withdraw", "--guest", AGENT, "--group", "canary"]);
+    wait_until(
+        "back to the release for all",
+        Duration::from_secs(10),
+        || agent_health(&url)["running"] == newer.as_str(),
+    );
+    let newer_release = release_entry(&url, &format!("{AGENT}.all"));
+    fleet_cli(&url, &["withdraw", "--guest", AGENT]);
+    wait_until("back to the local version", Duration::from_secs(10), || {
+        let h = agent_health(&url);
+        h.is_object() && h["running"].is_null()
+    });
+    assert_eq!(fetch_good(&d), Ok(42.0));
+    let e = try_fleet_cli(&url, &["withdraw", "--guest", AGENT]).unwrap_err();
+    assert!(e.contains("no release of agentx"), "{e}");
+    replay(&url, &newer_release, &variant(&testing_agent, "v3"));
+    wait_until(
+        "the withdrawn release put back refused",
+        Duration::from_secs(10),
+        || {
+            agent_health(&url)["refused"].as_array().is_some_and(|r| {
+                r.iter().any(|r| {
+                    r["hash"] == newer.as_str()
+                        && r["reason"] == "replayed"
+                        && r["detail"].as_str().unwrap_or("").contains("withdrawn")
+                })
+            })
+        },
+    );
+    assert!(agent_health(&url)["running"].is_null());
 }
