@@ -200,7 +200,7 @@ fn main() {
             .connect(&url)
             .await
             .unwrap();
-        buckets::open(&async_nats::jetstream::new(client), FLEET)
+        buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
             .await
             .unwrap()
     });

@@ -231,12 +231,31 @@ pub fn replay(url: &str, manifest: &[u8], bytes: &[u8]) {
     })
 }
 
+/// The names of the components in the fleet's object store, sorted.
+pub fn objects(url: &str) -> Vec<String> {
+    with_buckets(url, async |b| {
+        use futures_util::StreamExt;
+        let mut names: Vec<String> = b
+            .components
+            .list()
+            .await
+            .unwrap()
+            .map(|i| i.unwrap())
+            .filter(|i| std::future::ready(!i.deleted))
+            .map(|i| i.name)
+            .collect()
+            .await;
+        names.sort();
+        names
+    })
+}
+
 /// Runs `f` on the fleet's buckets.
 pub fn with_buckets<R>(url: &str, f: impl AsyncFnOnce(&wasmon::fleet::buckets::Buckets) -> R) -> R {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(client), FLEET)
+        let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
             .await
             .unwrap();
         f(&b).await

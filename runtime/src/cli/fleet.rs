@@ -34,6 +34,9 @@ pub struct FleetArgs {
     /// A file holding a NATS token.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Replicas of the fleet's buckets, should this command create them (`[fleet] replicas`).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
     #[command(subcommand)]
     pub cmd: FleetCmd,
 }
@@ -59,6 +62,9 @@ pub enum FleetCmd {
         /// Only daemons of this group run it (default: every daemon).
         #[arg(long)]
         group: Option<String>,
+        /// Components no release names any more are deleted afterwards, once this old.
+        #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
+        gc_grace: std::time::Duration,
     },
     /// Delete the release of guest NAME (for every daemon, or one group): daemons that ran
     /// it go back to the guest's release for `all` (a group's release withdrawn), else to its
@@ -69,6 +75,9 @@ pub enum FleetCmd {
         /// The group whose release goes (default: the release for every daemon).
         #[arg(long)]
         group: Option<String>,
+        /// Components no release names any more are deleted afterwards, once this old.
+        #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
+        gc_grace: std::time::Duration,
     },
     /// Per daemon: guests, versions, health, refusals; per version: where it runs.
     Status {
@@ -126,6 +135,7 @@ fn config_of(a: &FleetArgs) -> FleetConfig {
         rollback_window: crate::fleet::config::DEFAULT_ROLLBACK_WINDOW,
         max_component_size: crate::fleet::config::DEFAULT_MAX_COMPONENT_SIZE,
         start_wait: crate::fleet::config::DEFAULT_START_WAIT,
+        replicas: a.replicas,
         token_file: a.token_file.clone(),
         creds_file: a.creds_file.clone(),
         tls_ca: a.tls_ca.clone(),
@@ -144,7 +154,20 @@ async fn open(a: &FleetArgs) -> Result<buckets::Buckets> {
     .await
     .map_err(|_| anyhow::anyhow!("connecting to {} timed out", a.nats))??;
     let js = async_nats::jetstream::new(client);
-    buckets::open(&js, &a.name).await
+    buckets::open(&js, &a.name, a.replicas).await
+}
+
+/// Deletes the components no release names any more (after a publish or a withdraw); a
+/// failure is reported, not fatal: the release itself is written.
+async fn collect(b: &buckets::Buckets, grace: std::time::Duration) {
+    match buckets::collect_garbage(b, grace).await {
+        Ok(c) if c.objects > 0 => println!(
+            "deleted {} component(s) no release names any more ({} bytes)",
+            c.objects, c.bytes
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: collecting unused components: {e:#}"),
+    }
 }
 
 fn publisher() -> String {
@@ -163,6 +186,7 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
             guest,
             key,
             group,
+            gc_grace,
         } => {
             let group = group.clone().unwrap_or_else(|| ALL.to_string());
             for (what, v) in [("--guest", guest), ("--group", &group)] {
@@ -199,9 +223,14 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                     ", unsigned"
                 },
             );
+            collect(&b, *gc_grace).await;
             Ok(())
         }
-        FleetCmd::Withdraw { guest, group } => {
+        FleetCmd::Withdraw {
+            guest,
+            group,
+            gc_grace,
+        } => {
             let group = group.clone().unwrap_or_else(|| ALL.to_string());
             for (what, v) in [("--guest", guest), ("--group", &group)] {
                 if !crate::fleet::config::name_ok(v) {
@@ -224,6 +253,7 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                 "withdrew the release of {guest} for {group} in fleet {}",
                 a.name
             );
+            collect(&b, *gc_grace).await;
             Ok(())
         }
         FleetCmd::Status { json } => {

@@ -199,7 +199,7 @@ impl Fleet {
                 .await
                 .map_err(|e| format!("{e:#}"))?;
             let js = async_nats::jetstream::new(client);
-            buckets::open(&js, &self.cfg.name)
+            buckets::open(&js, &self.cfg.name, self.cfg.replicas)
                 .await
                 .map_err(|e| format!("{e:#}"))
         };

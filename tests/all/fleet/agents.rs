@@ -4,7 +4,8 @@
 //! failures, quarantines), while the good version answers again. Then an older signed
 //! release put back into the bucket is refused as replayed; a canary release withdrawn goes
 //! back to the release for all, that one withdrawn to the local version, and put back it is
-//! refused as replayed.
+//! refused as replayed. Along the way: components no release names are deleted from the
+//! object store, and `--replicas` reaches the server.
 
 use std::time::Duration;
 
@@ -49,6 +50,9 @@ fn fleet_agent_rollback_replay_and_withdraw() {
     let url = nats.url();
     let (key, public) = keygen(&url, dir.path(), "signing.key");
     let key_s = key.to_str().unwrap();
+    // Replicas reach the server: a single nats-server refuses a bucket of 2, and says so.
+    let e = try_fleet_cli(&url, &["--replicas", "2", "status"]).unwrap_err();
+    assert!(e.contains("2 replica(s)"), "{e}");
     let cfg = daemon_config(dir.path(), &url, "solo", &["canary"], &[&public], "store");
     let testing_agent = guest_bytes("testing_agent");
     std::fs::write(
@@ -77,7 +81,16 @@ params = {{ domain = 77, root = "ag" }}
         fleet_cli(
             &url,
             &[
-                "publish", f, "--guest", AGENT, "--key", key_s, "--group", group,
+                "publish",
+                f,
+                "--guest",
+                AGENT,
+                "--key",
+                key_s,
+                "--group",
+                group,
+                "--gc-grace",
+                "0s",
             ],
         );
         sha(bytes)
@@ -162,6 +175,11 @@ params = {{ domain = 77, root = "ag" }}
         Duration::from_secs(10),
         || agent_health(&url)["running"] == canary.as_str(),
     );
+    // Superseded components (the first good one, the trapping one) are gone from the object
+    // store; the two that releases name are there.
+    let mut named = vec![newer.clone(), canary.clone()];
+    named.sort();
+    assert_eq!(objects(&url), named);
     fleet_cli(&url, &["withdraw", "--guest", AGENT, "--group", "canary"]);
     wait_until(
         "back to the release for all",
@@ -169,7 +187,8 @@ params = {{ domain = 77, root = "ag" }}
         || agent_health(&url)["running"] == newer.as_str(),
     );
     let newer_release = release_entry(&url, &format!("{AGENT}.all"));
-    fleet_cli(&url, &["withdraw", "--guest", AGENT]);
+    fleet_cli(&url, &["withdraw", "--guest", AGENT, "--gc-grace", "0s"]);
+    assert_eq!(objects(&url), Vec::<String>::new());
     wait_until("back to the local version", Duration::from_secs(10), || {
         let h = agent_health(&url);
         h.is_object() && h["running"].is_null()
