@@ -1,13 +1,14 @@
 //! Fleet rollout (issue 19): time from a publish (in this process, as `wasmon fleet publish`
 //! does it) to the new version running on N = 1, 3 and 10 daemons (the release binary, child
-//! processes on this machine, one nats-server with JetStream), for a small Rust transformer
-//! and an ~18 MB Python one; the share of that time spent compiling (each daemon logs its
+//! processes on this machine, one nats-server with JetStream), for a ~73 KB C transformer, a
+//! ~0.2 MB Rust one and an ~18 MB Python one; the share of that time spent compiling (each daemon logs its
 //! fetch and compile times); and the NATS bytes each daemon received for one publish (from
 //! nats-server's `/connz`: the component crosses once per daemon, never per pipeline).
 //!
 //! `cargo bench -p wasmon-benches --bench fleet` (builds `target/release/wasmon` first);
-//! `WASMON_BIN` picks another binary; `FLEET_BIG_WASM` the large component (default: the
-//! Python template the polyglot tests build, `target/polyglot/built/python/template.wasm`).
+//! `WASMON_BIN` picks another binary; `FLEET_SMALL_WASM` and `FLEET_BIG_WASM` the smallest
+//! and the large component (default: the C and the Python template the polyglot tests build,
+//! `target/polyglot/built/{c,python}/template.wasm`).
 
 #[path = "release.rs"]
 mod release;
@@ -169,11 +170,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn big_component() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("FLEET_BIG_WASM") {
+    built_component("FLEET_BIG_WASM", "python/template.wasm")
+}
+
+/// The smallest transformer we build: the C template (~73 KB, of which ~20 KB is the WASI
+/// preview-1 adapter), nearest to the issue's 50 KB.
+fn small_component() -> Option<PathBuf> {
+    built_component("FLEET_SMALL_WASM", "c/template.wasm")
+}
+
+/// `$VAR`, or what the polyglot tests built under `target/polyglot/built/`.
+fn built_component(var: &str, path: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var) {
         return Some(p.into());
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let p = root.join("target/polyglot/built/python/template.wasm");
+    let p = root.join("target/polyglot/built").join(path);
     p.exists().then_some(p)
 }
 
@@ -210,7 +222,12 @@ fn main() {
         key.verifying_key().as_bytes(),
     );
     let small = std::fs::read(Path::new(wasmon::BUILT_GUESTS_DIR).join("testing.wasm")).unwrap();
-    let mut sizes = vec![("Rust transformer (testing)", small.clone())];
+    let mut sizes = Vec::new();
+    match small_component() {
+        Some(p) => sizes.push(("C transformer (template)", std::fs::read(p).unwrap())),
+        None => eprintln!("no C component: run the polyglot tests once, or set FLEET_SMALL_WASM"),
+    }
+    sizes.push(("Rust transformer (testing)", small.clone()));
     match big_component() {
         Some(p) => sizes.push(("Python transformer (template)", std::fs::read(p).unwrap())),
         None => eprintln!("no large component: run the polyglot tests once, or set FLEET_BIG_WASM"),

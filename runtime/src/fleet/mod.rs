@@ -1,6 +1,7 @@
 //! `runtime::fleet` — guests published once into JetStream and run by every daemon of a
-//! fleet: signed releases in a key-value bucket, components in an object store, rollout
-//! groups, per-daemon health in a second bucket, rollback of a version that fails.
+//! fleet: signed, sequenced releases in a key-value bucket (an older one put back is refused
+//! as a replay; a deleted one is withdrawn), components in an object store, rollout groups,
+//! per-daemon health in a second bucket, rollback of a version that fails.
 //!
 //! Owns the fleet's buckets ([`buckets`]), the release manifest and its signature
 //! ([`manifest`]), the rollout rules ([`rollout`]), what a daemon keeps on disk ([`local`]),
