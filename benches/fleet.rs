@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmon::fleet::{Manifest, buckets, manifest::sha256_hex};
+use wasmon::fleet::{Manifest, buckets};
 
 const FLEET: &str = "bench";
 const ROUNDS: usize = 3;
