@@ -189,6 +189,15 @@ fn built_component(var: &str, path: &str) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// `73 KB` below a megabyte (the small size is 50 KB), `18.5 MB` above.
+fn size(bytes: usize) -> String {
+    if bytes < 1_000_000 {
+        format!("{:.0} KB", bytes as f64 / 1e3)
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}
+
 fn main() {
     let bin = binary();
     let tmp = tempfile::tempdir().unwrap();
@@ -290,8 +299,8 @@ fn main() {
                 share.push(c / (all.max(1.0)));
             }
             println!(
-                "| {label} | {:.1} MB | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} | {:.0} |",
-                bytes.len() as f64 / 1e6,
+                "| {label} | {} | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} | {:.0} |",
+                size(bytes.len()),
                 median(publish),
                 median(total),
                 median(fetch),
