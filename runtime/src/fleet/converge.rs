@@ -330,7 +330,7 @@ impl Fleet {
     /// is no rollback target, and a guest whose running release is withdrawn with no other
     /// release for it here (or only refused ones) is returned, to go back to its local
     /// version.
-    fn forget_withdrawn(&self) -> Vec<String> {
+    pub(super) fn forget_withdrawn(&self) -> Vec<String> {
         let f = self.follow.lock().unwrap();
         let present = |m: &Manifest| {
             f.releases
@@ -407,7 +407,7 @@ impl Fleet {
         tracing::info!(guest, hash = %current.hash, "fleet: release withdrawn; back to the local version");
     }
 
-    fn forget_current(&self, guest: &str) {
+    pub(super) fn forget_current(&self, guest: &str) {
         {
             let mut state = self.state.lock().unwrap();
             let g = state.guests.entry(guest.to_string()).or_default();

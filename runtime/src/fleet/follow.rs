@@ -308,6 +308,11 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
     let work = async {
         let b = fleet.connect().await?;
         fleet.resync(&b).await?;
+        // Withdrawn while this daemon was down: its local version from the first apply on.
+        for guest in fleet.forget_withdrawn() {
+            fleet.set_overlay(&guest, None);
+            fleet.forget_current(&guest);
+        }
         let wanted: Vec<Manifest> = {
             let f = fleet.follow.lock().unwrap();
             let mut guests: Vec<&str> =
