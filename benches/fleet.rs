@@ -1,13 +1,14 @@
 //! Fleet rollout (issue 19): time from a publish (in this process, as `wasmon fleet publish`
 //! does it) to the new version running on N = 1, 3 and 10 daemons (the release binary, child
-//! processes on this machine, one nats-server with JetStream), for a small Rust transformer
-//! and an ~18 MB Python one; the share of that time spent compiling (each daemon logs its
+//! processes on this machine, one nats-server with JetStream), for a ~73 KB C transformer, a
+//! ~0.2 MB Rust one and an ~18 MB Python one; the share of that time spent compiling (each daemon logs its
 //! fetch and compile times); and the NATS bytes each daemon received for one publish (from
 //! nats-server's `/connz`: the component crosses once per daemon, never per pipeline).
 //!
 //! `cargo bench -p wasmon-benches --bench fleet` (builds `target/release/wasmon` first);
-//! `WASMON_BIN` picks another binary; `FLEET_BIG_WASM` the large component (default: the
-//! Python template the polyglot tests build, `target/polyglot/built/python/template.wasm`).
+//! `WASMON_BIN` picks another binary; `FLEET_SMALL_WASM` and `FLEET_BIG_WASM` the smallest
+//! and the large component (default: the C and the Python template the polyglot tests build,
+//! `target/polyglot/built/{c,python}/template.wasm`).
 
 #[path = "release.rs"]
 mod release;
@@ -19,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmon::fleet::{Manifest, buckets, manifest::sha256_hex};
+use wasmon::fleet::{Manifest, buckets};
 
 const FLEET: &str = "bench";
 const ROUNDS: usize = 3;
@@ -169,12 +170,32 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn big_component() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("FLEET_BIG_WASM") {
+    built_component("FLEET_BIG_WASM", "python/template.wasm")
+}
+
+/// The smallest transformer we build: the C template (~73 KB, of which ~20 KB is the WASI
+/// preview-1 adapter), nearest to the issue's 50 KB.
+fn small_component() -> Option<PathBuf> {
+    built_component("FLEET_SMALL_WASM", "c/template.wasm")
+}
+
+/// `$VAR`, or what the polyglot tests built under `target/polyglot/built/`.
+fn built_component(var: &str, path: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var) {
         return Some(p.into());
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let p = root.join("target/polyglot/built/python/template.wasm");
+    let p = root.join("target/polyglot/built").join(path);
     p.exists().then_some(p)
+}
+
+/// `73 KB` below a megabyte (the issue's small size is 50 KB), `18.5 MB` above.
+fn size(bytes: usize) -> String {
+    if bytes < 1_000_000 {
+        format!("{:.0} KB", bytes as f64 / 1e3)
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
 }
 
 fn main() {
@@ -200,7 +221,7 @@ fn main() {
             .connect(&url)
             .await
             .unwrap();
-        buckets::open(&async_nats::jetstream::new(client), FLEET)
+        buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
             .await
             .unwrap()
     });
@@ -210,7 +231,12 @@ fn main() {
         key.verifying_key().as_bytes(),
     );
     let small = std::fs::read(Path::new(wasmon::BUILT_GUESTS_DIR).join("testing.wasm")).unwrap();
-    let mut sizes = vec![("Rust transformer (testing)", small.clone())];
+    let mut sizes = Vec::new();
+    match small_component() {
+        Some(p) => sizes.push(("C transformer (template)", std::fs::read(p).unwrap())),
+        None => eprintln!("no C component: run the polyglot tests once, or set FLEET_SMALL_WASM"),
+    }
+    sizes.push(("Rust transformer (testing)", small.clone()));
     match big_component() {
         Some(p) => sizes.push(("Python transformer (template)", std::fs::read(p).unwrap())),
         None => eprintln!("no large component: run the polyglot tests once, or set FLEET_BIG_WASM"),
@@ -243,16 +269,7 @@ fn main() {
             for _ in 0..ROUNDS {
                 round += 1;
                 let v = variant(bytes, &format!("r{round}"));
-                let mut m = Manifest {
-                    guest: "xform".into(),
-                    group: "all".into(),
-                    sha256: sha256_hex(&v),
-                    size: v.len() as u64,
-                    publisher: "bench".into(),
-                    published_at: chrono::Utc::now().timestamp(),
-                    key: None,
-                    signature: None,
-                };
+                let mut m = Manifest::new("xform", "all", &v, "bench", round as u64);
                 m.sign(FLEET, &key);
                 let before = daemon_bytes(monitor);
                 let t = Instant::now();
@@ -282,8 +299,8 @@ fn main() {
                 share.push(c / (all.max(1.0)));
             }
             println!(
-                "| {label} | {:.1} MB | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} | {:.0} |",
-                bytes.len() as f64 / 1e6,
+                "| {label} | {} | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} | {:.0} |",
+                size(bytes.len()),
                 median(publish),
                 median(total),
                 median(fetch),

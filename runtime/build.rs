@@ -19,7 +19,13 @@ const BUNDLED: &[&str] = &[
     "jsonl",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
-const TEST_ONLY: &[&str] = &["testing", "testing_agent", "trap_always", "trap_third"];
+const TEST_ONLY: &[&str] = &[
+    "testing",
+    "testing_agent",
+    "trap_always",
+    "trap_third",
+    "trap_agent",
+];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

@@ -5,6 +5,7 @@
 //! Versions of one guest are told apart by a custom section appended to a built component
 //! (same code, another sha256), so every step is a real publish of real bytes.
 
+mod agents;
 mod restart;
 mod rollout;
 
@@ -212,6 +213,53 @@ start-wait = "3s"
     let path = dir.join(format!("{node}.toml"));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// The release entry under `key` in the releases bucket, as a peer with bucket access reads it.
+pub fn release_entry(url: &str, key: &str) -> Vec<u8> {
+    with_buckets(url, async |b| {
+        b.releases.get(key).await.unwrap().unwrap().to_vec()
+    })
+}
+
+/// What an attacker with write access to the buckets but no key does: puts an old signed
+/// manifest (as read before) and its object back.
+pub fn replay(url: &str, manifest: &[u8], bytes: &[u8]) {
+    let m = wasmon::fleet::Manifest::parse(manifest).unwrap();
+    with_buckets(url, async |b| {
+        wasmon::fleet::buckets::publish(b, &m, bytes).await.unwrap();
+    })
+}
+
+/// The names of the components in the fleet's object store, sorted.
+pub fn objects(url: &str) -> Vec<String> {
+    with_buckets(url, async |b| {
+        use futures_util::StreamExt;
+        let mut names: Vec<String> = b
+            .components
+            .list()
+            .await
+            .unwrap()
+            .map(|i| i.unwrap())
+            .filter(|i| std::future::ready(!i.deleted))
+            .map(|i| i.name)
+            .collect()
+            .await;
+        names.sort();
+        names
+    })
+}
+
+/// Runs `f` on the fleet's buckets.
+pub fn with_buckets<R>(url: &str, f: impl AsyncFnOnce(&wasmon::fleet::buckets::Buckets) -> R) -> R {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.unwrap();
+        let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
+            .await
+            .unwrap();
+        f(&b).await
+    })
 }
 
 /// A status that must be read (retried while the machine is too loaded to answer in time).

@@ -1,5 +1,6 @@
-//! `wasmon fleet --nats URL --name FLEET keygen|publish|status`: make a signing key, publish
-//! a component to every daemon of a fleet (or a group), and see which version runs where.
+//! `wasmon fleet --nats URL --name FLEET keygen|publish|withdraw|status`: make a signing key,
+//! publish a component to every daemon of a fleet (or a group), withdraw a release, and see
+//! which version runs where.
 //! A thin shell over `fleet`: the buckets, manifests and status are its.
 
 use std::io::Write as _;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 
-use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL, manifest::sha256_hex};
+use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL};
 
 /// `wasmon fleet ...`
 #[derive(clap::Args, Debug, Clone)]
@@ -33,6 +34,9 @@ pub struct FleetArgs {
     /// A file holding a NATS token.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Replicas of the fleet's buckets, should this command create them (`[fleet] replicas`).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
     #[command(subcommand)]
     pub cmd: FleetCmd,
 }
@@ -58,6 +62,22 @@ pub enum FleetCmd {
         /// Only daemons of this group run it (default: every daemon).
         #[arg(long)]
         group: Option<String>,
+        /// Components no release names any more are deleted afterwards, once this old.
+        #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
+        gc_grace: std::time::Duration,
+    },
+    /// Delete the release of guest NAME (for every daemon, or one group): daemons that ran
+    /// it go back to the guest's release for `all` (a group's release withdrawn), else to its
+    /// local version (guests-dir or bundled).
+    Withdraw {
+        #[arg(long)]
+        guest: String,
+        /// The group whose release goes (default: the release for every daemon).
+        #[arg(long)]
+        group: Option<String>,
+        /// Components no release names any more are deleted afterwards, once this old.
+        #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
+        gc_grace: std::time::Duration,
     },
     /// Per daemon: guests, versions, health, refusals; per version: where it runs.
     Status {
@@ -115,6 +135,7 @@ fn config_of(a: &FleetArgs) -> FleetConfig {
         rollback_window: crate::fleet::config::DEFAULT_ROLLBACK_WINDOW,
         max_component_size: crate::fleet::config::DEFAULT_MAX_COMPONENT_SIZE,
         start_wait: crate::fleet::config::DEFAULT_START_WAIT,
+        replicas: a.replicas,
         token_file: a.token_file.clone(),
         creds_file: a.creds_file.clone(),
         tls_ca: a.tls_ca.clone(),
@@ -133,7 +154,20 @@ async fn open(a: &FleetArgs) -> Result<buckets::Buckets> {
     .await
     .map_err(|_| anyhow::anyhow!("connecting to {} timed out", a.nats))??;
     let js = async_nats::jetstream::new(client);
-    buckets::open(&js, &a.name).await
+    buckets::open(&js, &a.name, a.replicas).await
+}
+
+/// Deletes the components no release names any more (after a publish or a withdraw); a
+/// failure is reported, not fatal: the release itself is written.
+async fn collect(b: &buckets::Buckets, grace: std::time::Duration) {
+    match buckets::collect_garbage(b, grace).await {
+        Ok(c) if c.objects > 0 => println!(
+            "deleted {} component(s) no release names any more ({} bytes)",
+            c.objects, c.bytes
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: collecting unused components: {e:#}"),
+    }
 }
 
 fn publisher() -> String {
@@ -152,6 +186,7 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
             guest,
             key,
             group,
+            gc_grace,
         } => {
             let group = group.clone().unwrap_or_else(|| ALL.to_string());
             for (what, v) in [("--guest", guest), ("--group", &group)] {
@@ -165,20 +200,12 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                 bail!("{}: not a WebAssembly component", file.display());
             }
             let key = key.as_deref().map(read_key).transpose()?;
-            let mut m = Manifest {
-                guest: guest.clone(),
-                group: group.clone(),
-                sha256: sha256_hex(&bytes),
-                size: bytes.len() as u64,
-                publisher: publisher(),
-                published_at: chrono::Utc::now().timestamp(),
-                key: None,
-                signature: None,
-            };
+            let b = open(&a).await?;
+            let sequence = buckets::next_sequence(&b, guest).await?;
+            let mut m = Manifest::new(guest, &group, &bytes, &publisher(), sequence);
             if let Some(k) = &key {
                 m.sign(&a.name, k);
             }
-            let b = open(&a).await?;
             let rev = buckets::publish(&b, &m, &bytes).await?;
             println!(
                 "published {guest} {} ({} bytes) to {} of fleet {}{} (revision {rev})",
@@ -196,6 +223,37 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                     ", unsigned"
                 },
             );
+            collect(&b, *gc_grace).await;
+            Ok(())
+        }
+        FleetCmd::Withdraw {
+            guest,
+            group,
+            gc_grace,
+        } => {
+            let group = group.clone().unwrap_or_else(|| ALL.to_string());
+            for (what, v) in [("--guest", guest), ("--group", &group)] {
+                if !crate::fleet::config::name_ok(v) {
+                    bail!("{what} {v:?}: letters, digits, '-' and '_' only");
+                }
+            }
+            let b = open(&a).await?;
+            if !buckets::withdraw(&b, guest, &group).await? {
+                bail!(
+                    "fleet {} has no release of {guest} for {}",
+                    a.name,
+                    if group == ALL {
+                        "every daemon (`all`)".to_string()
+                    } else {
+                        format!("group {group}")
+                    }
+                );
+            }
+            println!(
+                "withdrew the release of {guest} for {group} in fleet {}",
+                a.name
+            );
+            collect(&b, *gc_grace).await;
             Ok(())
         }
         FleetCmd::Status { json } => {

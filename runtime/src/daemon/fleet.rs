@@ -1,7 +1,7 @@
 //! The daemon's side of `[fleet]`: what the fleet task may ask of it ([`GuestHost`]) — which
 //! worlds a guest name is used as, compiling into the daemon's cache, applying the running
-//! config again through the ordinary reload path, and the counters of the stages that run
-//! a version — and, at start, sending a refused fleet version back to the one before it.
+//! config again through the ordinary reload path, and the counters of the stages and agents
+//! that run a version — and, at start, sending a refused fleet version back to the one before it.
 //! Owns no state: the fleet's is `fleet`'s, the running parts' are the daemon's.
 
 use std::sync::Arc;
@@ -139,6 +139,28 @@ impl GuestHost for Daemon {
                     u.quarantined_now |= s.quarantined;
                 }
             }
+        }
+        // Agents: by the counters of their image. Whether one is in quarantine right now is
+        // its instance's, behind the agent's lock (a call may hold it up to its deadline), so
+        // the quarantine counter alone judges an agent: it moves when the quarantine starts.
+        let running = self.agent_usage();
+        for a in &self.config().agents {
+            if a.guest.as_deref() != Some(guest) {
+                continue;
+            }
+            let domain = super::reload::agent_domain(a);
+            let Some((_, _, s)) = running
+                .iter()
+                .find(|(d, h, _)| *d == domain && hash.is_none_or(|x| x == h))
+            else {
+                continue;
+            };
+            u.calls += s.calls.get();
+            u.failures += s.traps.get()
+                + s.deadline_hits.get()
+                + s.memory_refusals.get()
+                + s.output_refusals.get();
+            u.quarantines += s.quarantines.get();
         }
         u
     }

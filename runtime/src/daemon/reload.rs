@@ -20,7 +20,8 @@ use super::outcome::{PipelineOutcome, ReloadOutcome};
 use crate::config::{AgentConfig, Config, PipelineConfig, StageConfig};
 use crate::guests;
 use crate::host::{
-    AgentWorld, Compiled, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld,
+    AgentWorld, Compiled, GuestConfig, GuestStats, Image, Runtime, TransformerInstance,
+    TransformerWorld,
 };
 use crate::namespace::{Agent, Namespace};
 use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, Swap};
@@ -39,6 +40,9 @@ pub struct Daemon {
     agents: AgentSet,
     /// Per domain: what the running agent was built from (unchanged agents keep running).
     agent_prints: Mutex<BTreeMap<u32, String>>,
+    /// Per domain: the counters of the running guest agent (the fleet judges a new agent
+    /// version by them, as it judges a pipeline stage by the stage's).
+    agent_stats: Mutex<BTreeMap<u32, Arc<GuestStats>>>,
     polls: Mutex<Vec<Poll>>,
     parts: super::parts::Parts,
     store_sink: Arc<dyn Sink>,
@@ -62,6 +66,16 @@ pub struct Reload {
 /// Reloads remembered for status pages: enough to see the last swaps, bounded for a daemon
 /// that reloads every second for months.
 pub const RELOADS_KEPT: usize = 32;
+
+/// What [`Daemon::build_agents`] made of the config's agents.
+struct BuiltAgents {
+    ns: Namespace,
+    /// Per domain: a new agent, or `None` to keep the running one.
+    agents: BTreeMap<u32, Option<Box<dyn Agent>>>,
+    prints: BTreeMap<u32, String>,
+    stats: BTreeMap<u32, Arc<GuestStats>>,
+    polls: Vec<Poll>,
+}
 
 /// An agent polled into a pipeline.
 #[derive(Debug, Clone)]
@@ -127,6 +141,7 @@ impl Daemon {
             log_sink: Arc::new(LogSink),
             agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
             agent_prints: Mutex::new(BTreeMap::new()),
+            agent_stats: Mutex::new(BTreeMap::new()),
             polls: Mutex::new(Vec::new()),
             parts,
             store_sink,
@@ -288,7 +303,13 @@ impl Daemon {
             }
         }
         match self.build_agents(&config) {
-            Ok((ns, agents, prints, polls)) => {
+            Ok(BuiltAgents {
+                ns,
+                agents,
+                prints,
+                stats,
+                polls,
+            }) => {
                 outcome.agents_started = config
                     .agents
                     .iter()
@@ -297,6 +318,7 @@ impl Daemon {
                     .collect();
                 self.agents.replace(ns, agents);
                 *self.agent_prints.lock().unwrap() = prints;
+                *self.agent_stats.lock().unwrap() = stats;
                 *self.polls.lock().unwrap() = polls;
             }
             Err(e) => outcome.agents_error = Some(format!("{e:#}")),
@@ -439,16 +461,7 @@ impl Daemon {
 
     /// The namespace (config PMNS files plus every agent's PMNS) and the agents; agents whose
     /// component and configuration did not change are `None` (kept running).
-    #[allow(clippy::type_complexity)]
-    fn build_agents(
-        &self,
-        config: &Config,
-    ) -> Result<(
-        Namespace,
-        BTreeMap<u32, Option<Box<dyn Agent>>>,
-        BTreeMap<u32, String>,
-        Vec<Poll>,
-    )> {
+    fn build_agents(&self, config: &Config) -> Result<BuiltAgents> {
         let base = self.base_dir();
         let mut texts: Vec<(String, String)> = Vec::new();
         for p in &config.namespace.pmns {
@@ -458,8 +471,10 @@ impl Daemon {
             texts.push((path.display().to_string(), text));
         }
         let old_prints = self.agent_prints.lock().unwrap().clone();
+        let old_stats = self.agent_stats.lock().unwrap().clone();
         let mut agents = BTreeMap::new();
         let mut prints = BTreeMap::new();
+        let mut stats = BTreeMap::new();
         let mut polls = Vec::new();
         let now = std::time::Instant::now();
         for a in &config.agents {
@@ -502,12 +517,16 @@ impl Daemon {
                     let print = format!("{}:{gc:?}", compiled.hash);
                     if old_prints.get(&domain) == Some(&print) {
                         prints.insert(domain, print);
+                        if let Some(s) = old_stats.get(&domain) {
+                            stats.insert(domain, s.clone());
+                        }
                         agents.insert(domain, None);
                         self.push_poll(&mut polls, a, names, now);
                         continue;
                     }
                     let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc)
                         .with_context(|| what.clone())?;
+                    stats.insert(domain, instance.image().stats().clone());
                     (print, Box::new(GuestAgent(instance)))
                 }
                 (None, None) => unreachable!("checked by Config::parse"),
@@ -522,7 +541,26 @@ impl Daemon {
             .map(|(f, t)| (f.as_str(), t.as_str()))
             .collect();
         let ns = Namespace::from_pmns(&refs).context("building the namespace")?;
-        Ok((ns, agents, prints, polls))
+        Ok(BuiltAgents {
+            ns,
+            agents,
+            prints,
+            stats,
+            polls,
+        })
+    }
+
+    /// The running guest agents: (domain, component hash, counters).
+    pub(super) fn agent_usage(&self) -> Vec<(u32, String, Arc<GuestStats>)> {
+        let prints = self.agent_prints.lock().unwrap();
+        let stats = self.agent_stats.lock().unwrap();
+        stats
+            .iter()
+            .filter_map(|(d, s)| {
+                let hash = prints.get(d)?.split_once(':')?.0.to_string();
+                Some((*d, hash, s.clone()))
+            })
+            .collect()
     }
 
     fn push_poll(
@@ -676,7 +714,7 @@ impl Daemon {
     }
 }
 
-fn agent_domain(a: &AgentConfig) -> u32 {
+pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
     a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
 }
 

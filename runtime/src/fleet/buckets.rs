@@ -1,7 +1,8 @@
 //! The fleet's JetStream layout, and the only code that talks to it: the components object
 //! store (objects named by their sha256), the releases bucket (`GUEST.GROUP` -> manifest) and
 //! the health bucket (`NODE` -> daemon, `NODE.GUEST` -> health). Opening creates what is
-//! absent; fetching refuses an object larger than asked before reading its chunks.
+//! absent (with `[fleet] replicas`); fetching refuses an object larger than asked before
+//! reading its chunks; the publisher deletes components no release names any more.
 
 use std::time::Duration;
 
@@ -56,7 +57,11 @@ pub enum FetchError {
     Transient(#[from] Transient),
 }
 
-async fn kv_bucket(js: &jetstream::Context, bucket: String) -> anyhow::Result<kv::Store> {
+async fn kv_bucket(
+    js: &jetstream::Context,
+    bucket: String,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
     if let Ok(s) = js.get_key_value(&bucket).await {
         return Ok(s);
     }
@@ -78,21 +83,26 @@ async fn kv_bucket(js: &jetstream::Context, bucket: String) -> anyhow::Result<kv
             deny_delete: true,
             allow_direct: true,
             storage: StorageType::File,
-            num_replicas: 1,
+            num_replicas: replicas,
             duplicate_window: Duration::from_secs(120),
             ..Default::default()
         })
         .await;
-    if let Err(e) = created {
-        tracing::debug!(error = %e, bucket, "fleet: creating the bucket (another daemon may have)");
-    }
-    js.get_key_value(&bucket)
-        .await
-        .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))
+    // Another daemon may have created it meanwhile: the creation's error counts only when
+    // the bucket is not there after all.
+    js.get_key_value(&bucket).await.map_err(|e| match created {
+        Err(c) => anyhow::anyhow!("creating bucket {bucket} with {replicas} replica(s): {c}"),
+        Ok(_) => anyhow::anyhow!("opening bucket {bucket}: {e}"),
+    })
 }
 
-/// Opens the fleet's buckets, creating those that do not exist.
-pub async fn open(js: &jetstream::Context, fleet: &str) -> anyhow::Result<Buckets> {
+/// Opens the fleet's buckets, creating those that do not exist with `replicas` replicas
+/// (`[fleet] replicas`; an existing bucket keeps its own).
+pub async fn open(
+    js: &jetstream::Context,
+    fleet: &str,
+    replicas: usize,
+) -> anyhow::Result<Buckets> {
     let name = components_bucket(fleet);
     let components = match js.get_object_store(&name).await {
         Ok(s) => s,
@@ -100,21 +110,21 @@ pub async fn open(js: &jetstream::Context, fleet: &str) -> anyhow::Result<Bucket
             .create_object_store(object_store::Config {
                 bucket: name.clone(),
                 description: Some(format!("wasmon fleet {fleet}: components by sha256")),
+                num_replicas: replicas,
                 ..Default::default()
             })
             .await
         {
             Ok(s) => s,
-            Err(e) => js
-                .get_object_store(&name)
-                .await
-                .map_err(|_| anyhow::anyhow!("creating object store {name}: {e}"))?,
+            Err(e) => js.get_object_store(&name).await.map_err(|_| {
+                anyhow::anyhow!("creating object store {name} with {replicas} replica(s): {e}")
+            })?,
         },
     };
     Ok(Buckets {
         components,
-        releases: kv_bucket(js, releases_bucket(fleet)).await?,
-        health: kv_bucket(js, health_bucket(fleet)).await?,
+        releases: kv_bucket(js, releases_bucket(fleet), replicas).await?,
+        health: kv_bucket(js, health_bucket(fleet), replicas).await?,
     })
 }
 
@@ -161,6 +171,86 @@ pub async fn publish(b: &Buckets, manifest: &Manifest, bytes: &[u8]) -> anyhow::
         .await
         .map_err(|e| anyhow::anyhow!("writing release {key}: {e}"))?;
     Ok(rev)
+}
+
+/// Deletes the release of `guest` for `group`: daemons that ran it go back to another
+/// release of the guest for their groups, or to its local version. `Ok(false)`: there was
+/// none.
+pub async fn withdraw(b: &Buckets, guest: &str, group: &str) -> anyhow::Result<bool> {
+    let key = release_key(guest, group);
+    let there = b
+        .releases
+        .get(&key)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading release {key}: {e}"))?
+        .is_some();
+    if there {
+        b.releases
+            .delete(&key)
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting release {key}: {e}"))?;
+    }
+    Ok(there)
+}
+
+/// What [`collect_garbage`] deleted.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+/// Deletes the components no release references any more (superseded or withdrawn), except
+/// those written in the last `grace`: another publisher may have stored its object and not
+/// yet written the release that names it. Daemons keep what they run on disk, so a daemon
+/// rolling back to a deleted version does not need its object.
+pub async fn collect_garbage(b: &Buckets, grace: Duration) -> anyhow::Result<Collected> {
+    use futures_util::StreamExt;
+    let referenced: std::collections::HashSet<String> = all_entries(&b.releases)
+        .await?
+        .into_iter()
+        .filter_map(|(_, v)| Some(Manifest::parse(&v).ok()?.sha256))
+        .collect();
+    let mut list = b
+        .components
+        .list()
+        .await
+        .map_err(|e| anyhow::anyhow!("listing the components: {e}"))?;
+    let cutoff = chrono::Utc::now().timestamp() - grace.as_secs() as i64;
+    let mut stale = Vec::new();
+    while let Some(info) = list.next().await {
+        let info = info.map_err(|e| anyhow::anyhow!("listing the components: {e}"))?;
+        let old_enough = info.modified.is_none_or(|t| t.unix_timestamp() <= cutoff);
+        if !info.deleted && old_enough && !referenced.contains(&info.name) {
+            stale.push((info.name, info.size as u64));
+        }
+    }
+    let mut done = Collected::default();
+    for (name, size) in stale {
+        b.components
+            .delete(&name)
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting component {name}: {e}"))?;
+        done.objects += 1;
+        done.bytes += size;
+    }
+    Ok(done)
+}
+
+/// The sequence of a new release of `guest`: the larger of the time in milliseconds and one
+/// more than the highest sequence of its releases in the bucket (a publisher whose clock is
+/// behind still publishes something newer; two publishers a millisecond apart still differ
+/// by the bucket's order in the common case).
+pub async fn next_sequence(b: &Buckets, guest: &str) -> anyhow::Result<u64> {
+    let highest = all_entries(&b.releases)
+        .await?
+        .into_iter()
+        .filter(|(k, _)| k.split_once('.').is_some_and(|(g, _)| g == guest))
+        .filter_map(|(_, v)| Manifest::parse(&v).ok()?.sequence)
+        .max()
+        .unwrap_or(0);
+    let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    Ok(now.max(highest + 1))
 }
 
 /// Fetches the component a manifest names: refused without reading when its object is

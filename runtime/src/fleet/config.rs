@@ -18,6 +18,9 @@ pub const DEFAULT_ROLLBACK_WINDOW: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_COMPONENT_SIZE: u64 = 64 << 20;
 /// How long a start waits for NATS before it runs the last verified versions from disk.
 pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(5);
+/// JetStream keeps at most 5 replicas of a stream (an odd number survives the loss of a
+/// minority of the cluster's servers).
+pub const MAX_REPLICAS: usize = 5;
 
 /// `[fleet]`: guests published once into JetStream, run by every daemon of the fleet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,6 +50,10 @@ pub struct FleetConfig {
     /// How long a start waits for NATS before running the last verified versions from disk.
     #[serde(default = "start_wait", with = "crate::duration::serde")]
     pub start_wait: Duration,
+    /// Replicas of the fleet's buckets when this daemon creates them (1 to 5; more than 1
+    /// needs a JetStream cluster of at least that many servers). Existing buckets keep theirs.
+    #[serde(default = "replicas")]
+    pub replicas: usize,
     /// NATS credentials and TLS, as for the sinks (paths relative to the config file).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
@@ -68,6 +75,9 @@ fn max_size() -> u64 {
 }
 fn start_wait() -> Duration {
     DEFAULT_START_WAIT
+}
+fn replicas() -> usize {
+    1
 }
 
 fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -149,6 +159,12 @@ impl FleetConfig {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err("fleet: tls-cert and tls-key go together".into());
         }
+        if self.replicas == 0 || self.replicas > MAX_REPLICAS {
+            return Err(format!(
+                "fleet.replicas = {}: from 1 to {MAX_REPLICAS} (JetStream's limit)",
+                self.replicas
+            ));
+        }
         if self.max_component_size == 0 {
             return Err("fleet.max-component-size must be positive".into());
         }
@@ -177,6 +193,8 @@ mod tests {
         let c = parse("groups = [\"canary\"]").unwrap();
         assert!(c.follows("all") && c.follows("canary") && !c.follows("rack7"));
         assert_eq!(c.rollback_window, DEFAULT_ROLLBACK_WINDOW);
+        assert_eq!(c.replicas, 1);
+        assert_eq!(parse("replicas = 3").unwrap().replicas, 3);
         assert_eq!(
             parse("max-component-size = \"1MiB\"")
                 .unwrap()
@@ -190,6 +208,8 @@ mod tests {
             ("node = \"x y\"", "fleet.node"),
             ("tls-cert = \"c.pem\"", "tls-key"),
             ("rollback-windw = \"1s\"", "rollback-windw"),
+            ("replicas = 0", "fleet.replicas = 0"),
+            ("replicas = 6", "fleet.replicas = 6"),
         ] {
             let e = parse(extra).unwrap_err();
             assert!(e.contains(names), "{extra}: {e}");

@@ -26,6 +26,10 @@ pub struct DaemonInfo {
 #[serde(rename_all = "kebab-case")]
 pub struct Refused {
     pub hash: String,
+    /// The refused release's sequence (format 2), to tell a release from the same bytes
+    /// published again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
     pub reason: Reason,
     pub detail: String,
     pub at: i64,
@@ -40,6 +44,13 @@ pub struct Rollback {
     pub to: Option<String>,
     pub reason: Reason,
     pub at: i64,
+    /// What the failed version saw between its swap and the rollback.
+    #[serde(default)]
+    pub calls: u64,
+    #[serde(default)]
+    pub failures: u64,
+    #[serde(default)]
+    pub quarantines: u64,
 }
 
 /// `NODE.GUEST`: one guest on one daemon.
@@ -264,6 +275,21 @@ impl Status {
                     h.failures,
                     h.quarantines
                 );
+                if let Some(rb) = &h.rolled_back {
+                    let _ = writeln!(
+                        out,
+                        "      rolled back {} -> {} ({}: {} calls, {} failed, {} quarantines)",
+                        &rb.from[..rb.from.len().min(12)],
+                        rb.to
+                            .as_deref()
+                            .map(|r| &r[..r.len().min(12)])
+                            .unwrap_or("local"),
+                        rb.reason.as_str(),
+                        rb.calls,
+                        rb.failures,
+                        rb.quarantines
+                    );
+                }
             }
         }
         for (k, why) in &self.malformed {

@@ -1,7 +1,8 @@
 //! What a daemon keeps on disk under `DATA-DIR/fleet/`: the components it verified
 //! (`components/SHA256.wasm`) and its rollout state (`state.json`: per guest the release it
-//! runs, the one before, what it refused, its last rollback), so that it starts without NATS
-//! on the last verified versions and does not retry a version it refused. Files are replaced
+//! runs, the one before, what it refused, its last rollback, the newest sequence it took per
+//! group), so that it starts without NATS on the last verified versions, does not retry a
+//! version it refused, and refuses a replayed release after a restart too. Files are replaced
 //! atomically (write, fsync, rename). Knows nothing of NATS or wasm.
 
 use std::collections::BTreeMap;
@@ -25,11 +26,29 @@ pub struct GuestState {
     pub previous: Option<Manifest>,
     pub refused: Vec<Refused>,
     pub rolled_back: Option<Rollback>,
+    /// Per group: the (sequence, sha256) of the newest signed release taken for it (its
+    /// signature verified): an older one put back into the bucket is refused as replayed.
+    /// The hash is emptied when that release is withdrawn: put back, it is a replay too.
+    #[serde(default)]
+    pub taken: BTreeMap<String, (u64, String)>,
 }
 
 impl GuestState {
-    pub fn refuses(&self, hash: &str) -> bool {
-        self.refused.iter().any(|r| r.hash == hash)
+    /// Whether `m` was refused already: the same bytes for a reason about the bytes, the
+    /// same release (hash and sequence) for a reason about the release.
+    pub fn refuses(&self, m: &Manifest) -> bool {
+        self.refused
+            .iter()
+            .any(|r| r.hash == m.sha256 && (r.reason.about_bytes() || r.sequence == m.sequence))
+    }
+
+    /// Remembers `m` as taken for its group when it is newer than what was.
+    pub fn take(&mut self, m: &Manifest) {
+        let Some(seq) = m.sequence else { return };
+        let newer = self.taken.get(&m.group).is_none_or(|(s, _)| seq > *s);
+        if newer {
+            self.taken.insert(m.group.clone(), (seq, m.sha256.clone()));
+        }
     }
 
     pub fn push_refusal(&mut self, r: Refused) {
@@ -128,4 +147,49 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::manifest::Reason;
+
+    fn refusal(m: &Manifest, reason: Reason) -> Refused {
+        Refused {
+            hash: m.sha256.clone(),
+            sequence: m.sequence,
+            reason,
+            detail: String::new(),
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn refusals_and_taken_sequences_survive_a_restart() {
+        let v1 = Manifest::new("x", "all", b"v1", "p", 10);
+        let again = Manifest::new("x", "all", b"v1", "p", 11);
+        let mut g = GuestState::default();
+        // About the release (a signature): the same bytes published again are judged again.
+        g.push_refusal(refusal(&v1, Reason::Signature));
+        assert!(g.refuses(&v1) && !g.refuses(&again));
+        // About the bytes (a failed configure): refused whoever publishes them.
+        g.push_refusal(refusal(&v1, Reason::Configure));
+        assert!(g.refuses(&again));
+
+        // Only a newer sequence moves what was taken.
+        g.take(&v1);
+        g.take(&Manifest::new("x", "all", b"v0", "p", 9));
+        assert_eq!(g.taken["all"], (10, v1.sha256.clone()));
+        g.take(&again);
+        assert_eq!(g.taken["all"].0, 11);
+        assert!(v1.replayed(g.taken.get("all")).is_some());
+
+        // Kept in state.json, read back on the next start.
+        let dir = tempfile::tempdir().unwrap();
+        let local = Local::open(dir.path()).unwrap();
+        let mut state = LocalState::default();
+        state.guests.insert("x".into(), g.clone());
+        local.save(&state).unwrap();
+        assert_eq!(local.load(), state);
+    }
 }

@@ -1,7 +1,12 @@
 //! A release: what `wasmon fleet publish` writes under `GUEST.GROUP` in the releases bucket
-//! (the component's sha256 and size, who published it, when, for which group, and an Ed25519
-//! signature), how it is signed, and why a daemon refuses one. Pure data and checks: no NATS,
-//! no wasm.
+//! (the component's sha256 and size, who published it, when, for which group, its sequence,
+//! and an Ed25519 signature), how it is signed, and why a daemon refuses one. Pure data and
+//! checks: no NATS, no wasm.
+//!
+//! Two formats: 1 (the first releases: the signature covers fleet, guest, group, hash and
+//! size) and 2 (adds the publisher's sequence and the publish time to the signed bytes, so a
+//! daemon can refuse an older signed release put back by someone without the key: see
+//! [`Manifest::replayed`]). Both verify; `publish` writes format 2.
 
 use base64::Engine as _;
 use ed25519_dalek::{Signer, Verifier};
@@ -27,6 +32,14 @@ pub struct Manifest {
     pub publisher: String,
     /// Seconds since the Unix epoch.
     pub published_at: i64,
+    /// 1 or 2 (see the module's doc); a manifest without it is format 1.
+    #[serde(default = "format_1")]
+    pub format: u32,
+    /// Format 2: larger than the sequence of every earlier release of this guest (the
+    /// publisher takes the larger of the time in milliseconds and the highest in the bucket
+    /// plus one). Signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
     /// Base64 Ed25519 public key of the signer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
@@ -54,6 +67,9 @@ pub enum Reason {
     Configure,
     /// Quarantined within the rollback window after the swap (rolled back).
     Quarantined,
+    /// Not newer than a release of the same guest and group this daemon already took: an
+    /// older signed release put back into the bucket.
+    Replayed,
 }
 
 impl Reason {
@@ -67,8 +83,26 @@ impl Reason {
             Reason::Compile => "compile",
             Reason::Configure => "configure",
             Reason::Quarantined => "quarantined",
+            Reason::Replayed => "replayed",
         }
     }
+
+    /// Whether the refusal is about the component's bytes (the same hash fails the same way
+    /// whoever publishes it again) rather than about one release of it (a signature, a
+    /// sequence, a size claim: the same bytes published again are judged again).
+    pub fn about_bytes(self) -> bool {
+        matches!(
+            self,
+            Reason::WrongWorld | Reason::Compile | Reason::Configure | Reason::Quarantined
+        )
+    }
+}
+
+/// The manifest format `publish` writes.
+pub const FORMAT: u32 = 2;
+
+fn format_1() -> u32 {
+    1
 }
 
 /// A refusal: the reason, and what exactly was wrong.
@@ -95,16 +129,63 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl Manifest {
-    /// What the signature covers: the fleet, the guest name, the group, the hash and the size.
-    /// Binding the name and group means a signed build of guest A cannot be replayed as guest
-    /// B, nor a canary-only release be moved to `all` by someone who can write the bucket
-    /// but holds no key.
+    /// A format-2 release of `bytes` as guest `guest` to `group`, unsigned.
+    pub fn new(guest: &str, group: &str, bytes: &[u8], publisher: &str, sequence: u64) -> Self {
+        Manifest {
+            guest: guest.to_string(),
+            group: group.to_string(),
+            sha256: sha256_hex(bytes),
+            size: bytes.len() as u64,
+            publisher: publisher.to_string(),
+            published_at: chrono::Utc::now().timestamp(),
+            format: FORMAT,
+            sequence: Some(sequence),
+            key: None,
+            signature: None,
+        }
+    }
+
+    /// What the signature covers: the fleet, the guest name, the group, the hash and the size
+    /// (and, from format 2, the sequence and the publish time). Binding the name and group
+    /// means a signed build of guest A cannot be replayed as guest B, nor a canary-only
+    /// release be moved to `all` by someone who can write the bucket but holds no key; the
+    /// sequence, that an older release cannot pass for a newer one.
     pub fn signed_bytes(&self, fleet: &str) -> Vec<u8> {
-        format!(
-            "wasmon-fleet/v1\n{fleet}\n{}\n{}\n{}\n{}\n",
-            self.guest, self.group, self.sha256, self.size
-        )
-        .into_bytes()
+        let mut text = format!(
+            "wasmon-fleet/v{}\n{fleet}\n{}\n{}\n{}\n{}\n",
+            self.format, self.guest, self.group, self.sha256, self.size
+        );
+        if self.format >= 2 {
+            text.push_str(&format!(
+                "{}\n{}\n",
+                self.sequence.unwrap_or(0),
+                self.published_at
+            ));
+        }
+        text.into_bytes()
+    }
+
+    /// Whether this release is not newer than `seen`, the (sequence, hash) of the newest
+    /// release of the same guest and group this daemon took: an older sequence, the same
+    /// one with other bytes, or a format-1 release (no sequence) after a format-2 one. The
+    /// newest release itself seen again is not a replay.
+    pub fn replayed(&self, seen: Option<&(u64, String)>) -> Option<Refusal> {
+        let (seq, hash) = seen?;
+        let why = match self.sequence {
+            None => format!(
+                "a format-{} release (no sequence) after sequence {seq}",
+                self.format
+            ),
+            Some(s) if s < *seq => format!("sequence {s} is older than {seq}, taken before"),
+            Some(s) if s == *seq && hash.is_empty() => {
+                format!("sequence {s} was withdrawn")
+            }
+            Some(s) if s == *seq && &self.sha256 != hash => {
+                format!("sequence {s} was taken before for {hash}")
+            }
+            Some(_) => return None,
+        };
+        Some(Refusal::new(Reason::Replayed, why))
     }
 
     /// Signs the manifest with `key` (sets `key` and `signature`).
@@ -133,6 +214,25 @@ impl Manifest {
                 Reason::Malformed,
                 format!("bad guest {:?} or group {:?}", m.guest, m.group),
             ));
+        }
+        match (m.format, m.sequence) {
+            (1, None) | (2, Some(_)) => {}
+            (1 | 2, _) => {
+                return Err(Refusal::new(
+                    Reason::Malformed,
+                    format!(
+                        "a format-{} manifest {} a sequence",
+                        m.format,
+                        if m.format == 1 { "with" } else { "without" }
+                    ),
+                ));
+            }
+            (f, _) => {
+                return Err(Refusal::new(
+                    Reason::Malformed,
+                    format!("manifest format {f} is not known to this daemon (1 and 2 are)"),
+                ));
+            }
         }
         if m.sha256.len() != 64 || !m.sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
             return Err(Refusal::new(
@@ -212,16 +312,7 @@ mod tests {
     }
 
     fn manifest(bytes: &[u8]) -> Manifest {
-        Manifest {
-            guest: "xform".into(),
-            group: "all".into(),
-            sha256: sha256_hex(bytes),
-            size: bytes.len() as u64,
-            publisher: "ops@here".into(),
-            published_at: 1_700_000_000,
-            key: None,
-            signature: None,
-        }
+        Manifest::new("xform", "all", bytes, "ops@here", 7)
     }
 
     #[test]
@@ -294,5 +385,61 @@ mod tests {
         let mut m = manifest(b"c");
         m.signature = Some("!!".into());
         assert!(m.verify("prod", &[key(1).verifying_key()]).is_err());
+    }
+
+    #[test]
+    fn replayed_releases_are_refused_and_format_1_still_verifies() {
+        let trusted = [key(1).verifying_key()];
+        let mut v7 = manifest(b"v7");
+        v7.sign("prod", &key(1));
+        let seen = (7, v7.sha256.clone());
+        // The release taken, seen again: not a replay.
+        assert!(v7.replayed(Some(&seen)).is_none());
+        assert!(v7.replayed(None).is_none());
+        // An older signed release put back: refused, naming both sequences.
+        let mut v5 = Manifest::new("xform", "all", b"v5", "ops@here", 5);
+        v5.sign("prod", &key(1));
+        v5.verify("prod", &trusted).unwrap();
+        let e = v5.replayed(Some(&seen)).unwrap();
+        assert_eq!(e.reason, Reason::Replayed);
+        assert!(e.detail.contains("sequence 5 is older than 7"), "{e}");
+        // The same sequence with other bytes.
+        let other = Manifest::new("xform", "all", b"v7bis", "ops@here", 7);
+        assert!(other.replayed(Some(&seen)).is_some());
+        // The newest release withdrawn (its hash forgotten): the same release put back.
+        let e = v7.replayed(Some(&(7, String::new()))).unwrap();
+        assert!(e.detail.contains("withdrawn"), "{e}");
+        // A newer one passes.
+        let v9 = Manifest::new("xform", "all", b"v9", "ops@here", 9);
+        assert!(v9.replayed(Some(&seen)).is_none());
+        // The sequence is signed: raising it breaks the signature.
+        let mut forged = v5.clone();
+        forged.sequence = Some(8);
+        assert!(forged.verify("prod", &trusted).is_err());
+        let mut forged = v5.clone();
+        forged.published_at += 1;
+        assert!(forged.verify("prod", &trusted).is_err());
+
+        // Format 1 (written before sequences): verifies over its own bytes, parses, and
+        // counts as older than any format-2 release.
+        let mut old = manifest(b"v1");
+        old.format = 1;
+        old.sequence = None;
+        old.sign("prod", &key(1));
+        let text = serde_json::to_string(&old).unwrap();
+        let text = text.replace(",\"format\":1", "");
+        assert!(!text.contains("format"), "{text}");
+        let parsed = Manifest::parse(text.as_bytes()).unwrap();
+        assert_eq!(parsed.format, 1);
+        parsed.verify("prod", &trusted).unwrap();
+        assert!(parsed.replayed(Some(&seen)).is_some());
+        // Formats that do not fit their fields, or unknown ones, are malformed.
+        for (format, sequence) in [(1, Some(3)), (2, None), (3, Some(3))] {
+            let mut m = manifest(b"x");
+            m.format = format;
+            m.sequence = sequence;
+            let e = Manifest::parse(&serde_json::to_vec(&m).unwrap()).unwrap_err();
+            assert_eq!(e.reason, Reason::Malformed, "{format}");
+        }
     }
 }

@@ -1,16 +1,19 @@
 //! `runtime::fleet` — guests published once into JetStream and run by every daemon of a
-//! fleet: signed releases in a key-value bucket, components in an object store, rollout
-//! groups, per-daemon health in a second bucket, rollback of a version that fails.
+//! fleet: signed, sequenced releases in a key-value bucket (an older one put back is refused
+//! as a replay; a deleted one is withdrawn), components in an object store, rollout groups,
+//! per-daemon health in a second bucket, rollback of a version that fails.
 //!
 //! Owns the fleet's buckets ([`buckets`]), the release manifest and its signature
 //! ([`manifest`]), the rollout rules ([`rollout`]), what a daemon keeps on disk ([`local`]),
-//! health and status ([`health`]) and the task that follows the fleet ([`follow`]). It does not
+//! health and status ([`health`]), taking, refusing, rolling back and withdrawing versions
+//! (`converge`) and the task that follows the fleet (`follow`). It does not
 //! compile, instantiate or swap guests itself and does not know the daemon: it asks a
 //! [`GuestHost`] (implemented by `daemon`) to do that through the daemon's own reload path,
 //! and hands the daemon verified component bytes through [`Fleet::component`].
 
 pub mod buckets;
 pub mod config;
+mod converge;
 mod follow;
 pub mod health;
 pub mod local;

@@ -83,6 +83,8 @@ mod tests {
             size: 1,
             publisher: "p".into(),
             published_at: 0,
+            format: 1,
+            sequence: None,
             key: None,
             signature: None,
         }

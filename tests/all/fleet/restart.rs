@@ -1,6 +1,6 @@
 //! A daemon that starts while NATS is down runs the last versions it verified (kept on disk,
 //! here an 18 MB Python component) and converges to the fleet's current version once NATS is
-//! back.
+//! back; one started after its release was withdrawn starts on its local version.
 
 use std::time::Duration;
 
@@ -66,4 +66,13 @@ fn fleet_daemon_started_without_nats_runs_kept_versions_then_converges() {
         Duration::from_secs(10),
         || nodes(version(&status(&nats.url()), &v2), "running") == ["solo"],
     );
+
+    // Withdrawn while the daemon is down: it starts on its local version (guests-dir), not
+    // on the withdrawn one it kept.
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    fleet_cli(&nats.url(), &["withdraw", "--guest", "xform"]);
+    let d = DaemonProcess::start(&cfg);
+    let local = sha(&variant(&guest_bytes("testing"), "local"));
+    assert_eq!(running(&d), local, "{}", d.stderr.lock().unwrap());
 }

@@ -250,23 +250,16 @@ fn hostile_releases(url: &str, key: &std::path::Path, testing: &[u8]) -> (String
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let b = buckets::open(&async_nats::jetstream::new(client), FLEET)
+        let b = buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
             .await
             .unwrap();
         let real = variant(testing, "v5");
         let mut evil = real.clone();
         let at = evil.len() / 2;
         evil[at] ^= 0xff;
-        let mut m = Manifest {
-            guest: "xform".into(),
-            group: "all".into(),
-            sha256: sha(&real),
-            size: real.len() as u64,
-            publisher: "mallory@nowhere".into(),
-            published_at: 0,
-            key: None,
-            signature: None,
-        };
+        // A fresh sequence: an old one would be refused as replayed before the bytes are read.
+        let seq = chrono::Utc::now().timestamp_millis() as u64;
+        let mut m = Manifest::new("xform", "all", &real, "mallory@nowhere", seq);
         m.sign(FLEET, &key);
         buckets::publish(&b, &m, &evil).await.unwrap();
         let tampered = m.sha256.clone();
@@ -275,6 +268,7 @@ fn hostile_releases(url: &str, key: &std::path::Path, testing: &[u8]) -> (String
         let mut big = m.clone();
         big.sha256 = sha(b"a gigabyte that is never fetched");
         big.size = 1 << 30;
+        big.sequence = Some(seq + 1);
         big.sign(FLEET, &key);
         buckets::publish(&b, &big, b"\0asm tiny").await.unwrap();
         b.releases
