@@ -34,6 +34,15 @@ fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<Str
     {
         out.push(e.clone());
     }
+    // A guest sink's exporter that fails to load refuses the whole reload.
+    if let Some(e) = &outcome.config_error
+        && config
+            .sinks
+            .iter()
+            .any(|s| s.guest.as_deref() == Some(guest))
+    {
+        out.push(e.clone());
+    }
     out
 }
 
@@ -94,6 +103,13 @@ impl GuestHost for Daemon {
             .any(|a| a.guest.as_deref() == Some(guest))
         {
             worlds.push(WorldKind::Agent);
+        }
+        if config
+            .sinks
+            .iter()
+            .any(|s| s.guest.as_deref() == Some(guest))
+        {
+            worlds.push(WorldKind::Exporter);
         }
         worlds
     }
