@@ -11,7 +11,8 @@
 //! one resource per host with `host.name`, a gauge point per metric).
 //!
 //! `cargo bench -p wasmon-benches --bench receive` (builds `target/release/wasmon` first);
-//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (1,000,000).
+//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (1,000,000),
+//! `RECEIVE_ONLY=N` runs only the Nth protocol (0 LP, 1 remote write, 2 OTLP: to profile one).
 
 #[path = "release.rs"]
 mod release;
@@ -237,6 +238,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    let only: Option<usize> = std::env::var("RECEIVE_ONLY")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let bin = release::binary();
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&bin, dir.path());
@@ -264,6 +268,10 @@ fn main() {
     let mut rates = vec![Vec::new(); PROTOCOLS.len()];
     for _ in 0..ROUNDS {
         for (k, p) in PROTOCOLS.iter().enumerate() {
+            if only.is_some_and(|o| o != k) {
+                rates[k].push((f64::NAN, f64::NAN));
+                continue;
+            }
             let cpu0 = d.cpu();
             let wall = Instant::now();
             for body in &bodies[k] {
