@@ -2,45 +2,23 @@
 //! failed call (trap, deadline, memory) is reported as [`CallError`]; the namespace turns it
 //! into PCP's "No agent for domain of request" for that call only.
 
-use wasmtime::Store;
-use wasmtime::component::Component;
-
 use super::bindings::agent::{Agent, AgentPre};
 use super::bindings::types as wit;
-use super::engine::Runtime;
-use super::guest::{CallError, Instance, Live, World, in_guest};
-use super::state::State;
+use super::guest::{CallError, Instance, Live, in_guest};
 
 pub use wit::{Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
 
 /// Marker for the `agent` world.
 pub struct AgentWorld;
 
-impl World for AgentWorld {
-    type Pre = AgentPre<State>;
-    type Bindings = Agent;
-    const NAME: &'static str = "agent";
-
-    fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre> {
-        AgentPre::new(rt.agent_linker().instantiate_pre(component)?)
-    }
-
-    async fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<State>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        in_guest(store, async |s| pre.instantiate_async(s).await).await
-    }
-
-    async fn configure(
-        b: &Self::Bindings,
-        store: &mut Store<State>,
-        params: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        let iface = b.wasmon_collector_source();
-        in_guest(store, async |s| iface.call_configure(s, params).await).await
-    }
-}
+world!(
+    AgentWorld,
+    AgentPre,
+    Agent,
+    "agent",
+    agent_linker,
+    wasmon_collector_source
+);
 
 /// A running agent guest.
 pub type AgentInstance = Instance<AgentWorld>;

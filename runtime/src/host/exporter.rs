@@ -3,14 +3,9 @@
 //! What the requests go to, and what happens when a call fails, is the caller's (a guest sink
 //! keeps its batch queued and retries it on a fresh instance).
 
-use wasmtime::Store;
-use wasmtime::component::Component;
-
 use super::bindings::exporter::{Exporter, ExporterPre};
-use super::engine::Runtime;
-use super::guest::{CallError, Instance, Live, World, in_guest};
+use super::guest::{CallError, Instance, Live, in_guest};
 use super::limits::{MAX_EXPORT_BYTES, MAX_EXPORT_REQUESTS};
-use super::state::State;
 use super::transformer::encode;
 use crate::sample::Sample;
 
@@ -19,31 +14,14 @@ pub use super::bindings::exporter::exports::wasmon::collector::encode::Request;
 /// Marker for the `exporter` world.
 pub struct ExporterWorld;
 
-impl World for ExporterWorld {
-    type Pre = ExporterPre<State>;
-    type Bindings = Exporter;
-    const NAME: &'static str = "exporter";
-
-    fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre> {
-        ExporterPre::new(rt.exporter_linker().instantiate_pre(component)?)
-    }
-
-    async fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<State>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        in_guest(store, async |s| pre.instantiate_async(s).await).await
-    }
-
-    async fn configure(
-        b: &Self::Bindings,
-        store: &mut Store<State>,
-        params: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        let iface = b.wasmon_collector_encode();
-        in_guest(store, async |s| iface.call_configure(s, params).await).await
-    }
-}
+world!(
+    ExporterWorld,
+    ExporterPre,
+    Exporter,
+    "exporter",
+    exporter_linker,
+    wasmon_collector_encode
+);
 
 /// A running exporter guest.
 pub type ExporterInstance = Instance<ExporterWorld>;

@@ -4,6 +4,42 @@
 //! quarantine. It knows samples only as batches to pass through; it may not touch the
 //! pipeline's scheduling, the store or the namespace.
 
+/// The [`World`] impl every world has: link a component against the world's linker,
+/// instantiate it, and call the `configure` that its interface `$iface` exports; all under
+/// the call deadline.
+macro_rules! world {
+    ($marker:ident, $pre:ident, $bindings:ty, $name:literal, $linker:ident, $iface:ident) => {
+        impl super::guest::World for $marker {
+            type Pre = $pre<super::state::State>;
+            type Bindings = $bindings;
+            const NAME: &'static str = $name;
+
+            fn pre(
+                rt: &super::engine::Runtime,
+                component: &wasmtime::component::Component,
+            ) -> wasmtime::Result<Self::Pre> {
+                $pre::new(rt.$linker().instantiate_pre(component)?)
+            }
+
+            async fn instantiate(
+                pre: &Self::Pre,
+                store: &mut wasmtime::Store<super::state::State>,
+            ) -> wasmtime::Result<Self::Bindings> {
+                super::guest::in_guest(store, async |s| pre.instantiate_async(s).await).await
+            }
+
+            async fn configure(
+                b: &Self::Bindings,
+                store: &mut wasmtime::Store<super::state::State>,
+                params: &str,
+            ) -> wasmtime::Result<Result<(), String>> {
+                let iface = b.$iface();
+                super::guest::in_guest(store, async |s| iface.call_configure(s, params).await).await
+            }
+        }
+    };
+}
+
 mod agent;
 mod bindings;
 pub mod check;

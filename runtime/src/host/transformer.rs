@@ -4,45 +4,23 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use wasmtime::Store;
-use wasmtime::component::Component;
-
 use super::bindings::transformer::{Transformer, TransformerPre};
 use super::bindings::types as wit;
-use super::engine::Runtime;
-use super::guest::{CallError, Instance, Live, World, in_guest};
-use super::state::State;
+use super::guest::{CallError, Instance, Live, in_guest};
 use super::strings::StringTable;
 use crate::sample::{Kind, Metadata, Pair, Sample};
 
 /// Marker for the `transformer` world.
 pub struct TransformerWorld;
 
-impl World for TransformerWorld {
-    type Pre = TransformerPre<State>;
-    type Bindings = Transformer;
-    const NAME: &'static str = "transformer";
-
-    fn pre(rt: &Runtime, component: &Component) -> wasmtime::Result<Self::Pre> {
-        TransformerPre::new(rt.transformer_linker().instantiate_pre(component)?)
-    }
-
-    async fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<State>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        in_guest(store, async |s| pre.instantiate_async(s).await).await
-    }
-
-    async fn configure(
-        b: &Self::Bindings,
-        store: &mut Store<State>,
-        params: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        let iface = b.wasmon_collector_transform();
-        in_guest(store, async |s| iface.call_configure(s, params).await).await
-    }
-}
+world!(
+    TransformerWorld,
+    TransformerPre,
+    Transformer,
+    "transformer",
+    transformer_linker,
+    wasmon_collector_transform
+);
 
 /// A running transformer guest.
 pub type TransformerInstance = Instance<TransformerWorld>;
