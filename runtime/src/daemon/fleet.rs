@@ -2,7 +2,8 @@
 //! worlds a guest name is used as, compiling into the daemon's cache, applying the running
 //! config again through the ordinary reload path, and the counters of the stages, agents and
 //! guest sinks' exporters that run a version — and, at start, sending a refused fleet version
-//! back to the one before it. Owns no state: the fleet's is `fleet`'s, the running parts' are the daemon's.
+//! back to the one before it. Owns no state: the fleet's is `fleet`'s, the running parts' are
+//! the daemon's.
 
 use std::sync::Arc;
 
