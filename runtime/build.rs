@@ -25,6 +25,7 @@ const TEST_ONLY: &[&str] = &[
     "trap_always",
     "trap_third",
     "trap_agent",
+    "trap_export",
 ];
 const TARGET: &str = "wasm32-wasip2";
 

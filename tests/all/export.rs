@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// A daemon config: pipeline `p` into `sinks`, procfs off, and `extra` appended.
-fn config(dir: &Path, sinks: &str, extra: &str) -> std::path::PathBuf {
+pub(crate) fn config(dir: &Path, sinks: &str, extra: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("wasmon.toml");
     std::fs::write(
@@ -30,7 +30,7 @@ fn config(dir: &Path, sinks: &str, extra: &str) -> std::path::PathBuf {
 }
 
 /// A sending daemon whose pipeline `p` goes through the guest sink `x` to `url`.
-fn sender(dir: &Path, guest: &str, url: &str, extra: &str) -> std::path::PathBuf {
+pub(crate) fn sender(dir: &Path, guest: &str, url: &str, extra: &str) -> std::path::PathBuf {
     config(
         dir,
         "\"x\"",
@@ -43,7 +43,7 @@ fn sender(dir: &Path, guest: &str, url: &str, extra: &str) -> std::path::PathBuf
 
 /// Samples of every kind, with units, resources, metadata, nanosecond timestamps and values
 /// that a lossy encoding would bend; `tag` keeps the samples of two calls apart.
-fn samples(tag: &str, n: usize) -> Vec<Value> {
+pub(crate) fn samples(tag: &str, n: usize) -> Vec<Value> {
     let kinds = ["gauge", "cumulative", "delta"];
     let values = [0.0, -1.5, 1e300, 9007199254740993.0, 1e-300, 42.25];
     (0..n)
@@ -68,7 +68,7 @@ fn samples(tag: &str, n: usize) -> Vec<Value> {
         .collect()
 }
 
-fn body(samples: &[Value]) -> String {
+pub(crate) fn body(samples: &[Value]) -> String {
     samples.iter().map(|s| format!("{s}\n")).collect()
 }
 
@@ -83,7 +83,7 @@ fn key(s: &Value) -> String {
 
 /// Reads `n` samples from `d`'s stdout (60 s at most), then checks that nothing more comes
 /// within half a second (a batch delivered twice would).
-fn receive(d: &DaemonProcess, n: usize) -> Vec<Value> {
+pub(crate) fn receive(d: &DaemonProcess, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut got = Vec::new();
     while got.len() < n {
@@ -104,7 +104,7 @@ fn receive(d: &DaemonProcess, n: usize) -> Vec<Value> {
 }
 
 /// Asserts that `got` holds exactly the samples of `sent`, each once.
-fn assert_same(sent: &[Value], got: &[Value]) {
+pub(crate) fn assert_same(sent: &[Value], got: &[Value]) {
     let count = |v: &[Value]| {
         let mut m = BTreeMap::new();
         for s in v {
@@ -125,7 +125,7 @@ fn assert_same(sent: &[Value], got: &[Value]) {
 }
 
 /// The sink `x`'s status on `d`.
-fn sink(d: &DaemonProcess) -> Value {
+pub(crate) fn sink(d: &DaemonProcess) -> Value {
     let v: Value = d.get("/api/sinks").unwrap().json().unwrap();
     v["sinks"]
         .as_array()

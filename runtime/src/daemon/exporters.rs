@@ -1,14 +1,16 @@
 //! Guest sinks' exporters: an exporter guest (the `exporter` world) behind the sink's
 //! [`Exporter`] trait, so that the sink keeps knowing no wasm. One instance per sink, called
-//! by its sender one batch at a time.
+//! by its sender one batch at a time. Beside them, the daemon's record of each running
+//! exporter's version and counters ([`ExporterBook`]), which the fleet judges it by.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
 use super::reload::Daemon;
 use crate::config::Config;
-use crate::host::{CallError, ExporterInstance, ExporterWorld, Image};
+use crate::host::{CallError, ExporterInstance, ExporterWorld, GuestStats, Image};
 use crate::sample::Sample;
 use crate::sink::{Encoding, Exporter, Request, SinkConfig};
 
@@ -43,6 +45,44 @@ impl Exporter for GuestExporter {
     }
 }
 
+/// The component hash and counters of every exporter made, by sink and exporter identity.
+/// The sink knows its exporter only as a wasm-free [`Exporter`], so what the fleet needs to
+/// judge a version (its hash, its calls and failures) is kept here, and looked up by the
+/// identity of the exporter the sink runs: an exporter made by a reload that then failed, or
+/// one dropped because the sink kept its own, is never the one looked up.
+#[derive(Default)]
+pub(super) struct ExporterBook(Mutex<HashMap<(String, String), Noted>>);
+
+/// A made exporter's component hash and its image's counters.
+type Noted = (String, Arc<GuestStats>);
+
+impl ExporterBook {
+    fn note(&self, sink: &str, identity: &str, hash: &str, stats: Arc<GuestStats>) {
+        self.0.lock().unwrap().insert(
+            (sink.to_string(), identity.to_string()),
+            (hash.to_string(), stats),
+        );
+    }
+
+    /// The hash and counters of the exporter `identity` of sink `sink`.
+    pub(super) fn get(&self, sink: &str, identity: &str) -> Option<Noted> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(&(sink.to_string(), identity.to_string()))
+            .cloned()
+    }
+
+    /// Forgets every exporter but the ones `running` says each sink runs (after a reload):
+    /// the book holds one entry per guest sink, not one per reload.
+    pub(super) fn keep_only(&self, running: impl Fn(&str) -> Option<String>) {
+        self.0
+            .lock()
+            .unwrap()
+            .retain(|(sink, identity), _| running(sink).as_deref() == Some(identity));
+    }
+}
+
 impl Daemon {
     /// The exporter of the guest sink `sink`: resolved like any guest reference (the fleet's
     /// version first), compiled, linked against the exporter world and configured with the
@@ -74,6 +114,12 @@ impl Daemon {
             compiled.hash, guest.params, guest.deadline, guest.memory
         );
         let instance = Image::<ExporterWorld>::load(&self.runtime, &compiled, guest)?;
+        self.exporters.note(
+            &sink.name,
+            &identity,
+            &compiled.hash,
+            instance.image().stats().clone(),
+        );
         Ok(Arc::new(GuestExporter {
             instance: Mutex::new(instance),
             identity,

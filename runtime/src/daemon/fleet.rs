@@ -1,8 +1,9 @@
 //! The daemon's side of `[fleet]`: what the fleet task may ask of it ([`GuestHost`]) — which
 //! worlds a guest name is used as, compiling into the daemon's cache, applying the running
-//! config again through the ordinary reload path, and the counters of the stages and agents
-//! that run a version — and, at start, sending a refused fleet version back to the one before it.
-//! Owns no state: the fleet's is `fleet`'s, the running parts' are the daemon's.
+//! config again through the ordinary reload path, and the counters of the stages, agents and
+//! guest sinks' exporters that run a version — and, at start, sending a refused fleet version
+//! back to the one before it. Owns no state: the fleet's is `fleet`'s, the running parts' are
+//! the daemon's.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use super::reload::Daemon;
 use crate::config::Config;
 use crate::fleet::{GuestHost, Usage};
 use crate::guests::{Origin, Source};
+use crate::host::GuestStats;
 use crate::host::check::WorldKind;
 
 /// The error of each part that names `guest` and was refused in `outcome`.
@@ -46,6 +48,14 @@ fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<Str
     out
 }
 
+/// An image's counters added to `u`: every failed call (trap, deadline, memory, output).
+fn add_image_counters(u: &mut Usage, s: &GuestStats) {
+    u.calls += s.calls.get();
+    u.failures +=
+        s.traps.get() + s.deadline_hits.get() + s.memory_refusals.get() + s.output_refusals.get();
+    u.quarantines += s.quarantines.get();
+}
+
 impl Daemon {
     /// Starts the fleet task (when `[fleet]` is set).
     pub(super) fn spawn_fleet(
@@ -72,6 +82,7 @@ impl Daemon {
             .iter()
             .flat_map(|p| p.transformers.iter().map(|t| t.guest.as_str()))
             .chain(config.agents.iter().filter_map(|a| a.guest.as_deref()))
+            .chain(config.sinks.iter().filter_map(|s| s.guest.as_deref()))
             .collect();
         names.sort();
         names.dedup();
@@ -171,12 +182,29 @@ impl GuestHost for Daemon {
             else {
                 continue;
             };
-            u.calls += s.calls.get();
-            u.failures += s.traps.get()
-                + s.deadline_hits.get()
-                + s.memory_refusals.get()
-                + s.output_refusals.get();
-            u.quarantines += s.quarantines.get();
+            add_image_counters(&mut u, s);
+        }
+        // Guest sinks' exporters: by their image's counters, like agents (the instance is
+        // behind the lock its sender holds for a whole call), found by the identity of the
+        // exporter each sink runs now.
+        for s in &self.config().sinks {
+            if s.guest.as_deref() != Some(guest) {
+                continue;
+            }
+            let Some(identity) = self
+                .sinks()
+                .get(&s.name)
+                .and_then(|f| f.exporter_identity())
+            else {
+                continue;
+            };
+            let Some((h, st)) = self.exporters.get(&s.name, &identity) else {
+                continue;
+            };
+            if hash.is_some_and(|x| x != h) {
+                continue;
+            }
+            add_image_counters(&mut u, &st);
         }
         u
     }

@@ -43,6 +43,8 @@ pub struct Daemon {
     /// Per domain: the counters of the running guest agent (the fleet judges a new agent
     /// version by them, as it judges a pipeline stage by the stage's).
     agent_stats: Mutex<BTreeMap<u32, Arc<GuestStats>>>,
+    /// The guest sinks' exporters: their versions and counters, for the fleet.
+    pub(super) exporters: super::exporters::ExporterBook,
     polls: Mutex<Vec<Poll>>,
     parts: super::parts::Parts,
     store_sink: Arc<dyn Sink>,
@@ -142,6 +144,7 @@ impl Daemon {
             agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
             agent_prints: Mutex::new(BTreeMap::new()),
             agent_stats: Mutex::new(BTreeMap::new()),
+            exporters: Default::default(),
             polls: Mutex::new(Vec::new()),
             parts,
             store_sink,
@@ -155,7 +158,7 @@ impl Daemon {
             let mut outcome = d.apply(config.clone(), false);
             // A fleet version a part refuses at start goes back to the version before it
             // (reported), instead of refusing the start: at most once per fleet guest.
-            for _ in 0..config.pipelines.len() + config.agents.len() {
+            for _ in 0..config.pipelines.len() + config.agents.len() + config.sinks.len() {
                 if outcome.ok() || !d.revert_refused_fleet_guests(&config, &outcome) {
                     break;
                 }
@@ -296,7 +299,11 @@ impl Daemon {
             .sinks
             .prepare(&config.sinks, &self.base_dir(), &make_exporter)
         {
-            Ok(prepared) => outcome.sinks = self.sinks.apply(prepared),
+            Ok(prepared) => {
+                outcome.sinks = self.sinks.apply(prepared);
+                self.exporters
+                    .keep_only(|s| self.sinks.get(s).and_then(|f| f.exporter_identity()));
+            }
             Err(e) => {
                 outcome.config_error = Some(format!("{e:#}"));
                 return outcome;
