@@ -177,6 +177,17 @@ fn publisher() -> String {
     format!("{user}@{}", crate::daemon::parts::hostname())
 }
 
+/// The group a release is for (`all` unless `--group`), with both names checked.
+fn target(guest: &str, group: &Option<String>) -> Result<String> {
+    let group = group.clone().unwrap_or_else(|| ALL.to_string());
+    for (what, v) in [("--guest", guest), ("--group", group.as_str())] {
+        if !crate::fleet::config::name_ok(v) {
+            bail!("{what} {v:?}: letters, digits, '-' and '_' only");
+        }
+    }
+    Ok(group)
+}
+
 /// Runs `wasmon fleet ...`.
 pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
     match &a.cmd {
@@ -188,12 +199,7 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
             group,
             gc_grace,
         } => {
-            let group = group.clone().unwrap_or_else(|| ALL.to_string());
-            for (what, v) in [("--guest", guest), ("--group", &group)] {
-                if !crate::fleet::config::name_ok(v) {
-                    bail!("{what} {v:?}: letters, digits, '-' and '_' only");
-                }
-            }
+            let group = target(guest, group)?;
             let bytes =
                 std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
             if !bytes.starts_with(b"\0asm") {
@@ -231,12 +237,7 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
             group,
             gc_grace,
         } => {
-            let group = group.clone().unwrap_or_else(|| ALL.to_string());
-            for (what, v) in [("--guest", guest), ("--group", &group)] {
-                if !crate::fleet::config::name_ok(v) {
-                    bail!("{what} {v:?}: letters, digits, '-' and '_' only");
-                }
-            }
+            let group = target(guest, group)?;
             let b = open(&a).await?;
             if !buckets::withdraw(&b, guest, &group).await? {
                 bail!(

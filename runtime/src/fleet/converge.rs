@@ -270,23 +270,24 @@ impl Fleet {
         f.baseline.insert(guest.to_string(), baseline);
     }
 
+    /// The release each published guest should run on this daemon, by its groups.
+    pub(super) fn wanted(&self) -> Vec<Manifest> {
+        let f = self.follow.lock().unwrap();
+        let mut guests: Vec<&str> = f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
+        guests.sort();
+        guests.dedup();
+        guests
+            .into_iter()
+            .filter_map(|g| rollout::desired(&f.releases, g, |x| self.follows(x)).cloned())
+            .collect()
+    }
+
     /// Every guest to its desired release.
     pub(super) async fn converge(&self, b: &Buckets, host: &Arc<dyn GuestHost>) {
         for guest in self.forget_withdrawn() {
             self.back_to_local(host, &guest).await;
         }
-        let wanted: Vec<Manifest> = {
-            let f = self.follow.lock().unwrap();
-            let mut guests: Vec<&str> =
-                f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
-            guests.sort();
-            guests.dedup();
-            guests
-                .into_iter()
-                .filter_map(|g| rollout::desired(&f.releases, g, |x| self.follows(x)).cloned())
-                .collect()
-        };
-        for m in wanted {
+        for m in self.wanted() {
             let later = self
                 .follow
                 .lock()

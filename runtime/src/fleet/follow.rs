@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::buckets::{self, Buckets, FetchError};
 use super::health::{DaemonInfo, GuestHealth, Refused};
 use super::manifest::{Manifest, Reason};
-use super::rollout::{self, Releases, Usage};
+use super::rollout::{Releases, Usage};
 use super::{Component, Fleet, GuestHost};
 
 /// How often health is judged (rollback) and counters looked at.
@@ -313,18 +313,7 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
             fleet.set_overlay(&guest, None);
             fleet.forget_current(&guest);
         }
-        let wanted: Vec<Manifest> = {
-            let f = fleet.follow.lock().unwrap();
-            let mut guests: Vec<&str> =
-                f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
-            guests.sort();
-            guests.dedup();
-            guests
-                .into_iter()
-                .filter_map(|g| rollout::desired(&f.releases, g, |x| fleet.follows(x)).cloned())
-                .collect()
-        };
-        for m in wanted {
+        for m in fleet.wanted() {
             let known = {
                 let state = fleet.state.lock().unwrap();
                 state.guests.get(&m.guest).is_some_and(|g| {
