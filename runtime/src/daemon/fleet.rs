@@ -175,7 +175,7 @@ impl GuestHost for Daemon {
             if a.guest.as_deref() != Some(guest) {
                 continue;
             }
-            let domain = super::reload::agent_domain(a);
+            let domain = super::polls::agent_domain(a);
             let Some((_, _, s)) = running
                 .iter()
                 .find(|(d, h, _)| *d == domain && hash.is_none_or(|x| x == h))

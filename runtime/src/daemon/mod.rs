@@ -11,6 +11,7 @@ mod kept;
 mod outcome;
 pub mod parts;
 pub mod pcp;
+mod polls;
 mod reload;
 
 use std::net::SocketAddr;
@@ -63,7 +64,7 @@ impl Daemon {
         let mut tasks = vec![
             tokio::spawn(watch_signals(daemon.clone(), shutdown.clone())),
             tokio::spawn(reload::watch(daemon.clone(), shutdown.clone())),
-            tokio::spawn(reload::poll_agents(daemon.clone(), shutdown.clone())),
+            tokio::spawn(polls::poll_agents(daemon.clone(), shutdown.clone())),
         ];
         tasks.extend(daemon.spawn_fleet(shutdown));
         Ok(Tasks(tasks))

@@ -14,22 +14,22 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::RunOptions;
-use super::agents::{AgentSet, GuestAgent, to_samples};
+use super::agents::AgentSet;
 use super::kept::{CompiledCache, effective_config};
 use super::outcome::{PipelineOutcome, ReloadOutcome};
-use crate::config::{AgentConfig, Config, PipelineConfig, StageConfig};
+use super::polls::{BuiltAgents, Poll, agent_domain};
+use crate::config::{Config, PipelineConfig, StageConfig};
 use crate::guests;
 use crate::host::{
-    AgentWorld, Compiled, GuestConfig, GuestStats, Image, Runtime, TransformerInstance,
-    TransformerWorld,
+    Compiled, GuestConfig, GuestStats, Image, Runtime, TransformerInstance, TransformerWorld,
 };
-use crate::namespace::{Agent, Namespace};
+use crate::namespace::Namespace;
 use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, Swap};
 
 /// The running daemon's state.
 pub struct Daemon {
     pub(super) runtime: Arc<Runtime>,
-    opts: RunOptions,
+    pub(super) opts: RunOptions,
     config: RwLock<Config>,
     pipelines: RwLock<HashMap<String, Arc<Pipeline>>>,
     /// Compiled components by content hash: a reload that changes nothing compiles nothing.
@@ -37,15 +37,15 @@ pub struct Daemon {
     /// Serialises reloads (file watcher, SIGHUP and the admin endpoint may coincide).
     reloading: tokio::sync::Mutex<()>,
     log_sink: Arc<dyn Sink>,
-    agents: AgentSet,
+    pub(super) agents: AgentSet,
     /// Per domain: what the running agent was built from (unchanged agents keep running).
-    agent_prints: Mutex<BTreeMap<u32, String>>,
+    pub(super) agent_prints: Mutex<BTreeMap<u32, String>>,
     /// Per domain: the counters of the running guest agent (the fleet judges a new agent
     /// version by them, as it judges a pipeline stage by the stage's).
-    agent_stats: Mutex<BTreeMap<u32, Arc<GuestStats>>>,
+    pub(super) agent_stats: Mutex<BTreeMap<u32, Arc<GuestStats>>>,
     /// The guest sinks' exporters: their versions and counters, for the fleet.
     pub(super) exporters: super::exporters::ExporterBook,
-    polls: Mutex<Vec<Poll>>,
+    pub(super) polls: Mutex<Vec<Poll>>,
     parts: super::parts::Parts,
     store_sink: Arc<dyn Sink>,
     notify_sink: Arc<dyn Sink>,
@@ -68,26 +68,6 @@ pub struct Reload {
 /// Reloads remembered for status pages: enough to see the last swaps, bounded for a daemon
 /// that reloads every second for months.
 pub const RELOADS_KEPT: usize = 32;
-
-/// What [`Daemon::build_agents`] made of the config's agents.
-struct BuiltAgents {
-    ns: Namespace,
-    /// Per domain: a new agent, or `None` to keep the running one.
-    agents: BTreeMap<u32, Option<Box<dyn Agent>>>,
-    prints: BTreeMap<u32, String>,
-    stats: BTreeMap<u32, Arc<GuestStats>>,
-    polls: Vec<Poll>,
-}
-
-/// An agent polled into a pipeline.
-#[derive(Debug, Clone)]
-pub(crate) struct Poll {
-    pub agent: String,
-    pub names: Vec<String>,
-    pub pipeline: String,
-    pub interval: std::time::Duration,
-    pub due: std::time::Instant,
-}
 
 impl Daemon {
     /// Loads the config and starts every pipeline; any error refuses the start.
@@ -466,140 +446,6 @@ impl Daemon {
         Image::<TransformerWorld>::load(&self.runtime, &compiled, guest)
     }
 
-    /// The namespace (config PMNS files plus every agent's PMNS) and the agents; agents whose
-    /// component and configuration did not change are `None` (kept running).
-    fn build_agents(&self, config: &Config) -> Result<BuiltAgents> {
-        let base = self.base_dir();
-        let mut texts: Vec<(String, String)> = Vec::new();
-        for p in &config.namespace.pmns {
-            let path = base.join(p);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading PMNS {}", path.display()))?;
-            texts.push((path.display().to_string(), text));
-        }
-        let old_prints = self.agent_prints.lock().unwrap().clone();
-        let old_stats = self.agent_stats.lock().unwrap().clone();
-        let mut agents = BTreeMap::new();
-        let mut prints = BTreeMap::new();
-        let mut stats = BTreeMap::new();
-        let mut polls = Vec::new();
-        let now = std::time::Instant::now();
-        for a in &config.agents {
-            let domain = agent_domain(a);
-            let what = format!("agent {:?}", a.name);
-            let pmns = match (&a.native, &a.pmns) {
-                (_, Some(text)) => text.clone(),
-                (Some(_), None) => crate::namespace::LINUX_PMNS.to_string(),
-                (None, None) => anyhow::bail!("{what}: no pmns"),
-            };
-            let names = if a.poll_names.is_empty() {
-                let own = Namespace::from_pmns(&[(&what, &pmns)])
-                    .with_context(|| format!("{what}: pmns"))?;
-                own.children("", None)
-                    .with_context(|| format!("{what}: pmns"))?
-                    .into_iter()
-                    .map(|c| c.name)
-                    .collect()
-            } else {
-                a.poll_names.clone()
-            };
-            texts.push((format!("{what}: pmns"), pmns));
-            let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
-                (Some(native), _) => (
-                    format!("native:{native}"),
-                    Box::new(crate::namespace::LinuxAgent::new()),
-                ),
-                (None, Some(guest)) => {
-                    let source = self.resolve(config, guest).with_context(|| what.clone())?;
-                    let compiled = self.compile(&source)?;
-                    let gc = self.guest_config(
-                        config,
-                        &a.name,
-                        &a.params,
-                        a.deadline,
-                        a.memory,
-                        a.quarantine_after,
-                        &a.grants,
-                    )?;
-                    let print = format!("{}:{gc:?}", compiled.hash);
-                    if old_prints.get(&domain) == Some(&print) {
-                        prints.insert(domain, print);
-                        if let Some(s) = old_stats.get(&domain) {
-                            stats.insert(domain, s.clone());
-                        }
-                        agents.insert(domain, None);
-                        self.push_poll(&mut polls, a, names, now);
-                        continue;
-                    }
-                    let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc)
-                        .with_context(|| what.clone())?;
-                    stats.insert(domain, instance.image().stats().clone());
-                    (print, Box::new(GuestAgent(instance)))
-                }
-                (None, None) => unreachable!("checked by Config::parse"),
-            };
-            let keep = old_prints.get(&domain) == Some(&print) && print.starts_with("native:");
-            prints.insert(domain, print);
-            agents.insert(domain, if keep { None } else { Some(agent) });
-            self.push_poll(&mut polls, a, names, now);
-        }
-        let refs: Vec<(&str, &str)> = texts
-            .iter()
-            .map(|(f, t)| (f.as_str(), t.as_str()))
-            .collect();
-        let ns = Namespace::from_pmns(&refs).context("building the namespace")?;
-        Ok(BuiltAgents {
-            ns,
-            agents,
-            prints,
-            stats,
-            polls,
-        })
-    }
-
-    /// The running guest agents: (domain, component hash, counters).
-    pub(super) fn agent_usage(&self) -> Vec<(u32, String, Arc<GuestStats>)> {
-        let prints = self.agent_prints.lock().unwrap();
-        let stats = self.agent_stats.lock().unwrap();
-        stats
-            .iter()
-            .filter_map(|(d, s)| {
-                let hash = prints.get(d)?.split_once(':')?.0.to_string();
-                Some((*d, hash, s.clone()))
-            })
-            .collect()
-    }
-
-    fn push_poll(
-        &self,
-        polls: &mut Vec<Poll>,
-        a: &AgentConfig,
-        names: Vec<String>,
-        now: std::time::Instant,
-    ) {
-        if let (Some(interval), Some(pipeline)) = (a.poll_interval, &a.pipeline) {
-            polls.push(Poll {
-                agent: a.name.clone(),
-                names,
-                pipeline: pipeline.clone(),
-                interval,
-                due: now,
-            });
-        }
-        // `[[agent.feed]]`: the same agent, other names, another pipeline.
-        for f in &a.feeds {
-            if let Some(interval) = a.poll_interval {
-                polls.push(Poll {
-                    agent: a.name.clone(),
-                    names: f.names.clone(),
-                    pipeline: f.pipeline.clone(),
-                    interval,
-                    due: now,
-                });
-            }
-        }
-    }
-
     #[allow(clippy::too_many_arguments)]
     pub(super) fn guest_config(
         &self,
@@ -630,38 +476,6 @@ impl Daemon {
             quarantine_after: quarantine_after.unwrap_or(d.quarantine_after),
             max_output_samples: crate::host::limits::MAX_OUTPUT_SAMPLES,
         })
-    }
-
-    /// Polls every agent that is due; returns when the next one will be.
-    pub(crate) fn poll_due(&self) -> std::time::Instant {
-        let now = std::time::Instant::now();
-        let due: Vec<Poll> = {
-            let mut polls = self.polls.lock().unwrap();
-            let due = polls.iter().filter(|p| p.due <= now).cloned().collect();
-            for p in polls.iter_mut().filter(|p| p.due <= now) {
-                p.due = now + p.interval;
-            }
-            due
-        };
-        for p in due {
-            let ts = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
-            let fetched = self.agents.fetch(&p.names);
-            for f in fetched.iter().filter(|f| f.error.is_some()) {
-                tracing::debug!(agent = %p.agent, metric = %f.name, error = ?f.error, "poll: no value");
-            }
-            let samples = to_samples(&fetched, ts);
-            if let Some(pipeline) = self.pipeline(&p.pipeline)
-                && !samples.is_empty()
-            {
-                let _ = pipeline.send(samples);
-            }
-        }
-        let polls = self.polls.lock().unwrap();
-        polls
-            .iter()
-            .map(|p| p.due)
-            .min()
-            .unwrap_or(now + std::time::Duration::from_secs(1))
     }
 
     /// A guest reference's bytes: the fleet's version of a guest name first, then a path,
@@ -718,27 +532,6 @@ impl Daemon {
             }));
         }
         v
-    }
-}
-
-pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
-    a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
-}
-
-/// Polls agents into their pipelines, each on its own interval.
-pub async fn poll_agents(daemon: Arc<Daemon>, shutdown: CancellationToken) {
-    loop {
-        let d = daemon.clone();
-        let next = tokio::task::spawn_blocking(move || d.poll_due())
-            .await
-            .unwrap_or_else(|_| std::time::Instant::now());
-        let wait = next
-            .saturating_duration_since(std::time::Instant::now())
-            .min(std::time::Duration::from_secs(1));
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(5))) => {}
-        }
     }
 }
 
