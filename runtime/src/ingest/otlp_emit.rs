@@ -2,6 +2,7 @@
 //! ([`Heads`]), its points' values, histograms and summaries as the mapping in `otlp.rs` says,
 //! and the count of rejected points for the partial-success answer. Knows no wire format.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ pub const DELTA: u64 = 1;
 pub const CUMULATIVE: u64 = 2;
 
 /// What a metric's data is.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Data {
     Gauge,
     Sum { temporality: u64, monotonic: bool },
@@ -47,8 +48,8 @@ pub enum Data {
 }
 
 /// A metric's names, interned once for its points.
+#[derive(Clone, Copy)]
 pub struct Heads {
-    text: String,
     name: Name,
     unit: Name,
     /// `_count`, `_sum`, `_bucket`, for the aggregates.
@@ -86,6 +87,9 @@ pub struct Emitter<'a> {
     /// OTLP samples have no resource (the store keys them by host and name; metadata tells
     /// series apart downstream): one empty string shared by all.
     empty: Arc<str>,
+    /// Heads by name, unit and data: a request repeats a metric once per resource (host),
+    /// and interning its names each time took the global interner's lock and compared text.
+    heads: HashMap<(&'a str, &'a str, Data), Heads, foldhash::fast::FixedState>,
 }
 
 impl<'a> Emitter<'a> {
@@ -94,6 +98,7 @@ impl<'a> Emitter<'a> {
             b: Build::new(limits),
             out: OtlpDecoded::default(),
             empty: Arc::from(""),
+            heads: HashMap::default(),
         }
     }
 
@@ -120,7 +125,21 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    pub fn heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
+    pub fn heads(
+        &mut self,
+        name: &'a str,
+        unit: &'a str,
+        data: Data,
+    ) -> Result<Heads, DecodeError> {
+        if let Some(h) = self.heads.get(&(name, unit, data)) {
+            return Ok(*h);
+        }
+        let h = self.new_heads(name, unit, data)?;
+        self.heads.insert((name, unit, data), h);
+        Ok(h)
+    }
+
+    fn new_heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
         if name.is_empty() {
             return Err(DecodeError::new("a metric without a name"));
         }
@@ -151,7 +170,6 @@ impl<'a> Emitter<'a> {
             None
         };
         Ok(Heads {
-            text: name.to_string(),
             name: n,
             unit,
             parts,
@@ -162,7 +180,7 @@ impl<'a> Emitter<'a> {
     /// The kind of `h`'s points, or the point's rejection.
     fn kind(&mut self, h: &Heads) -> Option<Kind> {
         if h.kind.is_none() {
-            self.reject(&h.text, "aggregation temporality unspecified");
+            self.reject(&h.name, "aggregation temporality unspecified");
         }
         h.kind
     }
@@ -191,7 +209,7 @@ impl<'a> Emitter<'a> {
             return Ok(());
         };
         let Some(v) = value else {
-            self.reject(&h.text, "a number data point without a value");
+            self.reject(&h.name, "a number data point without a value");
             return Ok(());
         };
         let Some(ts) = self.time(h, ts) else {
@@ -216,7 +234,7 @@ impl<'a> Emitter<'a> {
         match ts {
             Some(t) if t > 0 => Some(t),
             _ => {
-                self.reject(&h.text, "time_unix_nano is 0 or past 2262");
+                self.reject(&h.name, "time_unix_nano is 0 or past 2262");
                 None
             }
         }
@@ -243,7 +261,7 @@ impl<'a> Emitter<'a> {
             Buckets::Explicit { bounds, counts } => {
                 if !counts.is_empty() && counts.len() != bounds.len() + 1 {
                     self.reject(
-                        &h.text,
+                        &h.name,
                         &format!(
                             "{} bucket counts for {} explicit bounds (must be bounds + 1)",
                             counts.len(),
@@ -262,7 +280,7 @@ impl<'a> Emitter<'a> {
                 negative,
             } => {
                 if !(-10..=20).contains(&scale) {
-                    self.reject(&h.text, &format!("scale {scale} outside -10..=20"));
+                    self.reject(&h.name, &format!("scale {scale} outside -10..=20"));
                     return Ok(());
                 }
                 self.b.room(positive.1.len() + negative.1.len() + 4)?;

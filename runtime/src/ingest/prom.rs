@@ -138,11 +138,19 @@ pub fn decode_with(
     }
 }
 
-/// A series' labels as read: name, instance, the rest.
+/// A series' labels as read: name, instance, the rest; and the previous series' rest,
+/// resource and metadata, which the next series of the same host reuses.
 struct Labels<'a> {
     name: Option<&'a str>,
     instance: &'a str,
     rest: Vec<(&'a str, &'a str)>,
+    /// The last series' `instance` and `rest`, and what they became: consecutive series
+    /// mostly differ in `__name__` alone (Prometheus sends them sorted by labels), and
+    /// comparing the text is cheaper than interning it again.
+    prev: Option<(&'a str, Arc<str>, Metadata)>,
+    prev_rest: Vec<(&'a str, &'a str)>,
+    /// Each series' samples (reused: most series have one).
+    samples: Vec<&'a [u8]>,
 }
 
 impl<'a> Labels<'a> {
@@ -151,6 +159,9 @@ impl<'a> Labels<'a> {
             name: None,
             instance: "",
             rest: Vec::new(),
+            prev: None,
+            prev_rest: Vec::new(),
+            samples: Vec::new(),
         }
     }
 
@@ -179,17 +190,30 @@ impl<'a> Labels<'a> {
     }
 
     /// The name, resource and metadata every sample of the series shares.
-    fn head(&self, b: &mut Build<'a>) -> Result<(Name, Arc<str>, Metadata, &'a str), DecodeError> {
+    fn head(
+        &mut self,
+        b: &mut Build<'a>,
+    ) -> Result<(Name, Arc<str>, Metadata, &'a str), DecodeError> {
         let name = self
             .name
             .ok_or_else(|| DecodeError::new("no __name__ label"))?;
         let n = b.name("__name__", name).map_err(|e| e.at("labels", None))?;
+        if let Some((instance, resource, metadata)) = &self.prev
+            && *instance == self.instance
+            && self.prev_rest == self.rest
+        {
+            return Ok((n, resource.clone(), metadata.clone(), name));
+        }
         let pairs: Vec<Pair> = self
             .rest
             .iter()
             .map(|&(k, v)| (b.arc(k), b.arc(v)))
             .collect();
-        Ok((n, b.arc(self.instance), b.metadata(pairs), name))
+        let (resource, metadata) = (b.arc(self.instance), b.metadata(pairs));
+        self.prev = Some((self.instance, resource.clone(), metadata.clone()));
+        self.prev_rest.clear();
+        self.prev_rest.extend_from_slice(&self.rest);
+        Ok((n, resource, metadata, name))
     }
 }
 
@@ -292,7 +316,9 @@ fn series_v1<'a>(
 ) -> Result<(), SeriesError> {
     labels.clear();
     let mut r = Reader::new(ts);
-    let (mut li, mut samples) = (0, Vec::new());
+    let mut li = 0;
+    let mut samples = std::mem::take(&mut labels.samples);
+    samples.clear();
     while let Some((f, v)) = r.next_field()? {
         match f {
             1 => {
@@ -316,11 +342,12 @@ fn series_v1<'a>(
         }
     }
     if samples.is_empty() {
+        labels.samples = samples;
         return Ok(());
     }
     let (name, resource, metadata, text) = labels.head(b)?;
     let kind = kind_v1(families, text);
-    for (i, s) in samples.into_iter().enumerate() {
+    for (i, &s) in samples.iter().enumerate() {
         let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
         emit(
             b,
@@ -337,6 +364,7 @@ fn series_v1<'a>(
             other => other,
         })?;
     }
+    labels.samples = samples;
     Ok(())
 }
 

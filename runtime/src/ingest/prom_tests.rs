@@ -328,3 +328,37 @@ fn hostile_bodies_are_refused_naming_what_is_wrong() {
     let e = decode(b"\xff\xff\xff\xff\xff\xff", Version::V1, LIMITS).unwrap_err();
     assert!(e.to_string().starts_with("snappy body"), "{e}");
 }
+
+/// Consecutive series that differ only in `__name__` share their resource and metadata set;
+/// another instance or another label value gets its own.
+#[test]
+fn consecutive_series_of_one_host_share_their_labels() {
+    let s = |name: &str, instance: &str, host: &str| {
+        series(
+            &[
+                ("__name__", name),
+                ("hostname", host),
+                ("instance", instance),
+            ],
+            &[(1.0, 1)],
+        )
+    };
+    let body = snappy(&request(&[
+        s("a", "i1", "h1"),
+        s("b", "i1", "h1"),
+        s("c", "i2", "h1"),
+        s("d", "i2", "h2"),
+    ]));
+    let d = decode(&body, Version::V1, LIMITS).unwrap();
+    let [a, b, c, e] = &d.samples[..] else {
+        panic!("{:?}", d.samples)
+    };
+    assert!(a.metadata.same(&b.metadata) && Arc::ptr_eq(&a.resource, &b.resource));
+    assert_eq!((&*b.name, &*c.resource), ("b", "i2"));
+    assert!(
+        b.metadata.same(&c.metadata),
+        "the same labels, another instance"
+    );
+    assert!(!c.metadata.same(&e.metadata));
+    assert_eq!(meta(e), [("hostname".to_string(), "h2".to_string())]);
+}
