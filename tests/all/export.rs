@@ -405,3 +405,58 @@ fn a_new_exporter_component_in_guests_dir_is_swapped_in_by_a_reload_and_the_queu
         "{s}"
     );
 }
+
+/// A hostile exporter's call (a loop the deadline ends; 100,000 requests) costs that call:
+/// the batch is retried on a fresh instance, dead-lettered after `max-encode-failures`, and
+/// meanwhile the pipeline acknowledges new samples at once and the daemon answers.
+#[test]
+fn a_spinning_or_flooding_exporter_costs_its_calls_and_nothing_else() {
+    for (mode, why) in [("spin", "deadline"), ("flood", "the cap is 1024")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let guest = guest_path("trap_export");
+        let extra = format!(
+            "deadline = \"200ms\"\nmax-encode-failures = 2\n[sink.params]\nmode = \"{mode}\"\n"
+        );
+        let node = DaemonProcess::start(&sender(
+            tmp.path(),
+            guest.to_str().unwrap(),
+            "http://127.0.0.1:1/x",
+            &extra,
+        ));
+        let batch = samples(mode, 10);
+        let t0 = Instant::now();
+        assert!(
+            node.post("/api/pipelines/p/samples", &body(&batch))
+                .status()
+                .is_success()
+        );
+        node.wait_for("the batch dead-lettered", || {
+            sink(&node)["dead-lettered-samples"] == 10
+        });
+        // While the exporter failed, the pipeline took more at once (the exporter runs on
+        // the sink's sender, never on the pipeline's thread) and the daemon answered.
+        let t1 = Instant::now();
+        let more = samples(&format!("{mode}2"), 10);
+        assert!(
+            node.post("/api/pipelines/p/samples", &body(&more))
+                .status()
+                .is_success()
+        );
+        assert!(
+            t1.elapsed() < Duration::from_secs(1),
+            "{mode}: {:?}",
+            t1.elapsed()
+        );
+        let s = sink(&node);
+        assert_eq!(s["encode-failures"].as_u64(), Some(2), "{mode}: {s}");
+        let last = s["last-error"][1].as_str().unwrap();
+        assert!(
+            last.contains("max-encode-failures") && last.contains(why),
+            "{mode}: {last}"
+        );
+        if mode == "spin" {
+            // Two calls of 200 ms each, not more: the deadline ended each.
+            assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        }
+    }
+}
