@@ -17,8 +17,33 @@ use crate::guests::{Origin, Source};
 use crate::host::GuestStats;
 use crate::host::check::WorldKind;
 
+/// The worlds `config` uses `guest` as: a pipeline stage, an agent, a guest sink's exporter.
+fn worlds_using(config: &Config, guest: &str) -> Vec<WorldKind> {
+    let stage = config
+        .pipelines
+        .iter()
+        .any(|p| p.transformers.iter().any(|t| t.guest == guest));
+    let agent = config
+        .agents
+        .iter()
+        .any(|a| a.guest.as_deref() == Some(guest));
+    let exporter = config
+        .sinks
+        .iter()
+        .any(|s| s.guest.as_deref() == Some(guest));
+    [
+        (stage, WorldKind::Transformer),
+        (agent, WorldKind::Agent),
+        (exporter, WorldKind::Exporter),
+    ]
+    .into_iter()
+    .filter_map(|(used, w)| used.then_some(w))
+    .collect()
+}
+
 /// The error of each part that names `guest` and was refused in `outcome`.
 fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<String> {
+    let worlds = worlds_using(config, guest);
     let mut out = Vec::new();
     for p in &config.pipelines {
         if !p.transformers.iter().any(|t| t.guest == guest) {
@@ -29,19 +54,13 @@ fn refusals_of(config: &Config, outcome: &ReloadOutcome, guest: &str) -> Vec<Str
         }
     }
     if let Some(e) = &outcome.agents_error
-        && config
-            .agents
-            .iter()
-            .any(|a| a.guest.as_deref() == Some(guest))
+        && worlds.contains(&WorldKind::Agent)
     {
         out.push(e.clone());
     }
     // A guest sink's exporter that fails to load refuses the whole reload.
     if let Some(e) = &outcome.config_error
-        && config
-            .sinks
-            .iter()
-            .any(|s| s.guest.as_deref() == Some(guest))
+        && worlds.contains(&WorldKind::Exporter)
     {
         out.push(e.clone());
     }
@@ -99,30 +118,7 @@ impl Daemon {
 
 impl GuestHost for Daemon {
     fn uses(&self, guest: &str) -> Vec<WorldKind> {
-        let config = self.config();
-        let mut worlds = Vec::new();
-        if config
-            .pipelines
-            .iter()
-            .any(|p| p.transformers.iter().any(|t| t.guest == guest))
-        {
-            worlds.push(WorldKind::Transformer);
-        }
-        if config
-            .agents
-            .iter()
-            .any(|a| a.guest.as_deref() == Some(guest))
-        {
-            worlds.push(WorldKind::Agent);
-        }
-        if config
-            .sinks
-            .iter()
-            .any(|s| s.guest.as_deref() == Some(guest))
-        {
-            worlds.push(WorldKind::Exporter);
-        }
-        worlds
+        worlds_using(&self.config(), guest)
     }
 
     fn compile(&self, bytes: &[u8], what: &str) -> Result<(), String> {

@@ -56,23 +56,6 @@ impl SinkType {
     }
 }
 
-impl SinkConfig {
-    /// Whether the sink sends over NATS (a `guest` sink does when its url says so).
-    pub fn nats(&self) -> bool {
-        self.kind.uses_nats() || (self.kind == SinkType::Guest && self.nats_url())
-    }
-
-    /// Whether its NATS messages go to JetStream.
-    pub fn jetstream(&self) -> bool {
-        self.kind == SinkType::Jetstream
-            || (self.kind == SinkType::Guest && self.nats_url() && self.stream.is_some())
-    }
-
-    fn nats_url(&self) -> bool {
-        self.url.starts_with("nats://") || self.url.starts_with("tls://")
-    }
-}
-
 /// One `[[sink]]` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -279,6 +262,21 @@ pub struct SinkConfigError {
 }
 
 impl SinkConfig {
+    /// Whether the sink sends over NATS (a `guest` sink does when its url says so).
+    pub fn nats(&self) -> bool {
+        self.kind.uses_nats() || (self.kind == SinkType::Guest && self.nats_url())
+    }
+
+    /// Whether its NATS messages go to JetStream.
+    pub fn jetstream(&self) -> bool {
+        self.kind == SinkType::Jetstream
+            || (self.kind == SinkType::Guest && self.nats_url() && self.stream.is_some())
+    }
+
+    fn nats_url(&self) -> bool {
+        self.url.starts_with("nats://") || self.url.starts_with("tls://")
+    }
+
     fn err(&self, field: &'static str, problem: impl Into<String>) -> SinkConfigError {
         SinkConfigError {
             sink: self.name.clone(),
@@ -385,9 +383,7 @@ impl SinkConfig {
         }
         Ok(())
     }
-}
 
-impl SinkConfig {
     fn check_guest(&self) -> Result<(), SinkConfigError> {
         if self.kind != SinkType::Guest {
             for (field, set) in [
