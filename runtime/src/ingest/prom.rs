@@ -27,6 +27,11 @@ pub const MAX_SYMBOLS: usize = 1 << 20;
 /// name; a sender minting more is minting them from data).
 pub const MAX_FAMILIES: usize = 100_000;
 
+/// Longest family name remembered (Mimir's limit on a label name): a sender's metadata may
+/// name anything up to the body's size, and what is remembered stays for the daemon's life,
+/// so at most `MAX_FAMILIES` x this (100 MB) whatever senders send.
+pub const MAX_FAMILY_NAME: usize = 1024;
+
 /// The types of metric families 1.0 senders stated in metadata, by family name: Prometheus
 /// sends them apart from the samples (`metadata_config.send_interval`, 1 m), so that without
 /// memory a counter would arrive as a gauge. The last statement of a family wins.
@@ -44,7 +49,7 @@ impl Families {
         for (&name, &t) in stated {
             if let Some(known) = types.get_mut(name) {
                 *known = t;
-            } else if types.len() < MAX_FAMILIES {
+            } else if types.len() < MAX_FAMILIES && name.len() <= MAX_FAMILY_NAME {
                 types.insert(name.to_string(), t);
             }
         }

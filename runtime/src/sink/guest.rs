@@ -54,6 +54,9 @@ impl GuestSend {
             .is_none_or(|e| e.seq != record.seq || e.exporter != identity)
         {
             self.encoded = None;
+            // Records go oldest first: counts of older ones (dropped by the queue's budget
+            // while they were failing) are stale.
+            self.failures.retain(|&seq, _| seq >= record.seq);
             let samples = match raw::decode(&record.payload) {
                 Ok(s) => s,
                 Err(e) => {
