@@ -11,7 +11,7 @@
 //! one resource per host with `host.name`, a gauge point per metric).
 //!
 //! `cargo bench -p wasmon-benches --bench receive` (builds `target/release/wasmon` first);
-//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (1,000,000),
+//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (3,000,000: the CPU clock ticks at 10 ms),
 //! `RECEIVE_ONLY=N` runs only the Nth protocol (0 LP, 1 remote write, 2 OTLP: to profile one).
 
 #[path = "release.rs"]
@@ -237,7 +237,7 @@ fn main() {
     let n: usize = std::env::var("RECEIVE_SAMPLES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+        .unwrap_or(3_000_000);
     let only: Option<usize> = std::env::var("RECEIVE_ONLY")
         .ok()
         .and_then(|s| s.parse().ok());

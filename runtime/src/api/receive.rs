@@ -36,8 +36,10 @@ pub struct Receivers {
     prometheus_pipeline: Option<String>,
     otlp_pipeline: Option<String>,
     counters: Counters,
-    /// Remote write 1.0 metadata, remembered across requests (Prometheus sends it apart).
-    families: prom::Families,
+    /// What remote write 1.0 remembers across requests: families' types, series' heads.
+    memory: prom::Memory,
+    /// What OTLP remembers across protobuf requests: resources, metrics, attribute sets.
+    otlp_memory: otlp::Memory,
 }
 
 struct Counters {
@@ -97,7 +99,8 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         otlp_pipeline: api.otlp_pipeline,
         daemon,
         counters: Counters::new(),
-        families: prom::Families::default(),
+        memory: prom::Memory::default(),
+        otlp_memory: otlp::Memory::default(),
     });
     Router::new()
         .route("/api/pipelines/{name}/prometheus", post(prometheus_named))
@@ -233,7 +236,7 @@ async fn prometheus(
     let state = st.clone();
     let sent = decode_and_send(
         pipeline,
-        move || prom::decode_with(&body, version, limits, &state.families),
+        move || prom::decode_with(&body, version, limits, &state.memory),
         |d: &mut PromDecoded| std::mem::take(&mut d.samples),
     )
     .await;
@@ -370,6 +373,7 @@ async fn otlp(
         }
     };
     let limits = st.limits;
+    let state = st.clone();
     let decode = move || {
         let raw = if gzip {
             super::ccms::inflate(&body, limits.max_body)?
@@ -377,7 +381,7 @@ async fn otlp(
             body
         };
         match format {
-            Format::Protobuf => otlp::decode_protobuf(&raw, limits),
+            Format::Protobuf => otlp::decode_protobuf_with(&raw, limits, &state.otlp_memory),
             Format::Json => otlp::decode_json(&raw, limits),
         }
     };

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::lineproto::fast::eq_bytes;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
 use crate::sample::{Level, Sample};
@@ -176,7 +177,7 @@ impl StoreSink {
         let (path, depth) = Level::of(s, &self.default_cluster, &self.hostname).path();
         if let Some((p, d, l)) = last.as_ref()
             && *d == depth
-            && p[..depth] == path[..depth]
+            && (0..depth).all(|i| eq_bytes(p[i].as_bytes(), path[i].as_bytes()))
         {
             return Some(l.clone());
         }
@@ -246,6 +247,9 @@ impl Sink for StoreSink {
                 match self.level_of(pipeline, s, &mut last) {
                     Some(l) => {
                         if !level.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, &l)) {
+                            // Its slots load while the old group is written and the new
+                            // one gathered (as line protocol's ingest does).
+                            l.prefetch();
                             refused +=
                                 self.write(pipeline, &mut batch, level.as_deref(), &mut group);
                             level = Some(l);

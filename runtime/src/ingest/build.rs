@@ -57,9 +57,12 @@ pub struct Build<'a> {
 }
 
 impl<'a> Build<'a> {
-    pub fn new(limits: Limits) -> Build<'a> {
+    /// For a body of `raw` bytes: samples are reserved for at most one per `per_sample`
+    /// bytes of it (the least an encoding spends on one), so that a request's samples are
+    /// not copied as they grow; pages reserved and not written cost no memory.
+    pub fn new(limits: Limits, raw: usize, per_sample: usize) -> Build<'a> {
         Build {
-            samples: Vec::new(),
+            samples: Vec::with_capacity((raw / per_sample.max(1)).min(limits.max_samples)),
             max: limits.max_samples,
             budget: NameBudget::per_request(),
             strings: HashMap::default(),

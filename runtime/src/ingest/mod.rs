@@ -11,6 +11,7 @@ pub mod nats;
 pub mod otlp;
 pub mod pb;
 pub mod prom;
+mod recent;
 
 pub use build::{Limits, ReceiveError};
 pub use lines::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};

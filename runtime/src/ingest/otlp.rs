@@ -19,29 +19,72 @@
 use std::sync::Arc;
 
 use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, Wire, for_each_packed, zigzag};
+use super::pb::{DecodeError, Reader, Wire, for_each_packed, utf8, zigzag};
+use crate::lineproto::fast::eq_bytes;
 use crate::sample::Pair;
 
 #[path = "otlp_emit.rs"]
 mod emit;
 #[path = "otlp_json.rs"]
 mod json;
+#[path = "otlp_recall.rs"]
+mod recall;
 pub use emit::*;
 pub use json::decode_json;
+pub use recall::Memory;
+use recall::{Recall, Resource, heads_key, point_key};
 
-/// Decodes an `ExportMetricsServiceRequest` protobuf (already inflated).
+/// Decodes an `ExportMetricsServiceRequest` protobuf (already inflated), on its own.
 pub fn decode_protobuf(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveError> {
-    let mut e = Emitter::new(limits);
+    decode_protobuf_with(raw, limits, &Memory::default())
+}
+
+/// Decodes a protobuf request with what earlier ones taught `memory` (and teaches it this
+/// one's).
+pub fn decode_protobuf_with(
+    raw: &[u8],
+    limits: Limits,
+    memory: &Memory,
+) -> Result<OtlpDecoded, ReceiveError> {
+    let mut x = Decoder {
+        e: Emitter::new(limits, raw.len(), 24),
+        recall: memory.recall(),
+        points: Vec::new(),
+        prev: Vec::new(),
+        cur: Vec::new(),
+    };
     let mut r = Reader::new(raw);
     let mut ri = 0;
     while let Some((f, v)) = r.next_field()? {
         if f == 1 {
-            resource_metrics(&mut e, v.bytes("resource_metrics")?)
-                .map_err(|x| x.at("resource_metrics", ri))?;
+            resource_metrics(&mut x, v.bytes("resource_metrics")?)
+                .map_err(|e| e.at("resource_metrics", ri))?;
             ri += 1;
         }
     }
-    Ok(e.finish())
+    x.recall.keep();
+    Ok(x.e.finish())
+}
+
+/// One protobuf request being decoded.
+struct Decoder<'a, 'm> {
+    e: Emitter<'a>,
+    recall: Recall<'m>,
+    /// A metric's points (reused).
+    points: Vec<&'a [u8]>,
+    /// The previous scope's metrics by position, and the current scope's: a batch of many
+    /// resources repeats one list of metrics in one order, and comparing a metric's name
+    /// with the one at its position costs less than hashing it.
+    prev: Vec<Seen<'a>>,
+    cur: Vec<Seen<'a>>,
+}
+
+/// A metric as a scope had it.
+struct Seen<'a> {
+    name: &'a [u8],
+    unit: &'a [u8],
+    data: Data,
+    heads: Heads,
 }
 
 /// An error inside a repeated element, kept apart from the request's bounds (which say
@@ -81,23 +124,32 @@ impl Nested {
     }
 }
 
-fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested> {
-    let mut resource = Vec::new();
+fn resource_metrics<'a>(x: &mut Decoder<'a, '_>, rm: &'a [u8]) -> Result<(), Nested> {
+    // The resource may follow its scopes on the wire: found first. One `resource` field (or
+    // none: the empty resource) is the key it is remembered by.
+    let (mut found, mut fields) = (&[][..], 0);
     let mut r = Reader::new(rm);
-    // The resource may follow its scopes on the wire: read it first.
     while let Some((f, v)) = r.next_field()? {
         if f == 1 {
-            let mut rr = Reader::new(v.bytes("resource")?);
-            let mut i = 0;
-            while let Some((f, v)) = rr.next_field()? {
-                if f == 1 {
-                    attribute(e, v, &mut resource)
-                        .map_err(|x| x.at("attributes", Some(i)).at("resource", None))?;
-                    i += 1;
-                }
-            }
+            found = v.bytes("resource")?;
+            fields += 1;
         }
     }
+    let known = if fields <= 1 {
+        x.recall.resources.get(found).cloned()
+    } else {
+        None
+    };
+    let resource = match known {
+        Some(res) => res,
+        None => {
+            let res = resource(&mut x.e, &x.recall, rm)?;
+            if fields <= 1 {
+                x.recall.resources.learn(found, &res);
+            }
+            res
+        }
+    };
     let mut r = Reader::new(rm);
     let mut si = 0;
     while let Some((f, v)) = r.next_field()? {
@@ -105,14 +157,16 @@ fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested>
             continue;
         }
         let mut sr = Reader::new(v.bytes("scope_metrics")?);
+        std::mem::swap(&mut x.prev, &mut x.cur);
+        x.cur.clear();
         let mut mi = 0;
         while let Some((f, v)) = sr
             .next_field()
             .map_err(|x| x.at("scope_metrics", Some(si)))?
         {
             if f == 2 {
-                metric(e, v.bytes("metrics")?, &resource).map_err(|x| {
-                    x.within("metrics", Some(mi))
+                metric(x, v.bytes("metrics")?, mi, &resource).map_err(|e| {
+                    e.within("metrics", Some(mi))
                         .within("scope_metrics", Some(si))
                 })?;
                 mi += 1;
@@ -121,6 +175,31 @@ fn resource_metrics<'a>(e: &mut Emitter<'a>, rm: &'a [u8]) -> Result<(), Nested>
         si += 1;
     }
     Ok(())
+}
+
+/// The resource attributes of every `resource` field of a `ResourceMetrics`, decoded.
+fn resource<'a>(e: &mut Emitter<'a>, recall: &Recall, rm: &'a [u8]) -> Result<Resource, Nested> {
+    let mut pairs = Vec::new();
+    let mut r = Reader::new(rm);
+    while let Some((f, v)) = r.next_field()? {
+        if f == 1 {
+            let mut rr = Reader::new(v.bytes("resource")?);
+            let mut i = 0;
+            while let Some((f, v)) = rr.next_field()? {
+                if f == 1 {
+                    attribute(e, v, &mut pairs)
+                        .map_err(|x| x.at("attributes", Some(i)).at("resource", None))?;
+                    i += 1;
+                }
+            }
+        }
+    }
+    let plain = e.carried(pairs.clone());
+    Ok(Resource {
+        id: recall.next_id(),
+        pairs: pairs.into(),
+        plain,
+    })
 }
 
 /// A `KeyValue` appended to `out` as a metadata pair.
@@ -224,25 +303,37 @@ fn any_json(v: Wire, field: u32) -> Result<serde_json::Value, DecodeError> {
     Ok(J::Object(m))
 }
 
-fn metric<'a>(e: &mut Emitter<'a>, m: &'a [u8], resource: &[Pair]) -> Result<(), Nested> {
-    let (mut name, mut unit, mut data) = ("", "", None);
+/// Metric `mi` of its scope.
+fn metric<'a>(
+    x: &mut Decoder<'a, '_>,
+    m: &'a [u8],
+    mi: usize,
+    resource: &Resource,
+) -> Result<(), Nested> {
+    // Name and unit as bytes: checked as text when the metric is not known already.
+    let (mut name, mut unit, mut data) = (&[][..], &[][..], None);
     let mut r = Reader::new(m);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            1 => name = v.str("name")?,
-            3 => unit = v.str("unit")?,
+            1 => name = v.bytes("name")?,
+            3 => unit = v.bytes("unit")?,
             5 | 7 | 9 | 10 | 11 => data = Some((f, v.bytes("data")?)),
             _ => {}
         }
     }
     let Some((kind, body)) = data else {
+        utf8(name, "name")?;
+        utf8(unit, "unit")?;
         return Ok(());
     };
-    // The oneof's temporality and monotonicity, then its points.
+    // The oneof's points, temporality and monotonicity.
+    let mut points = std::mem::take(&mut x.points);
+    points.clear();
     let (mut temporality, mut monotonic) = (0, false);
     let mut r = Reader::new(body);
     while let Some((f, v)) = r.next_field()? {
         match f {
+            1 => points.push(v.bytes("data_points")?),
             2 => temporality = v.varint("aggregation_temporality")?,
             3 => monotonic = v.varint("is_monotonic")? != 0,
             _ => {}
@@ -265,24 +356,53 @@ fn metric<'a>(e: &mut Emitter<'a>, m: &'a [u8], resource: &[Pair]) -> Result<(),
         10 => "exponential_histogram",
         _ => "summary",
     };
-    let h = e.heads(name, unit, d).map_err(|x| x.at("name", None))?;
-    let mut r = Reader::new(body);
-    let mut pi = 0;
-    while let Some((f, v)) = r.next_field()? {
-        if f != 1 {
-            continue;
-        }
-        let p = v.bytes("data_points")?;
+    let h = heads(x, name, unit, d, mi)?;
+    for (pi, &p) in points.iter().enumerate() {
+        let pairs = &resource.pairs[..];
         let res = match d {
-            Data::Gauge | Data::Sum { .. } => number_point(e, &h, p, resource),
-            Data::Histogram { .. } => histogram_point(e, &h, p, resource),
-            Data::Exponential { .. } => exponential_point(e, &h, p, resource),
-            Data::Summary => summary_point(e, &h, p, resource),
+            Data::Gauge | Data::Sum { .. } => number_point(x, &h, p, resource),
+            Data::Histogram { .. } => histogram_point(&mut x.e, &h, p, pairs),
+            Data::Exponential { .. } => exponential_point(&mut x.e, &h, p, pairs),
+            Data::Summary => summary_point(&mut x.e, &h, p, pairs),
         };
-        res.map_err(|x| x.within("data_points", Some(pi)).within(field, None))?;
-        pi += 1;
+        res.map_err(|e| e.within("data_points", Some(pi)).within(field, None))?;
     }
+    x.points = points;
     Ok(())
+}
+
+/// A metric's heads: the previous scope's at the same position, the memory's, or made anew.
+fn heads<'a>(
+    x: &mut Decoder<'a, '_>,
+    name: &'a [u8],
+    unit: &'a [u8],
+    d: Data,
+    mi: usize,
+) -> Result<Heads, Nested> {
+    let h = match x.prev.get(mi) {
+        Some(s) if eq_bytes(s.name, name) && eq_bytes(s.unit, unit) && s.data == d => s.heads,
+        _ => {
+            let key = heads_key(&mut x.recall.key, name, unit, d);
+            match x.recall.heads.get(key) {
+                Some(h) => *h,
+                None => {
+                    let h =
+                        x.e.heads(utf8(name, "name")?, utf8(unit, "unit")?, d)
+                            .map_err(|e| e.at("name", None))?;
+                    let key = heads_key(&mut x.recall.key, name, unit, d);
+                    x.recall.heads.learn(key, &h);
+                    h
+                }
+            }
+        }
+    };
+    x.cur.push(Seen {
+        name,
+        unit,
+        data: d,
+        heads: h,
+    });
+    Ok(h)
 }
 
 /// Appends one of a point's attributes to `out`.
@@ -296,16 +416,31 @@ fn point_attrs<'a>(
 }
 
 fn number_point<'a>(
-    e: &mut Emitter<'a>,
+    x: &mut Decoder<'a, '_>,
     h: &Heads,
     p: &'a [u8],
-    resource: &[Pair],
+    resource: &Resource,
 ) -> Result<(), Nested> {
-    let (mut attrs, mut ts_, mut value, mut flags) = (Vec::new(), 0u64, None, 0);
+    let (e, recall) = (&mut x.e, &mut x.recall);
+    let (mut ts_, mut value, mut flags) = (0u64, None, 0);
+    // The attributes' bytes, when they stand together (as SDKs write them): with the
+    // resource's id, the key of what the point carries.
+    let (mut span, mut together) = (None::<(usize, usize)>, true);
     let mut r = Reader::new(p);
-    while let Some((f, v)) = r.next_field()? {
+    loop {
+        let at = r.pos();
+        let Some((f, v)) = r.next_field()? else { break };
         match f {
-            7 => point_attrs(e, v, &mut attrs)?,
+            7 => {
+                v.bytes("attributes")?;
+                span = Some(match span {
+                    None => (at, r.pos()),
+                    Some((start, end)) => {
+                        together &= end == at;
+                        (start, r.pos())
+                    }
+                });
+            }
             3 => ts_ = v.fixed64("time_unix_nano")?,
             4 => value = Some(v.double("as_double")?),
             6 => value = Some(v.fixed64("as_int")? as i64 as f64),
@@ -313,12 +448,36 @@ fn number_point<'a>(
             _ => {}
         }
     }
+    let learned;
+    let c = match span {
+        None => &resource.plain,
+        Some((start, end)) => {
+            let key = together.then(|| point_key(&mut recall.key, resource.id, &p[start..end]));
+            match key.and_then(|k| recall.points.get(k)) {
+                Some(c) => c,
+                None => {
+                    let mut attrs = Vec::new();
+                    let mut r = Reader::new(p);
+                    while let Some((f, v)) = r.next_field()? {
+                        if f == 7 {
+                            point_attrs(e, v, &mut attrs)?;
+                        }
+                    }
+                    learned = e.carried(e.merge(&resource.pairs, attrs));
+                    if together {
+                        let key = point_key(&mut recall.key, resource.id, &p[start..end]);
+                        recall.points.learn(key, &learned);
+                    }
+                    &learned
+                }
+            }
+        }
+    };
     if flags & NO_RECORDED_VALUE != 0 {
         e.out.no_value += 1;
         return Ok(());
     }
-    let meta = e.b.metadata(e.merge(resource, attrs));
-    e.number(h, meta, ts(ts_), value)?;
+    e.number(h, c, ts(ts_), value)?;
     Ok(())
 }
 

@@ -47,6 +47,14 @@ pub enum Data {
     Summary,
 }
 
+/// What a gauge or sum point's sample carries besides its name and value: shared by the
+/// points of one resource and attribute set.
+#[derive(Clone, Debug)]
+pub struct Carried {
+    pub resource: Arc<str>,
+    pub metadata: Metadata,
+}
+
 /// A metric's names, interned once for its points.
 #[derive(Clone, Copy)]
 pub struct Heads {
@@ -93,9 +101,10 @@ pub struct Emitter<'a> {
 }
 
 impl<'a> Emitter<'a> {
-    pub fn new(limits: Limits) -> Emitter<'a> {
+    /// For a body of `raw` bytes, at least `per_sample` of them a sample (see [`Build::new`]).
+    pub fn new(limits: Limits, raw: usize, per_sample: usize) -> Emitter<'a> {
         Emitter {
-            b: Build::new(limits),
+            b: Build::new(limits, raw, per_sample),
             out: OtlpDecoded::default(),
             empty: Arc::from(""),
             heads: HashMap::default(),
@@ -139,7 +148,9 @@ impl<'a> Emitter<'a> {
         Ok(h)
     }
 
-    fn new_heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
+    /// A metric's heads, made anew (the request's own map and the receiver's memory are
+    /// the callers').
+    pub fn new_heads(&mut self, name: &str, unit: &str, data: Data) -> Result<Heads, DecodeError> {
         if name.is_empty() {
             return Err(DecodeError::new("a metric without a name"));
         }
@@ -197,11 +208,28 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// `pairs` (a point's merged attributes) as what a gauge or sum point's sample carries:
+    /// the `wasmon.resource` attribute, if any, is its resource and leaves the metadata.
+    pub fn carried(&mut self, mut pairs: Vec<Pair>) -> Carried {
+        let mut resource = None;
+        pairs.retain(|(k, v)| {
+            if &**k != RESOURCE_ATTRIBUTE {
+                return true;
+            }
+            resource.get_or_insert_with(|| v.clone());
+            false
+        });
+        Carried {
+            resource: resource.unwrap_or_else(|| self.empty.clone()),
+            metadata: self.b.metadata(pairs),
+        }
+    }
+
     /// A gauge or sum point; `value` `None` when the point has none.
     pub fn number(
         &mut self,
         h: &Heads,
-        meta: Metadata,
+        c: &Carried,
         ts: Option<i64>,
         value: Option<f64>,
     ) -> Result<(), ReceiveError> {
@@ -215,19 +243,15 @@ impl<'a> Emitter<'a> {
         let Some(ts) = self.time(h, ts) else {
             return Ok(());
         };
-        let mut s = self.sample(h.name, h, kind, meta, ts, v);
-        if let Some(r) = s.metadata.get(RESOURCE_ATTRIBUTE) {
-            s.resource = r.into();
-            s.metadata = Metadata::new(
-                s.metadata
-                    .pairs()
-                    .iter()
-                    .filter(|(k, _)| &**k != RESOURCE_ATTRIBUTE)
-                    .cloned()
-                    .collect(),
-            );
-        }
-        self.b.push(s)
+        self.b.push(Sample {
+            name: h.name,
+            resource: c.resource.clone(),
+            unit: h.unit,
+            kind,
+            value: v,
+            timestamp_ns: ts,
+            metadata: c.metadata.clone(),
+        })
     }
 
     fn time(&mut self, h: &Heads, ts: Option<i64>) -> Option<i64> {

@@ -17,7 +17,7 @@ pub fn decode_json(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveErr
     let v: Value =
         serde_json::from_slice(raw).map_err(|e| DecodeError::new(format!("not JSON: {e}")))?;
     let root = object(&v).map_err(|e| e.at("(request)", None))?;
-    let mut e = Emitter::new(limits);
+    let mut e = Emitter::new(limits, raw.len(), 64);
     for (ri, rm) in array(root, "resourceMetrics", "resource_metrics")?
         .iter()
         .enumerate()
@@ -299,8 +299,8 @@ fn point<'a>(
                 (None, Some(i)) => Some(int_value(i).map_err(|x| x.at("asInt", None))? as f64),
                 (None, None) => None,
             };
-            let meta = e.b.metadata(meta);
-            e.number(h, meta, time, value)?;
+            let c = e.carried(meta);
+            e.number(h, &c, time, value)?;
         }
         Data::Histogram { .. } => {
             let counts = u64s(p, "bucketCounts", "bucket_counts")?;

@@ -320,3 +320,88 @@ fn malformed_bodies_are_refused_whole() {
         Err(ReceiveError::TooLarge(_))
     ));
 }
+
+/// What a receiver remembers changes nothing it answers: a body decoded again (resources,
+/// heads and attribute sets then remembered) gives the samples, rejections and strings a
+/// fresh decode gives; a resource or attribute that changed by one byte is read anew.
+#[test]
+fn bodies_sent_again_decode_from_memory_to_the_same_answer() {
+    let plain = |v: f64| {
+        let mut p = Vec::new();
+        enc::fixed(&mut p, 3, T as u64);
+        enc::double(&mut p, 4, v);
+        p
+    };
+    let metrics = |host: &str| {
+        let mut req = request(&[
+            metric("g", "By", 5, &sum(&[plain(1.0), plain(2.0)], 0, false)),
+            metric(
+                "c",
+                "",
+                7,
+                &sum(
+                    &[
+                        number(Some(3.0), 0, ("a", "x")),
+                        number(Some(4.0), 0, (RESOURCE_ATTRIBUTE, "eth0")),
+                        number(Some(5.0), 1, ("a", "x")),
+                    ],
+                    CUMULATIVE,
+                    true,
+                ),
+            ),
+            metric(
+                "t",
+                "",
+                7,
+                &sum(&[number(Some(1.0), 0, ("a", "q"))], 0, true),
+            ),
+        ]);
+        // A second resource, its host given.
+        let mut res = Vec::new();
+        kv(&mut res, 1, "host.name", host);
+        let mut sm = Vec::new();
+        let points = [plain(6.0), number(Some(7.0), 0, ("a", "x"))];
+        enc::bytes(&mut sm, 2, &metric("g", "By", 5, &sum(&points, 0, false)));
+        let mut rm = Vec::new();
+        enc::bytes(&mut rm, 1, &res);
+        enc::bytes(&mut rm, 2, &sm);
+        enc::bytes(&mut req, 1, &rm);
+        req
+    };
+    let answer = |d: &OtlpDecoded| {
+        let s: Vec<_> = d
+            .samples
+            .iter()
+            .map(|s| {
+                (
+                    s.name.to_string(),
+                    s.resource.to_string(),
+                    s.kind,
+                    s.value,
+                    meta(s),
+                )
+            })
+            .collect();
+        (s, d.rejected, d.no_value, d.error_message.clone())
+    };
+    let memory = Memory::default();
+    let body = metrics("h2");
+    let fresh = answer(&decode_protobuf(&body, LIMITS).unwrap());
+    let first = decode_protobuf_with(&body, LIMITS, &memory).unwrap();
+    let again = decode_protobuf_with(&body, LIMITS, &memory).unwrap();
+    assert_eq!(answer(&first), fresh);
+    assert_eq!(answer(&again), fresh);
+    assert_eq!(fresh.0.len(), 6, "{fresh:?}");
+    // The same attribute bytes under another resource carry that resource's host.
+    assert_eq!(fresh.0[5].4[0], ("hostname".to_string(), "h2".to_string()));
+    assert_eq!((fresh.1, fresh.2), (1, 1));
+    assert_eq!(fresh.0[3].1, "eth0");
+    // Remembered sets are shared across requests (the store sink resolves a level once).
+    assert!(again.samples[0].metadata.same(&first.samples[0].metadata));
+    let other = answer(&decode_protobuf_with(&metrics("h3"), LIMITS, &memory).unwrap());
+    assert_eq!(
+        other,
+        answer(&decode_protobuf(&metrics("h3"), LIMITS).unwrap())
+    );
+    assert_eq!(other.0[4].4, [("hostname".to_string(), "h3".to_string())]);
+}

@@ -71,8 +71,10 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
-    /// The next field number and value; `None` at the end of the message.
-    #[inline]
+    /// The next field number and value; `None` at the end of the message. (Errors are made
+    /// by `#[cold]` functions: this is the receivers' innermost loop, and kept small it is
+    /// inlined into every caller: returned through memory, its result cost a stall per field.)
+    #[inline(always)]
     pub fn next_field(&mut self) -> Result<Option<(u32, Wire<'a>)>, DecodeError> {
         if self.pos >= self.buf.len() {
             return Ok(None);
@@ -81,54 +83,56 @@ impl<'a> Reader<'a> {
         let key = self.varint()?;
         let field = key >> 3;
         if field == 0 || field > u32::MAX as u64 >> 3 {
-            return Err(DecodeError::new(format!(
-                "field number {field} at byte {at}"
-            )));
+            return Err(bad_field(field, at));
         }
         let v = match key & 7 {
             0 => Wire::Varint(self.varint()?),
-            1 => Wire::Fixed64(u64::from_le_bytes(self.take(8)?.try_into().unwrap())),
+            1 => Wire::Fixed64(u64::from_le_bytes(*self.take_array::<8>()?)),
             2 => {
                 let len = self.varint()?;
                 let left = self.buf.len() - self.pos;
                 if len > left as u64 {
-                    return Err(DecodeError::new(format!(
-                        "field {field} at byte {at} declares {len} bytes, {left} are left"
-                    )));
+                    return Err(past_end(field, at, len, left));
                 }
-                Wire::Bytes(self.take(len as usize)?)
+                let s = &self.buf[self.pos..self.pos + len as usize];
+                self.pos += len as usize;
+                Wire::Bytes(s)
             }
-            5 => Wire::Fixed32(u32::from_le_bytes(self.take(4)?.try_into().unwrap())),
-            t => {
-                return Err(DecodeError::new(format!(
-                    "field {field} at byte {at}: wire type {t} (groups are not taken)"
-                )));
-            }
+            5 => Wire::Fixed32(u32::from_le_bytes(*self.take_array::<4>()?)),
+            t => return Err(group(field, at, t)),
         };
         Ok(Some((field as u32, v)))
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| DecodeError::new(format!("truncated at byte {}", self.pos)))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+    fn take_array<const N: usize>(&mut self) -> Result<&'a [u8; N], DecodeError> {
+        match self.buf.get(self.pos..).and_then(|b| b.first_chunk::<N>()) {
+            Some(a) => {
+                self.pos += N;
+                Ok(a)
+            }
+            None => Err(truncated(self.pos)),
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        // Tags and most lengths are one byte.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, DecodeError> {
         let mut v = 0u64;
         for i in 0..10 {
             let Some(&b) = self.buf.get(self.pos) else {
-                return Err(DecodeError::new(format!(
-                    "varint truncated at byte {}",
-                    self.pos
-                )));
+                return Err(varint_truncated(self.pos));
             };
             self.pos += 1;
             v |= u64::from(b & 0x7f) << (7 * i);
@@ -136,10 +140,13 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err(DecodeError::new(format!(
-            "varint longer than 10 bytes at byte {}",
-            self.pos
-        )))
+        Err(varint_long(self.pos))
+    }
+
+    /// The offset of the next field.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
     }
 
     /// True when every byte was read.
@@ -159,14 +166,7 @@ impl<'a> Wire<'a> {
 
     /// A string: valid UTF-8, as proto3 requires.
     pub fn str(self, field: &str) -> Result<&'a str, DecodeError> {
-        let b = self.bytes(field)?;
-        std::str::from_utf8(b).map_err(|e| {
-            DecodeError::new(format!(
-                "invalid UTF-8 at byte {} of the string",
-                e.valid_up_to()
-            ))
-            .at(field, None)
-        })
+        utf8(self.bytes(field)?, field)
     }
 
     pub fn varint(self, field: &str) -> Result<u64, DecodeError> {
@@ -188,6 +188,52 @@ impl<'a> Wire<'a> {
     }
 }
 
+/// A string field's bytes as text: valid UTF-8, as proto3 requires.
+pub fn utf8<'a>(b: &'a [u8], field: &str) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(b).map_err(|e| {
+        DecodeError::new(format!(
+            "invalid UTF-8 at byte {} of the string",
+            e.valid_up_to()
+        ))
+        .at(field, None)
+    })
+}
+
+#[cold]
+fn bad_field(field: u64, at: usize) -> DecodeError {
+    DecodeError::new(format!("field number {field} at byte {at}"))
+}
+
+#[cold]
+fn past_end(field: u64, at: usize, len: u64, left: usize) -> DecodeError {
+    DecodeError::new(format!(
+        "field {field} at byte {at} declares {len} bytes, {left} are left"
+    ))
+}
+
+#[cold]
+fn group(field: u64, at: usize, t: u64) -> DecodeError {
+    DecodeError::new(format!(
+        "field {field} at byte {at}: wire type {t} (groups are not taken)"
+    ))
+}
+
+#[cold]
+fn truncated(at: usize) -> DecodeError {
+    DecodeError::new(format!("truncated at byte {at}"))
+}
+
+#[cold]
+fn varint_truncated(at: usize) -> DecodeError {
+    DecodeError::new(format!("varint truncated at byte {at}"))
+}
+
+#[cold]
+fn varint_long(at: usize) -> DecodeError {
+    DecodeError::new(format!("varint longer than 10 bytes at byte {at}"))
+}
+
+#[cold]
 fn wrong(field: &str, want: &str, got: Wire) -> DecodeError {
     let got = match got {
         Wire::Varint(_) => "a varint",

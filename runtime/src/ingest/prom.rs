@@ -5,7 +5,7 @@
 //! cumulative for a counter (2.0 series metadata, or 1.0 metadata, which also names the
 //! `_bucket`/`_count`/`_sum` series of histograms and summaries), else gauge. 1.0 senders
 //! send metadata in requests of their own (Prometheus every minute), so it is remembered
-//! across requests ([`Families`]).
+//! across requests ([`Memory`]), as are the heads of series recently sent.
 //! Native histograms are not taken (counted in [`PromDecoded`]); exemplars are ignored.
 
 use std::collections::HashMap;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::build::{Build, Limits, MAX_LABELS, ReceiveError, check_label};
 use super::pb::{DecodeError, Reader, for_each_packed};
+use super::recent::{Lookup, Recent};
 use crate::sample::{Kind, Metadata, Name, Pair, Sample};
 
 /// Prometheus' stale marker: a NaN with this payload ends a series; it is no value.
@@ -32,28 +33,65 @@ pub const MAX_FAMILIES: usize = 100_000;
 /// so at most `MAX_FAMILIES` x this (100 MB) whatever senders send.
 pub const MAX_FAMILY_NAME: usize = 1024;
 
-/// The types of metric families 1.0 senders stated in metadata, by family name: Prometheus
-/// sends them apart from the samples (`metadata_config.send_interval`, 1 m), so that without
-/// memory a counter would arrive as a gauge. The last statement of a family wins.
-#[derive(Default)]
-pub struct Families {
+/// Bytes of series heads remembered across requests ([`Recent`]): 64 MiB holds about 400,000
+/// series of a typical Prometheus, whose scrapes send the same series every interval.
+pub const SERIES_MEMORY: usize = 64 << 20;
+
+/// What a 1.0 receiver remembers across requests.
+///
+/// - The types of metric families senders stated in metadata, by family name: Prometheus
+///   sends them apart from the samples (`metadata_config.send_interval`, 1 m), so that
+///   without memory a counter would arrive as a gauge. The last statement of a family wins.
+/// - The heads of series recently sent, by their labels' bytes: a sender sends the same
+///   series every scrape, and a hit skips the labels' UTF-8 and label checks, the name's
+///   interning and the metadata set's lookup. Heads carry a kind read from the families'
+///   types, so a change of those forgets them.
+pub struct Memory {
     types: std::sync::RwLock<HashMap<String, u64>>,
+    series: Recent<Head>,
 }
 
-impl Families {
+impl Default for Memory {
+    fn default() -> Memory {
+        Memory {
+            types: Default::default(),
+            series: Recent::new(SERIES_MEMORY),
+        }
+    }
+}
+
+impl Memory {
     fn learn(&self, stated: &HashMap<&str, u64>) {
         if stated.is_empty() {
             return;
         }
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        let mut changed = false;
         for (&name, &t) in stated {
             if let Some(known) = types.get_mut(name) {
+                changed |= *known != t;
                 *known = t;
             } else if types.len() < MAX_FAMILIES && name.len() <= MAX_FAMILY_NAME {
                 types.insert(name.to_string(), t);
+                changed = true;
             }
         }
+        if changed {
+            // While `types` is held: no request reads kinds by the old types and then keeps
+            // heads made with them.
+            self.series.clear();
+        }
     }
+}
+
+/// What every sample of a series shares.
+#[derive(Clone)]
+struct Head {
+    name: Name,
+    resource: Arc<str>,
+    metadata: Metadata,
+    kind: Kind,
+    unit: Name,
 }
 
 /// The protocol version a request's `Content-Type` asks for.
@@ -125,16 +163,16 @@ pub fn unsnappy(body: &[u8], max: usize) -> Result<Vec<u8>, ReceiveError> {
 
 /// Decodes a snappy-compressed request of `version`, on its own.
 pub fn decode(body: &[u8], version: Version, limits: Limits) -> Result<PromDecoded, ReceiveError> {
-    decode_with(body, version, limits, &Families::default())
+    decode_with(body, version, limits, &Memory::default())
 }
 
-/// Decodes a request, with the 1.0 metadata of earlier requests in `known` (and this one's
-/// added to it).
+/// Decodes a request with what earlier 1.0 requests taught `known` (and teaches it this
+/// one's).
 pub fn decode_with(
     body: &[u8],
     version: Version,
     limits: Limits,
-    known: &Families,
+    known: &Memory,
 ) -> Result<PromDecoded, ReceiveError> {
     let raw = unsnappy(body, limits.max_body)?;
     match version {
@@ -154,7 +192,8 @@ struct Labels<'a> {
     /// comparing the text is cheaper than interning it again.
     prev: Option<(&'a str, Arc<str>, Metadata)>,
     prev_rest: Vec<(&'a str, &'a str)>,
-    /// Each series' samples (reused: most series have one).
+    /// Each series' labels and samples as bytes (reused: most series have one sample).
+    raw: Vec<&'a [u8]>,
     samples: Vec<&'a [u8]>,
 }
 
@@ -166,6 +205,7 @@ impl<'a> Labels<'a> {
             rest: Vec::new(),
             prev: None,
             prev_rest: Vec::new(),
+            raw: Vec::new(),
             samples: Vec::new(),
         }
     }
@@ -263,7 +303,7 @@ fn kind_v1(families: &Stated, name: &str) -> Kind {
     Kind::Gauge
 }
 
-fn decode_v1(raw: &[u8], limits: Limits, known: &Families) -> Result<PromDecoded, ReceiveError> {
+fn decode_v1(raw: &[u8], limits: Limits, known: &Memory) -> Result<PromDecoded, ReceiveError> {
     // Metadata (field 3) may come after the series: read it first.
     let mut families: HashMap<&str, u64> = HashMap::new();
     let mut r = Reader::new(raw);
@@ -288,13 +328,16 @@ fn decode_v1(raw: &[u8], limits: Limits, known: &Families) -> Result<PromDecoded
         mi += 1;
     }
     known.learn(&families);
-    let known = known.types.read().unwrap_or_else(|p| p.into_inner());
+    let types = known.types.read().unwrap_or_else(|p| p.into_inner());
+    // A request that states metadata of its own reads kinds from it (some of it may be past
+    // what is remembered): its series are decoded in full.
+    let mut recent = families.is_empty().then(|| known.series.lookup());
     let families = Stated {
         here: families,
-        known: &known,
+        known: &types,
     };
     let mut out = PromDecoded::default();
-    let mut b = Build::new(limits);
+    let mut b = Build::new(limits, raw.len(), 32);
     let mut labels = Labels::new();
     let mut r = Reader::new(raw);
     let mut si = 0;
@@ -303,78 +346,145 @@ fn decode_v1(raw: &[u8], limits: Limits, known: &Families) -> Result<PromDecoded
             continue;
         }
         let ts = v.bytes("timeseries")?;
-        series_v1(ts, &mut labels, &families, &mut b, &mut out)
+        let mut s = Series {
+            labels: &mut labels,
+            families: &families,
+            recent: recent.as_mut(),
+        };
+        s.decode(ts, &mut b, &mut out)
             .map_err(|e| e.at("timeseries", Some(si)))?;
         si += 1;
+    }
+    // Kept while `types` is read: the heads' kinds are those types'.
+    if let Some(recent) = recent {
+        recent.keep();
     }
     out.samples = b.samples;
     Ok(out)
 }
 
-/// `Err` keeps the two kinds apart: a malformed series (400) or too many samples (413).
-fn series_v1<'a>(
-    ts: &'a [u8],
-    labels: &mut Labels<'a>,
-    families: &Stated,
-    b: &mut Build<'a>,
-    out: &mut PromDecoded,
-) -> Result<(), SeriesError> {
-    labels.clear();
-    let mut r = Reader::new(ts);
-    let mut li = 0;
-    let mut samples = std::mem::take(&mut labels.samples);
-    samples.clear();
-    while let Some((f, v)) = r.next_field()? {
-        match f {
-            1 => {
-                let at = |e: DecodeError| e.at("labels", Some(li));
-                let (mut k, mut val) = ("", "");
-                let mut l = Reader::new(v.bytes("labels").map_err(at)?);
-                while let Some((f, v)) = l.next_field().map_err(at)? {
-                    match f {
-                        1 => k = v.str("name").map_err(at)?,
-                        2 => val = v.str("value").map_err(at)?,
-                        _ => {}
-                    }
+/// What a 1.0 series is read with.
+struct Series<'l, 'a, 'f, 'r> {
+    labels: &'l mut Labels<'a>,
+    families: &'f Stated<'f, 'f>,
+    recent: Option<&'l mut Lookup<'r, Head>>,
+}
+
+impl<'a> Series<'_, 'a, '_, '_> {
+    /// `Err` keeps the two kinds apart: a malformed series (400) or too many samples (413).
+    fn decode(
+        &mut self,
+        ts: &'a [u8],
+        b: &mut Build<'a>,
+        out: &mut PromDecoded,
+    ) -> Result<(), SeriesError> {
+        let mut raw = std::mem::take(&mut self.labels.raw);
+        let mut samples = std::mem::take(&mut self.labels.samples);
+        raw.clear();
+        samples.clear();
+        // The labels' bytes, tags included, when they stand together (as every sender puts
+        // them): the key of the series' head among those recently sent.
+        let (mut span, mut together) = (None::<(usize, usize)>, true);
+        let mut r = Reader::new(ts);
+        loop {
+            let at = r.pos();
+            let Some((f, v)) = r.next_field()? else { break };
+            match f {
+                1 => {
+                    raw.push(
+                        v.bytes("labels")
+                            .map_err(|e| e.at("labels", Some(raw.len())))?,
+                    );
+                    span = Some(match span {
+                        None => (at, r.pos()),
+                        Some((start, end)) => {
+                            together &= end == at;
+                            (start, r.pos())
+                        }
+                    });
                 }
-                labels.add(k, val, li)?;
-                li += 1;
+                2 => samples.push(v.bytes("samples")?),
+                3 => out.exemplars += 1,
+                4 => out.histograms += 1,
+                _ => {}
             }
-            2 => samples.push(v.bytes("samples")?),
-            3 => out.exemplars += 1,
-            4 => out.histograms += 1,
-            _ => {}
         }
+        let key = span.filter(|_| together).map(|(s, e)| &ts[s..e]);
+        if samples.is_empty() {
+            // Nothing to name: the labels are checked, no head is made.
+            self.check_labels(&raw)?;
+            self.labels.raw = raw;
+            self.labels.samples = samples;
+            return Ok(());
+        }
+        let known = match (key, self.recent.as_deref_mut()) {
+            (Some(k), Some(recent)) => recent.get(k),
+            _ => None,
+        };
+        let read;
+        let head = match known {
+            Some(h) => h,
+            None => {
+                self.check_labels(&raw)?;
+                read = self.head(key, b)?;
+                &read
+            }
+        };
+        for (i, &s) in samples.iter().enumerate() {
+            let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
+            emit(b, out, head, value, ms).map_err(|e| match e {
+                SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
+                other => other,
+            })?;
+        }
+        self.labels.raw = raw;
+        self.labels.samples = samples;
+        Ok(())
     }
-    if samples.is_empty() {
-        labels.samples = samples;
-        return Ok(());
+
+    /// The series' labels from their bytes, checked, into `self.labels`.
+    fn check_labels(&mut self, raw: &[&'a [u8]]) -> Result<(), SeriesError> {
+        let labels = &mut *self.labels;
+        labels.clear();
+        for (li, &l) in raw.iter().enumerate() {
+            let at = |e: DecodeError| e.at("labels", Some(li));
+            let (mut k, mut val) = ("", "");
+            let mut l = Reader::new(l);
+            while let Some((f, v)) = l.next_field().map_err(at)? {
+                match f {
+                    1 => k = v.str("name").map_err(at)?,
+                    2 => val = v.str("value").map_err(at)?,
+                    _ => {}
+                }
+            }
+            labels.add(k, val, li)?;
+        }
+        Ok(())
     }
-    let (name, resource, metadata, text) = labels.head(b)?;
-    let kind = kind_v1(families, text);
-    for (i, &s) in samples.iter().enumerate() {
-        let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
-        emit(
-            b,
-            out,
+
+    /// The head the checked labels make, learned under `key` (the labels' bytes).
+    fn head(&mut self, key: Option<&[u8]>, b: &mut Build<'a>) -> Result<Head, SeriesError> {
+        let (name, resource, metadata, text) = self.labels.head(b)?;
+        let head = Head {
             name,
-            &resource,
-            (kind, Name::EMPTY),
-            &metadata,
-            value,
-            ms,
-        )
-        .map_err(|e| match e {
-            SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
-            other => other,
-        })?;
+            resource,
+            metadata,
+            kind: kind_v1(self.families, text),
+            unit: Name::EMPTY,
+        };
+        if let (Some(k), Some(recent)) = (key, self.recent.as_deref_mut()) {
+            recent.learn(k, &head);
+        }
+        Ok(head)
     }
-    labels.samples = samples;
-    Ok(())
 }
 
 /// A `Sample` message: value and millisecond timestamp.
+#[inline]
 fn sample(s: &[u8]) -> Result<(f64, i64), DecodeError> {
+    if let Some(fast) = sample_as_sent(s) {
+        return Ok(fast);
+    }
     let (mut value, mut ms) = (0.0, 0i64);
     let mut r = Reader::new(s);
     while let Some((f, v)) = r.next_field()? {
@@ -387,15 +497,27 @@ fn sample(s: &[u8]) -> Result<(f64, i64), DecodeError> {
     Ok((value, ms))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A `Sample` as every sender writes it: the value's tag and 8 bytes, then the timestamp's
+/// tag and a varint of 6 bytes (milliseconds from 1971 to 2109).
+#[inline]
+fn sample_as_sent(s: &[u8]) -> Option<(f64, i64)> {
+    let s: &[u8; 16] = s.try_into().ok()?;
+    let (value, ts) = (&s[1..9], &s[10..]);
+    if s[0] != 0x09 || s[9] != 0x10 || ts[..5].iter().any(|&b| b < 0x80) || ts[5] >= 0x80 {
+        return None;
+    }
+    let ms = ts
+        .iter()
+        .enumerate()
+        .fold(0u64, |acc, (i, &b)| acc | u64::from(b & 0x7f) << (7 * i));
+    Some((f64::from_le_bytes(value.try_into().ok()?), ms as i64))
+}
+
 #[inline]
 fn emit(
     b: &mut Build,
     out: &mut PromDecoded,
-    name: Name,
-    resource: &Arc<str>,
-    (kind, unit): (Kind, Name),
-    metadata: &Metadata,
+    head: &Head,
     value: f64,
     ms: i64,
 ) -> Result<(), SeriesError> {
@@ -407,13 +529,13 @@ fn emit(
         .checked_mul(1_000_000)
         .ok_or_else(|| DecodeError::new(format!("timestamp {ms} ms is out of range")))?;
     b.push(Sample {
-        name,
-        resource: resource.clone(),
-        unit,
-        kind,
+        name: head.name,
+        resource: head.resource.clone(),
+        unit: head.unit,
+        kind: head.kind,
         value,
         timestamp_ns: ns,
-        metadata: metadata.clone(),
+        metadata: head.metadata.clone(),
     })?;
     Ok(())
 }
@@ -463,7 +585,7 @@ fn decode_v2(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
         }
     }
     let mut out = PromDecoded::default();
-    let mut b = Build::new(limits);
+    let mut b = Build::new(limits, raw.len(), 32);
     let mut labels = Labels::new();
     let mut r = Reader::new(raw);
     let mut si = 0;
@@ -547,9 +669,16 @@ fn series_v2<'a>(
     }
     let (name, resource, metadata, _) = labels.head(b)?;
     let unit = b.name("unit", unit).map_err(|e| e.at("metadata", None))?;
+    let head = Head {
+        name,
+        resource,
+        metadata,
+        kind,
+        unit,
+    };
     for (i, s) in samples.into_iter().enumerate() {
         let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
-        emit(b, out, name, &resource, (kind, unit), &metadata, value, ms).map_err(|e| match e {
+        emit(b, out, &head, value, ms).map_err(|e| match e {
             SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
             other => other,
         })?;

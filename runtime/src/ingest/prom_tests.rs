@@ -130,8 +130,8 @@ fn metadata_sent_apart_from_the_samples_is_remembered() {
         &[("__name__", "reqs_total")],
         &[(5.0, 3)],
     )]));
-    let known = Families::default();
-    let kind = |known: &Families| {
+    let known = Memory::default();
+    let kind = |known: &Memory| {
         decode_with(&samples, Version::V1, LIMITS, known)
             .unwrap()
             .samples[0]
@@ -148,7 +148,7 @@ fn metadata_sent_apart_from_the_samples_is_remembered() {
     decode_with(&metadata(2), Version::V1, LIMITS, &known).unwrap(); // now a gauge
     assert_eq!(kind(&known), Kind::Gauge);
     assert_eq!(
-        kind(&Families::default()),
+        kind(&Memory::default()),
         Kind::Gauge,
         "memory is per receiver"
     );
@@ -361,4 +361,89 @@ fn consecutive_series_of_one_host_share_their_labels() {
     );
     assert!(!c.metadata.same(&e.metadata));
     assert_eq!(meta(e), [("hostname".to_string(), "h2".to_string())]);
+}
+
+/// A series sent again is read from memory: the same samples as a fresh decode, with the
+/// same shared strings; labels that do not stand together, and a series whose labels now
+/// differ by one byte, are decoded in full.
+#[test]
+fn series_sent_again_decode_from_memory_to_the_same_samples() {
+    let a = series(
+        &[("__name__", "up"), ("instance", "h1"), ("job", "n")],
+        &[(1.0, 5)],
+    );
+    let b = series(
+        &[("__name__", "up"), ("instance", "h2"), ("job", "n")],
+        &[(2.0, 6)],
+    );
+    // Labels around a sample: not one span, never remembered.
+    let mut split = Vec::new();
+    label(&mut split, 1, "__name__", "load");
+    enc::bytes(&mut split, 2, &sample_msg(3.0, 7));
+    label(&mut split, 1, "job", "n");
+    let body = snappy(&request(&[a.clone(), b, split]));
+    let memory = Memory::default();
+    let first = decode_with(&body, Version::V1, LIMITS, &memory).unwrap();
+    assert_eq!(
+        memory.series.len(),
+        2,
+        "the two series with their labels together"
+    );
+    let again = decode_with(&body, Version::V1, LIMITS, &memory).unwrap();
+    assert_eq!(again.samples, first.samples);
+    assert_eq!(
+        again.samples,
+        decode(&body, Version::V1, LIMITS).unwrap().samples
+    );
+    assert!(Arc::ptr_eq(
+        &first.samples[0].resource,
+        &again.samples[0].resource
+    ));
+    assert!(again.samples[0].metadata.same(&first.samples[0].metadata));
+    assert_eq!(meta(&again.samples[2]), [("job".into(), "n".into())]);
+    // One byte of a label changed: another series.
+    let c = series(
+        &[("__name__", "up"), ("instance", "h1"), ("job", "m")],
+        &[(4.0, 8)],
+    );
+    let third = decode_with(&snappy(&request(&[c])), Version::V1, LIMITS, &memory).unwrap();
+    assert_eq!(meta(&third.samples[0]), [("job".into(), "m".into())]);
+    // A refused request teaches nothing.
+    let bad = series(&[("__name__", "up"), ("", "x")], &[(1.0, 1)]);
+    let n = memory.series.len();
+    assert!(decode_with(&snappy(&request(&[a, bad])), Version::V1, LIMITS, &memory).is_err());
+    assert_eq!(memory.series.len(), n);
+}
+
+/// The fast read of a `Sample` as senders write it gives what the general one gives, and
+/// leaves every other shape to it.
+#[test]
+fn samples_as_sent_read_as_the_general_decoder_reads_them() {
+    for ms in [
+        0,
+        1,
+        (1 << 35) - 1,
+        1 << 35,
+        1_700_000_000_123,
+        (1 << 42) - 1,
+        1 << 42,
+        -1,
+    ] {
+        for v in [0.0, -2.5, f64::from_bits(STALE_NAN), f64::MAX] {
+            let s = sample_msg(v, ms);
+            let (value, got) = sample(&s).unwrap();
+            assert_eq!((value.to_bits(), got), (v.to_bits(), ms), "{ms} {v}");
+            let fast = sample_as_sent(&s);
+            assert_eq!(fast.is_some(), s.len() == 16, "{ms}");
+            if let Some((value, got)) = fast {
+                assert_eq!((value.to_bits(), got), (v.to_bits(), ms));
+            }
+        }
+    }
+    // Fields swapped: the general decoder's.
+    let mut s = Vec::new();
+    enc::uint(&mut s, 2, 1_700_000_000_123);
+    enc::double(&mut s, 1, 4.0);
+    assert_eq!(sample_as_sent(&s), None);
+    assert_eq!(sample(&s).unwrap(), (4.0, 1_700_000_000_123));
 }

@@ -286,7 +286,12 @@ pub(crate) fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     if n < 8 {
-        return a == b;
+        // Not `a == b` either: that is a `memcmp` call too, as slow for 5 bytes as for 50.
+        if n >= 4 {
+            let w = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
+            return (w(a, 0) ^ w(b, 0)) | (w(a, n - 4) ^ w(b, n - 4)) == 0;
+        }
+        return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
     }
     let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
     let mut diff = word(a, n - 8) ^ word(b, n - 8);

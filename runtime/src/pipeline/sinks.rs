@@ -4,8 +4,9 @@ use std::sync::Mutex;
 
 use crate::sample::Sample;
 
-/// Receives the samples a pipeline emits, batch by batch, on the pipeline's thread: a sink
-/// must not block for long (queue and return).
+/// Receives the samples a pipeline emits, batch by batch, on the pipeline's thread, or on an
+/// acknowledged sender's when the pipeline runs no stage: a sink must not block for long
+/// (queue and return) and takes batches from several threads at once.
 pub trait Sink: Send + Sync {
     fn name(&self) -> &str;
     fn accept(&self, pipeline: &str, samples: &[Sample]);

@@ -1,6 +1,6 @@
 //! A pipeline's thread: takes batches, flushes on its interval, swaps guests between batches.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -82,6 +82,13 @@ pub struct Swap {
     pub fallback: Option<Duration>,
 }
 
+/// The sinks of a pipeline that runs no stage, which [`Pipeline::send_acked`] hands a batch
+/// to on the sender's own thread: without stages there is no state and no order to keep,
+/// handing a receiver's batch to the pipeline's thread and back cost as much as storing it,
+/// and senders in parallel store in parallel. `None` while stages run, and once the pipeline
+/// stops; the worker changes it only between batches.
+type Inline = Arc<RwLock<Option<Vec<Arc<dyn Sink>>>>>;
+
 /// A running pipeline. Dropping it stops the thread after a final flush.
 pub struct Pipeline {
     name: Arc<str>,
@@ -91,6 +98,7 @@ pub struct Pipeline {
     ctl: Sender<Command>,
     stats: Arc<PipelineStats>,
     stages: Arc<Mutex<Vec<StageInfo>>>,
+    inline: Inline,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -138,16 +146,19 @@ impl Pipeline {
         let (ctl, ctl_rx) = crossbeam_channel::unbounded();
         let stats = PipelineStats::new(name);
         let stages = Arc::new(Mutex::new(Vec::new()));
+        let inline = Inline::default();
         let mut worker = Worker {
             name: name.into(),
             chain,
             sinks,
             stats: stats.clone(),
             stages: stages.clone(),
+            inline: inline.clone(),
             flush_interval,
             fallbacks: Vec::new(),
         };
         worker.publish_stages();
+        worker.publish_inline();
         let thread = std::thread::Builder::new()
             .name(format!("pipeline-{name}"))
             .spawn(move || worker.run(rx, ctl_rx))
@@ -158,6 +169,7 @@ impl Pipeline {
             ctl,
             stats,
             stages,
+            inline,
             thread: Mutex::new(Some(thread)),
         }
     }
@@ -195,8 +207,17 @@ impl Pipeline {
 
     /// Queues a batch and waits until the chain has handled it and its output reached every
     /// sink (a forwarding sink's queue file among them): what an ingest acknowledges. Samples
-    /// a caching stage holds back are the stage's until its next flush.
+    /// a caching stage holds back are the stage's until its next flush. Without stages the
+    /// batch goes to the sinks on this thread ([`Inline`]).
     pub fn send_acked(&self, batch: Vec<Sample>) -> Result<(), Stopped> {
+        {
+            let inline = self.inline.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(sinks) = inline.as_ref() {
+                self.stats.samples_in.add(batch.len() as u64);
+                emit(&self.name, &self.stats, sinks, batch);
+                return Ok(());
+            }
+        }
         let (ack, done) = crossbeam_channel::bounded(1);
         self.tx
             .send(Command::Batch(batch, Some(ack)))
@@ -238,6 +259,7 @@ impl Pipeline {
 
     /// Flushes a last time and stops the thread.
     pub fn stop(&self) {
+        *self.inline.write().unwrap_or_else(|p| p.into_inner()) = None;
         let (ack, done) = crossbeam_channel::bounded(1);
         if self.tx.send(Command::Stop(ack)).is_ok() {
             let _ = done.recv();
@@ -259,12 +281,24 @@ impl Drop for Pipeline {
 #[error("the pipeline is stopped")]
 pub struct Stopped;
 
+/// A chain's output to every sink.
+fn emit(pipeline: &str, stats: &PipelineStats, sinks: &[Arc<dyn Sink>], out: Vec<Sample>) {
+    if out.is_empty() {
+        return;
+    }
+    stats.samples_out.add(out.len() as u64);
+    for sink in sinks {
+        sink.accept(pipeline, &out);
+    }
+}
+
 struct Worker {
     name: Arc<str>,
     chain: Vec<TransformerInstance>,
     sinks: Vec<Arc<dyn Sink>>,
     stats: Arc<PipelineStats>,
     stages: Arc<Mutex<Vec<StageInfo>>>,
+    inline: Inline,
     flush_interval: Option<Duration>,
     /// Per stage: the instance a swap replaced and until when it stands in for a failing new
     /// one (see [`Swap::fallback`]).
@@ -321,6 +355,7 @@ impl Worker {
                         self.flush_interval = swap.flush_interval;
                         next_flush = swap.flush_interval.map(|d| Instant::now() + d);
                     }
+                    self.publish_inline();
                     let _ = ack.send(outcome);
                 }
                 Some(Command::Wake) => {}
@@ -329,6 +364,7 @@ impl Worker {
                     self.publish_stages();
                 }
                 Some(Command::Stop(ack)) => {
+                    *self.inline.write().unwrap_or_else(|p| p.into_inner()) = None;
                     self.flush_from(0, Vec::new());
                     let _ = ack.send(());
                     return;
@@ -479,13 +515,14 @@ impl Worker {
     }
 
     fn emit(&self, out: Vec<Sample>) {
-        if out.is_empty() {
-            return;
-        }
-        self.stats.samples_out.add(out.len() as u64);
-        for sink in &self.sinks {
-            sink.accept(&self.name, &out);
-        }
+        emit(&self.name, &self.stats, &self.sinks, out);
+    }
+
+    /// Lets acknowledged batches skip the thread when no stage runs (see [`Inline`]; a
+    /// swap's fallbacks are per stage, so there are none either).
+    fn publish_inline(&self) {
+        *self.inline.write().unwrap_or_else(|p| p.into_inner()) =
+            self.chain.is_empty().then(|| self.sinks.clone());
     }
 
     fn publish_stages(&mut self) {
