@@ -7,12 +7,15 @@
 //! request at a time) and the ratio per sample against line protocol.
 //!
 //! Workload: 1,000 hosts x 10 metrics, one sample per series and step, 5,000 samples a
-//! request (remote write: one series per sample with `__name__` and `hostname` labels; OTLP:
-//! one resource per host with `host.name`, a gauge point per metric).
+//! request, the same series every step as scrapes and exports send them (remote write: one
+//! series per sample with `__name__`, `cluster` and `hostname` labels; OTLP: one resource per
+//! host with `host.name` and `cluster`, a gauge point per metric, and a second time with two
+//! attributes of its own on each point).
 //!
 //! `cargo bench -p wasmon-benches --bench receive` (builds `target/release/wasmon` first);
-//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (3,000,000: the CPU clock ticks at 10 ms),
-//! `RECEIVE_ONLY=N` runs only the Nth protocol (0 LP, 1 remote write, 2 OTLP: to profile one).
+//! `WASMON_BIN` picks another binary, `RECEIVE_SAMPLES` the samples per round (3,000,000: the
+//! CPU clock ticks every 10 ms), `RECEIVE_ONLY=N` runs only the Nth protocol (0 LP, 1 remote
+//! write, 2 OTLP, 3 OTLP with point attributes: to profile one).
 
 #[path = "release.rs"]
 mod release;
@@ -168,6 +171,16 @@ fn kv(out: &mut Vec<u8>, n: u32, k: &str, v: &str) {
 
 /// OTLP: samples grouped by host (a resource each), a gauge metric per sample.
 fn otlp(range: std::ops::Range<usize>, t0: i64) -> Vec<u8> {
+    otlp_points(range, t0, false)
+}
+
+/// The same, each point with attributes of its own (`socket` and `cpu`, as a host-metrics
+/// receiver's points have them).
+fn otlp_attributes(range: std::ops::Range<usize>, t0: i64) -> Vec<u8> {
+    otlp_points(range, t0, true)
+}
+
+fn otlp_points(range: std::ops::Range<usize>, t0: i64, attributes: bool) -> Vec<u8> {
     let mut req = Vec::new();
     let mut i = range.start;
     while i < range.end {
@@ -179,6 +192,10 @@ fn otlp(range: std::ops::Range<usize>, t0: i64) -> Vec<u8> {
         while i < range.end && sample(i, t0).0 == h {
             let (_, m, t, v) = sample(i, t0);
             let mut p = Vec::new();
+            if attributes {
+                kv(&mut p, 7, "socket", "0");
+                kv(&mut p, 7, "cpu", &(i % 4).to_string());
+            }
             varint(&mut p, 3 << 3 | 1);
             p.extend_from_slice(&((t as u64) * 1_000_000_000).to_le_bytes());
             varint(&mut p, 4 << 3 | 1);
@@ -206,7 +223,7 @@ struct Protocol {
     encode: fn(std::ops::Range<usize>, i64) -> Vec<u8>,
 }
 
-const PROTOCOLS: [Protocol; 3] = [
+const PROTOCOLS: [Protocol; 4] = [
     Protocol {
         name: "line protocol, /api/write",
         path: "/api/write",
@@ -227,6 +244,12 @@ const PROTOCOLS: [Protocol; 3] = [
         path: "/api/pipelines/p/otlp",
         headers: &[("content-type", "application/x-protobuf")],
         encode: otlp,
+    },
+    Protocol {
+        name: "OTLP, point attributes, /otlp",
+        path: "/api/pipelines/p/otlp",
+        headers: &[("content-type", "application/x-protobuf")],
+        encode: otlp_attributes,
     },
 ];
 

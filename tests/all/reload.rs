@@ -134,3 +134,88 @@ fn a_swap_that_changes_nothing_keeps_state() {
     pipeline.flush().unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().len(), 1);
 }
+
+/// Records on which thread each batch arrived.
+struct ThreadSink(std::sync::Mutex<Vec<(String, usize)>>);
+
+impl Sink for ThreadSink {
+    fn name(&self) -> &str {
+        "threads"
+    }
+    fn accept(&self, _pipeline: &str, samples: &[Sample]) {
+        let t = std::thread::current().name().unwrap_or("?").to_string();
+        self.0.lock().unwrap().push((t, samples.len()));
+    }
+}
+
+/// A pipeline without stages hands acknowledged batches to its sinks on the sender's thread
+/// (senders in parallel, nothing lost); once a swap adds a stage they go through the
+/// pipeline's thread and the stage again, and a swap back makes them direct again; a
+/// stopped pipeline refuses both ways.
+#[test]
+fn a_pipeline_without_stages_stores_on_the_senders_thread_until_a_stage_is_swapped_in() {
+    let sink = Arc::new(ThreadSink(Default::default()));
+    let pipeline = Arc::new(Pipeline::start(
+        "direct",
+        Vec::new(),
+        None,
+        vec![sink.clone() as Arc<dyn Sink>],
+    ));
+    let senders: Vec<_> = (0..4)
+        .map(|t| {
+            let p = pipeline.clone();
+            std::thread::Builder::new()
+                .name(format!("sender-{t}"))
+                .spawn(move || {
+                    for i in 0..50 {
+                        p.send_acked(vec![sample("m", "r", i as f64, 1.0); 3])
+                            .unwrap();
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    senders.into_iter().for_each(|s| s.join().unwrap());
+    let taken = std::mem::take(&mut *sink.0.lock().unwrap());
+    assert_eq!(taken.iter().map(|(_, n)| n).sum::<usize>(), 600);
+    assert!(
+        taken.iter().all(|(t, _)| t.starts_with("sender-")),
+        "{taken:?}"
+    );
+    assert_eq!(pipeline.stats().samples_in.get(), 600);
+    assert_eq!(pipeline.stats().samples_out.get(), 600);
+
+    let swap = |chain| Swap {
+        chain,
+        sinks: None,
+        flush_interval: None,
+        fallback: None,
+    };
+    let hold = load("testing", json!({"mode": "hold"})).unwrap();
+    pipeline.swap(swap(vec![hold])).unwrap();
+    pipeline
+        .send_acked(vec![sample("m", "r", 1.0, 1.0)])
+        .unwrap();
+    assert!(
+        sink.0.lock().unwrap().is_empty(),
+        "the holding stage has the sample until its flush"
+    );
+    pipeline.flush().unwrap();
+    assert_eq!(
+        std::mem::take(&mut *sink.0.lock().unwrap()),
+        [("pipeline-direct".to_string(), 1)]
+    );
+    pipeline.swap(swap(Vec::new())).unwrap();
+    pipeline
+        .send_acked(vec![sample("m", "r", 2.0, 1.0)])
+        .unwrap();
+    let t = std::thread::current().name().unwrap().to_string();
+    assert_eq!(std::mem::take(&mut *sink.0.lock().unwrap()), [(t, 1)]);
+    pipeline.stop();
+    assert!(
+        pipeline
+            .send_acked(vec![sample("m", "r", 3.0, 1.0)])
+            .is_err()
+    );
+    assert!(pipeline.send(vec![sample("m", "r", 3.0, 1.0)]).is_err());
+}

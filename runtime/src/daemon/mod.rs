@@ -8,6 +8,7 @@ pub mod agents;
 mod exporters;
 mod fleet;
 mod kept;
+mod levels;
 mod outcome;
 pub mod parts;
 pub mod pcp;

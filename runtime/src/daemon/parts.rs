@@ -15,6 +15,8 @@ use crate::pipeline::Sink;
 use crate::sample::{Level, Sample};
 use crate::store::{Pending, Store};
 
+use super::levels::{Levels, Sets};
+
 /// The store, the notifier and the fabric agent.
 pub struct Parts {
     pub store: Arc<Store>,
@@ -135,6 +137,8 @@ pub struct StoreSink {
     pub store: Arc<Store>,
     pub default_cluster: String,
     pub hostname: String,
+    /// The levels of metadata sets seen in earlier batches.
+    pub levels: Levels,
 }
 
 type LastLevel<'a> = Option<(
@@ -232,36 +236,35 @@ impl Sink for StoreSink {
         let mut refused = 0usize;
         let mut batch = self.store.batch_for(samples.len());
         let mut last: LastLevel = None;
-        // The level being written, and the last sample whose level it is: a sample of the
-        // same metadata set and resource has that level too, without reading its metadata
-        // again. Samples of one level go in as a group: one lock of the level per group.
+        // The level being written. Samples of one level go in as a group: one lock of the
+        // level per group.
         let mut level: Option<Arc<crate::store::Level>> = None;
-        let mut prev: Option<&Sample> = None;
+        let mut sets = Sets::default();
         let mut metrics = Metrics::default();
         let mut group: Vec<Pending> = Vec::new();
         for s in samples {
-            let reuse = prev.is_some_and(|p| {
-                p.metadata.same(&s.metadata) && Arc::ptr_eq(&p.resource, &s.resource)
-            });
-            if !reuse {
-                match self.level_of(pipeline, s, &mut last) {
-                    Some(l) => {
-                        if !level.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, &l)) {
-                            // Its slots load while the old group is written and the new
-                            // one gathered (as line protocol's ingest does).
-                            l.prefetch();
-                            refused +=
-                                self.write(pipeline, &mut batch, level.as_deref(), &mut group);
-                            level = Some(l);
+            let l = match sets.get(s) {
+                Some(l) => l,
+                None => match self.levels.get(s) {
+                    Some(l) => sets.put(s, l),
+                    None => match self.level_of(pipeline, s, &mut last) {
+                        Some(l) => {
+                            self.levels.put(s, &l);
+                            sets.put(s, l)
                         }
-                        prev = Some(s);
-                    }
-                    None => {
-                        prev = None;
-                        refused += 1;
-                        continue;
-                    }
-                }
+                        None => {
+                            refused += 1;
+                            continue;
+                        }
+                    },
+                },
+            };
+            if !level.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, l)) {
+                // Its slots load while the old group is written and the new one gathered
+                // (as line protocol's ingest does).
+                l.prefetch();
+                refused += self.write(pipeline, &mut batch, level.as_deref(), &mut group);
+                level = Some(l.clone());
             }
             match metrics.get(&self.store, s.name) {
                 Ok(metric) => group.push(Pending {
@@ -342,6 +345,7 @@ mod tests {
             store: Arc::new(Store::new(StoreConfig::default())),
             default_cluster: "c".into(),
             hostname: "me".into(),
+            levels: Levels::default(),
         };
         let meta = Metadata::new(vec![("hostname".into(), "h1".into())]);
         let at = |resource: &str, meta: &Metadata| Sample {

@@ -108,6 +108,7 @@ impl Daemon {
             store: parts.store.clone(),
             default_cluster: config.daemon.cluster.clone(),
             hostname: super::parts::hostname(),
+            levels: Default::default(),
         });
         let notify_sink: Arc<dyn Sink> = Arc::new(super::parts::NotifySink(parts.notifier.clone()));
         let sinks =

@@ -30,6 +30,11 @@ pub struct OtlpDecoded {
 /// wasmon to wasmon over OTLP is exact.
 pub const RESOURCE_ATTRIBUTE: &str = "wasmon.resource";
 
+/// The resource of OTLP samples: one string for the process, so that the samples of one
+/// set of attributes are the same (set, resource) pair in every request (the store sink
+/// remembers levels by that pair).
+static EMPTY: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+
 /// Reasons named in a partial-success `error_message`.
 const REASONS_SHOWN: u64 = 5;
 
@@ -93,7 +98,7 @@ pub struct Emitter<'a> {
     pub b: Build<'a>,
     pub out: OtlpDecoded,
     /// OTLP samples have no resource (the store keys them by host and name; metadata tells
-    /// series apart downstream): one empty string shared by all.
+    /// series apart downstream): [`EMPTY`].
     empty: Arc<str>,
     /// Heads by name, unit and data: a request repeats a metric once per resource (host),
     /// and interning its names each time took the global interner's lock and compared text.
@@ -106,7 +111,7 @@ impl<'a> Emitter<'a> {
         Emitter {
             b: Build::new(limits, raw, per_sample),
             out: OtlpDecoded::default(),
-            empty: Arc::from(""),
+            empty: EMPTY.clone(),
             heads: HashMap::default(),
         }
     }

@@ -49,6 +49,13 @@ impl Metadata {
         }
     }
 
+    /// The set's address (0 for the empty set): while the set is alive, no other set has it.
+    pub fn addr(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |a| a.as_ptr() as *const u8 as usize)
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.pairs()
             .iter()
