@@ -58,9 +58,12 @@ pub const LEVELS_MEMORY: usize = 16 << 20;
 #[derive(Default)]
 pub struct Levels(Mutex<Kept>);
 
+/// A set and resource (kept alive, so that their addresses stay theirs) and their level.
+type Entry = (Metadata, Arc<str>, Arc<Level>);
+
 #[derive(Default)]
 struct Kept {
-    by_set: HashMap<(usize, usize), (Metadata, Arc<str>, Arc<Level>), foldhash::fast::FixedState>,
+    by_set: HashMap<(usize, usize), Entry, foldhash::fast::FixedState>,
     bytes: usize,
 }
 
