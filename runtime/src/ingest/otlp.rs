@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, Wire, for_each_packed, utf8, zigzag};
+use super::pb::{DecodeError, Reader, Span, Wire, for_each_packed, utf8, zigzag};
 use crate::lineproto::fast::eq_bytes;
 use crate::sample::Pair;
 
@@ -423,9 +423,8 @@ fn number_point<'a>(
 ) -> Result<(), Nested> {
     let (e, recall) = (&mut x.e, &mut x.recall);
     let (mut ts_, mut value, mut flags) = (0u64, None, 0);
-    // The attributes' bytes, when they stand together (as SDKs write them): with the
-    // resource's id, the key of what the point carries.
-    let (mut span, mut together) = (None::<(usize, usize)>, true);
+    // The attributes' bytes: with the resource's id, the key of what the point carries.
+    let mut span = Span::default();
     let mut r = Reader::new(p);
     loop {
         let at = r.pos();
@@ -433,13 +432,7 @@ fn number_point<'a>(
         match f {
             7 => {
                 v.bytes("attributes")?;
-                span = Some(match span {
-                    None => (at, r.pos()),
-                    Some((start, end)) => {
-                        together &= end == at;
-                        (start, r.pos())
-                    }
-                });
+                span.add(at, r.pos());
             }
             3 => ts_ = v.fixed64("time_unix_nano")?,
             4 => value = Some(v.double("as_double")?),
@@ -449,28 +442,30 @@ fn number_point<'a>(
         }
     }
     let learned;
-    let c = match span {
-        None => &resource.plain,
-        Some((start, end)) => {
-            let key = together.then(|| point_key(&mut recall.key, resource.id, &p[start..end]));
-            match key.and_then(|k| recall.points.get(k)) {
-                Some(c) => c,
-                None => {
-                    let mut attrs = Vec::new();
-                    let mut r = Reader::new(p);
-                    while let Some((f, v)) = r.next_field()? {
-                        if f == 7 {
-                            point_attrs(e, v, &mut attrs)?;
-                        }
-                    }
-                    learned = e.carried(e.merge(&resource.pairs, attrs));
-                    if together {
-                        let key = point_key(&mut recall.key, resource.id, &p[start..end]);
-                        recall.points.learn(key, &learned);
-                    }
-                    &learned
+    let attrs = span.bytes(p);
+    let known = match attrs {
+        _ if span.is_empty() => Some(&resource.plain),
+        Some(a) => recall
+            .points
+            .get(point_key(&mut recall.key, resource.id, a)),
+        None => None,
+    };
+    let c = match known {
+        Some(c) => c,
+        None => {
+            let mut pairs = Vec::new();
+            let mut r = Reader::new(p);
+            while let Some((f, v)) = r.next_field()? {
+                if f == 7 {
+                    point_attrs(e, v, &mut pairs)?;
                 }
             }
+            learned = e.carried(e.merge(&resource.pairs, pairs));
+            if let Some(a) = attrs {
+                let key = point_key(&mut recall.key, resource.id, a);
+                recall.points.learn(key, &learned);
+            }
+            &learned
         }
     };
     if flags & NO_RECORDED_VALUE != 0 {

@@ -6,6 +6,49 @@
 
 use std::fmt;
 
+/// Where a repeated field's elements stand in their message, tags included: when they stand
+/// together (as every encoder writes them), their bytes are a key for what they decode to.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    range: Option<(usize, usize)>,
+    together: bool,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            range: None,
+            together: true,
+        }
+    }
+}
+
+impl Span {
+    /// One more element, from `start` (its tag) to `end`.
+    #[inline]
+    pub fn add(&mut self, start: usize, end: usize) {
+        self.range = Some(match self.range {
+            None => (start, end),
+            Some((first, last)) => {
+                self.together &= last == start;
+                (first, end)
+            }
+        });
+    }
+
+    /// No element was added.
+    pub fn is_empty(&self) -> bool {
+        self.range.is_none()
+    }
+
+    /// The elements' bytes in `msg`, if there are any and they stand together.
+    #[inline]
+    pub fn bytes<'a>(&self, msg: &'a [u8]) -> Option<&'a [u8]> {
+        let (start, end) = self.range.filter(|_| self.together)?;
+        Some(&msg[start..end])
+    }
+}
+
 /// A field's value as the wire carries it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wire<'a> {

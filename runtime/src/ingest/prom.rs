@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::build::{Build, Limits, MAX_LABELS, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, for_each_packed};
+use super::pb::{DecodeError, Reader, Span, for_each_packed};
 use super::recent::{Lookup, Recent};
 use crate::sample::{Kind, Metadata, Name, Pair, Sample};
 
@@ -382,9 +382,8 @@ impl<'a> Series<'_, 'a, '_, '_> {
         let mut samples = std::mem::take(&mut self.labels.samples);
         raw.clear();
         samples.clear();
-        // The labels' bytes, tags included, when they stand together (as every sender puts
-        // them): the key of the series' head among those recently sent.
-        let (mut span, mut together) = (None::<(usize, usize)>, true);
+        // The labels' bytes: the key of the series' head among those recently sent.
+        let mut span = Span::default();
         let mut r = Reader::new(ts);
         loop {
             let at = r.pos();
@@ -395,13 +394,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
                         v.bytes("labels")
                             .map_err(|e| e.at("labels", Some(raw.len())))?,
                     );
-                    span = Some(match span {
-                        None => (at, r.pos()),
-                        Some((start, end)) => {
-                            together &= end == at;
-                            (start, r.pos())
-                        }
-                    });
+                    span.add(at, r.pos());
                 }
                 2 => samples.push(v.bytes("samples")?),
                 3 => out.exemplars += 1,
@@ -409,7 +402,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
                 _ => {}
             }
         }
-        let key = span.filter(|_| together).map(|(s, e)| &ts[s..e]);
+        let key = span.bytes(ts);
         if samples.is_empty() {
             // Nothing to name: the labels are checked, no head is made.
             self.check_labels(&raw)?;
