@@ -2,7 +2,8 @@
 //! into the buffer store (a body from `/api/write`, a NATS message or a JetStream message,
 //! and the NATS and JetStream consumers that feed it), and the receivers' decoders,
 //! Prometheus remote write ([`prom`]) and OTLP metrics ([`otlp`]), which turn a body into
-//! samples for a pipeline, all or nothing. It stands on `lineproto`, `sample` and `store`:
+//! samples for a pipeline, all or nothing, remembering what recent bodies' bytes decoded to
+//! (`recent`). It stands on `lineproto`, `sample` and `store`:
 //! the API hands it bodies, the daemon starts its consumers.
 
 pub mod build;
