@@ -179,6 +179,13 @@ impl DaemonProcess {
             .unwrap()
     }
 
+    /// `POST /api/admin/reload`, which must succeed: what the reload did.
+    pub fn reload(&self) -> serde_json::Value {
+        let r = self.post("/api/admin/reload", "");
+        assert_eq!(r.status(), 200);
+        r.json().unwrap()
+    }
+
     pub fn signal(&self, sig: &str) {
         let ok = std::process::Command::new("kill")
             .args([sig, &self.child.id().to_string()])
@@ -356,4 +363,19 @@ impl Drop for NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A core NATS subscription to `subject` at `url`, in place before it returns, and its client
+/// (the subscription ends with it). Both must drop within `rt` (they spawn an unsubscribe).
+pub fn nats_subscribe(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    subject: &str,
+) -> (async_nats::Client, async_nats::Subscriber) {
+    rt.block_on(async {
+        let c = async_nats::connect(url).await.unwrap();
+        let sub = c.subscribe(subject.to_string()).await.unwrap();
+        c.flush().await.unwrap();
+        (c, sub)
+    })
 }

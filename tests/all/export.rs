@@ -298,12 +298,7 @@ fn a_guest_sink_publishes_its_exporter_s_requests_to_jetstream_on_the_suffixed_s
     let nats = NatsServer::start(free_port(), &tmp.path().join("nats"));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_rt = rt.enter();
-    let (_client, mut sub) = rt.block_on(async {
-        let c = async_nats::connect(nats.url()).await.unwrap();
-        let sub = c.subscribe("exp.>").await.unwrap();
-        c.flush().await.unwrap();
-        (c, sub)
-    });
+    let (_client, mut sub) = nats_subscribe(&rt, &nats.url(), "exp.>");
     let extra = "subject = \"exp\"\nstream = \"EXP\"\n[sink.params]\nsuffix = \".lines\"\n";
     let node = DaemonProcess::start(&sender(tmp.path(), "jsonl", &nats.url(), extra));
     let sent = samples("js", 30);
@@ -363,16 +358,8 @@ fn a_new_exporter_component_in_guests_dir_is_swapped_in_by_a_reload_and_the_queu
     )
     .unwrap();
     let node = DaemonProcess::start(&cfg);
-    let reload = || -> Value {
-        let r = reqwest::blocking::Client::new()
-            .post(node.url("/api/admin/reload"))
-            .send()
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        r.json().unwrap()
-    };
     assert!(
-        reload()["sinks"].get("reconfigured").is_none(),
+        node.reload()["sinks"].get("reconfigured").is_none(),
         "nothing changed: the exporter is kept"
     );
     // The receiver is down: the batch is encoded (as OTLP) and retried.
@@ -387,7 +374,7 @@ fn a_new_exporter_component_in_guests_dir_is_swapped_in_by_a_reload_and_the_queu
     });
     // jsonl in its place: the queued batch is encoded again by it, and arrives.
     replace_file(&exp, &guest_bytes("jsonl"));
-    let outcome = reload();
+    let outcome = node.reload();
     assert_eq!(outcome["sinks"]["reconfigured"], json!(["x"]), "{outcome}");
     let receiver = DaemonProcess::start_at(
         &config(&tmp.path().join("r"), "\"stdout\"", ""),

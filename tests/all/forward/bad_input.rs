@@ -133,10 +133,7 @@ fn bad_sink_config_is_refused_at_check_start_and_reload() {
 
         // The running node: the same edit to its own config, then a reload.
         replace_file(&node_toml, edit(good.clone()).as_bytes());
-        let r = reqwest::blocking::Client::new()
-            .post(node.url("/api/admin/reload"))
-            .send()
-            .unwrap();
+        let r = node.post("/api/admin/reload", "");
         assert_eq!(r.status(), 422, "{what}");
         assert_names(what, &r.text().unwrap(), field, value);
         // The sink as it was, still delivering.

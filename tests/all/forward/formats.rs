@@ -48,10 +48,7 @@ fn a_type_change_is_refused_where_the_queue_would_be_misread() {
 
     // At a reload: refused, the sink runs on as it was.
     replace_file(&node_toml, remote_write.as_bytes());
-    let r = reqwest::blocking::Client::new()
-        .post(node.url("/api/admin/reload"))
-        .send()
-        .unwrap();
+    let r = node.post("/api/admin/reload", "");
     assert_eq!(r.status(), 422);
     let text = r.text().unwrap();
     assert!(
@@ -77,12 +74,7 @@ fn a_type_change_is_refused_where_the_queue_would_be_misread() {
     // To core NATS: the same format; the records queued gzip'd arrive as plain line protocol.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_rt = rt.enter();
-    let (_client, mut sub) = rt.block_on(async {
-        let c = async_nats::connect(nats.url()).await.unwrap();
-        let sub = c.subscribe("fwd.core").await.unwrap();
-        c.flush().await.unwrap();
-        (c, sub)
-    });
+    let (_client, mut sub) = nats_subscribe(&rt, &nats.url(), "fwd.core");
     replace_file(&node_toml, core.as_bytes());
     node = DaemonProcess::start(&node_toml);
     let mut lines = Vec::new();

@@ -47,12 +47,7 @@ fn a_nats_sink_publishes_line_protocol_a_subscriber_reads() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // The subscriber and the client drop within the runtime (they spawn an unsubscribe).
     let _in_rt = rt.enter();
-    let (_client, mut sub) = rt.block_on(async {
-        let c = async_nats::connect(nats.url()).await.unwrap();
-        let sub = c.subscribe("fwd.core").await.unwrap();
-        c.flush().await.unwrap();
-        (c, sub)
-    });
+    let (_client, mut sub) = nats_subscribe(&rt, &nats.url(), "fwd.core");
     let config = tmp.path().join("node.toml");
     std::fs::write(
         &config,

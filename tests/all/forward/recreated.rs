@@ -5,19 +5,10 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::rig::*;
 use crate::common::*;
-
-fn reload(node: &DaemonProcess) -> Value {
-    let r = reqwest::blocking::Client::new()
-        .post(node.url("/api/admin/reload"))
-        .send()
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().unwrap()
-}
 
 #[test]
 fn a_sink_configured_again_after_its_queue_was_deleted_is_not_deduplicated_away() {
@@ -61,14 +52,14 @@ fn a_sink_configured_again_after_its_queue_was_deleted_is_not_deduplicated_away(
     });
 
     replace_file(&node_toml, config(false).as_bytes());
-    assert_eq!(reload(&node)["sinks"]["stopped"], json!(["up"]));
+    assert_eq!(node.reload()["sinks"]["stopped"], json!(["up"]));
     let r = reqwest::blocking::Client::new()
         .delete(node.url("/api/sinks/up/queue"))
         .send()
         .unwrap();
     assert_eq!(r.status(), 200);
     replace_file(&node_toml, config(true).as_bytes());
-    assert_eq!(reload(&node)["sinks"]["started"], json!(["up"]));
+    assert_eq!(node.reload()["sinks"]["started"], json!(["up"]));
 
     let total = first + 5 * HOSTS;
     for from in (first..total).step_by(HOSTS as usize) {

@@ -16,15 +16,6 @@ use wasmon::api::ccms::auth::sign;
 use super::rig::*;
 use crate::common::*;
 
-fn reload(node: &DaemonProcess) -> Value {
-    let r = reqwest::blocking::Client::new()
-        .post(node.url("/api/admin/reload"))
-        .send()
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().unwrap()
-}
-
 fn kept_queues(node: &DaemonProcess) -> Vec<Value> {
     let v: Value = node.get("/api/sinks").unwrap().json().unwrap();
     v["kept-queues"].as_array().unwrap().clone()
@@ -107,7 +98,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
         &node_toml,
         node_config("\"up\"", &[sink_def("up", central.port, "batch-size = 10")]).as_bytes(),
     );
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     assert_eq!(out["sinks"]["stopped"], json!(["gone"]), "{out}");
     wait_until(
@@ -149,7 +140,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
         )
         .as_bytes(),
     );
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     wait_until(
         "the queued samples arrived",
@@ -197,7 +188,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
         )
         .as_bytes(),
     );
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["started"], json!(["gone"]), "{out}");
     assert!(kept_queues(&node).is_empty());
     wait_until("the kept queue was sent", Duration::from_secs(30), || {
@@ -225,7 +216,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
         )
         .as_bytes(),
     );
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["stopped"], json!(["gone"]), "{out}");
     assert_eq!(kept_queues(&node)[0]["name"], "gone");
     let client = reqwest::blocking::Client::new();
@@ -278,10 +269,10 @@ fn a_sink_removed_and_added_back_at_once_resumes_its_queue() {
     assert_eq!(sink(&node, "a")["queued-samples"], total);
 
     replace_file(&node_toml, config("\"store\"", None).as_bytes());
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["stopped"], json!(["a"]), "{out}");
     replace_file(&node_toml, config("\"a\"", Some(central.port)).as_bytes());
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["started"], json!(["a"]), "{out}");
     wait_until("the queue arrived", Duration::from_secs(30), || {
         sink(&node, "a")["sent-samples"] == total
@@ -328,7 +319,7 @@ fn a_smaller_queue_budget_applies_at_reload() {
     );
 
     replace_file(&node_toml, config("4MiB").as_bytes());
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     let s = sink(&node, "up");
     assert!(s["queued-bytes"].as_u64().unwrap() <= 4 << 20, "{s}");
@@ -387,7 +378,7 @@ fn records_queued_before_gzip_was_switched_off_still_arrive() {
     );
 
     replace_file(&node_toml, config(central.port, false).as_bytes());
-    let out = reload(&node);
+    let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     // Records queued after the reload go plain too.
     let total = first + 2 * HOSTS;
