@@ -107,12 +107,12 @@ impl Daemon {
         let store_sink: Arc<dyn Sink> = Arc::new(super::parts::StoreSink {
             store: parts.store.clone(),
             default_cluster: config.daemon.cluster.clone(),
-            hostname: super::parts::hostname(),
+            hostname: crate::util::hostname(),
             levels: Default::default(),
         });
         let notify_sink: Arc<dyn Sink> = Arc::new(super::parts::NotifySink(parts.notifier.clone()));
         let sinks =
-            crate::sink::SinkSet::new(&data_dir, &config.daemon.cluster, &super::parts::hostname())
+            crate::sink::SinkSet::new(&data_dir, &config.daemon.cluster, &crate::util::hostname())
                 .with_context(|| format!("opening {}", data_dir.join("sinks").display()))?;
         let daemon = Arc::new(Daemon {
             runtime,
