@@ -100,7 +100,7 @@ impl Exposition {
             .filter_map(|l| l.split(' ').next())
             .map(str::to_string)
             .collect();
-        let host = crate::daemon::parts::hostname();
+        let host = crate::util::hostname();
         let cluster = d.config().daemon.cluster;
         let mut describer = AgentDescriber { daemon: d };
         let mut commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
