@@ -341,14 +341,7 @@ pub async fn run_agent(
         })?;
 
     let client = loop {
-        match crate::nats::connect(
-            &cfg.nats,
-            cfg.username.as_deref(),
-            cfg.password.as_deref(),
-            cfg.creds_file_path.as_deref(),
-        )
-        .await
-        {
+        match cfg.connection().connect(std::path::Path::new("")).await {
             Ok(c) => break c,
             Err(e) => tracing::warn!(error = %e, "fabric: cannot reach NATS yet; retrying"),
         }
@@ -359,7 +352,7 @@ pub async fn run_agent(
     };
     let js = async_nats::jetstream::new(client.clone());
     let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease).await {
+        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
             Ok(b) => break b,
             Err(e) => tracing::warn!(error = %e, "fabric: JetStream buckets not ready; retrying"),
         }

@@ -23,16 +23,22 @@ use crate::store::Store;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
+    /// separated by commas).
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub address: String,
     /// User name (with `password`).
     #[serde(default)]
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
-    /// A NATS credentials file (JWT + nkey seed).
+    /// A file holding a NATS token.
     #[serde(default)]
-    pub creds_file_path: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    /// A NATS credentials file (JWT + nkey seed); `creds-file-path` is cc-metric-store's
+    /// spelling, accepted too.
+    #[serde(default, alias = "creds-file-path")]
+    pub creds_file: Option<PathBuf>,
     /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
     #[serde(default)]
     pub tls_ca: Option<PathBuf>,
@@ -69,6 +75,10 @@ pub struct NatsSubscription {
         with = "crate::store::config::duration_serde"
     )]
     pub duplicate_window: std::time::Duration,
+    /// The stream's replicas when this daemon creates it (1 when not set; 3 on a 3-server
+    /// cluster). When set, an existing stream with another number is reported, not used.
+    #[serde(default)]
+    pub replicas: Option<usize>,
 }
 
 fn default_window() -> std::time::Duration {
@@ -76,13 +86,35 @@ fn default_window() -> std::time::Duration {
 }
 
 impl NatsConfig {
-    /// Checks stream and consumer names (NATS refuses some) and that TLS files go together.
-    pub fn check(&self) -> Result<(), String> {
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err("nats: tls-cert and tls-key go together".into());
+    /// The connection this section describes.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "nats.address",
+            servers: &self.address,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
         }
+    }
+
+    /// Checks the servers, stream and consumer names (NATS refuses some), replicas, and that
+    /// credentials and TLS files go together.
+    pub fn check(&self) -> Result<(), String> {
+        self.connection()
+            .check(None)
+            .map_err(|(f, p)| format!("{f}: {p}"))?;
         for (i, sc) in self.subscriptions.iter().enumerate() {
             let at = |f: &str, e: String| format!("nats.subscriptions[{i}].{f}: {e}");
+            if let Some(r) = sc.replicas {
+                crate::nats::check_replicas(r).map_err(|e| at("replicas", e))?;
+                if sc.stream.is_none() {
+                    return Err(at("replicas", "goes with `stream`".into()));
+                }
+            }
             if let Some(s) = &sc.stream {
                 crate::sink::config::check_stream_name(s).map_err(|e| at("stream", e))?;
             } else if sc.durable.is_some() {
@@ -113,31 +145,14 @@ pub async fn run_nats_ingest(
     cfg: NatsConfig,
     shutdown: CancellationToken,
 ) -> Result<(), NatsError> {
-    let mut opts = crate::nats::options(
-        std::path::Path::new(""),
-        &cfg.address,
-        None,
-        cfg.creds_file_path.as_deref(),
-        crate::nats::Tls {
-            ca: cfg.tls_ca.as_deref(),
-            client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
-        },
-    )
-    .await?;
-    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
-        opts = opts.user_and_password(u.clone(), p.clone());
-    }
+    let conn = cfg.connection();
+    let mut opts = conn.options(std::path::Path::new("")).await?;
     // A JetStream consumer waits out a NATS server that is down at start; core NATS
     // subscriptions fail the start as before (nothing would be kept for them anyway).
     if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
         opts = opts.retry_on_initial_connect();
     }
-    let client = opts.connect(cfg.address.as_str()).await.map_err(|source| {
-        crate::nats::ConnectError::Connect {
-            address: cfg.address.clone(),
-            source,
-        }
-    })?;
+    let client = conn.connect_with(opts).await?;
     let mut tasks = Vec::new();
     for sc in cfg.subscriptions {
         if sc.stream.is_some() {
@@ -209,6 +224,7 @@ async fn run_consumer(
                 &stream,
                 std::slice::from_ref(&sc.subscribe_to),
                 sc.duplicate_window,
+                sc.replicas,
             )
             .await?;
             st.get_or_create_consumer(
@@ -297,7 +313,8 @@ mod tests {
             address,
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
@@ -308,6 +325,7 @@ mod tests {
                     stream: None,
                     durable: None,
                     duplicate_window: default_window(),
+                    replicas: None,
                 },
                 NatsSubscription {
                     subscribe_to: "other".into(),
@@ -315,6 +333,7 @@ mod tests {
                     stream: None,
                     durable: None,
                     duplicate_window: default_window(),
+                    replicas: None,
                 },
             ],
         };
@@ -359,7 +378,8 @@ mod tests {
             address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,

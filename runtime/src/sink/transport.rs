@@ -301,10 +301,12 @@ impl Nats {
         let mut conn = self.conn.lock().await;
         if conn.is_none() {
             let opts = tls::nats_options(&self.cfg, &self.base).await?;
-            let client = opts
-                .connect(self.cfg.url.as_str())
+            let client = self
+                .cfg
+                .connection()
+                .connect_with(opts)
                 .await
-                .map_err(|e| format!("connecting to {}: {e}", self.cfg.url))?;
+                .map_err(|e| e.to_string())?;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
                 js.set_timeout(PUBACK_TIMEOUT);
@@ -422,7 +424,7 @@ async fn ensure_stream(
         SinkType::Guest => vec![format!("{subject}.>"), subject],
         _ => vec![subject],
     };
-    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window)
+    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window, cfg.replicas)
         .await
         .map(|_| ())
 }
