@@ -105,7 +105,9 @@ pub fn parse_servers(s: &str) -> Result<Vec<ServerAddr>, String> {
             }
             let url = reqwest::Url::parse(e).map_err(|x| at(format!("does not parse: {x}")))?;
             if !matches!(url.scheme(), "nats" | "tls") {
-                return Err(at("a NATS server's URL starts with nats:// or tls://".into()));
+                return Err(at(
+                    "a NATS server's URL starts with nats:// or tls://".into()
+                ));
             }
             if url.host_str().is_none_or(str::is_empty) {
                 return Err(at("has no host".into()));
@@ -255,10 +257,12 @@ impl Connection<'_> {
         &self,
         opts: async_nats::ConnectOptions,
     ) -> Result<async_nats::Client, ConnectError> {
-        let addrs = self.addresses().map_err(|(field, problem)| ConnectError::File {
-            field: "servers",
-            problem: format!("{field}: {problem}"),
-        })?;
+        let addrs = self
+            .addresses()
+            .map_err(|(field, problem)| ConnectError::File {
+                field: "servers",
+                problem: format!("{field}: {problem}"),
+            })?;
         opts.connect(addrs)
             .await
             .map_err(|source| ConnectError::Connect {
@@ -369,8 +373,14 @@ mod tests {
         for (text, names) in [
             ("", "no server given"),
             (" , ", "no server given"),
-            ("nats://a:4222,,nats://b:4222", "server 2 of 3 (\"\"): is empty"),
-            ("nats://a:4222,nats://b:99999", "server 2 of 2 (\"nats://b:99999\")"),
+            (
+                "nats://a:4222,,nats://b:4222",
+                "server 2 of 3 (\"\"): is empty",
+            ),
+            (
+                "nats://a:4222,nats://b:99999",
+                "server 2 of 2 (\"nats://b:99999\")",
+            ),
             ("http://a:4222", "nats:// or tls://"),
             ("nats://a:4222,b:4222", "server 2 of 2"),
             ("nats://:4222", "\"nats://:4222\""),

@@ -242,6 +242,7 @@ async fn metrics(State(d): State<Arc<Daemon>>) -> Response {
     let mut out = String::new();
     crate::telemetry::registry().render(&mut out);
     sinks::render_prometheus(&d.sinks().statuses(), &mut out);
+    crate::supervise::render_prometheus(&mut out);
     out.push_str(&ccms::render_prometheus(&d.parts().store, "wasmon_"));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

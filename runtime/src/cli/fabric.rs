@@ -364,8 +364,14 @@ async fn simulate(s: SimulateArgs, nats: &str, name: &str) -> anyhow::Result<()>
         ));
         let token = shutdown.clone();
         tokio::spawn(async move {
-            if let Err(e) =
-                crate::fabric::run_agent(handle, notifier, Box::new(|_| {}), token).await
+            if let Err(e) = crate::fabric::run_agent(
+                handle,
+                notifier,
+                Box::new(|_| {}),
+                token,
+                crate::supervise::Health::new("fabric"),
+            )
+            .await
             {
                 eprintln!("agent stopped: {e:#}");
             }

@@ -239,7 +239,8 @@ mod tests {
         assert_eq!(c.keys().len(), 1);
         let seeds = |v: &str| {
             let c: FleetConfig = toml::from_str(&format!("nats = {v}\nname = \"prod\"")).unwrap();
-            c.check().map(|()| c.connection().addresses().unwrap().len())
+            c.check()
+                .map(|()| c.connection().addresses().unwrap().len())
         };
         assert_eq!(seeds("['nats://a:1', 'nats://b:2', 'tls://c:3']"), Ok(3));
         assert_eq!(seeds("'nats://a:1,nats://b:2'"), Ok(2));

@@ -132,6 +132,8 @@ impl NatsConfig {
 pub enum NatsError {
     #[error(transparent)]
     Connect(#[from] crate::nats::ConnectError),
+    #[error("a subscription's task panicked: {0}")]
+    Panicked(String),
     #[error("subscribing to {subject}: {source}")]
     Subscribe {
         subject: String,
@@ -139,11 +141,14 @@ pub enum NatsError {
     },
 }
 
-/// Connects, subscribes and stores messages until `shutdown` is cancelled.
+/// Connects, subscribes and stores messages until `shutdown` is cancelled. A consumer that
+/// panics stops the others and fails the run (its supervisor starts it again); each JetStream
+/// consumer reports whether it works under `health`'s name and its stream's.
 pub async fn run_nats_ingest(
     store: Arc<Store>,
     cfg: NatsConfig,
     shutdown: CancellationToken,
+    health: crate::supervise::Health,
 ) -> Result<(), NatsError> {
     let conn = cfg.connection();
     let mut opts = conn.options(std::path::Path::new("")).await?;
@@ -153,11 +158,18 @@ pub async fn run_nats_ingest(
         opts = opts.retry_on_initial_connect();
     }
     let client = conn.connect_with(opts).await?;
-    let mut tasks = Vec::new();
+    health.working();
+    let stop = shutdown.child_token();
+    let mut tasks = tokio::task::JoinSet::new();
     for sc in cfg.subscriptions {
-        if sc.stream.is_some() {
-            let (store, shutdown, client) = (store.clone(), shutdown.clone(), client.clone());
-            tasks.push(tokio::spawn(run_consumer(store, client, sc, shutdown)));
+        if let Some(stream) = &sc.stream {
+            let h = crate::supervise::Health::new(&format!(
+                "{} {stream}/{}",
+                health.name(),
+                sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE)
+            ));
+            let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
+            tasks.spawn(run_consumer(store, client, sc, stop, h));
             continue;
         }
         let mut sub = client
@@ -169,8 +181,8 @@ pub async fn run_nats_ingest(
             })?;
         tracing::info!(subject = %sc.subscribe_to, address = %cfg.address, "NATS subscription established");
         let store = store.clone();
-        let shutdown = shutdown.clone();
-        tasks.push(tokio::spawn(async move {
+        let shutdown = stop.clone();
+        tasks.spawn(async move {
             loop {
                 let msg = tokio::select! {
                     _ = shutdown.cancelled() => break,
@@ -183,18 +195,34 @@ pub async fn run_nats_ingest(
                 }
             }
             let _ = sub.unsubscribe().await;
-        }));
+        });
     }
-    for t in tasks {
-        let _ = t.await;
+    let mut panicked = None;
+    while let Some(r) = tasks.join_next().await {
+        if let Err(e) = r
+            && e.is_panic()
+            && panicked.is_none()
+        {
+            stop.cancel();
+            panicked = Some(e.to_string());
+        }
     }
     let _ = client.flush().await;
+    if let Some(e) = panicked {
+        return Err(NatsError::Panicked(e));
+    }
     tracing::info!("NATS ingest stopped");
     Ok(())
 }
 
 /// Messages fetched (and acknowledged after one WAL commit) at a time.
 const FETCH: usize = 256;
+/// A subscription's consumer name when it names none.
+const DEFAULT_DURABLE: &str = "wasmon";
+/// Pauses between attempts to set the consumer up again: short at first (a stream whose
+/// leader is being elected answers within a second or so), growing while it stays away.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A durable pull consumer on `sc.stream`, until `shutdown`: fetch, store, wait for the WAL,
 /// acknowledge. Errors (NATS restarting, the stream missing) are logged once and retried.
@@ -203,16 +231,17 @@ async fn run_consumer(
     client: async_nats::Client,
     sc: NatsSubscription,
     shutdown: CancellationToken,
+    health: crate::supervise::Health,
 ) {
     use async_nats::jetstream::consumer::pull;
     let js = async_nats::jetstream::new(client);
     let stream = sc.stream.clone().unwrap_or_default();
-    let durable = sc.durable.clone().unwrap_or_else(|| "wasmon".into());
+    let durable = sc.durable.clone().unwrap_or_else(|| DEFAULT_DURABLE.into());
     let mut failing = false;
+    let mut pause = RETRY_FIRST;
     let fail = |what: String, failing: &mut bool| {
-        if !std::mem::replace(failing, true) {
-            tracing::warn!(stream = %stream, durable = %durable, error = %what, "JetStream ingest: retrying (logged again when it works)");
-        }
+        *failing = true;
+        health.failing(&what);
     };
     'setup: loop {
         if shutdown.is_cancelled() {
@@ -246,11 +275,17 @@ async fn run_consumer(
                 fail(e, &mut failing);
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue 'setup,
+                    _ = tokio::time::sleep(pause) => {
+                        pause = (pause * 2).min(RETRY_MAX);
+                        continue 'setup
+                    }
                 }
             }
         };
         tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
+        if std::mem::replace(&mut failing, false) {
+            health.working();
+        }
         loop {
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -260,7 +295,11 @@ async fn run_consumer(
                 Ok(m) => m,
                 Err(e) => {
                     fail(e.to_string(), &mut failing);
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(RETRY_MAX);
                     continue 'setup;
                 }
             };
@@ -290,8 +329,9 @@ async fn run_consumer(
                 }
             }
             if std::mem::replace(&mut failing, false) {
-                tracing::info!(stream = %stream, durable = %durable, "JetStream ingest works again");
+                health.working();
             }
+            pause = RETRY_FIRST;
         }
     }
 }
@@ -337,7 +377,12 @@ mod tests {
                 },
             ],
         };
-        let task = tokio::spawn(run_nats_ingest(store.clone(), cfg, token.clone()));
+        let task = tokio::spawn(run_nats_ingest(
+            store.clone(),
+            cfg,
+            token.clone(),
+            crate::supervise::Health::new("test-nats-ingest"),
+        ));
         // Subscriptions are live once a published message arrives; retry until it does.
         let mut got = false;
         for i in 0..100 {
@@ -386,7 +431,13 @@ mod tests {
             subscriptions: vec![],
         };
         let store = Arc::new(Store::new(StoreConfig::default()));
-        let r = run_nats_ingest(store, cfg, CancellationToken::new()).await;
+        let r = run_nats_ingest(
+            store,
+            cfg,
+            CancellationToken::new(),
+            crate::supervise::Health::new("test-nats-ingest-down"),
+        )
+        .await;
         assert!(matches!(r, Err(NatsError::Connect { .. })));
     }
 }

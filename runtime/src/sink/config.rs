@@ -337,7 +337,11 @@ impl SinkConfig {
         } else if self.url.contains(',') {
             return Err(self.err(
                 "url",
-                format!("{:?}: a {} sink takes one URL", self.url, self.kind.as_str()),
+                format!(
+                    "{:?}: a {} sink takes one URL",
+                    self.url,
+                    self.kind.as_str()
+                ),
             ));
         }
         let first = self.url.split(',').next().unwrap_or_default().trim();
@@ -555,11 +559,20 @@ mod tests {
     #[test]
     fn nats_sinks_take_a_cluster_and_replicas() {
         let js = "name='f'\ntype='jetstream'\nsubject='m'\nstream='M'\n";
-        let c = check(&format!("{js}url=['nats://a:4222','nats://b:4222']\nreplicas=3")).unwrap();
+        let c = check(&format!(
+            "{js}url=['nats://a:4222','nats://b:4222']\nreplicas=3"
+        ))
+        .unwrap();
         assert_eq!(c.connection().addresses().unwrap().len(), 2);
         assert_eq!(c.replicas, Some(3));
-        let c = check(&format!("{js}url='nats://a:4222, nats://b:4222, nats://c:4222'")).unwrap();
-        assert_eq!((c.connection().addresses().unwrap().len(), c.replicas), (3, None));
+        let c = check(&format!(
+            "{js}url='nats://a:4222, nats://b:4222, nats://c:4222'"
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.connection().addresses().unwrap().len(), c.replicas),
+            (3, None)
+        );
         let refused = |text: &str| check(text).unwrap_err();
         let e = refused(&format!("{js}url='nats://a:4222,nats://b:42x'"));
         assert!(e.starts_with("sink \"f\": url: server 2 of 2"), "{e}");
