@@ -217,6 +217,11 @@ pub async fn run_nats_ingest(
 
 /// Messages fetched (and acknowledged after one WAL commit) at a time.
 const FETCH: usize = 256;
+/// How long the server holds a fetch open when there is nothing to deliver.
+const FETCH_EXPIRES: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much longer than that a fetch may go unanswered before the consumer's leader is taken
+/// for hung: its heartbeat or its last messages arrive within milliseconds otherwise.
+const FETCH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// A subscription's consumer name when it names none.
 const DEFAULT_DURABLE: &str = "wasmon";
 /// Pauses between attempts to set the consumer up again: short at first (a stream whose
@@ -289,7 +294,7 @@ async fn run_consumer(
         loop {
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                b = consumer.fetch().max_messages(FETCH).expires(std::time::Duration::from_secs(1)).messages() => b,
+                b = consumer.fetch().max_messages(FETCH).expires(FETCH_EXPIRES).messages() => b,
             };
             let mut messages = match batch {
                 Ok(m) => m,
@@ -305,17 +310,35 @@ async fn run_consumer(
             };
             let mut got = Vec::new();
             let mut wal_seq = 0;
-            while let Some(m) = messages.next().await {
-                let Ok(m) = m else { break };
-                let now = chrono::Utc::now().timestamp();
-                let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
-                for e in out.errors.iter().take(5) {
-                    tracing::warn!(stream = %stream, error = %e, "JetStream line rejected");
+            // A hung consumer leader (stopped, its socket open) never ends the batch: past
+            // its expiry and a grace the consumer is set up again (and the stall said).
+            let drained = tokio::time::timeout(FETCH_EXPIRES + FETCH_GRACE, async {
+                while let Some(m) = messages.next().await {
+                    let Ok(m) = m else { break };
+                    let now = chrono::Utc::now().timestamp();
+                    let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
+                    for e in out.errors.iter().take(5) {
+                        tracing::warn!(stream = %stream, error = %e, "JetStream line rejected");
+                    }
+                    wal_seq = wal_seq.max(out.wal_seq);
+                    got.push(m);
                 }
-                wal_seq = wal_seq.max(out.wal_seq);
-                got.push(m);
+            })
+            .await
+            .is_ok();
+            if !drained {
+                fail(
+                    format!(
+                        "no answer to a fetch within {:?}",
+                        FETCH_EXPIRES + FETCH_GRACE
+                    ),
+                    &mut failing,
+                );
             }
             if got.is_empty() {
+                if !drained {
+                    continue 'setup;
+                }
                 continue;
             }
             // Acknowledge only what the WAL holds: a crash before this re-delivers them.
@@ -327,6 +350,9 @@ async fn run_consumer(
                 if let Err(e) = m.ack().await {
                     fail(format!("ack: {e}"), &mut failing);
                 }
+            }
+            if !drained {
+                continue 'setup;
             }
             if std::mem::replace(&mut failing, false) {
                 health.working();

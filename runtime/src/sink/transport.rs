@@ -293,7 +293,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// How long a JetStream publish waits for its PubAck before the record is retried.
+/// How long a JetStream publish waits for its PubAck before the record is retried (with the
+/// same `Nats-Msg-Id`, so a stream that stored it drops the copy), unless the sink's
+/// `timeout` is shorter: a cluster whose stream leader died elects another within seconds.
 const PUBACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Nats {
@@ -309,7 +311,7 @@ impl Nats {
                 .map_err(|e| e.to_string())?;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
-                js.set_timeout(PUBACK_TIMEOUT);
+                js.set_timeout(self.cfg.timeout.min(PUBACK_TIMEOUT));
                 js
             });
             *conn = Some(Conn {
