@@ -49,6 +49,7 @@ pub mod supervise;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;
+pub mod util;
 
 /// Where the build put the compiled guests (bundled and test-only ones).
 pub const BUILT_GUESTS_DIR: &str = env!("WASMON_BUILT_GUESTS");

@@ -264,7 +264,7 @@ async fn overview(State(ui): State<Arc<Ui>>) -> Response {
         "uptime": ui.started.elapsed().as_secs(),
         "rss": rss_bytes(),
         "cluster": config.daemon.cluster,
-        "hostname": crate::daemon::parts::hostname(),
+        "hostname": crate::util::hostname(),
         "pipelines": pipelines,
         "agents": agents,
         "reloads": d.reloads(),

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use super::Daemon;
 use super::agents::{GuestAgent, to_samples};
-use super::reload::Daemon;
 use crate::config::{AgentConfig, Config};
 use crate::host::{AgentWorld, GuestStats, Image};
 use crate::namespace::{Agent, Namespace};
