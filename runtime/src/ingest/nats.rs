@@ -219,6 +219,8 @@ const FETCH_EXPIRES: std::time::Duration = std::time::Duration::from_secs(1);
 /// How much longer than that a fetch may go unanswered before the consumer's leader is taken
 /// for hung: its heartbeat or its last messages arrive within milliseconds otherwise.
 const FETCH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long one request of setting the consumer up (stream and consumer look-up) may take.
+const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// A subscription's consumer name when it names none.
 const DEFAULT_DURABLE: &str = "wasmon";
 /// Pauses between attempts to set the consumer up again: short at first (a stream whose
@@ -236,7 +238,10 @@ async fn run_consumer(
     health: crate::supervise::Health,
 ) {
     use async_nats::jetstream::consumer::pull;
-    let js = async_nats::jetstream::new(client);
+    let mut js = async_nats::jetstream::new(client);
+    // Setting the consumer up again after a fault must not wait out the default 5 s per
+    // request: a stream or consumer whose leader is being elected is asked again sooner.
+    js.set_timeout(SETUP_TIMEOUT);
     let stream = sc.stream.clone().unwrap_or_default();
     let durable = sc.durable.clone().unwrap_or_else(|| DEFAULT_DURABLE.into());
     let mut failing = false;
