@@ -7,6 +7,7 @@
 
 mod hostile;
 mod linux;
+mod metricsets;
 mod mmv;
 mod pmda;
 mod proxy;
