@@ -22,6 +22,7 @@ mod devices;
 mod loadavg;
 mod meminfo;
 mod net_dev;
+mod net_snmp;
 mod stat;
 mod uptime;
 
@@ -76,6 +77,7 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(meminfo::MemInfo::default()),
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
+        Box::new(net_snmp::NetSnmp::default()),
         Box::new(uptime::Uptime::default()),
     ]
 }
