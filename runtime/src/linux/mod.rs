@@ -19,11 +19,18 @@ pub mod read;
 pub mod table;
 
 mod devices;
+mod fchost;
 mod loadavg;
 mod meminfo;
+mod net_conn;
 mod net_dev;
+mod net_rpc;
 mod net_snmp;
+mod net_sysfs;
+mod sockstat;
+mod softnet;
 mod stat;
+mod tty_serial;
 mod uptime;
 
 #[cfg(test)]
@@ -78,6 +85,13 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
         Box::new(net_snmp::NetSnmp::default()),
+        Box::new(net_conn::NetConn::default()),
+        Box::new(net_sysfs::NetSysfs::default()),
+        Box::new(net_rpc::NetRpc::default()),
+        Box::new(tty_serial::TtySerial::default()),
+        Box::new(fchost::FcHost::default()),
+        Box::new(sockstat::SockStat::default()),
+        Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
     ]
 }
