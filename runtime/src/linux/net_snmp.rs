@@ -32,8 +32,9 @@ pub struct NetSnmp {
     buf: String,
     /// (cluster, item) -> slot in `vals`.
     slot_of: HashMap<(u32, u32), usize>,
-    /// (section, key) -> slot in `vals` (section "" for snmp6).
-    by_key: HashMap<(&'static str, &'static str), usize>,
+    /// (section, key) -> slots in `vals` (section "" for snmp6); pmdalinux names one
+    /// counter twice (`TCPFastOpenActiveFail` is items 106 and 136).
+    by_key: HashMap<(&'static str, &'static str), Vec<usize>>,
     /// One per row of [`KEYS`]: the last refresh's value, `None` when its file or column
     /// was not there.
     vals: Vec<Option<u64>>,
@@ -50,7 +51,7 @@ impl Default for NetSnmp {
         let mut by_key = HashMap::new();
         for (i, &(c, it, s, k)) in KEYS.iter().enumerate() {
             slot_of.insert((c, it), i);
-            by_key.insert((s, k), i);
+            by_key.entry((s, k)).or_insert_with(Vec::new).push(i);
         }
         NetSnmp {
             buf: String::new(),
@@ -109,8 +110,10 @@ impl NetSnmp {
                     if let Some((dir, n)) = icmpmsg_column(name) {
                         self.icmpmsg[dir][n] = counter(num);
                     }
-                } else if let Some(&slot) = self.by_key.get(&(sec, name)) {
-                    self.vals[slot] = counter(num);
+                } else if let Some(slots) = self.by_key.get(&(sec, name)) {
+                    for &slot in slots {
+                        self.vals[slot] = counter(num);
+                    }
                 }
             }
         }
@@ -122,9 +125,11 @@ impl NetSnmp {
         for line in text.lines() {
             let mut f = line.split_ascii_whitespace();
             if let (Some(k), Some(v)) = (f.next(), f.next())
-                && let Some(&slot) = self.by_key.get(&("", k))
+                && let Some(slots) = self.by_key.get(&("", k))
             {
-                self.vals[slot] = counter(v);
+                for &slot in slots {
+                    self.vals[slot] = counter(v);
+                }
             }
         }
         self.buf = text;
@@ -591,8 +596,8 @@ UdpLite: 0 0 0 0 0 0 0 0 0
 ";
 
     const NETSTAT: &str = "\
-TcpExt: SyncookiesSent SyncookiesRecv SyncookiesFailed EmbryonicRsts TCPHPHits TCPTimeouts TCPNewColumnFromTheFuture
-TcpExt: 0 0 1 2 123 45 9
+TcpExt: SyncookiesSent SyncookiesRecv SyncookiesFailed EmbryonicRsts TCPHPHits TCPTimeouts TCPFastOpenActiveFail TCPNewColumnFromTheFuture
+TcpExt: 0 0 1 2 123 45 6 9
 IpExt: InNoRoutes InTruncatedPkts InMcastPkts OutMcastPkts InOctets OutOctets
 IpExt: 0 0 10 20 300000 400000
 MPTcpExt: MPCapableSYNRX MPCapableSYNTX
@@ -649,6 +654,9 @@ UdpLite6InDatagrams             	0
         assert_eq!(one(&mut a, "network.ip.inoctets"), Some(300000.0));
         assert_eq!(one(&mut a, "network.mptcp.mpcapablesynrx"), Some(3.0));
         assert_eq!(one(&mut a, "network.tcp.tcpdelivered"), None);
+        // One counter, two names.
+        assert_eq!(one(&mut a, "network.tcp.fastopenactivefail"), Some(6.0));
+        assert_eq!(one(&mut a, "network.tcp.tcpfastopenactivefail"), Some(6.0));
         // Type numbers are instances; past the 256 pmdalinux keeps is dropped.
         let mut t = fetch_f64(&mut a, "network.icmpmsg.intype");
         t.sort_by(|x, y| x.0.cmp(&y.0));
