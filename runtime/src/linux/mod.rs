@@ -19,9 +19,11 @@ pub mod read;
 pub mod table;
 
 mod devices;
+mod interrupts;
 mod loadavg;
 mod meminfo;
 mod net_dev;
+mod pressure;
 mod stat;
 mod uptime;
 
@@ -77,6 +79,9 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(interrupts::Interrupts::default()),
+        Box::new(interrupts::SoftIrqs::default()),
+        Box::new(pressure::Pressure::default()),
     ]
 }
 
