@@ -69,11 +69,18 @@ impl Table {
             let c = if cpu as usize == col {
                 col as u32
             } else {
-                pos.get(col).copied().filter(|&p| p != u32::MAX).unwrap_or(0)
+                pos.get(col)
+                    .copied()
+                    .filter(|&p| p != u32::MAX)
+                    .unwrap_or(0)
             };
             self.cpu_of.push(c);
         }
-        self.identity = self.cpu_of.iter().enumerate().all(|(i, &c)| c as usize == i);
+        self.identity = self
+            .cpu_of
+            .iter()
+            .enumerate()
+            .all(|(i, &c)| c as usize == i);
         self.seen.clear();
         self.seen.resize(self.header.len(), (0, 0));
     }
@@ -279,9 +286,7 @@ fn counter_row(line: &str, keys: &[&str]) -> Option<u64> {
 /// The row's name (its first word without a final `:` or `_`) and what follows the name.
 fn split_name(line: &str) -> Option<(&str, &str)> {
     let t = line.trim_start();
-    let end = t
-        .find(|c: char| c.is_ascii_whitespace())
-        .unwrap_or(t.len());
+    let end = t.find(|c: char| c.is_ascii_whitespace()).unwrap_or(t.len());
     if end == 0 {
         return None;
     }
@@ -413,8 +418,8 @@ impl Group for SoftIrqs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fetch, fetch_f64, tree};
     use super::super::LinuxAgent;
+    use super::super::testing::{fetch, fetch_f64, tree};
     use super::*;
     use crate::namespace::Agent;
 
@@ -461,7 +466,10 @@ PIN:          0          0   Posted-interrupt notification event\n";
         );
         let l = a.labels(LabelsOf::Instance(INTERRUPT_CPU, "LOC::cpu1"));
         assert_eq!(l[0], ("cpu".to_string(), json!(1)));
-        assert_eq!(l[2], ("irqtext".to_string(), json!("Local timer interrupts")));
+        assert_eq!(
+            l[2],
+            ("irqtext".to_string(), json!("Local timer interrupts"))
+        );
     }
 
     #[test]
@@ -471,10 +479,7 @@ PIN:          0          0   Posted-interrupt notification event\n";
         let dir = tree(&[("proc/interrupts", text)]);
         let mut a = LinuxAgent::with_root(dir.path());
         let per = fetch_f64(&mut a, "kernel.percpu.interrupts");
-        assert_eq!(
-            per,
-            [("5::cpu0".into(), 2.0), ("5::cpu1".into(), 3.0)]
-        );
+        assert_eq!(per, [("5::cpu0".into(), 2.0), ("5::cpu1".into(), 3.0)]);
         assert_eq!(fetch_f64(&mut a, "kernel.all.interrupts.total")[0].1, 6.0);
     }
 
@@ -506,7 +511,10 @@ PIN:          0          0   Posted-interrupt notification event\n";
             fetch_f64(&mut a, "kernel.all.softirqs.total"),
             [("HI".into(), 1.0), ("TIMER".into(), 267583.0)]
         );
-        assert_eq!(fetch_f64(&mut a, "kernel.percpu.softirqs")[3].0, "TIMER::cpu1");
+        assert_eq!(
+            fetch_f64(&mut a, "kernel.percpu.softirqs")[3].0,
+            "TIMER::cpu1"
+        );
         assert_eq!(
             fetch_f64(&mut a, "kernel.percpu.sirq"),
             [("cpu0".into(), 149035.0), ("cpu1".into(), 118549.0)]
@@ -566,14 +574,18 @@ PIN:          0          0   Posted-interrupt notification event\n";
                 .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
                 .count();
             assert_eq!(fetch(&mut a, "kernel.percpu.intr").len(), n);
-            assert!(fetch_f64(&mut a, "kernel.all.interrupts.total")
-                .iter()
-                .any(|(n, _)| n == "LOC" || n == "0"));
+            assert!(
+                fetch_f64(&mut a, "kernel.all.interrupts.total")
+                    .iter()
+                    .any(|(n, _)| n == "LOC" || n == "0")
+            );
         }
         if std::path::Path::new("/proc/softirqs").exists() {
-            assert!(fetch(&mut a, "kernel.all.softirqs.total")
-                .iter()
-                .any(|(n, _)| n == "TIMER"));
+            assert!(
+                fetch(&mut a, "kernel.all.softirqs.total")
+                    .iter()
+                    .any(|(n, _)| n == "TIMER")
+            );
         }
     }
 }

@@ -21,10 +21,16 @@ pub mod table;
 mod devices;
 mod interrupts;
 mod loadavg;
+mod locks;
+mod login;
 mod meminfo;
 mod net_dev;
 mod pressure;
 mod stat;
+mod sys_fs;
+mod sys_kernel;
+mod sysfs_kernel;
+mod uname;
 mod uptime;
 
 #[cfg(test)]
@@ -82,6 +88,12 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(interrupts::Interrupts::default()),
         Box::new(interrupts::SoftIrqs::default()),
         Box::new(pressure::Pressure::default()),
+        Box::new(uname::Uname::default()),
+        Box::new(login::Login::default()),
+        Box::new(sys_kernel::SysKernel::default()),
+        Box::new(sys_fs::SysFs::default()),
+        Box::new(locks::Locks::default()),
+        Box::new(sysfs_kernel::SysfsKernel::default()),
     ]
 }
 

@@ -139,15 +139,18 @@ mod tests {
             one(&mut a, "kernel.all.pressure.io.full.total"),
             Some(3772456.0)
         );
-        assert_eq!(fetch_f64(&mut a, "kernel.all.pressure.io.full.avg")[1].0, "1 minute");
-        assert_eq!(one(&mut a, "kernel.all.pressure.irq.full.total"), Some(99.0));
+        assert_eq!(
+            fetch_f64(&mut a, "kernel.all.pressure.io.full.avg")[1].0,
+            "1 minute"
+        );
+        assert_eq!(
+            one(&mut a, "kernel.all.pressure.irq.full.total"),
+            Some(99.0)
+        );
         // No memory file (an old kernel): its metrics only have no value.
         assert!(fetch(&mut a, "kernel.all.pressure.memory.some.avg").is_empty());
         assert_eq!(one(&mut a, "kernel.all.pressure.memory.full.total"), None);
-        assert_eq!(
-            a.instance_id(super::PRESSUREAVG, "5 minute"),
-            Some(300)
-        );
+        assert_eq!(a.instance_id(super::PRESSUREAVG, "5 minute"), Some(300));
     }
 
     #[test]
