@@ -18,6 +18,7 @@ pub mod indom;
 pub mod read;
 pub mod table;
 
+mod cpuinfo;
 mod devices;
 mod interrupts;
 mod loadavg;
@@ -89,6 +90,7 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(interrupts::SoftIrqs::default()),
         Box::new(pressure::Pressure::default()),
         Box::new(uname::Uname::default()),
+        Box::new(cpuinfo::CpuSys::default()),
         Box::new(login::Login::default()),
         Box::new(sys_kernel::SysKernel::default()),
         Box::new(sys_fs::SysFs::default()),

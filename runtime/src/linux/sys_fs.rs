@@ -33,8 +33,8 @@ impl SysFs {
         let files: [i64; 3] = leading(&r("proc/sys/fs/file-nr")?)?;
         let inodes: [i64; 2] = leading(&r("proc/sys/fs/inode-state")?)?;
         let dentry: [i64; 2] = leading(&r("proc/sys/fs/dentry-state")?)?;
-        let [aio_max] = leading(&r("proc/sys/fs/aio-max-nr")?)?;
-        let [aio] = leading(&r("proc/sys/fs/aio-nr")?)?;
+        let [aio_max]: [i64; 1] = leading(&r("proc/sys/fs/aio-max-nr")?)?;
+        let [aio]: [i64; 1] = leading(&r("proc/sys/fs/aio-nr")?)?;
         Some([
             files[0], files[1], files[2], inodes[0], inodes[1], dentry[0], dentry[1], aio, aio_max,
         ])

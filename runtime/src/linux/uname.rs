@@ -30,6 +30,7 @@ pub struct Uname {
     /// sysname, nodename, release, version, machine (live root only).
     uts: Option<[String; 5]>,
     distro: String,
+    machine: Option<String>,
 }
 
 /// uname(2)'s five fields.
@@ -86,17 +87,25 @@ fn distro(ctx: &Ctx) -> String {
 
 impl Group for Uname {
     fn answers(&self, m: &Metric) -> bool {
-        m.cluster == 12
+        // hinv.machine (18.7) is uname's machine too, though pmdalinux files it with cpuinfo.
+        m.cluster == 12 || (m.cluster == 18 && m.item == 7)
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
         self.uts = if ctx.root.is_live() { uname() } else { None };
         self.distro = distro(ctx);
+        self.machine = machine(ctx);
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
         let text =
             |out: &mut Values, s: &str| out.push((String::new(), Value::Text(s.to_string())));
+        if m.cluster == 18 {
+            if let Some(s) = &self.machine {
+                text(out, s);
+            }
+            return;
+        }
         match (m.item, &self.uts) {
             (0, Some(u)) => text(out, &u[2]),
             (1, Some(u)) => text(out, &u[3]),
@@ -113,7 +122,7 @@ impl Group for Uname {
 
 /// hinv.machine: pmdalinux's SGI PROM name when present, else uname's machine (live root
 /// only).
-pub fn machine(ctx: &Ctx) -> Option<String> {
+fn machine(ctx: &Ctx) -> Option<String> {
     let mut buf = String::new();
     if let Ok(text) = ctx.root.read("proc/sgi_prominfo/node0/version", &mut buf) {
         if let Some(line) = text.lines().find(|l| l.starts_with("SGI")) {
@@ -190,6 +199,8 @@ mod tests {
         );
         let sysname = text(&mut a, "kernel.uname.sysname").unwrap();
         assert_eq!(sysname, "Linux");
+        let machine = text(&mut a, "kernel.uname.machine").unwrap();
+        assert_eq!(text(&mut a, "hinv.machine"), Some(machine));
         let all = text(&mut a, "pmda.uname").unwrap();
         assert!(
             all.starts_with("Linux ") && all.contains(release.trim()),
