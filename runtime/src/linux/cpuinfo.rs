@@ -129,8 +129,9 @@ impl CpuInfo {
             v
         };
         let configured = numbered(ctx.root.list("sys/devices/system/cpu"), "cpu");
+        // No /proc/cpuinfo and no sysfs CPUs (a root that is not a Linux tree): no CPUs.
         let n = if configured.is_empty() {
-            processors.max(1) as u32
+            processors as u32
         } else {
             configured.len() as u32
         };
@@ -138,7 +139,7 @@ impl CpuInfo {
         self.cpus = (0..n.min(MAX_CPUS)).collect();
         self.node_of = vec![0; self.cpus.len()];
         self.nodes = numbered(ctx.root.list("sys/devices/system/node"), "node");
-        if self.nodes.is_empty() {
+        if self.nodes.is_empty() && !self.cpus.is_empty() {
             self.nodes.push(0);
             return;
         }

@@ -21,6 +21,7 @@ pub mod table;
 mod cpuinfo;
 mod devices;
 mod interrupts;
+mod ipc;
 mod loadavg;
 mod locks;
 mod login;
@@ -96,6 +97,7 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(sys_fs::SysFs::default()),
         Box::new(locks::Locks::default()),
         Box::new(sysfs_kernel::SysfsKernel::default()),
+        Box::new(ipc::Ipc::default()),
     ]
 }
 
