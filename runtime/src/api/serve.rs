@@ -104,8 +104,7 @@ impl Running {
                     (None, Some(g)) => format!("guest {g}"),
                     (None, None) => "no agent".to_string(),
                 };
-                // An agent without `domain` is the native linux one's (as the daemon reads it).
-                let domain = a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN);
+                let domain = a.served_domain();
                 let polled = match (a.poll_interval, &a.pipeline) {
                     (Some(i), Some(p)) => format!(", every {:?} -> {p}", i),
                     _ => String::new(),
