@@ -146,10 +146,14 @@ pub struct AgentConfig {
     /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
     #[serde(default)]
     pub guest: Option<String>,
-    /// An agent built into the daemon instead of a guest: `linux`.
+    /// An agent built into the daemon instead of a guest: `linux` or `proc`.
     #[serde(default)]
     pub native: Option<String>,
-    /// The PCP domain it serves (defaults for native agents: linux 60).
+    /// A native agent reads `ROOT/proc` (and `ROOT/sys`, `ROOT/etc`) instead of the host's:
+    /// captured trees, or the host's /proc mounted elsewhere in a container. Default `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
     #[serde(default)]
     pub domain: Option<u32>,
     /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
@@ -198,7 +202,17 @@ pub struct AgentConfig {
 }
 
 /// Agents built into the daemon.
-pub const NATIVE_AGENTS: &[&str] = &["linux"];
+pub const NATIVE_AGENTS: &[&str] = &["linux", "proc"];
+
+impl AgentConfig {
+    /// The PCP domain it serves: its `domain`, or its native agent's (PCP's) domain.
+    pub fn domain_or_default(&self) -> u32 {
+        self.domain.unwrap_or(match self.native.as_deref() {
+            Some("proc") => crate::procfs::agent::PROC_DOMAIN,
+            _ => crate::namespace::LINUX_DOMAIN,
+        })
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -469,7 +483,10 @@ impl Config {
                 }
                 _ => {}
             }
-            let domain = a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN);
+            if a.root.is_some() && a.native.is_none() {
+                bail!("{what}: `root` is for native agents (a guest is given its files by `grants`)");
+            }
+            let domain = a.domain_or_default();
             if domain > 510 {
                 bail!("{what}: domain {domain} is out of range (0-510)");
             }

@@ -58,6 +58,9 @@ impl Daemon {
             let what = format!("agent {:?}", a.name);
             let pmns = match (&a.native, &a.pmns) {
                 (_, Some(text)) => text.clone(),
+                (Some(native), None) if native == "proc" => {
+                    crate::procfs::agent::PROC_PMNS.to_string()
+                }
                 (Some(_), None) => crate::namespace::LINUX_PMNS.to_string(),
                 (None, None) => anyhow::bail!("{what}: no pmns"),
             };
@@ -75,8 +78,8 @@ impl Daemon {
             texts.push((format!("{what}: pmns"), pmns));
             let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
                 (Some(native), _) => (
-                    format!("native:{native}"),
-                    Box::new(crate::namespace::LinuxAgent::new()),
+                    format!("native:{native}:{:?}", a.root),
+                    native_agent(native, a.root.as_deref()),
                 ),
                 (None, Some(guest)) => {
                     let source = self.resolve(config, guest).with_context(|| what.clone())?;
@@ -202,8 +205,17 @@ impl Daemon {
     }
 }
 
+/// A native agent by its config name (checked by `Config::parse`), reading under `root`.
+fn native_agent(native: &str, root: Option<&std::path::Path>) -> Box<dyn Agent> {
+    let root = root.unwrap_or(std::path::Path::new("/"));
+    match native {
+        "proc" => Box::new(crate::procfs::agent::ProcAgent::with_root(root)),
+        _ => Box::new(crate::namespace::LinuxAgent::with_root(root)),
+    }
+}
+
 pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
-    a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
+    a.domain_or_default()
 }
 
 /// Polls agents into their pipelines, each on its own interval.
