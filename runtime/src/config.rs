@@ -484,7 +484,9 @@ impl Config {
                 _ => {}
             }
             if a.root.is_some() && a.native.is_none() {
-                bail!("{what}: `root` is for native agents (a guest is given its files by `grants`)");
+                bail!(
+                    "{what}: `root` is for native agents (a guest is given its files by `grants`)"
+                );
             }
             let domain = a.domain_or_default();
             if domain > 510 {

@@ -266,7 +266,10 @@ pub fn parse_cgroup(b: &[u8]) -> (String, String) {
     let mut line_out = String::new();
     let mut cid = String::new();
     // Only whole lines count (the kernel ends each with a newline).
-    let whole = b.iter().rposition(|&c| c == b'\n').map_or(&b[..0], |end| &b[..end]);
+    let whole = b
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(&b[..0], |end| &b[..end]);
     for line in whole.split(|&c| c == b'\n') {
         let Some(colon) = line.iter().position(|&c| c == b':') else {
             continue;

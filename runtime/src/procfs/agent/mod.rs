@@ -24,8 +24,10 @@ use crate::namespace::{
 };
 use crate::procfs::ProcReader;
 
-use files::{IdNames, TtyDriver, VM_DATA, VM_EXE, VM_HWM, VM_LCK, VM_LIB, VM_PIN, VM_PTE,
-    VM_RSS, VM_SIZE, VM_STK, VM_SWAP};
+use files::{
+    IdNames, TtyDriver, VM_DATA, VM_EXE, VM_HWM, VM_LCK, VM_LIB, VM_PIN, VM_PTE, VM_RSS, VM_SIZE,
+    VM_STK, VM_SWAP,
+};
 use pass::{Need, Pass, Proc};
 
 pub use files::pid_of_instance;
@@ -284,7 +286,10 @@ pub static PROC_PMNS: LazyLock<String> = LazyLock::new(|| {
                 parts[..depth].join(".")
             };
             let entry = if depth + 1 == parts.len() {
-                format!("{} {}:{}:{}", parts[depth], PROC_DOMAIN, def.cluster, def.item)
+                format!(
+                    "{} {}:{}:{}",
+                    parts[depth], PROC_DOMAIN, def.cluster, def.item
+                )
             } else {
                 parts[depth].to_string()
             };
@@ -300,7 +305,8 @@ pub static PROC_PMNS: LazyLock<String> = LazyLock::new(|| {
             }
         }
     }
-    let mut text = String::from("/* proc agent (domain 3): names and PMIDs as PCP's proc PMDA */\n");
+    let mut text =
+        String::from("/* proc agent (domain 3): names and PMIDs as PCP's proc PMDA */\n");
     for (node, kids) in nodes {
         text.push_str(&format!("{node} {{ {} }}\n", kids.join(" ")));
     }
@@ -353,6 +359,11 @@ impl ProcAgent {
         self.pass.skipped
     }
 
+    /// Passes over /proc so far.
+    pub fn passes(&self) -> u64 {
+        self.pass.passes
+    }
+
     fn read_small(&self, rel: &str) -> Option<String> {
         use std::io::Read;
         let mut s = String::new();
@@ -391,7 +402,10 @@ const MAX_DEV_ENTRIES: usize = 65_536;
 /// finds it.
 fn scan_dev(root: &Path, dir: &str, dev: u64) -> Option<String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    for e in std::fs::read_dir(root.join(dir)).ok()?.take(MAX_DEV_ENTRIES) {
+    for e in std::fs::read_dir(root.join(dir))
+        .ok()?
+        .take(MAX_DEV_ENTRIES)
+    {
         let Ok(e) = e else { continue };
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -402,7 +416,10 @@ fn scan_dev(root: &Path, dir: &str, dev: u64) -> Option<String> {
             continue;
         };
         if meta.file_type().is_char_device() && meta.rdev() == dev {
-            let below = dir.strip_prefix("dev").unwrap_or(dir).trim_start_matches('/');
+            let below = dir
+                .strip_prefix("dev")
+                .unwrap_or(dir)
+                .trim_start_matches('/');
             return Some(if below.is_empty() {
                 name.into_owned()
             } else {
@@ -689,7 +706,9 @@ impl Agent for ProcAgent {
 
     /// Processes are numbered by pid.
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
-        (indom == PROC_INDOM).then(|| pid_of_instance(name)).flatten()
+        (indom == PROC_INDOM)
+            .then(|| pid_of_instance(name))
+            .flatten()
     }
 
     /// Every process now (one pass reading only `stat`, and the command line of new ones).

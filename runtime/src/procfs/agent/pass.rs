@@ -103,6 +103,8 @@ pub struct Pass {
     link: Vec<u8>,
     /// Processes left out of the last pass because they were gone (or torn).
     pub skipped: u32,
+    /// Passes run so far (a fetch is one pass, whatever its metrics).
+    pub passes: u64,
 }
 
 impl Pass {
@@ -114,6 +116,7 @@ impl Pass {
             buf: Vec::with_capacity(8192),
             link: Vec::new(),
             skipped: 0,
+            passes: 0,
         }
     }
 
@@ -121,6 +124,7 @@ impl Pass {
     pub fn run(&mut self, need: Need, out: &mut Vec<Proc>) -> Result<(), ProcError> {
         out.clear();
         self.skipped = 0;
+        self.passes += 1;
         let mut pids = std::mem::take(&mut self.pids);
         let listed = self.reader.list_pids(&mut pids);
         if let Err(e) = listed {
@@ -158,7 +162,10 @@ impl Pass {
     }
 
     fn process(&mut self, pid: u32, need: Need) -> Option<Proc> {
-        let stat = match self.reader.read_leaf(pid, b"stat", &mut self.buf, SMALL_CAP) {
+        let stat = match self
+            .reader
+            .read_leaf(pid, b"stat", &mut self.buf, SMALL_CAP)
+        {
             Ok(0) => return None,
             Ok(n) => Some(parse_full_stat(&self.buf[..n])?),
             Err(e) if gone(&e) => return None,
@@ -230,7 +237,9 @@ impl Pass {
         }
         if need.has(Need::MAPS) {
             p.maps = match self.reader.read_leaf(pid, b"maps", &mut self.buf, MAPS_CAP) {
-                Ok(n) => Some(String::from_utf8_lossy(&self.buf[..n.saturating_sub(1)]).into_owned()),
+                Ok(n) => {
+                    Some(String::from_utf8_lossy(&self.buf[..n.saturating_sub(1)]).into_owned())
+                }
                 Err(_) => None,
             };
         }
@@ -269,6 +278,9 @@ fn nul_joined(b: &[u8]) -> String {
     let Some((_, head)) = b.split_last() else {
         return String::new();
     };
-    let v: Vec<u8> = head.iter().map(|&c| if c == 0 { b' ' } else { c }).collect();
+    let v: Vec<u8> = head
+        .iter()
+        .map(|&c| if c == 0 { b' ' } else { c })
+        .collect();
     String::from_utf8_lossy(&v).into_owned()
 }
