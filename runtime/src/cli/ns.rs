@@ -1,6 +1,6 @@
 //! `wasmon ns lookup|name|children|traverse` and `wasmon fetch`, in the habits of PCP's
 //! pminfo and pmval: against a running daemon (HTTP), or offline with `--pmns FILE` and
-//! `--agent DOMAIN=PATH.wasm` (`DOMAIN=linux` for the built-in linux agent). Errors go to
+//! `--agent DOMAIN=PATH.wasm` (`DOMAIN=linux` or `DOMAIN=proc` for the built-in agents). Errors go to
 //! stderr with PCP's message, and the exit status is 1 when any item failed.
 
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ use crate::api::ns::answers;
 use crate::daemon::agents::{AgentSet, GuestAgent};
 use crate::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
 use crate::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
+use crate::procfs::agent::{PROC_PMNS, ProcAgent};
 
 /// Where the answers come from.
 #[derive(Args, Debug, Clone)]
@@ -24,7 +25,8 @@ pub struct Source {
     /// Offline: a PMNS file in PCP's ASCII format (repeatable).
     #[arg(long)]
     pub pmns: Vec<PathBuf>,
-    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm` or `DOMAIN=linux` (repeatable).
+    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm`, `DOMAIN=linux` or `DOMAIN=proc`
+    /// (repeatable).
     #[arg(long)]
     pub agent: Vec<String>,
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
@@ -132,7 +134,12 @@ impl Backend {
             let domain: u32 = domain
                 .parse()
                 .with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
-            let agent: Box<dyn Agent> = if what == "linux" {
+            let agent: Box<dyn Agent> = if what == "proc" {
+                if s.pmns.is_empty() {
+                    texts.push(("proc".into(), PROC_PMNS.to_string()));
+                }
+                Box::new(ProcAgent::new())
+            } else if what == "linux" {
                 if s.pmns.is_empty() {
                     texts.push(("linux".into(), LINUX_PMNS.into()));
                 }

@@ -8,6 +8,7 @@
 mod hostile;
 mod mmv;
 mod pmda;
+mod procagent;
 mod proxy;
 mod tools;
 

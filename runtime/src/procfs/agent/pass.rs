@@ -146,13 +146,10 @@ impl Pass {
         Ok(())
     }
 
-    /// A file into the read buffer: Ok(None) when it is missing or unreadable, Err when the
+    /// A file into the read buffer, its length; `None` when it is missing, unreadable or the
     /// process is gone.
     fn file(&mut self, pid: u32, leaf: &[u8], cap: usize) -> Option<usize> {
-        match self.reader.read_leaf(pid, leaf, &mut self.buf, cap) {
-            Ok(n) => Some(n),
-            Err(_) => None,
-        }
+        self.reader.read_leaf(pid, leaf, &mut self.buf, cap).ok()
     }
 
     /// A non-empty file's bytes, parsed.
@@ -236,12 +233,10 @@ impl Pass {
             p.environ = Some(nul_joined(&self.buf[..n]));
         }
         if need.has(Need::MAPS) {
-            p.maps = match self.reader.read_leaf(pid, b"maps", &mut self.buf, MAPS_CAP) {
-                Ok(n) => {
-                    Some(String::from_utf8_lossy(&self.buf[..n.saturating_sub(1)]).into_owned())
-                }
-                Err(_) => None,
-            };
+            // Empty when unreadable (another user's, or the daemon lacks CAP_SYS_PTRACE), as
+            // pmdaproc answers; the last newline is dropped.
+            let n = self.file(pid, b"maps", MAPS_CAP).unwrap_or(0);
+            p.maps = Some(String::from_utf8_lossy(&self.buf[..n.saturating_sub(1)]).into_owned());
         }
         Some(p)
     }
