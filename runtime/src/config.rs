@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::host::{Grants, limits};
 
@@ -69,7 +69,7 @@ pub struct CcmsConfig {
     pub admin_roles: Vec<String>,
     /// `/api/healthcheck?cluster=&node=` reports a node unhealthy when its newest sample is
     /// older than this.
-    #[serde(with = "crate::store::config::duration_serde")]
+    #[serde(with = "crate::duration::serde")]
     pub healthcheck_max_age: Duration,
     /// Series (selectors) one `/api/query` request may read; more is refused with 413.
     pub max_query_series: usize,
@@ -149,10 +149,6 @@ pub struct AgentConfig {
     /// An agent built into the daemon instead of a guest: `linux` or `proc`.
     #[serde(default)]
     pub native: Option<String>,
-    /// A native agent reads `ROOT/proc` (and `ROOT/sys`, `ROOT/etc`) instead of the host's:
-    /// captured trees, or the host's /proc mounted elsewhere in a container. Default `/`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
     /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
     #[serde(default)]
     pub domain: Option<u32>,
@@ -166,9 +162,8 @@ pub struct AgentConfig {
     /// Fetch the agent's metrics on this interval and send them to `pipeline`.
     #[serde(
         default,
-        deserialize_with = "opt_duration",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "ser_opt_duration"
+        with = "crate::duration::serde::option",
+        skip_serializing_if = "Option::is_none"
     )]
     pub poll_interval: Option<Duration>,
     /// Names (or non-leaf prefixes) to poll; default: everything under the names its PMNS
@@ -184,14 +179,13 @@ pub struct AgentConfig {
     pub feeds: Vec<FeedConfig>,
     #[serde(
         default,
-        deserialize_with = "opt_duration",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "ser_opt_duration"
+        with = "crate::duration::serde::option",
+        skip_serializing_if = "Option::is_none"
     )]
     pub deadline: Option<Duration>,
     #[serde(
         default,
-        deserialize_with = "opt_size",
+        with = "crate::util::size::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub memory: Option<u64>,
@@ -199,19 +193,45 @@ pub struct AgentConfig {
     pub quarantine_after: Option<u32>,
     #[serde(default)]
     pub grants: Grants,
+    /// Native agents: the directory their `proc/` and `sys/` are read under (`/` by
+    /// default; PCP's `LINUX_STATSPATH`): a captured tree, or a host's /proc mounted in a
+    /// container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// The linux agent: which disks, interfaces and filesystems it reports.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub devices: crate::linux::Devices,
 }
 
-/// Agents built into the daemon.
-pub const NATIVE_AGENTS: &[&str] = &["linux", "proc"];
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// Agents built into the daemon, with their PCP domains.
+pub const NATIVE_AGENTS: &[(&str, u32)] = &[
+    ("linux", crate::linux::LINUX_DOMAIN),
+    ("proc", crate::procfs::agent::PROC_DOMAIN),
+];
 
 impl AgentConfig {
-    /// The PCP domain it serves: its `domain`, or its native agent's (PCP's) domain.
-    pub fn domain_or_default(&self) -> u32 {
-        self.domain.unwrap_or(match self.native.as_deref() {
-            Some("proc") => crate::procfs::agent::PROC_DOMAIN,
-            _ => crate::namespace::LINUX_DOMAIN,
+    /// The PCP domain it serves: its own, or its native agent's.
+    pub fn served_domain(&self) -> u32 {
+        self.domain.unwrap_or_else(|| {
+            let native = self.native.as_deref().unwrap_or("");
+            NATIVE_AGENTS
+                .iter()
+                .find(|(n, _)| *n == native)
+                .map_or(crate::linux::LINUX_DOMAIN, |(_, d)| *d)
         })
     }
+}
+
+fn native_names() -> String {
+    NATIVE_AGENTS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -227,11 +247,7 @@ pub struct DaemonConfig {
     #[serde(default)]
     pub guests_dir: PathBuf,
     /// How often the config file and guests-dir are checked for changes.
-    #[serde(
-        default = "default_watch",
-        deserialize_with = "duration",
-        serialize_with = "ser_duration"
-    )]
+    #[serde(default = "default_watch", with = "crate::duration::serde")]
     pub watch_interval: Duration,
     /// The cluster samples from this daemon are stored under (unless their metadata names one).
     #[serde(default = "default_cluster")]
@@ -267,13 +283,9 @@ fn default_watch() -> Duration {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GuestDefaults {
-    #[serde(
-        default = "default_deadline",
-        deserialize_with = "duration",
-        serialize_with = "ser_duration"
-    )]
+    #[serde(default = "default_deadline", with = "crate::duration::serde")]
     pub deadline: Duration,
-    #[serde(default = "default_memory", deserialize_with = "size")]
+    #[serde(default = "default_memory", with = "crate::util::size")]
     pub memory: u64,
     #[serde(default = "default_quarantine")]
     pub quarantine_after: u32,
@@ -305,9 +317,8 @@ pub struct PipelineConfig {
     pub name: String,
     #[serde(
         default,
-        deserialize_with = "opt_duration",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "ser_opt_duration"
+        with = "crate::duration::serde::option",
+        skip_serializing_if = "Option::is_none"
     )]
     pub flush_interval: Option<Duration>,
     #[serde(default = "default_sinks")]
@@ -340,14 +351,13 @@ pub struct StageConfig {
     pub params: toml::Table,
     #[serde(
         default,
-        deserialize_with = "opt_duration",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "ser_opt_duration"
+        with = "crate::duration::serde::option",
+        skip_serializing_if = "Option::is_none"
     )]
     pub deadline: Option<Duration>,
     #[serde(
         default,
-        deserialize_with = "opt_size",
+        with = "crate::util::size::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub memory: Option<u64>,
@@ -470,25 +480,28 @@ impl Config {
                 (Some(_), Some(_)) => bail!("{what}: give either `guest` or `native`, not both"),
                 (None, None) => bail!(
                     "{what}: needs `guest` (a component) or `native` (one of {})",
-                    NATIVE_AGENTS.join(", ")
+                    native_names()
                 ),
-                (None, Some(n)) if !NATIVE_AGENTS.contains(&n.as_str()) => {
+                (None, Some(n)) if !NATIVE_AGENTS.iter().any(|(k, _)| k == n) => {
                     bail!(
                         "{what}: native: unknown agent {n:?} (known: {})",
-                        NATIVE_AGENTS.join(", ")
+                        native_names()
                     )
+                }
+                (Some(_), None) if a.root.is_some() => {
+                    bail!(
+                        "{what}: `root` is for native agents (a guest reads what `grants.dirs` maps)"
+                    )
+                }
+                (Some(_), None) if a.devices != crate::linux::Devices::default() => {
+                    bail!("{what}: `devices` is for the native linux agent")
                 }
                 (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => {
                     bail!("{what}: a guest agent needs `domain` and `pmns`")
                 }
                 _ => {}
             }
-            if a.root.is_some() && a.native.is_none() {
-                bail!(
-                    "{what}: `root` is for native agents (a guest is given its files by `grants`)"
-                );
-            }
-            let domain = a.domain_or_default();
+            let domain = a.served_domain();
             if domain > 510 {
                 bail!("{what}: domain {domain} is out of range (0-510)");
             }
@@ -525,74 +538,6 @@ impl Config {
     }
 }
 
-pub use crate::duration::parse as parse_duration;
-
-/// Parses "64MiB", "512KiB", "1GiB", "10MB", or a plain number of bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}: expected a number and a unit (KiB, MiB, GiB)"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        other => {
-            return Err(format!(
-                "invalid size {s:?}: unknown unit {other:?} (KiB, MiB, GiB, KB, MB, GB)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("invalid size {s:?}: too large"))
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NumOrStr {
-    Num(u64),
-    Str(String),
-}
-
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Num(n) => Ok(Duration::from_secs(n)),
-        NumOrStr::Str(s) => parse_duration(&s).map_err(serde::de::Error::custom),
-    }
-}
-
-fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    crate::store::config::duration_serde::serialize(d, s)
-}
-
-fn ser_opt_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => ser_duration(d, s),
-        None => s.serialize_none(),
-    }
-}
-
-fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
-}
-
-fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Num(n) => Ok(n),
-        NumOrStr::Str(s) => parse_size(&s).map_err(serde::de::Error::custom),
-    }
-}
-
-fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    size(d).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,7 +547,7 @@ mod tests {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
-        assert_eq!(c.agents.len(), 3);
+        assert_eq!(c.agents.len(), 4);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 
@@ -689,11 +634,14 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert!(parse_duration("fast").is_err());
-        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
-        assert!(parse_size("lots").is_err());
+    fn the_pcp_section() {
+        let c = Config::parse(DEFAULT).unwrap();
+        assert_eq!(c.pcp.listen, Some("127.0.0.1:44321".parse().unwrap()));
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.pcp.listen, None, "no [pcp]: no port");
+        let e = Config::parse("[pcp]\nlisten = \"127.0.0.1:1\"\nport = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("port"), "{e}");
     }
 }

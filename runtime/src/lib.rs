@@ -3,6 +3,7 @@
 //! Parts (each module's `//!` says what it owns and what it may not touch):
 //! - [`host`]: the wasmtime sandbox guests run in;
 //! - [`namespace`]: the PMNS and the agents behind its dynamic subtrees;
+//! - [`linux`]: the native linux agent, PCP's linux PMDA (domain 60) from /proc and /sys;
 //! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
 //! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
 //! - [`pcp`]: PCP's binary protocol: a pmcd-compatible port for PCP's own tools;
@@ -33,6 +34,7 @@ pub mod host;
 pub mod ingest;
 pub mod kit;
 pub mod lineproto;
+pub mod linux;
 pub mod logging;
 pub mod namespace;
 pub mod nats;
@@ -46,6 +48,7 @@ pub mod store;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;
+pub mod util;
 
 /// Where the build put the compiled guests (bundled and test-only ones).
 pub const BUILT_GUESTS_DIR: &str = env!("WASMON_BUILT_GUESTS");

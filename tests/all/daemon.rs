@@ -157,7 +157,7 @@ fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
         "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = std::process::Command::new(crate::common::wasmon_bin())
         .args(["run", "--config"])
         .arg(&config)
         .output()
@@ -174,7 +174,7 @@ fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
         "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = std::process::Command::new(crate::common::wasmon_bin())
         .args(["run", "--config"])
         .arg(&config)
         .output()
@@ -193,7 +193,7 @@ fn the_embedded_default_config_starts() {
     let dir = tempfile::tempdir().unwrap();
     // No --config: the embedded default, with its data-dir relative to the working directory.
     let port = free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut child = std::process::Command::new(crate::common::wasmon_bin())
         .args(["run", "--listen", &format!("127.0.0.1:{port}")])
         .current_dir(dir.path())
         .stderr(std::process::Stdio::null())

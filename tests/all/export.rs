@@ -264,7 +264,7 @@ fn a_batch_the_exporter_keeps_failing_on_is_dead_lettered_whole_and_the_rest_flo
 fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_world() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = sender(tmp.path(), "arithmetic", "http://127.0.0.1:1/x", "");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = std::process::Command::new(crate::common::wasmon_bin())
         .args(["run", "--config"])
         .arg(&cfg)
         .args(["--listen", &format!("127.0.0.1:{}", free_port())])
@@ -278,7 +278,7 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
         "{err}"
     );
     // `wasmon config check` says so too, from the component's WIT.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = std::process::Command::new(crate::common::wasmon_bin())
         .args(["config", "check"])
         .arg(&cfg)
         .output()

@@ -146,7 +146,7 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
         404
     );
     let cli = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        let out = Command::new(crate::common::wasmon_bin())
             .arg("fabric")
             .args(args)
             .output()

@@ -104,7 +104,7 @@ fn flag_and_rust_log_override_config() {
 fn a_bad_level_is_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "level = \"loud\"");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = std::process::Command::new(crate::common::wasmon_bin())
         .args(["config", "check"])
         .arg(&cfg)
         .output()

@@ -1,12 +1,10 @@
 //! cc-metric-store's HTTP API over the buffer store, as an axum `Router`:
 //! `POST /api/write` (line protocol), `GET|POST /api/query` (JSON), `POST /api/free`,
-//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth; plus the Prometheus rendering. Bodies
+//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth. Bodies
 //! go into the store through `ingest`, which the NATS consumers share.
 
 #[path = "ccms/auth.rs"]
 pub mod auth;
-#[path = "ccms/prom.rs"]
-pub mod prom;
 #[path = "ccms/query.rs"]
 pub mod query;
 
@@ -29,7 +27,6 @@ pub use crate::ingest::nats::{NatsConfig, NatsError, NatsSubscription, run_nats_
 pub use crate::ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
 pub use crate::sample::sanitize_metric_name;
 pub use auth::{AuthError, Claims, Verifier};
-pub use prom::render_prometheus;
 pub use query::{ApiMetricData, ApiQuery, ApiQueryRequest, ApiQueryResponse};
 
 /// Shared state of the API handlers.

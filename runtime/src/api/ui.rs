@@ -247,7 +247,7 @@ async fn overview(State(ui): State<Arc<Ui>>) -> Response {
             let c = a.guest.as_ref().map(|_| guest_counters(&a.name));
             json!({
                 "name": a.name,
-                "domain": a.domain_or_default(),
+                "domain": a.served_domain(),
                 "kind": if a.native.is_some() { "native" } else { "guest" },
                 "guest": a.guest.as_ref().or(a.native.as_ref()),
                 "poll-interval": a.poll_interval.map(|i| i.as_secs_f64()),
@@ -264,7 +264,7 @@ async fn overview(State(ui): State<Arc<Ui>>) -> Response {
         "uptime": ui.started.elapsed().as_secs(),
         "rss": rss_bytes(),
         "cluster": config.daemon.cluster,
-        "hostname": crate::daemon::parts::hostname(),
+        "hostname": crate::util::hostname(),
         "pipelines": pipelines,
         "agents": agents,
         "reloads": d.reloads(),

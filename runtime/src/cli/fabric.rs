@@ -69,7 +69,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Epoch (simulated time per tick, real time between ticks).
-    #[arg(long, value_parser = crate::config::parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "1s")]
     pub epoch: Duration,
     /// Busy ports, parts per million.
     #[arg(long, default_value_t = 10_000)]
@@ -79,7 +79,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 0)]
     pub agents: u32,
     /// Their lease.
-    #[arg(long, value_parser = crate::config::parse_duration, default_value = "3s")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "3s")]
     pub lease: Duration,
 }
 

@@ -174,7 +174,7 @@ fn publisher() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".into());
-    format!("{user}@{}", crate::daemon::parts::hostname())
+    format!("{user}@{}", crate::util::hostname())
 }
 
 /// The group a release is for (`all` unless `--group`), with both names checked.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use crate::config::{self, Config};
+use crate::config::Config;
 
 pub mod fabric;
 pub mod fleet;
@@ -58,10 +58,10 @@ pub enum Command {
         #[arg(long)]
         params: Option<PathBuf>,
         /// Deadline per call: wall time from the call's start to its return.
-        #[arg(long, value_parser = config::parse_duration, default_value = "100ms")]
+        #[arg(long, value_parser = crate::duration::parse, default_value = "100ms")]
         deadline: Duration,
         /// Memory cap of the guest.
-        #[arg(long, value_parser = config::parse_size, default_value = "64MiB")]
+        #[arg(long, value_parser = crate::util::parse_size, default_value = "64MiB")]
         memory: u64,
     },
     /// The metric namespace: lookup, name, children, traverse (PCP's pminfo habits).

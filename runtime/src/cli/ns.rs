@@ -1,6 +1,6 @@
 //! `wasmon ns lookup|name|children|traverse` and `wasmon fetch`, in the habits of PCP's
 //! pminfo and pmval: against a running daemon (HTTP), or offline with `--pmns FILE` and
-//! `--agent DOMAIN=PATH.wasm` (`DOMAIN=linux` or `DOMAIN=proc` for the built-in agents). Errors go to
+//! `--agent DOMAIN=PATH.wasm` (`DOMAIN=linux` for the built-in linux agent). Errors go to
 //! stderr with PCP's message, and the exit status is 1 when any item failed.
 
 use std::collections::BTreeMap;
@@ -13,8 +13,7 @@ use serde_json::Value;
 use crate::api::ns::answers;
 use crate::daemon::agents::{AgentSet, GuestAgent};
 use crate::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
-use crate::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
-use crate::procfs::agent::{PROC_PMNS, ProcAgent};
+use crate::namespace::{Agent, Namespace};
 
 /// Where the answers come from.
 #[derive(Args, Debug, Clone)]
@@ -25,10 +24,14 @@ pub struct Source {
     /// Offline: a PMNS file in PCP's ASCII format (repeatable).
     #[arg(long)]
     pub pmns: Vec<PathBuf>,
-    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm`, `DOMAIN=linux` or `DOMAIN=proc`
-    /// (repeatable).
+    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm` or a native agent's name,
+    /// `60=linux` (repeatable).
     #[arg(long)]
     pub agent: Vec<String>,
+    /// Offline: the directory native agents read `proc/` and `sys/` under (a captured tree;
+    /// default `/`).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
     #[arg(long)]
     pub mapped: Vec<String>,
@@ -134,16 +137,15 @@ impl Backend {
             let domain: u32 = domain
                 .parse()
                 .with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
-            let agent: Box<dyn Agent> = if what == "proc" {
-                if s.pmns.is_empty() {
-                    texts.push(("proc".into(), PROC_PMNS.to_string()));
+            let native = crate::daemon::agents::native_agent(what, &s.root, &Default::default());
+            let agent: Box<dyn Agent> = if let Some((pmns, agent)) = native {
+                if !s.root.is_dir() {
+                    bail!("--root {}: not a directory", s.root.display());
                 }
-                Box::new(ProcAgent::new())
-            } else if what == "linux" {
                 if s.pmns.is_empty() {
-                    texts.push(("linux".into(), LINUX_PMNS.into()));
+                    texts.push((what.to_string(), pmns));
                 }
-                Box::new(LinuxAgent::new())
+                agent
             } else {
                 let rt = match &runtime {
                     Some(rt) => rt,

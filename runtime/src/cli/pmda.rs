@@ -58,7 +58,7 @@ pub fn pmda(source: Source) -> Result<bool> {
         input,
         out,
         Box::new(PcpSource(set)),
-        crate::daemon::parts::hostname(),
+        crate::util::hostname(),
         &mut reload,
     )?;
     Ok(true)

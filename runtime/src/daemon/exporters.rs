@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
-use super::reload::Daemon;
+use super::Daemon;
 use crate::config::Config;
 use crate::host::{CallError, ExporterInstance, ExporterWorld, GuestStats, Image};
 use crate::sample::Sample;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::Daemon;
 use super::outcome::{PipelineOutcome, ReloadOutcome};
-use super::reload::Daemon;
 use crate::config::Config;
 use crate::fleet::{GuestHost, Usage};
 use crate::guests::{Origin, Source};

@@ -9,11 +9,11 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::lineproto::fast::eq_bytes;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
 use crate::sample::{Level, Sample};
 use crate::store::{Pending, Store};
+use crate::util::eq_bytes;
 
 use super::levels::{Levels, Sets};
 
@@ -322,13 +322,6 @@ impl Sink for NotifySink {
             ts_ns: s.timestamp_ns,
         }));
     }
-}
-
-/// This machine's host name, for samples that do not name one.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }
 
 #[cfg(test)]

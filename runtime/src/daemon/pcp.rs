@@ -90,7 +90,7 @@ pub async fn start(
         return Ok(());
     };
     let source = Box::new(PcpSource(daemon.clone()));
-    pcp::start(addr, source, super::parts::hostname(), shutdown.clone())
+    pcp::start(addr, source, crate::util::hostname(), shutdown.clone())
         .await
         .map_err(|e| anyhow::anyhow!("binding the PCP port to {addr}: {e}"))?;
     Ok(())

@@ -3,13 +3,14 @@
 //! into their pipelines on their own intervals, and counted for the fleet.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use super::Daemon;
 use super::agents::{GuestAgent, to_samples};
-use super::reload::Daemon;
 use crate::config::{AgentConfig, Config};
 use crate::host::{AgentWorld, GuestStats, Image};
 use crate::namespace::{Agent, Namespace};
@@ -56,12 +57,23 @@ impl Daemon {
         for a in &config.agents {
             let domain = agent_domain(a);
             let what = format!("agent {:?}", a.name);
-            let pmns = match (&a.native, &a.pmns) {
-                (_, Some(text)) => text.clone(),
-                (Some(native), None) if native == "proc" => {
-                    crate::procfs::agent::PROC_PMNS.to_string()
+            let native = match &a.native {
+                Some(n) => {
+                    let root = base.join(a.root.as_deref().unwrap_or(Path::new("/")));
+                    anyhow::ensure!(
+                        root.is_dir(),
+                        "{what}: root {}: not a directory",
+                        root.display()
+                    );
+                    let made = super::agents::native_agent(n, &root, &a.devices)
+                        .with_context(|| format!("{what}: no native agent {n:?}"))?;
+                    Some(made)
                 }
-                (Some(_), None) => crate::namespace::LINUX_PMNS.to_string(),
+                None => None,
+            };
+            let pmns = match (&native, &a.pmns) {
+                (_, Some(text)) => text.clone(),
+                (Some((text, _)), None) => text.clone(),
                 (None, None) => anyhow::bail!("{what}: no pmns"),
             };
             let names = if a.poll_names.is_empty() {
@@ -76,10 +88,15 @@ impl Daemon {
                 a.poll_names.clone()
             };
             texts.push((format!("{what}: pmns"), pmns));
-            let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
-                (Some(native), _) => (
-                    format!("native:{native}:{:?}", a.root),
-                    native_agent(native, a.root.as_deref()),
+            let (print, agent): (String, Box<dyn Agent>) = match (native, &a.guest) {
+                (Some((_, agent)), _) => (
+                    format!(
+                        "native:{}:{:?}:{:?}",
+                        a.native.as_deref().unwrap_or(""),
+                        a.root,
+                        a.devices
+                    ),
+                    agent,
                 ),
                 (None, Some(guest)) => {
                     let source = self.resolve(config, guest).with_context(|| what.clone())?;
@@ -205,17 +222,8 @@ impl Daemon {
     }
 }
 
-/// A native agent by its config name (checked by `Config::parse`), reading under `root`.
-fn native_agent(native: &str, root: Option<&std::path::Path>) -> Box<dyn Agent> {
-    let root = root.unwrap_or(std::path::Path::new("/"));
-    match native {
-        "proc" => Box::new(crate::procfs::agent::ProcAgent::with_root(root)),
-        _ => Box::new(crate::namespace::LinuxAgent::with_root(root)),
-    }
-}
-
 pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
-    a.domain_or_default()
+    a.served_domain()
 }
 
 /// Polls agents into their pipelines, each on its own interval.

@@ -3,199 +3,23 @@
 //! swapped. Anything that fails leaves what is running untouched (Vector's controller habit):
 //! a reload returns an outcome per pipeline instead of aborting.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::RunOptions;
-use super::agents::AgentSet;
-use super::kept::{CompiledCache, effective_config};
+use super::kept::effective_config;
 use super::outcome::{PipelineOutcome, ReloadOutcome};
-use super::polls::{BuiltAgents, Poll, agent_domain};
+use super::polls::{BuiltAgents, agent_domain};
+use super::{Daemon, RELOADS_KEPT, Reload};
 use crate::config::{Config, PipelineConfig, StageConfig};
 use crate::guests;
-use crate::host::{
-    Compiled, GuestConfig, GuestStats, Image, Runtime, TransformerInstance, TransformerWorld,
-};
-use crate::namespace::Namespace;
-use crate::pipeline::{LogSink, Pipeline, Sink, StdoutSink, Swap};
-
-/// The running daemon's state.
-pub struct Daemon {
-    pub(super) runtime: Arc<Runtime>,
-    pub(super) opts: RunOptions,
-    config: RwLock<Config>,
-    pipelines: RwLock<HashMap<String, Arc<Pipeline>>>,
-    /// Compiled components by content hash: a reload that changes nothing compiles nothing.
-    compiled: Mutex<CompiledCache>,
-    /// Serialises reloads (file watcher, SIGHUP and the admin endpoint may coincide).
-    reloading: tokio::sync::Mutex<()>,
-    log_sink: Arc<dyn Sink>,
-    pub(super) agents: AgentSet,
-    /// Per domain: what the running agent was built from (unchanged agents keep running).
-    pub(super) agent_prints: Mutex<BTreeMap<u32, String>>,
-    /// Per domain: the counters of the running guest agent (the fleet judges a new agent
-    /// version by them, as it judges a pipeline stage by the stage's).
-    pub(super) agent_stats: Mutex<BTreeMap<u32, Arc<GuestStats>>>,
-    /// The guest sinks' exporters: their versions and counters, for the fleet.
-    pub(super) exporters: super::exporters::ExporterBook,
-    pub(super) polls: Mutex<Vec<Poll>>,
-    parts: super::parts::Parts,
-    store_sink: Arc<dyn Sink>,
-    notify_sink: Arc<dyn Sink>,
-    /// The forwarding sinks (`[[sink]]`).
-    sinks: crate::sink::SinkSet,
-    /// The last [`RELOADS_KEPT`] reloads (for the live view), oldest first.
-    history: Mutex<std::collections::VecDeque<Reload>>,
-    /// `[fleet]`: published guests, which take precedence over guests-dir and bundled ones.
-    fleet: Option<Arc<crate::fleet::Fleet>>,
-}
-
-/// One reload and when it finished.
-#[derive(Debug, Clone, Serialize)]
-pub struct Reload {
-    /// Seconds since the Unix epoch.
-    pub at: i64,
-    pub outcome: ReloadOutcome,
-}
-
-/// Reloads remembered for status pages: enough to see the last swaps, bounded for a daemon
-/// that reloads every second for months.
-pub const RELOADS_KEPT: usize = 32;
+use crate::host::{Compiled, GuestConfig, Image, TransformerInstance, TransformerWorld};
+use crate::pipeline::{Pipeline, Sink, StdoutSink, Swap};
 
 impl Daemon {
-    /// Loads the config and starts every pipeline; any error refuses the start.
-    pub async fn start(opts: RunOptions) -> Result<Arc<Daemon>> {
-        super::tune_malloc();
-        let config = Config::load(opts.config.as_deref())?;
-        // A relative data-dir in a config file is relative to that file, like guests-dir; on
-        // the command line or in the embedded default, to the working directory.
-        let data_dir = match &opts.data_dir {
-            Some(d) => d.clone(),
-            None => opts
-                .config
-                .as_deref()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new(""))
-                .join(&config.daemon.data_dir),
-        };
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
-        let runtime = Runtime::new(Some(data_dir.join("components")))?;
-        // The fleet's versions (kept on disk, and fetched now if NATS answers) are in place
-        // before the first apply, so pipelines take their first samples through them.
-        let fleet = match &config.fleet {
-            Some(f) => {
-                let base = opts
-                    .config
-                    .as_deref()
-                    .and_then(Path::parent)
-                    .unwrap_or(Path::new(""));
-                let fleet = crate::fleet::Fleet::open(f, &data_dir, base)?;
-                crate::fleet::prefetch(&fleet).await;
-                Some(fleet)
-            }
-            None => None,
-        };
-        let parts = super::parts::Parts::open(&config, &data_dir)?;
-        let store_sink: Arc<dyn Sink> = Arc::new(super::parts::StoreSink {
-            store: parts.store.clone(),
-            default_cluster: config.daemon.cluster.clone(),
-            hostname: super::parts::hostname(),
-            levels: Default::default(),
-        });
-        let notify_sink: Arc<dyn Sink> = Arc::new(super::parts::NotifySink(parts.notifier.clone()));
-        let sinks =
-            crate::sink::SinkSet::new(&data_dir, &config.daemon.cluster, &super::parts::hostname())
-                .with_context(|| format!("opening {}", data_dir.join("sinks").display()))?;
-        let daemon = Arc::new(Daemon {
-            runtime,
-            opts,
-            config: RwLock::new(config.clone()),
-            pipelines: RwLock::new(HashMap::new()),
-            compiled: Mutex::new(CompiledCache::default()),
-            reloading: tokio::sync::Mutex::new(()),
-            log_sink: Arc::new(LogSink),
-            agents: AgentSet::new(Namespace::builder().build()?, BTreeMap::new()),
-            agent_prints: Mutex::new(BTreeMap::new()),
-            agent_stats: Mutex::new(BTreeMap::new()),
-            exporters: Default::default(),
-            polls: Mutex::new(Vec::new()),
-            parts,
-            store_sink,
-            notify_sink,
-            sinks,
-            history: Mutex::new(std::collections::VecDeque::new()),
-            fleet,
-        });
-        let d = daemon.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            let mut outcome = d.apply(config.clone(), false);
-            // A fleet version a part refuses at start goes back to the version before it
-            // (reported), instead of refusing the start: at most once per fleet guest.
-            for _ in 0..config.pipelines.len() + config.agents.len() + config.sinks.len() {
-                if outcome.ok() || !d.revert_refused_fleet_guests(&config, &outcome) {
-                    break;
-                }
-                outcome = d.apply(config.clone(), false);
-            }
-            outcome
-        })
-        .await?;
-        if !outcome.ok() {
-            anyhow::bail!("{}", serde_json::to_string_pretty(&outcome)?);
-        }
-        super::release_freed_memory();
-        Ok(daemon)
-    }
-
-    pub fn listen(&self) -> SocketAddr {
-        self.opts
-            .listen
-            .unwrap_or(self.config.read().unwrap().daemon.listen)
-    }
-
-    /// The store, the notifier and the cc-metric-store API state.
-    pub fn parts(&self) -> &super::parts::Parts {
-        &self.parts
-    }
-
-    /// The config the daemon runs now.
-    pub fn config(&self) -> Config {
-        self.config.read().unwrap().clone()
-    }
-
-    /// The fleet this daemon follows (`[fleet]`).
-    pub fn fleet(&self) -> Option<&Arc<crate::fleet::Fleet>> {
-        self.fleet.as_ref()
-    }
-
-    /// The forwarding sinks.
-    pub fn sinks(&self) -> &crate::sink::SinkSet {
-        &self.sinks
-    }
-
-    /// The namespace and its agents.
-    pub fn agents(&self) -> &AgentSet {
-        &self.agents
-    }
-
-    pub fn pipeline(&self, name: &str) -> Option<Arc<Pipeline>> {
-        self.pipelines.read().unwrap().get(name).cloned()
-    }
-
-    pub fn pipelines(&self) -> Vec<Arc<Pipeline>> {
-        let mut v: Vec<_> = self.pipelines.read().unwrap().values().cloned().collect();
-        v.sort_by(|a, b| a.name().cmp(b.name()));
-        v
-    }
-
     /// Re-reads the config and the guests; applies what is valid. `release`: quarantined
     /// guests are let out too (otherwise a reload keeps an unchanged guest's quarantine: a
     /// guest that failed is not retried early because the config was saved again).
@@ -268,7 +92,7 @@ impl Daemon {
             .unwrap_or_default()
     }
 
-    fn apply(&self, config: Config, release: bool) -> ReloadOutcome {
+    pub(super) fn apply(&self, config: Config, release: bool) -> ReloadOutcome {
         let mut outcome = ReloadOutcome {
             released: release,
             ..Default::default()

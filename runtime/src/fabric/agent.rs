@@ -169,7 +169,7 @@ enum Pacer {
 }
 
 fn open_source(cfg: &FabricConfig) -> anyhow::Result<(Box<dyn CounterSource>, Pacer)> {
-    let host = crate::daemon::parts::hostname();
+    let host = crate::util::hostname();
     Ok(match cfg.source {
         SourceKind::Simulated => {
             let path = cfg.path.as_deref().context("fabric.path")?;

@@ -109,7 +109,7 @@ impl FabricConfig {
     /// The agent id: `agent`, or the host name.
     pub fn agent_id(&self) -> String {
         if self.agent.is_empty() {
-            super::sysfs::key_safe(&crate::daemon::parts::hostname())
+            crate::util::key_safe(&crate::util::hostname())
         } else {
             self.agent.clone()
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::counters::{CounterDesc, IB_EXTENDED, IB_LEGACY, NA, NET};
 use super::source::{CounterSource, Reading, SourceError};
+use crate::util::key_safe;
 
 /// What a sysfs counter file says when the adapter has no performance-management agent.
 const NO_PMA: &str = "N/A";
@@ -42,19 +43,6 @@ pub struct SysfsSource {
     nodes: Vec<Node>,
     ports: Vec<Port>,
     buf: Vec<u8>,
-}
-
-/// A name usable as a NATS KV key: `[-_=.a-zA-Z0-9]`, other characters become `_`.
-pub fn key_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_=".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 fn sorted_dirs(dir: &Path) -> Vec<String> {

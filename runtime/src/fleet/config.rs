@@ -45,7 +45,7 @@ pub struct FleetConfig {
     #[serde(default = "rollback_window", with = "crate::duration::serde")]
     pub rollback_window: Duration,
     /// Components larger than this are refused before they are fetched.
-    #[serde(default = "max_size", deserialize_with = "size")]
+    #[serde(default = "max_size", with = "crate::util::size")]
     pub max_component_size: u64,
     /// How long a start waits for NATS before running the last verified versions from disk.
     #[serde(default = "start_wait", with = "crate::duration::serde")]
@@ -80,19 +80,6 @@ fn replicas() -> usize {
     1
 }
 
-fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Num(u64),
-        Text(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::Num(n) => Ok(n),
-        Raw::Text(t) => crate::config::parse_size(&t).map_err(serde::de::Error::custom),
-    }
-}
-
 /// Letters, digits, `-` and `_`: safe in bucket names, KV keys and subjects.
 pub fn name_ok(s: &str) -> bool {
     !s.is_empty()
@@ -116,7 +103,7 @@ impl FleetConfig {
     /// The node name: `node`, or the host name made key-safe.
     pub fn node_id(&self) -> String {
         if self.node.is_empty() {
-            crate::fabric::sysfs::key_safe(&crate::daemon::parts::hostname())
+            crate::util::key_safe(&crate::util::hostname())
         } else {
             self.node.clone()
         }

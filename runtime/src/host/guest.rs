@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use wasmtime::component::Component;
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{Store, Trap};
 
 use super::engine::{Clock, Compiled, Runtime};
 use super::limits::*;
@@ -143,64 +143,6 @@ impl<W: World> Image<W> {
 
     pub fn stats(&self) -> &Arc<GuestStats> {
         &self.stats
-    }
-}
-
-/// Enforces the memory cap across every memory *and table* of an instance (a table element
-/// costs [`TABLE_ELEMENT_BYTES`]) and remembers a refusal, so a failed call can be told apart
-/// from other traps.
-pub(crate) struct Limiter {
-    cap: usize,
-    used: usize,
-    pub(crate) refused: bool,
-}
-
-impl Limiter {
-    /// One memory or table going from `current` to `desired` bytes: allowed while the total
-    /// stays within the cap.
-    fn grow(&mut self, current: usize, desired: usize) -> bool {
-        let after = (self.used - current.min(self.used)).saturating_add(desired);
-        if after > self.cap {
-            self.refused = true;
-            return false;
-        }
-        self.used = after;
-        true
-    }
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(self.grow(current, desired))
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > MAX_TABLE_ELEMENTS {
-            self.refused = true;
-            return Ok(false);
-        }
-        let bytes = |n: usize| n.saturating_mul(TABLE_ELEMENT_BYTES);
-        Ok(self.grow(bytes(current), bytes(desired)))
-    }
-
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
     }
 }
 
@@ -347,11 +289,7 @@ impl<W: World> Instance<W> {
             return Ok(());
         }
         let cfg = &self.image.config;
-        let limiter = Limiter {
-            cap: usize::try_from(cfg.memory).unwrap_or(usize::MAX),
-            used: 0,
-            refused: false,
-        };
+        let limiter = Limiter::new(cfg.memory);
         let state = State::new(
             cfg.name.clone(),
             &cfg.grants,
@@ -491,11 +429,7 @@ mod tests {
             format!("(table {elements} funcref)").repeat(tables)
         );
         let module = wasmtime::Module::new(&engine, wat).unwrap();
-        let limiter = Limiter {
-            cap: 64 << 20,
-            used: 0,
-            refused: false,
-        };
+        let limiter = Limiter::new(64 << 20);
         let mut store = Store::new(&engine, limiter);
         store.limiter(|l| l);
         let ok = wasmtime::Instance::new(&mut store, &module, &[]).is_ok();

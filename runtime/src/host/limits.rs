@@ -1,7 +1,10 @@
 //! Every limit wasmon puts on a guest, as named constants with the reason beside them. Config
-//! may override the per-guest ones (`deadline`, `memory`, ...); the rest are policy.
+//! may override the per-guest ones (`deadline`, `memory`, ...); the rest are policy. Beside
+//! them, the wasmtime [`Limiter`] that enforces the memory and table ones.
 
 use std::time::Duration;
+
+use wasmtime::ResourceLimiter;
 
 /// How often the epoch ticker advances the engine's epoch. A deadline is enforced to within one
 /// tick, so this is the slack on every deadline; 10 ms keeps the ticker's cost negligible.
@@ -79,3 +82,70 @@ pub const MAX_EXPORT_REQUESTS: usize = 1024;
 /// Bytes of request bodies one exporter call may return. A batch is at most a sink's
 /// `batch-size` samples; even a verbose encoding of 10,000 samples is a few MiB.
 pub const MAX_EXPORT_BYTES: usize = 64 << 20;
+
+/// Enforces the memory cap across every memory *and table* of an instance (a table element
+/// costs [`TABLE_ELEMENT_BYTES`]) and remembers a refusal, so a failed call can be told apart
+/// from other traps.
+pub(crate) struct Limiter {
+    cap: usize,
+    used: usize,
+    pub(crate) refused: bool,
+}
+
+impl Limiter {
+    /// A limiter for an instance that may hold `cap` bytes of memories and tables.
+    pub(crate) fn new(cap: u64) -> Limiter {
+        Limiter {
+            cap: usize::try_from(cap).unwrap_or(usize::MAX),
+            used: 0,
+            refused: false,
+        }
+    }
+
+    /// One memory or table going from `current` to `desired` bytes: allowed while the total
+    /// stays within the cap.
+    fn grow(&mut self, current: usize, desired: usize) -> bool {
+        let after = (self.used - current.min(self.used)).saturating_add(desired);
+        if after > self.cap {
+            self.refused = true;
+            return false;
+        }
+        self.used = after;
+        true
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(self.grow(current, desired))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            self.refused = true;
+            return Ok(false);
+        }
+        let bytes = |n: usize| n.saturating_mul(TABLE_ELEMENT_BYTES);
+        Ok(self.grow(bytes(current), bytes(desired)))
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}

@@ -12,7 +12,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::transformer::wasmon::collector::host;
 use super::bindings::types::{self, Level};
-use super::guest::Limiter;
+use super::limits::Limiter;
 use super::limits::MAX_HANDLES;
 use super::log::{GuestLog, GuestOutput};
 use super::stats::GuestStats;

@@ -7,9 +7,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::lineproto::fast::eq_bytes;
 use crate::lineproto::{FieldValue, Line, Text, for_each_line};
 use crate::store::{Level, LevelCacheGuard, MetricInfo, Pending, Store, StoreError, WalBatch};
+use crate::util::eq_bytes;
 
 /// A rejected line of a body.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,10 +64,7 @@ pub struct NatsSubscription {
     pub durable: Option<String>,
     /// The stream's de-duplication window when this daemon creates it: at least as long as the
     /// senders' retry horizon, so a re-sent batch is stored once.
-    #[serde(
-        default = "default_window",
-        with = "crate::store::config::duration_serde"
-    )]
+    #[serde(default = "default_window", with = "crate::duration::serde")]
     pub duplicate_window: std::time::Duration,
 }
 

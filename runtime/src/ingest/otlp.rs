@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
 use super::pb::{DecodeError, Reader, Span, Wire, for_each_packed, utf8, zigzag};
-use crate::lineproto::fast::eq_bytes;
 use crate::sample::Pair;
+use crate::util::eq_bytes;
 
 #[path = "otlp_emit.rs"]
 mod emit;

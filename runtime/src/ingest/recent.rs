@@ -15,7 +15,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use hashbrown::HashTable;
 
-use crate::lineproto::fast::eq_bytes;
+use crate::util::eq_bytes;
 
 /// Entries by their key's hash, compared word by word ([`eq_bytes`]): the keys are tens of
 /// bytes, for which a `memcmp` call costs more than the compare.

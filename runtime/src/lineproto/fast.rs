@@ -8,6 +8,7 @@
 //! construction; `lineproto_tests` checks that on a large batch of random lines.
 
 use super::{Escapes, FieldValue, Line, MAX_SPANS, SPANS_OVERFLOW, TagSpan, Text};
+use crate::util::eq_bytes;
 
 const MAX_LEN: usize = 256;
 const WORDS: usize = MAX_LEN / 64;
@@ -274,33 +275,6 @@ pub(super) fn parse_same_tags<'a>(
         prev.n_spans,
         fields,
     ))
-}
-
-/// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call: for the
-/// short names and tag sections compared per line, the call and its dispatch cost more than
-/// the compare itself.
-#[inline(always)]
-pub(crate) fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    if n < 8 {
-        // Not `a == b` either: that is a `memcmp` call too, as slow for 5 bytes as for 50.
-        if n >= 4 {
-            let w = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
-            return (w(a, 0) ^ w(b, 0)) | (w(a, n - 4) ^ w(b, n - 4)) == 0;
-        }
-        return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
-    }
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
-    let mut diff = word(a, n - 8) ^ word(b, n - 8);
-    let mut i = 0;
-    while i + 8 <= n {
-        diff |= word(a, i) ^ word(b, i);
-        i += 8;
-    }
-    diff == 0
 }
 
 /// A line's first field, the text of the others, and its timestamp.

@@ -1,8 +1,8 @@
 //! Tests of the line-protocol parser: the spec's escaping, typed errors, and a million random
 //! and mutated lines without a panic.
 
-use super::fast::eq_bytes;
 use super::*;
+use crate::util::eq_bytes;
 
 fn one(s: &str) -> Line<'_> {
     parse_line(s, 1).unwrap()

@@ -486,15 +486,3 @@ fn descs_and_labels_answers() {
     );
     assert_eq!((r[1], r[3]), (t::HIGHRES_RESULT, 1));
 }
-
-#[test]
-fn the_config_section() {
-    let c = crate::config::Config::parse(crate::config::DEFAULT).unwrap();
-    assert_eq!(c.pcp.listen, Some("127.0.0.1:44321".parse().unwrap()));
-    let c = crate::config::Config::parse("").unwrap();
-    assert_eq!(c.pcp.listen, None, "no [pcp]: no port");
-    let e = crate::config::Config::parse("[pcp]\nlisten = \"127.0.0.1:1\"\nport = 3\n")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("port"), "{e}");
-}

@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::config::duration_serde;
-
 /// How a sink reaches its destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -78,16 +76,12 @@ pub struct SinkConfig {
     /// `guest`: wall time one `encode` call may take.
     #[serde(
         default = "default_encode_deadline",
-        with = "duration_serde",
+        with = "crate::duration::serde",
         skip_serializing_if = "is_default_encode_deadline"
     )]
     pub deadline: Duration,
     /// `guest`: the exporter instance's memory cap.
-    #[serde(
-        default = "default_encode_memory",
-        deserialize_with = "size",
-        serialize_with = "ser_size"
-    )]
+    #[serde(default = "default_encode_memory", with = "crate::util::size")]
     pub memory: u64,
     /// `guest`: failed calls (trap, deadline, memory, malformed requests) on one batch before
     /// it is dead-lettered. Each failure throws the instance away: the batch is tried again on
@@ -105,7 +99,7 @@ pub struct SinkConfig {
     /// after a crash or a lost PubAck within it are stored once.
     #[serde(
         default = "default_duplicate_window",
-        with = "duration_serde",
+        with = "crate::duration::serde",
         skip_serializing_if = "is_default_window"
     )]
     pub duplicate_window: Duration,
@@ -132,14 +126,14 @@ pub struct SinkConfig {
     /// Retries back off from 100 ms up to this, with full jitter, without end.
     #[serde(
         default = "default_max_backoff",
-        with = "duration_serde",
+        with = "crate::duration::serde",
         skip_serializing_if = "is_default_backoff"
     )]
     pub max_backoff: Duration,
     /// A request that has not been answered after this is abandoned and retried.
     #[serde(
         default = "default_timeout",
-        with = "duration_serde",
+        with = "crate::duration::serde",
         skip_serializing_if = "is_default_timeout"
     )]
     pub timeout: Duration,
@@ -148,14 +142,10 @@ pub struct SinkConfig {
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
     /// The queue's budget on disk; past it the oldest records are dropped and counted.
-    #[serde(
-        default = "default_queue_max_size",
-        deserialize_with = "size",
-        serialize_with = "ser_size"
-    )]
+    #[serde(default = "default_queue_max_size", with = "crate::util::size")]
     pub queue_max_size: u64,
     /// Records queued longer than this are dropped and counted.
-    #[serde(default = "default_queue_max_age", with = "duration_serde")]
+    #[serde(default = "default_queue_max_age", with = "crate::duration::serde")]
     pub queue_max_age: Duration,
     /// Samples per second this sink sends while it drains a backlog (after an outage), so that
     /// a thousand nodes coming back at once do not stampede the central store. Live traffic
@@ -234,23 +224,6 @@ pub const MAX_RECORD_BYTES: usize = 768 << 10;
 
 /// Names pipelines give the built-in sinks; a `[[sink]]` may not take one of them.
 pub const BUILT_IN: &[&str] = &["log", "stdout", "store", "notify"];
-
-fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumOrStr {
-        Num(u64),
-        Str(String),
-    }
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::Num(n) => Ok(n),
-        NumOrStr::Str(s) => crate::config::parse_size(&s).map_err(serde::de::Error::custom),
-    }
-}
-
-fn ser_size<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(*n)
-}
 
 /// Why a sink's configuration was refused; each names the sink and the field.
 #[derive(Debug, thiserror::Error)]

@@ -45,7 +45,7 @@ pub struct ArchiveConfig {
     /// gzip level 0..=9.
     pub compression_level: u32,
     /// Archived snapshots older than this are deleted (0 = keep forever).
-    #[serde(with = "duration_serde")]
+    #[serde(with = "crate::duration::serde")]
     pub keep_for: Duration,
 }
 
@@ -72,10 +72,10 @@ pub struct StoreConfig {
     /// Reject samples of metrics the table does not name instead of storing them.
     pub refuse_unknown_metrics: bool,
     /// How long samples stay in memory ("48h", "90m", "1d12h" or a number of seconds).
-    #[serde(with = "duration_serde")]
+    #[serde(with = "crate::duration::serde")]
     pub retention_in_memory: Duration,
     /// How often a full snapshot is written (after which the write-ahead log is truncated).
-    #[serde(with = "duration_serde")]
+    #[serde(with = "crate::duration::serde")]
     pub checkpoint_interval: Duration,
     /// Write-ahead log: acknowledged writes survive a crash. Off = only snapshots persist.
     pub wal: bool,
@@ -117,84 +117,6 @@ fn frequency<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     Ok(f)
 }
 
-/// Parses "48h", "1h30m", "90s", "2d", "500ms" or a plain number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("invalid duration {s:?}: expected a number"));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let d = match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
-        };
-        total = total.saturating_add(d);
-    }
-    Ok(total)
-}
-
-/// Durations as "48h"-style strings or integer seconds.
-pub mod duration_serde {
-    use super::parse_duration;
-    use serde::de::{self, Visitor};
-    use serde::{Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        if d.subsec_millis() != 0 {
-            s.serialize_str(&format!("{}ms", d.as_millis()))
-        } else {
-            s.serialize_str(&format!("{}s", d.as_secs()))
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Duration;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a duration like \"48h\" or a number of seconds")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
-                Ok(Duration::from_secs(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
-                u64::try_from(v)
-                    .map(Duration::from_secs)
-                    .map_err(|_| E::custom("negative duration"))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
-                parse_duration(v).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,20 +131,6 @@ mod tests {
         }
         let ok = toml::from_str::<StoreConfig>("default-frequency = 65535").unwrap();
         assert_eq!(ok.default_frequency, 65535);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            parse_duration("48h").unwrap(),
-            Duration::from_secs(48 * 3600)
-        );
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("120").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("h").is_err());
-        assert!(parse_duration("3x").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]

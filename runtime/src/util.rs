@@ -1,0 +1,179 @@
+//! Small helpers several parts share: sizes in config files ("64MiB"), this machine's host
+//! name, names safe as NATS keys, the word-wise byte compare of the hot paths, and the
+//! crate's one policy on poisoned locks. A leaf: it imports nothing of the crate, so every
+//! part may use it without an arrow running back up.
+
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Parses "64MiB", "512KiB", "1GiB", "10MB", or a plain number of bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: expected a number and a unit (KiB, MiB, GiB)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {other:?} (KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("invalid size {s:?}: too large"))
+}
+
+/// For `#[serde(with = "crate::util::size")]`: a number of bytes or a [`parse_size`] string;
+/// written back as a number.
+pub mod size {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Num(u64),
+        Text(String),
+    }
+
+    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(*n)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Num(n) => Ok(n),
+            Raw::Text(t) => super::parse_size(&t).map_err(serde::de::Error::custom),
+        }
+    }
+
+    /// The same for `Option<u64>` fields (with `default`).
+    pub mod option {
+        use serde::{Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(n: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+            match n {
+                Some(n) => s.serialize_u64(*n),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+            super::deserialize(d).map(Some)
+        }
+    }
+}
+
+/// This machine's host name, for samples that do not name one.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// A name usable as a NATS KV key: `[-_=a-zA-Z0-9]`, other characters become `_`.
+pub fn key_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_=".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `a == b`, word by word (the last word overlapping) instead of a `memcmp` call: for the
+/// short names and tag sections compared per line, the call and its dispatch cost more than
+/// the compare itself.
+#[inline(always)]
+pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        // Not `a == b` either: that is a `memcmp` call too, as slow for 5 bytes as for 50.
+        if n >= 4 {
+            let w = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
+            return (w(a, 0) ^ w(b, 0)) | (w(a, n - 4) ^ w(b, n - 4)) == 0;
+        }
+        return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut diff = word(a, n - 8) ^ word(b, n - 8);
+    let mut i = 0;
+    while i + 8 <= n {
+        diff |= word(a, i) ^ word(b, i);
+        i += 8;
+    }
+    diff == 0
+}
+
+// The crate's one policy on poisoned locks: a thread that panicked while holding a lock has
+// been reported already (the panic hook logs it), and every part keeps the state behind its
+// locks whole between statements that can panic (one insert, one push, one swap). So the
+// next holder takes the lock over instead of panicking in turn and taking the daemon down:
+// `lock`, `read` and `write` below, never a bare `.lock().unwrap()`.
+
+/// Locks `m`, taking it over if a panicking holder poisoned it (the policy above).
+pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Read-locks `l`, taking it over if a panicking holder poisoned it (the policy above).
+pub fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Write-locks `l`, taking it over if a panicking holder poisoned it (the policy above).
+pub fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("10MB").unwrap(), 10_000_000);
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").unwrap_err().contains("parsecs"));
+        assert!(
+            parse_size("99999999999GiB")
+                .unwrap_err()
+                .contains("too large")
+        );
+    }
+
+    #[test]
+    fn key_safe_keeps_only_what_a_key_may_hold() {
+        assert_eq!(key_safe("node-1.example.com"), "node-1_example_com");
+        assert_eq!(key_safe("a=b_c/d e"), "a=b_c_d_e");
+    }
+
+    #[test]
+    fn a_poisoned_lock_is_taken_over() {
+        let m = std::sync::Arc::new(Mutex::new(1));
+        let m2 = m.clone();
+        let _ = std::thread::spawn(move || {
+            let _g = m2.lock().unwrap();
+            panic!("poison it");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        *lock(&m) += 1;
+        assert_eq!(*lock(&m), 2);
+    }
+}
