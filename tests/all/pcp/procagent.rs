@@ -367,30 +367,27 @@ fn pcp_ps_and_pidstat_show_the_same_rows_as_against_pmdaproc() {
             ours, theirs,
             "{args:?}: wasmon's proc agent (left) vs pmdaproc (right)"
         );
-        // wasmon's own port: the same rows where its linux agent has what the front-end also
-        // asks of domain 60 (kernel.uname.*, kernel.all.boottime, ...); never a proc.* metric
-        // missing.
-        let (ok_port, direct) = front_end(w.pcp, &args);
-        if ok_port {
+        // wasmon's own port: the same rows, once its linux agent has the values the
+        // front-ends also ask of domain 60 (pcp-ps waits without end for values a server
+        // lists but lacks).
+        let linux = [
+            "kernel.uname.release",
+            "kernel.uname.nodename",
+            "kernel.all.boottime",
+        ];
+        let lacking: Vec<&str> = linux
+            .into_iter()
+            .filter(|m| !stdout(&pcp_tool("pminfo", w.pcp, &["-f", m])).contains("value "))
+            .collect();
+        if lacking.is_empty() {
+            let (ok_port, direct) = front_end(w.pcp, &args);
+            assert!(ok_port, "{args:?} against wasmon's port: {direct}");
             assert_eq!(
                 direct, theirs,
                 "{args:?}: wasmon's port (left) vs pmcd (right)"
             );
         } else {
-            // Only for want of domain-60 values (names missing, or listed without values).
-            let linux = [
-                "kernel.uname.release",
-                "kernel.uname.nodename",
-                "kernel.all.boottime",
-            ];
-            let lacking = linux.iter().any(|m| {
-                let o = pcp_tool("pminfo", w.pcp, &["-f", m]);
-                !o.status.success() || !stdout(&o).contains("value ")
-            });
-            assert!(
-                lacking && !direct.contains("'proc."),
-                "{args:?} against wasmon's port: {direct}"
-            );
+            eprintln!("{args:?} not run against wasmon's port: no values for {lacking:?}");
         }
     }
     drop(w.daemon);
