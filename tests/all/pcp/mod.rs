@@ -10,6 +10,7 @@ mod linux;
 mod metricsets;
 mod mmv;
 mod pmda;
+mod procagent;
 mod proxy;
 mod tools;
 
