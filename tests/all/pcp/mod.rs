@@ -10,6 +10,7 @@ mod linux;
 mod mmv;
 mod pmda;
 mod proxy;
+mod reports;
 mod tools;
 
 use std::io::{Read, Write};
