@@ -18,12 +18,19 @@ pub mod indom;
 pub mod read;
 pub mod table;
 
+mod buddyinfo;
 mod devices;
+mod ksm;
 mod loadavg;
 mod meminfo;
 mod net_dev;
+mod numa;
+mod slabinfo;
 mod stat;
+mod swapdev;
 mod uptime;
+mod vmstat;
+mod zoneinfo;
 
 #[cfg(test)]
 mod testing;
@@ -55,6 +62,11 @@ pub trait Group: Send {
     /// Appends the values of `m` (one of its metrics) from the last refresh, by instance name
     /// ("" for a singular metric). Nothing appended: no value.
     fn values(&self, m: &Metric, out: &mut Values);
+    /// The error pmdalinux answers for `m` instead of values, from the last refresh (`swap.in`
+    /// is "not supported by this version" on 2.6+ kernels). `None`: answer [`Group::values`].
+    fn error(&self, _m: &Metric) -> Option<NsError> {
+        None
+    }
     /// PCP's instance number for an instance of one of its indoms, when pmdalinux fixes one
     /// (`cpu3` is 3). `None`: numbered by the server in discovery order, as pmdalinux's
     /// instance cache does.
@@ -77,6 +89,13 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(vmstat::VmStat::default()),
+        Box::new(swapdev::Swaps::default()),
+        Box::new(slabinfo::SlabInfo::default()),
+        Box::new(numa::Numa::default()),
+        Box::new(buddyinfo::BuddyInfo::default()),
+        Box::new(zoneinfo::ZoneInfo::default()),
+        Box::new(ksm::Ksm::default()),
     ]
 }
 
@@ -200,6 +219,9 @@ impl Agent for LinuxAgent {
                     if !fresh[g] {
                         self.groups[g].refresh(&ctx);
                         fresh[g] = true;
+                    }
+                    if let Some(e) = self.groups[g].error(m) {
+                        return (*id, Err(e));
                     }
                     self.groups[g].values(m, &mut out);
                 }

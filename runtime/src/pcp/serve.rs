@@ -592,18 +592,26 @@ impl Session {
         pdu::label(ident, kind, &sets)
     }
 
-    /// The instances of `indom` now, as (number, name, value): the values of a metric over it
-    /// (indoms are learnt from descriptors), or a PCP error code.
+    /// The instances of `indom` now, as (number, name, value): those of the values of its
+    /// metrics (indoms are learnt from descriptors), or a PCP error code.
     fn indom_instances(&mut self, indom: u32) -> Result<Vec<(i32, String, Value)>, i32> {
         let metrics = self.shared.indom_metrics(indom);
-        // One fetch of them all (an agent reads each file once), the first with values
-        // answering.
+        // One fetch of them all (an agent reads each file once).
         let got = self.src().fetch(&metrics);
-        let mut answer = Err(errors::INDOM);
+        let mut answer: Result<Vec<(i32, String, Value)>, i32> = Err(errors::INDOM);
+        // The union over its metrics: an instance may have values for some only (pmdalinux's
+        // per-node zoneinfo entries have none of the per-zone watermarks).
         for (metric, values) in metrics.into_iter().zip(got) {
-            answer = self.values_of(metric, values);
-            if answer.as_ref().is_ok_and(|v| !v.is_empty()) {
-                break;
+            match (&mut answer, self.values_of(metric, values)) {
+                (Ok(all), Ok(more)) => {
+                    for v in more {
+                        if !all.iter().any(|(i, _, _)| *i == v.0) {
+                            all.push(v);
+                        }
+                    }
+                }
+                (a @ Err(_), b) => *a = b,
+                (Ok(_), Err(_)) => {}
             }
         }
         answer
