@@ -146,10 +146,10 @@ pub struct AgentConfig {
     /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
     #[serde(default)]
     pub guest: Option<String>,
-    /// An agent built into the daemon instead of a guest: `linux`.
+    /// An agent built into the daemon instead of a guest: `linux` or `proc`.
     #[serde(default)]
     pub native: Option<String>,
-    /// The PCP domain it serves (defaults for native agents: linux 60).
+    /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
     #[serde(default)]
     pub domain: Option<u32>,
     /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
@@ -208,7 +208,10 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// Agents built into the daemon, with their PCP domains.
-pub const NATIVE_AGENTS: &[(&str, u32)] = &[("linux", crate::linux::LINUX_DOMAIN)];
+pub const NATIVE_AGENTS: &[(&str, u32)] = &[
+    ("linux", crate::linux::LINUX_DOMAIN),
+    ("proc", crate::procfs::agent::PROC_DOMAIN),
+];
 
 impl AgentConfig {
     /// The PCP domain it serves: its own, or its native agent's.
@@ -404,6 +407,11 @@ impl Config {
         if let Some(n) = &self.nats {
             n.check().map_err(anyhow::Error::msg)?;
         }
+        if let Some(n) = &self.notify.nats {
+            n.connection()
+                .check(None)
+                .map_err(|(f, p)| anyhow::anyhow!("{f}: {p}"))?;
+        }
         let mut names = std::collections::HashSet::new();
         for (i, s) in self.sinks.iter().enumerate() {
             if !names.insert(&s.name) {
@@ -544,8 +552,33 @@ mod tests {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
-        assert_eq!(c.agents.len(), 3);
+        assert_eq!(c.agents.len(), 4);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
+    }
+
+    #[test]
+    fn native_agents_take_a_root_and_device_filters_guests_do_not() {
+        let c = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\nroot = \"/srv/tree\"\n\
+             [agent.devices]\ndisks = { exclude = [\"loop*\"] }\n",
+        )
+        .unwrap();
+        let a = &c.agents[0];
+        assert_eq!(a.root.as_deref(), Some(Path::new("/srv/tree")));
+        assert!(!a.devices.disks.admits("loop0") && a.devices.disks.admits("sda"));
+        assert_eq!(a.served_domain(), 60);
+        let e = Config::parse(
+            "[[agent]]\nname = \"g\"\nguest = \"foo\"\ndomain = 44\npmns = \"root { foo 44:*:* }\"\nroot = \"/\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`root`"), "{e}");
+        let e = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[agent.devices]\ndisk = {}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("disk"), "{e}");
     }
 
     #[test]
