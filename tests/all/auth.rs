@@ -8,7 +8,7 @@ use ed25519_dalek::SigningKey;
 use reqwest::blocking::Client;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use wasmon::api::ccms::auth::sign;
+use wasmon::api::auth::sign;
 
 use crate::common::*;
 

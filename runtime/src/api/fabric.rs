@@ -43,9 +43,7 @@ pub fn router(fabric: St) -> Router {
         .with_state(fabric)
 }
 
-fn err(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, Json(json!({"error": msg.into()}))).into_response()
-}
+use super::error::error as err;
 
 // The error is the reply itself (axum's Response), built once on a refused request.
 #[allow(clippy::result_large_err)]

@@ -99,7 +99,7 @@ struct Ui {
 
 /// The page and its routes. The `/api/ui` routes sit behind the same JWT check as
 /// cc-metric-store's API (`[api] jwt-public-key`); the page itself holds no data.
-pub fn router(daemon: Arc<Daemon>, ccms: Arc<super::ccms::CcmsState>) -> Router {
+pub fn router(daemon: Arc<Daemon>, auth: Arc<super::auth::Auth>) -> Router {
     let tap = Tap::new();
     daemon.parts().notifier.add_sink(tap.clone());
     let ui = Arc::new(Ui {
@@ -117,8 +117,8 @@ pub fn router(daemon: Arc<Daemon>, ccms: Arc<super::ccms::CcmsState>) -> Router 
         .route("/api/ui/notifications/stream", get(stream))
         .with_state(ui)
         .layer(axum::middleware::from_fn_with_state(
-            ccms,
-            super::ccms::authenticate,
+            auth,
+            super::auth::authenticate,
         ));
     Router::new()
         .route("/", get(|| page("text/html; charset=utf-8", INDEX_HTML)))

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::SigningKey;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
-use wasmon::api::ccms::auth::sign;
+use wasmon::api::auth::sign;
 
 use super::rig::*;
 use crate::common::*;
