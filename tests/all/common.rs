@@ -65,6 +65,52 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The `[daemon]` table most tests' configs open with: state under the config's `data`.
+/// What follows it may add to the table (`guests-dir = ...`) or open others.
+pub const DAEMON: &str = "[daemon]\ndata-dir = \"data\"\n";
+
+/// `[procfs] enabled = false`: a daemon that reads no processes (tests of other parts).
+pub const NO_PROCFS: &str = "[procfs]\nenabled = false\n";
+
+/// Writes `DIR/wasmon.toml`: [`DAEMON`], then `toml` (what the test is about).
+pub fn config_file(dir: &Path, toml: &str) -> PathBuf {
+    let path = dir.join("wasmon.toml");
+    std::fs::write(&path, format!("{DAEMON}{toml}")).unwrap();
+    path
+}
+
+/// `wasmon run --config CONFIG`, which must fail: its stderr (the reason, for the test to
+/// check).
+pub fn refused_start(config: &Path) -> String {
+    output_err(
+        Command::new(env!("CARGO_BIN_EXE_wasmon"))
+            .args(["run", "--config"])
+            .arg(config),
+    )
+}
+
+/// Runs `cmd`, which must succeed: its output.
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `cmd`, which must fail: its stderr (the reason, for the test to check).
+pub fn output_err(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(!out.status.success(), "{cmd:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// A `wasmon run` child process with its stdout lines collected.
 pub struct DaemonProcess {
     pub child: std::process::Child,
@@ -77,6 +123,11 @@ impl DaemonProcess {
     /// Starts `wasmon run --config CONFIG --listen 127.0.0.1:PORT` and waits until it serves.
     pub fn start(config: &std::path::Path) -> DaemonProcess {
         Self::start_with(config, |_| {})
+    }
+
+    /// Writes `DIR/wasmon.toml` ([`config_file`]: [`DAEMON`] and `toml`) and starts on it.
+    pub fn with_config(dir: &Path, toml: &str) -> DaemonProcess {
+        Self::start(&config_file(dir, toml))
     }
 
     /// [`DaemonProcess::start`] with more arguments or environment set by `adjust`.

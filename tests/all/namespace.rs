@@ -136,16 +136,10 @@ fn the_seed_table_offline_in_local_and_delegated_mode() {
 }
 
 fn daemon_with_agents(dir: &Path, extra: &str) -> DaemonProcess {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-
+    let config = config_file(
+        dir,
+        &format!(
+            r#"{NO_PROCFS}
 [[agent]]
 name = "foo"
 guest = "foo"
@@ -154,8 +148,7 @@ pmns = """{FOO_PMNS}"""
 {extra}
 "#
         ),
-    )
-    .unwrap();
+    );
     DaemonProcess::start(&config)
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::node_config;
 use super::rig::*;
+use super::write_node;
 use crate::common::*;
 
 /// `prometheus` with the remote-write receiver on, no scraping, killed on drop.
@@ -107,19 +107,14 @@ fn points(series: &Value) -> Vec<(i64, f64)> {
 fn prometheus_holds_the_forwarded_series_with_their_labels() {
     let tmp = tempfile::tempdir().unwrap();
     let prom = Prometheus::start(tmp.path());
-    let config = tmp.path().join("node.toml");
-    std::fs::write(
-        &config,
-        node_config(
-            &tmp.path().join("node"),
-            "\"prom\"",
-            &format!(
-                "[[sink]]\nname = \"prom\"\ntype = \"remote-write\"\nurl = \"{}\"\nmax-backoff = \"200ms\"\n",
-                prom.url("/api/v1/write")
-            ),
+    let config = write_node(
+        tmp.path(),
+        "\"prom\"",
+        &format!(
+            "[[sink]]\nname = \"prom\"\ntype = \"remote-write\"\nurl = \"{}\"\nmax-backoff = \"200ms\"\n",
+            prom.url("/api/v1/write")
         ),
-    )
-    .unwrap();
+    );
     let node = DaemonProcess::start(&config);
     // Recent timestamps: Prometheus refuses samples older than its head block's range.
     let t0 = chrono::Utc::now().timestamp() - 300;

@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::common::{DaemonProcess, free_port};
+use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port, output_ok};
 
 /// Installs Debian's pcp (and python3-pcp, for pmrep) once. pcp's postinst runs
 /// `systemctl`, which fails where systemd is not PID 1 and leaves dpkg half-configured:
@@ -232,16 +232,10 @@ fn wasmon(mmv_dir: &Path) -> Wasmon {
     ensure_pcp();
     let dir = tempfile::tempdir().unwrap();
     let pcp = free_port();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-
+    let config = config_file(
+        dir.path(),
+        &format!(
+            r#"{NO_PROCFS}
 [[agent]]
 name = "linux"
 native = "linux"
@@ -272,8 +266,7 @@ listen = "127.0.0.1:{pcp}"
 "#,
             mmv_dir.display()
         ),
-    )
-    .unwrap();
+    );
     let daemon = DaemonProcess::start(&config);
     Wasmon {
         daemon,
