@@ -160,12 +160,7 @@ impl Verifier {
 
     /// Verifies signature and time claims of a compact JWS.
     pub fn verify(&self, token: &str, now: i64) -> Result<Claims, AuthError> {
-        let cached = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned();
+        let cached = crate::util::lock(&self.cache).get(token).cloned();
         if let Some(c) = cached {
             check_time(c.expires, None, now)?;
             return Ok(c);
@@ -211,7 +206,7 @@ impl Verifier {
             expires: num("exp"),
         };
         check_time(claims.expires, num("nbf"), now)?;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = crate::util::lock(&self.cache);
         if cache.len() >= CACHE_MAX {
             cache.clear(); // crude but bounded; a re-verify costs ~50 us
         }

@@ -49,9 +49,7 @@ impl CcmsState {
     /// `true` when the batch `id` (`NODE.SINK.QUEUE.SEQ`) was stored already.
     fn seen(&self, id: Option<(&str, u64)>) -> bool {
         id.is_some_and(|(q, seq)| {
-            self.batches
-                .lock()
-                .unwrap()
+            crate::util::lock(&self.batches)
                 .get(q)
                 .is_some_and(|&hw| seq <= hw)
         })
@@ -59,7 +57,7 @@ impl CcmsState {
 
     fn stored(&self, id: Option<(&str, u64)>) {
         let Some((q, seq)) = id else { return };
-        let mut b = self.batches.lock().unwrap();
+        let mut b = crate::util::lock(&self.batches);
         if b.len() >= MAX_SENDERS && !b.contains_key(q) {
             b.clear();
         }

@@ -174,7 +174,7 @@ impl Daemon {
     pub fn listen(&self) -> SocketAddr {
         self.opts
             .listen
-            .unwrap_or(self.config.read().unwrap().daemon.listen)
+            .unwrap_or(crate::util::read(&self.config).daemon.listen)
     }
 
     /// The store, the notifier and the cc-metric-store API state.
@@ -184,7 +184,7 @@ impl Daemon {
 
     /// The config the daemon runs now.
     pub fn config(&self) -> Config {
-        self.config.read().unwrap().clone()
+        crate::util::read(&self.config).clone()
     }
 
     /// The fleet this daemon follows (`[fleet]`).
@@ -203,11 +203,14 @@ impl Daemon {
     }
 
     pub fn pipeline(&self, name: &str) -> Option<Arc<Pipeline>> {
-        self.pipelines.read().unwrap().get(name).cloned()
+        crate::util::read(&self.pipelines).get(name).cloned()
     }
 
     pub fn pipelines(&self) -> Vec<Arc<Pipeline>> {
-        let mut v: Vec<_> = self.pipelines.read().unwrap().values().cloned().collect();
+        let mut v: Vec<_> = crate::util::read(&self.pipelines)
+            .values()
+            .cloned()
+            .collect();
         v.sort_by(|a, b| a.name().cmp(b.name()));
         v
     }

@@ -59,7 +59,7 @@ impl Parts {
     ) {
         let store = self.store.clone();
         let token = self.store_shutdown.clone();
-        *self.store_workers.lock().unwrap() =
+        *crate::util::lock(&self.store_workers) =
             Some(tokio::spawn(crate::store::run_workers(store, token)));
         if let Some(nats) = config.nats.clone() {
             let (store, token) = (self.store.clone(), shutdown.clone());
@@ -125,7 +125,7 @@ impl Parts {
     /// After the pipelines' final flush: the store's last snapshot, awaited.
     pub async fn close(&self) {
         self.store_shutdown.cancel();
-        let workers = self.store_workers.lock().unwrap().take();
+        let workers = crate::util::lock(&self.store_workers).take();
         if let Some(w) = workers {
             let _ = w.await;
         }

@@ -102,15 +102,15 @@ impl FabricHandle {
 
     /// The latest traps this agent saw (a master: the whole fabric's).
     pub fn recent_traps(&self) -> Vec<TrapMsg> {
-        self.traps.lock().unwrap().iter().cloned().collect()
+        crate::util::lock(&self.traps).iter().cloned().collect()
     }
 
     pub fn lease(&self) -> Lease {
-        self.status.lock().unwrap().clone()
+        crate::util::lock(&self.status).clone()
     }
 
     pub(super) fn push_trap(&self, t: TrapMsg) {
-        let mut q = self.traps.lock().unwrap();
+        let mut q = crate::util::lock(&self.traps);
         if q.len() >= TRAPS_KEPT {
             q.pop_front();
         }
@@ -430,7 +430,7 @@ pub async fn run_agent(
                     .collect();
             }
             let (owners_current, leases_current) = {
-                let v = handle.view.lock().unwrap();
+                let v = crate::util::lock(&handle.view);
                 (v.owners_current, v.leases_current)
             };
             // 3. Lapsed leases, judged only after a lease period of our own good health.
@@ -478,7 +478,7 @@ pub async fn run_agent(
             }
             // 5. The ports of the nodes this agent owns.
             let mut owned: Vec<usize> = {
-                let v = handle.view.lock().unwrap();
+                let v = crate::util::lock(&handle.view);
                 v.owners
                     .iter()
                     .filter(|(_, r)| r.owner.agent == me)
@@ -499,7 +499,7 @@ pub async fn run_agent(
             }
             // 6. Thresholds or a clear asked for by a command.
             let mut w = w;
-            if let Some((traps, change)) = handle.new_thresholds.lock().unwrap().take() {
+            if let Some((traps, change)) = crate::util::lock(&handle.new_thresholds).take() {
                 trap_cfg.0.extend(traps);
                 trap_cfg.1.extend(change);
                 let c = FabricConfig {
@@ -547,7 +547,7 @@ pub async fn run_agent(
             let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
             // 7. Results: histograms kept, traps and data up, samples to the pipeline.
             {
-                let mut h = handle.hist.lock().unwrap();
+                let mut h = crate::util::lock(&handle.hist);
                 if h.len() >= HISTORY {
                     h.pop_front();
                 }
@@ -559,7 +559,7 @@ pub async fn run_agent(
             .await;
             let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
             {
-                let mut s = handle.status.lock().unwrap();
+                let mut s = crate::util::lock(&handle.status);
                 s.epoch = epoch_no;
                 s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
                 s.lag_ms = lag_ms;
@@ -578,7 +578,7 @@ pub async fn run_agent(
         }
         // 8. The lease, renewed with this epoch's status (what `fabric status` shows).
         let lease_value = {
-            let mut s = handle.status.lock().unwrap();
+            let mut s = crate::util::lock(&handle.status);
             s.ts_ns = crate::procfs::now_ns();
             serde_json::to_vec(&*s)?
         };

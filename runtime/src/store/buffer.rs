@@ -54,7 +54,7 @@ impl Pool {
 
     /// A page with every slot NaN.
     pub(crate) fn get(&self) -> Page {
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = crate::util::lock(&self.free).pop();
         match reused {
             Some(mut p) => {
                 p.fill(f64::NAN);
@@ -65,14 +65,14 @@ impl Pool {
     }
 
     pub(crate) fn put(&self, p: Page) {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = crate::util::lock(&self.free);
         if free.len() < self.max {
             free.push(p);
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        crate::util::lock(&self.free).len()
     }
 }
 

@@ -18,8 +18,8 @@ pub mod workers;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 
 pub use buffer::{BUFFER_CAP, MAX_FREQUENCY};
 pub use config::{Aggregation, ArchiveConfig, MetricConfig, StoreConfig};
@@ -101,15 +101,7 @@ pub struct StoreCounters {
     pub snapshots_written: AtomicU64,
 }
 
-pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
-}
-pub(crate) fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    l.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::util::{lock, read, write};
 
 /// The in-memory time-series store. Cheap to share as `Arc<Store>`.
 pub struct Store {

@@ -41,7 +41,7 @@ impl Page {
     /// A page with every slot NaN.
     pub(crate) fn new_nan() -> Page {
         let p = {
-            let mut free = FREE.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = crate::util::lock(&FREE);
             match free.0.pop() {
                 Some(p) => p,
                 None => refill(&mut free.0),
@@ -94,10 +94,7 @@ impl DerefMut for Page {
 
 impl Drop for Page {
     fn drop(&mut self) {
-        FREE.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .push(self.0);
+        crate::util::lock(&FREE).0.push(self.0);
     }
 }
 
