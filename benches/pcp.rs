@@ -20,7 +20,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use wasmon::daemon::agents::{AgentSet, GuestAgent};
 use wasmon::daemon::pcp::PcpSource;
 use wasmon::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
-use wasmon::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
+use wasmon::linux::LinuxAgent;
+use wasmon::namespace::{Agent, Namespace};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -274,7 +275,8 @@ fn mmv(c: &mut Criterion, rt: &tokio::runtime::Runtime, pmcd: Option<&Pmcd>) {
 }
 
 fn bench(c: &mut Criterion) {
-    let ns = Namespace::from_pmns(&[("linux", LINUX_PMNS)]).unwrap();
+    let pmns = LinuxAgent::pmns();
+    let ns = Namespace::from_pmns(&[("linux", &pmns)]).unwrap();
     let mut agents: std::collections::BTreeMap<u32, Box<dyn Agent>> = Default::default();
     agents.insert(60, Box::new(LinuxAgent::new()));
     let set = AgentSet::new(ns, agents);

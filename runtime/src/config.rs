@@ -194,10 +194,43 @@ pub struct AgentConfig {
     pub quarantine_after: Option<u32>,
     #[serde(default)]
     pub grants: Grants,
+    /// Native agents: the directory their `proc/` and `sys/` are read under (`/` by
+    /// default; PCP's `LINUX_STATSPATH`): a captured tree, or a host's /proc mounted in a
+    /// container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// The linux agent: which disks, interfaces and filesystems it reports.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub devices: crate::linux::Devices,
 }
 
-/// Agents built into the daemon.
-pub const NATIVE_AGENTS: &[&str] = &["linux"];
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// Agents built into the daemon, with their PCP domains.
+pub const NATIVE_AGENTS: &[(&str, u32)] = &[("linux", crate::linux::LINUX_DOMAIN)];
+
+impl AgentConfig {
+    /// The PCP domain it serves: its own, or its native agent's.
+    pub fn served_domain(&self) -> u32 {
+        self.domain.unwrap_or_else(|| {
+            let native = self.native.as_deref().unwrap_or("");
+            NATIVE_AGENTS
+                .iter()
+                .find(|(n, _)| *n == native)
+                .map_or(crate::linux::LINUX_DOMAIN, |(_, d)| *d)
+        })
+    }
+}
+
+fn native_names() -> String {
+    NATIVE_AGENTS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -445,20 +478,28 @@ impl Config {
                 (Some(_), Some(_)) => bail!("{what}: give either `guest` or `native`, not both"),
                 (None, None) => bail!(
                     "{what}: needs `guest` (a component) or `native` (one of {})",
-                    NATIVE_AGENTS.join(", ")
+                    native_names()
                 ),
-                (None, Some(n)) if !NATIVE_AGENTS.contains(&n.as_str()) => {
+                (None, Some(n)) if !NATIVE_AGENTS.iter().any(|(k, _)| k == n) => {
                     bail!(
                         "{what}: native: unknown agent {n:?} (known: {})",
-                        NATIVE_AGENTS.join(", ")
+                        native_names()
                     )
+                }
+                (Some(_), None) if a.root.is_some() => {
+                    bail!(
+                        "{what}: `root` is for native agents (a guest reads what `grants.dirs` maps)"
+                    )
+                }
+                (Some(_), None) if a.devices != crate::linux::Devices::default() => {
+                    bail!("{what}: `devices` is for the native linux agent")
                 }
                 (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => {
                     bail!("{what}: a guest agent needs `domain` and `pmns`")
                 }
                 _ => {}
             }
-            let domain = a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN);
+            let domain = a.served_domain();
             if domain > 510 {
                 bail!("{what}: domain {domain} is out of range (0-510)");
             }

@@ -10,7 +10,7 @@ fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
 }
 
 fn transform_bytes(args: &[&str], stdin: &[u8]) -> (Option<i32>, Vec<Value>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut child = Command::new(crate::common::wasmon_bin())
         .arg("transform")
         .args(args)
         .stdin(Stdio::piped())
@@ -120,7 +120,7 @@ fn transform_reports_bad_params_and_unknown_guests() {
 
 #[test]
 fn config_default_is_the_documented_embedded_config() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = Command::new(crate::common::wasmon_bin())
         .args(["config", "default"])
         .output()
         .unwrap();
@@ -182,7 +182,7 @@ fn transform_fails_when_a_guest_call_fails_and_skips_a_line_that_is_not_utf8() {
 fn transform_abandons_a_sleeping_guest_at_its_deadline() {
     use std::io::BufRead;
     let testing = crate::common::guest_path("testing");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut child = Command::new(crate::common::wasmon_bin())
         .args(["transform", "--deadline", "100ms", "--guest"])
         .arg(&testing)
         .stdin(Stdio::piped())

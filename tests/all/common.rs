@@ -83,7 +83,7 @@ pub fn config_file(dir: &Path, toml: &str) -> PathBuf {
 /// check).
 pub fn refused_start(config: &Path) -> String {
     output_err(
-        Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        Command::new(crate::common::wasmon_bin())
             .args(["run", "--config"])
             .arg(config),
     )
@@ -157,7 +157,7 @@ impl DaemonProcess {
         serving: impl Fn(&DaemonProcess) -> bool,
     ) -> DaemonProcess {
         use std::io::BufRead;
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"));
+        let mut cmd = std::process::Command::new(crate::common::wasmon_bin());
         cmd.args(["run", "--config"])
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")]);
@@ -429,4 +429,11 @@ pub fn nats_subscribe(
         c.flush().await.unwrap();
         (c, sub)
     })
+}
+
+/// The daemon binary under test: `WASMON_TEST_BIN` when set (several worktrees sharing one
+/// CARGO_TARGET_DIR overwrite each other's `target/debug/wasmon`: copy yours and point
+/// here), else the one cargo built for this test.
+pub fn wasmon_bin() -> String {
+    std::env::var("WASMON_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasmon").to_string())
 }

@@ -175,7 +175,7 @@ fn the_embedded_default_config_starts() {
     let dir = tempfile::tempdir().unwrap();
     // No --config: the embedded default, with its data-dir relative to the working directory.
     let port = free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut child = std::process::Command::new(crate::common::wasmon_bin())
         .args(["run", "--listen", &format!("127.0.0.1:{port}")])
         .current_dir(dir.path())
         .stderr(std::process::Stdio::null())

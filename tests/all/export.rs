@@ -259,7 +259,7 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
     let tmp = tempfile::tempdir().unwrap();
     let cfg = sender(tmp.path(), "arithmetic", "http://127.0.0.1:1/x", "");
     let err = output_err(
-        std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        std::process::Command::new(crate::common::wasmon_bin())
             .args(["run", "--config"])
             .arg(&cfg)
             .args(["--listen", &format!("127.0.0.1:{}", free_port())]),
@@ -271,7 +271,7 @@ fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_wo
     );
     // `wasmon config check` says so too, from the component's WIT.
     let err = output_err(
-        std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        std::process::Command::new(crate::common::wasmon_bin())
             .args(["config", "check"])
             .arg(&cfg),
     );

@@ -147,7 +147,7 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
     );
     let cli = |args: &[&str]| {
         let out = output_ok(
-            Command::new(env!("CARGO_BIN_EXE_wasmon"))
+            Command::new(crate::common::wasmon_bin())
                 .arg("fabric")
                 .args(args),
         );

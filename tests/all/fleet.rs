@@ -52,7 +52,7 @@ pub fn sha(bytes: &[u8]) -> String {
 
 /// `wasmon fleet --nats URL --name t ARGS`: its stdout, or its stderr when it failed.
 pub fn try_fleet_cli(nats: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = Command::new(crate::common::wasmon_bin())
         .args(["fleet", "--nats", nats, "--name", FLEET])
         .args(args)
         .output()

@@ -102,7 +102,7 @@ fn a_bad_level_is_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "level = \"loud\"");
     let err = output_err(
-        std::process::Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        std::process::Command::new(crate::common::wasmon_bin())
             .args(["config", "check"])
             .arg(&cfg),
     );

@@ -24,6 +24,7 @@ mod notify;
 mod package;
 mod pcp;
 mod polyglot;
+mod prometheus;
 mod receive;
 mod reload;
 mod reload_daemon;

@@ -15,7 +15,7 @@ const FOO_PMNS: &str =
 
 /// `wasmon ARGS --json`: (exit code, parsed stdout).
 fn wasmon_json(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let out = Command::new(crate::common::wasmon_bin())
         .args(args)
         .arg("--json")
         .output()

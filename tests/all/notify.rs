@@ -20,7 +20,7 @@ limits = [{ resource = "fd-count", value = 40 }]
 "#,
     );
     let d = DaemonProcess::start(&config);
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut watch = Command::new(crate::common::wasmon_bin())
         .args([
             "notify",
             "--url",

@@ -1,11 +1,8 @@
 //! cc-metric-store's HTTP API over the buffer store, as an axum `Router`:
 //! `POST /api/write` (line protocol), `GET|POST /api/query` (JSON), `POST /api/free`,
-//! `GET /api/healthcheck`, `GET /api/debug` (behind [`super::auth`]); plus the Prometheus
-//! rendering. Bodies
-//! go into the store through `ingest`, which the NATS consumers share.
+//! `GET /api/healthcheck`, `GET /api/debug` (behind [`super::auth`]). Bodies go into the
+//! store through `ingest`, which the NATS consumers share.
 
-#[path = "ccms/prom.rs"]
-pub mod prom;
 #[path = "ccms/query.rs"]
 pub mod query;
 

@@ -15,7 +15,8 @@
 //! - `POST /api/pipelines/{name}/prometheus`, `/api/pipelines/{name}/otlp`, and
 //!   `/api/v1/write`, `/v1/metrics` into the pipelines `[api]` names: Prometheus remote write
 //!   and OTLP/HTTP metrics ([`receive`]).
-//! - `GET  /metrics`: Prometheus text exposition of wasmon's own counters.
+//! - `GET  /metrics`: Prometheus text exposition of wasmon's own counters and the store's
+//!   live series ([`exposition`]).
 //! - `/api/ns/...`, `/api/fetch`: the metric namespace and its agents ([`ns`]).
 //! - `/api/write`, `/api/query`, `/api/free`, `/api/healthcheck`, `/api/debug`:
 //!   cc-metric-store's API over the buffer store ([`ccms`]).
@@ -30,7 +31,7 @@
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -42,6 +43,7 @@ use crate::daemon::Daemon;
 pub mod auth;
 pub mod ccms;
 pub mod error;
+pub mod exposition;
 pub mod fabric;
 pub mod fleet;
 pub mod notify;
@@ -75,10 +77,10 @@ pub fn router(daemon: Arc<Daemon>) -> Result<Router, auth::AuthError> {
             "/api/sinks/{name}/queue",
             axum::routing::delete(sinks::delete_queue),
         )
-        .route("/metrics", get(metrics))
         .merge(ns::routes())
         .with_state(daemon.clone())
         .merge(receive::routes(daemon.clone()))
+        .merge(exposition::routes(daemon.clone()))
         .merge(ccms::routes(ccms.clone()))
         .merge(notify::router(daemon.parts().notifier.clone()))
         .merge(fabric::router(daemon.parts().fabric.clone()))
@@ -236,12 +238,4 @@ async fn flush(State(d): State<Arc<Daemon>>, Path(name): Path<String>) -> Respon
         Ok(Ok(())) => axum::Json(json!({"flushed": name})).into_response(),
         _ => no_pipeline(&name),
     }
-}
-
-async fn metrics(State(d): State<Arc<Daemon>>) -> Response {
-    let mut out = String::new();
-    crate::telemetry::registry().render(&mut out);
-    sinks::render_prometheus(&d.sinks().statuses(), &mut out);
-    out.push_str(&ccms::prom::render_prometheus(&d.parts().store, "wasmon_"));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

@@ -247,7 +247,7 @@ async fn overview(State(ui): State<Arc<Ui>>) -> Response {
             let c = a.guest.as_ref().map(|_| guest_counters(&a.name));
             json!({
                 "name": a.name,
-                "domain": a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN),
+                "domain": a.served_domain(),
                 "kind": if a.native.is_some() { "native" } else { "guest" },
                 "guest": a.guest.as_ref().or(a.native.as_ref()),
                 "poll-interval": a.poll_interval.map(|i| i.as_secs_f64()),

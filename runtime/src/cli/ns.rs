@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::api::ns::answers;
 use crate::daemon::agents::{AgentSet, GuestAgent};
 use crate::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
-use crate::namespace::{Agent, LINUX_PMNS, LinuxAgent, Namespace};
+use crate::namespace::{Agent, Namespace};
 
 /// Where the answers come from.
 #[derive(Args, Debug, Clone)]
@@ -24,9 +24,14 @@ pub struct Source {
     /// Offline: a PMNS file in PCP's ASCII format (repeatable).
     #[arg(long)]
     pub pmns: Vec<PathBuf>,
-    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm` or `DOMAIN=linux` (repeatable).
+    /// Offline: the agent for a domain, `DOMAIN=PATH.wasm` or a native agent's name,
+    /// `60=linux` (repeatable).
     #[arg(long)]
     pub agent: Vec<String>,
+    /// Offline: the directory native agents read `proc/` and `sys/` under (a captured tree;
+    /// default `/`).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
     /// Offline: a directory the agents may map read-only, `NAME=DIR` (repeatable).
     #[arg(long)]
     pub mapped: Vec<String>,
@@ -132,11 +137,15 @@ impl Backend {
             let domain: u32 = domain
                 .parse()
                 .with_context(|| format!("--agent {a:?}: {domain:?} is not a domain number"))?;
-            let agent: Box<dyn Agent> = if what == "linux" {
-                if s.pmns.is_empty() {
-                    texts.push(("linux".into(), LINUX_PMNS.into()));
+            let native = crate::daemon::agents::native_agent(what, &s.root, &Default::default());
+            let agent: Box<dyn Agent> = if let Some((pmns, agent)) = native {
+                if !s.root.is_dir() {
+                    bail!("--root {}: not a directory", s.root.display());
                 }
-                Box::new(LinuxAgent::new())
+                if s.pmns.is_empty() {
+                    texts.push((what.to_string(), pmns));
+                }
+                agent
             } else {
                 let rt = match &runtime {
                     Some(rt) => rt,

@@ -428,3 +428,22 @@ pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
     }
     out
 }
+
+/// A native agent by its config name, reading under `root`, with the pmns text of its names.
+/// `None` for a name no native agent has (`config check` refuses those first).
+pub fn native_agent(
+    name: &str,
+    root: &std::path::Path,
+    devices: &crate::linux::Devices,
+) -> Option<(String, Box<dyn Agent>)> {
+    match name {
+        "linux" => Some((
+            crate::linux::LinuxAgent::pmns(),
+            Box::new(crate::linux::LinuxAgent::with_options(
+                crate::linux::Root::new(root),
+                devices.clone(),
+            )),
+        )),
+        _ => None,
+    }
+}

@@ -3,6 +3,7 @@
 //! into their pipelines on their own intervals, and counted for the fleet.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -56,9 +57,23 @@ impl Daemon {
         for a in &config.agents {
             let domain = agent_domain(a);
             let what = format!("agent {:?}", a.name);
-            let pmns = match (&a.native, &a.pmns) {
+            let native = match &a.native {
+                Some(n) => {
+                    let root = base.join(a.root.as_deref().unwrap_or(Path::new("/")));
+                    anyhow::ensure!(
+                        root.is_dir(),
+                        "{what}: root {}: not a directory",
+                        root.display()
+                    );
+                    let made = super::agents::native_agent(n, &root, &a.devices)
+                        .with_context(|| format!("{what}: no native agent {n:?}"))?;
+                    Some(made)
+                }
+                None => None,
+            };
+            let pmns = match (&native, &a.pmns) {
                 (_, Some(text)) => text.clone(),
-                (Some(_), None) => crate::namespace::LINUX_PMNS.to_string(),
+                (Some((text, _)), None) => text.clone(),
                 (None, None) => anyhow::bail!("{what}: no pmns"),
             };
             let names = if a.poll_names.is_empty() {
@@ -73,10 +88,15 @@ impl Daemon {
                 a.poll_names.clone()
             };
             texts.push((format!("{what}: pmns"), pmns));
-            let (print, agent): (String, Box<dyn Agent>) = match (&a.native, &a.guest) {
-                (Some(native), _) => (
-                    format!("native:{native}"),
-                    Box::new(crate::namespace::LinuxAgent::new()),
+            let (print, agent): (String, Box<dyn Agent>) = match (native, &a.guest) {
+                (Some((_, agent)), _) => (
+                    format!(
+                        "native:{}:{:?}:{:?}",
+                        a.native.as_deref().unwrap_or(""),
+                        a.root,
+                        a.devices
+                    ),
+                    agent,
                 ),
                 (None, Some(guest)) => {
                     let source = self.resolve(config, guest).with_context(|| what.clone())?;
@@ -203,7 +223,7 @@ impl Daemon {
 }
 
 pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
-    a.domain.unwrap_or(crate::namespace::LINUX_DOMAIN)
+    a.served_domain()
 }
 
 /// Polls agents into their pipelines, each on its own interval.

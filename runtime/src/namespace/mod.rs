@@ -6,13 +6,11 @@
 //! - [`tree`]: the loaded [`Namespace`] and how it is built;
 //! - [`query`]: lookup / names-of / children / traverse, local and delegated;
 //! - [`delegate`]: how a query reaches the agent behind a dynamic subtree;
-//! - [`linux`]: a native agent for host metrics from /proc (domain 60, PCP's names).
 //!
 //! This module refers to nothing else in the crate; the daemon owns the agents and the
 //! host wraps WASM agents in [`Agent`] implementations.
 
 pub mod delegate;
-pub mod linux;
 pub mod pmns;
 pub mod query;
 pub mod tree;
@@ -22,7 +20,6 @@ pub mod types;
 mod tests;
 
 pub use delegate::{Delegates, Single};
-pub use linux::{LINUX_DOMAIN, LINUX_PMNS, LinuxAgent};
 pub use pmns::PmnsError;
 pub use query::Traversal;
 pub use tree::{Namespace, NamespaceBuilder};

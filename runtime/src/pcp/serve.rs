@@ -56,9 +56,15 @@ struct Indom {
     /// The numbers taken (by the agent's fixed numbers and ours).
     used: std::collections::HashSet<i32>,
     next: i32,
-    /// A metric of this indom: what INSTANCE_REQ fetches to enumerate it.
-    metric: Option<Pmid>,
+    /// Metrics of this indom, first described first: what INSTANCE_REQ fetches to
+    /// enumerate it. Several, since some metrics of an indom have no values on a host (the
+    /// first one with values answers).
+    metrics: Vec<Pmid>,
 }
+
+/// Metrics remembered per indom to enumerate it with (pmdalinux's CPU indom has a dozen
+/// /proc/cpuinfo metrics a VM may leave without values, described before the CPU times).
+const METRICS_PER_INDOM: usize = 64;
 
 /// State shared by every connection of one server.
 pub struct Shared {
@@ -147,12 +153,17 @@ impl Shared {
         if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
             return;
         }
-        all.entry(indom).or_default().metric.get_or_insert(metric);
+        let known = &mut all.entry(indom).or_default().metrics;
+        if known.len() < METRICS_PER_INDOM && !known.contains(&metric) {
+            known.push(metric);
+        }
     }
 
-    fn indom_metric(&self, indom: u32) -> Option<Pmid> {
+    fn indom_metrics(&self, indom: u32) -> Vec<Pmid> {
         let all = crate::util::lock(&self.indoms);
-        all.get(&indom)?.metric
+        all.get(&indom)
+            .map(|i| i.metrics.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -584,13 +595,18 @@ impl Session {
     /// The instances of `indom` now, as (number, name, value): the values of a metric over it
     /// (indoms are learnt from descriptors), or a PCP error code.
     fn indom_instances(&mut self, indom: u32) -> Result<Vec<(i32, String, Value)>, i32> {
-        let metric = self.shared.indom_metric(indom).ok_or(errors::INDOM)?;
-        let got = self
-            .src()
-            .fetch(&[metric])
-            .pop()
-            .unwrap_or(Err(NsError::NoAgent));
-        self.values_of(metric, got)
+        let metrics = self.shared.indom_metrics(indom);
+        // One fetch of them all (an agent reads each file once), the first with values
+        // answering.
+        let got = self.src().fetch(&metrics);
+        let mut answer = Err(errors::INDOM);
+        for (metric, values) in metrics.into_iter().zip(got) {
+            answer = self.values_of(metric, values);
+            if answer.as_ref().is_ok_and(|v| !v.is_empty()) {
+                break;
+            }
+        }
+        answer
     }
 
     /// INSTANCE_REQ's three modes: every instance, one by name, one by number.

@@ -29,9 +29,13 @@ pub fn parse_units(text: &str) -> Option<u32> {
         return Some(0);
     }
     let mut u = Units::default();
-    let (num, den) = match text.split_once(" / ") {
-        Some((n, d)) => (n, Some(d)),
-        None => (text, None),
+    // A pure rate has an empty numerator: `/ microsec`.
+    let (num, den) = match text.strip_prefix("/ ") {
+        Some(d) => ("", Some(d)),
+        None => match text.split_once(" / ") {
+            Some((n, d)) => (n, Some(d)),
+            None => (text, None),
+        },
     };
     side(num, 1, &mut u)?;
     if let Some(d) = den {

@@ -21,6 +21,7 @@ pub use detect::{DetectError, Detectors, run_detectors, run_detectors_with};
 pub use parse::{Comm, Name, ParseError, SchedStat, TaskStat, Wchan, parse_stat};
 pub use ps::{PsArgs, ps_main, write_ps};
 pub use reader::{ProcError, ProcReader, Scope, now_ns};
+pub use samples::{Description as ProcDescription, describe as describe_metric};
 pub use samples::{for_each_sample, metrics, samples};
 
 /// Which groups of fields a pass reads. `stat` is always read (one file per task: pid, comm,

@@ -61,6 +61,132 @@ pub mod metrics {
     ];
 }
 
+/// What a `proc.*` metric is, for readers that need more than its name (the Prometheus
+/// exposition): PCP's semantics (a counter or not) and its units as PCP writes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Description {
+    pub name: &'static str,
+    pub counter: bool,
+    /// Units in PCP's `pmUnitsStr` form ("sec", "byte", "count", "" for none).
+    pub units: &'static str,
+    pub help: &'static str,
+    /// Per thread (instance `PID/TID`) rather than per process (`PID`).
+    pub thread: bool,
+}
+
+const fn d(
+    name: &'static str,
+    counter: bool,
+    units: &'static str,
+    help: &'static str,
+) -> Description {
+    Description {
+        name,
+        counter,
+        units,
+        help,
+        thread: false,
+    }
+}
+
+const fn t(
+    name: &'static str,
+    counter: bool,
+    units: &'static str,
+    help: &'static str,
+) -> Description {
+    Description {
+        thread: true,
+        ..d(name, counter, units, help)
+    }
+}
+
+/// Every metric the process reader and its detectors emit.
+pub const DESCRIPTIONS: &[Description] = {
+    use metrics::*;
+    &[
+        d(
+            CPU_USER,
+            true,
+            "sec",
+            "CPU time the process spent in user mode.",
+        ),
+        d(
+            CPU_SYSTEM,
+            true,
+            "sec",
+            "CPU time the process spent in the kernel.",
+        ),
+        d(
+            CPU_PERCENT,
+            false,
+            "",
+            "CPU use of the process over the last interval, percent of one CPU.",
+        ),
+        d(MEM_RSS, false, "byte", "Resident set size of the process."),
+        d(
+            MEM_VSIZE,
+            false,
+            "byte",
+            "Virtual memory size of the process.",
+        ),
+        d(
+            MEM_MAJFLT,
+            true,
+            "count",
+            "Major page faults of the process.",
+        ),
+        d(THREAD_COUNT, false, "count", "Threads of the process."),
+        d(
+            FD_COUNT,
+            false,
+            "count",
+            "Open file descriptors of the process.",
+        ),
+        d(
+            SCHED_RUN,
+            true,
+            "sec",
+            "Time the process's threads ran on a CPU (schedstat).",
+        ),
+        d(
+            SCHED_WAIT,
+            true,
+            "sec",
+            "Time the process's threads were runnable but waited for a CPU (schedstat).",
+        ),
+        t(
+            THREAD_CPU_USER,
+            true,
+            "sec",
+            "CPU time the thread spent in user mode.",
+        ),
+        t(
+            THREAD_CPU_SYSTEM,
+            true,
+            "sec",
+            "CPU time the thread spent in the kernel.",
+        ),
+        t(
+            THREAD_SCHED_RUN,
+            true,
+            "sec",
+            "Time the thread ran on a CPU (schedstat).",
+        ),
+        t(
+            THREAD_BLOCKED,
+            false,
+            "sec",
+            "How long the thread has been in a watched blocking state, 0 when it is not.",
+        ),
+    ]
+};
+
+/// The description of a `proc.*` metric this reader emits.
+pub fn describe(name: &str) -> Option<&'static Description> {
+    DESCRIPTIONS.iter().find(|d| d.name == name)
+}
+
 /// Format `pid` or `pid/tid` into `buf` and return it as text. No allocation after the first use.
 pub(crate) fn instance_name(buf: &mut Vec<u8>, pid: u32, tid: Option<u32>) -> &str {
     buf.clear();
@@ -117,4 +243,24 @@ pub fn samples(snap: &Snapshot) -> Vec<(&'static str, String, f64)> {
     let mut out = Vec::with_capacity(snap.procs.len() * 4 + snap.threads.len() * 2);
     for_each_sample(snap, |m, i, v| out.push((m, i.to_owned(), v)));
     out
+}
+
+#[cfg(test)]
+mod description_tests {
+    use super::*;
+
+    #[test]
+    fn every_emitted_metric_is_described_once_with_its_scope() {
+        for m in metrics::PROCESS {
+            assert!(describe(m).is_some_and(|d| !d.thread), "{m}");
+        }
+        for m in metrics::THREAD {
+            assert!(describe(m).is_some_and(|d| d.thread), "{m}");
+        }
+        assert_eq!(
+            DESCRIPTIONS.len(),
+            metrics::PROCESS.len() + metrics::THREAD.len()
+        );
+        assert!(describe("proc.nope").is_none());
+    }
 }

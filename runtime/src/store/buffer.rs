@@ -116,6 +116,18 @@ pub(crate) struct Chain {
 /// make a 512-slot buffer cover 388 days; cc-metric-store's metrics step in seconds to minutes.
 pub const MAX_FREQUENCY: u64 = u16::MAX as u64;
 
+/// A series' newest value ([`crate::store::Store::for_each_newest`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Newest {
+    /// Its slot's time, seconds.
+    pub ts: i64,
+    pub value: f64,
+    /// The series' step, seconds.
+    pub step: i64,
+    /// The slot written before it in the newest buffer, seconds.
+    pub previous: Option<i64>,
+}
+
 /// Slot index of a timestamp on a grid starting at `phase`: timestamps are rounded to the
 /// nearest step, so jitter of up to half a step either way lands in the intended slot (as
 /// cc-metric-store's buffers start half a step before their first write).
@@ -391,6 +403,24 @@ impl Chain {
             .map(|o| (b.block as i64 * CAP + o as i64, b.data[o as usize]))
             .find(|(_, v)| !v.is_nan())
             .map(|(k, v)| (self.time(k), v))
+    }
+
+    /// [`Chain::latest`], with the series' step and the time of the written slot before it
+    /// in the newest buffer (`None`: the newest buffer holds one value): how often the series
+    /// is written, which the exposition's staleness rule needs.
+    pub(crate) fn newest(&self) -> Option<Newest> {
+        let b = &self.head;
+        let mut written = (b.lo..b.hi)
+            .rev()
+            .map(|o| (b.block as i64 * CAP + o as i64, b.data[o as usize]))
+            .filter(|(_, v)| !v.is_nan());
+        let (k, value) = written.next()?;
+        Some(Newest {
+            ts: self.time(k),
+            value,
+            step: self.step(),
+            previous: written.next().map(|(k, _)| self.time(k)),
+        })
     }
 
     pub(crate) fn samples(&self) -> usize {

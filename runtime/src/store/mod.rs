@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use buffer::{BUFFER_CAP, MAX_FREQUENCY};
+pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
 pub use config::{Aggregation, ArchiveConfig, MetricConfig, StoreConfig};
 pub use query::{LTTB_MIN_POINTS, ReadResult, Stats, lttb};
 pub use selector::{SelectorElement, selector};
@@ -393,6 +393,22 @@ impl Store {
             for s in metrics.iter() {
                 if let Some((ts, v)) = s.latest() {
                     f(&p, &self.registry.name_of(&names, s.id), ts, v);
+                }
+            }
+        });
+    }
+
+    /// Calls `f(path, metric, newest)` for every series with a value: its newest value, the
+    /// series' step and the slot written before it.
+    pub fn for_each_newest(&self, mut f: impl FnMut(&[&str], &str, &Newest)) {
+        let names = self.registry.all_names();
+        let mut path = Vec::new();
+        walk(&self.root, &mut path, &mut |path, level| {
+            let metrics = level.metrics.lock();
+            let p: Vec<&str> = path.iter().map(|s| &**s).collect();
+            for s in metrics.iter() {
+                if let Some(n) = s.newest() {
+                    f(&p, &self.registry.name_of(&names, s.id), &n);
                 }
             }
         });

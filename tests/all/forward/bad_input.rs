@@ -65,7 +65,7 @@ fn assert_names(what: &str, text: &str, field: &str, value: &str) {
 
 /// `wasmon run` on `config`: must exit unsuccessfully; returns its stderr.
 pub(super) fn run_refused(config: &Path) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+    let mut child = Command::new(crate::common::wasmon_bin())
         .args(["run", "--config"])
         .arg(config)
         .args(["--listen", &format!("127.0.0.1:{}", free_port())])
@@ -115,7 +115,7 @@ fn bad_sink_config_is_refused_at_check_start_and_reload() {
             config(&tmp.path().join(format!("bad-{i}")), central_port, edit),
         )
         .unwrap();
-        let check = Command::new(env!("CARGO_BIN_EXE_wasmon"))
+        let check = Command::new(crate::common::wasmon_bin())
             .args(["config", "check"])
             .arg(&file)
             .output()

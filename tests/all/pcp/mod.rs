@@ -6,6 +6,7 @@
 //! and wasmon as a PMDA under a real pmcd (`pmda`). The helpers here start the servers and read the tools' output.
 
 mod hostile;
+mod linux;
 mod mmv;
 mod pmda;
 mod proxy;
@@ -301,29 +302,4 @@ fn desc_blocks(text: &str) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// (metric, instance names) from `pminfo -f`; `None` where the server has no values (PCP's
-/// linux PMDA has none for some of its metrics, mem.util.shared for one).
-fn instance_names(text: &str) -> Vec<(String, Option<Vec<String>>)> {
-    let mut out: Vec<(String, Option<Vec<String>>)> = Vec::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("No value") {
-            if let Some(last) = out.last_mut() {
-                last.1 = None;
-            }
-        } else if !line.starts_with(' ') && !line.is_empty() {
-            out.push((line.trim().to_string(), Some(Vec::new())));
-        } else if let Some(rest) = line.trim().strip_prefix("inst [")
-            && let Some((_, name)) = rest.split_once(" or \"")
-            && let Some((name, _)) = name.split_once("\"]")
-            && let Some(Some(names)) = out.last_mut().map(|l| &mut l.1)
-        {
-            names.push(name.to_string());
-        }
-    }
-    for names in out.iter_mut().filter_map(|(_, n)| n.as_mut()) {
-        names.sort();
-    }
-    out
 }

@@ -11,7 +11,7 @@ fn pmda_command(dir: &Path) -> String {
         &script,
         format!(
             "#!/bin/sh\nexec {} \"$@\" 2>>{}\n",
-            env!("CARGO_BIN_EXE_wasmon"),
+            crate::common::wasmon_bin(),
             dir.join("pmda.err").display()
         ),
     )
@@ -101,7 +101,7 @@ fn wasmon_pmda_serves_the_foo_guest_under_a_real_pmcd() {
     // Parameters from a file: pmcd.conf's parser eats the quotes of inline JSON.
     let bar_params = dir.path().join("bar.json");
     std::fs::write(&bar_params, r#"{"domain":45,"root":"bar"}"#).unwrap();
-    let wasmon = env!("CARGO_BIN_EXE_wasmon");
+    let wasmon = crate::common::wasmon_bin();
     let pmda = pmda_command(dir.path());
     // The install step the README gives: one pmcd.conf line per domain, and each of the
     // agent's top-level names a dynamic root of that domain in pmcd's namespace.
@@ -185,7 +185,7 @@ fn a_guest_replaced_under_pmcd_answers_the_next_request() {
     std::fs::write(&foo_pmns, FOO_PMNS).unwrap();
     let guest = dir.path().join("agent.wasm");
     std::fs::write(&guest, crate::common::guest_bytes("foo")).unwrap();
-    let wasmon = env!("CARGO_BIN_EXE_wasmon");
+    let wasmon = crate::common::wasmon_bin();
     let pmda = pmda_command(dir.path());
     let params_file = dir.path().join("params.json");
     std::fs::write(&params_file, r#"{"domain":44,"root":"foo.count"}"#).unwrap();

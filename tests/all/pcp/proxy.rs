@@ -66,17 +66,23 @@ impl Drop for Pmproxy {
 /// `/pmapi/metric` of `names`, keyed by name, without the help texts (wasmon's linux agent
 /// words them its own way).
 fn metrics(proxy: &Pmproxy, ctx: u64, names: &[String]) -> Vec<(String, Value)> {
-    let v = proxy.get(&format!("/pmapi/{ctx}/metric?names={}", names.join(",")));
-    let mut out: Vec<(String, Value)> = v["metrics"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{v}"))
-        .iter()
-        .map(|m| {
-            let mut m = m.clone();
-            let o = m.as_object_mut().unwrap();
-            o.remove("text-oneline");
-            o.remove("text-help");
-            (o["name"].as_str().unwrap().to_string(), m)
+    // In batches: pmproxy refuses a URI past 8 KB.
+    let mut out: Vec<(String, Value)> = names
+        .chunks(100)
+        .flat_map(|batch| {
+            let v = proxy.get(&format!("/pmapi/{ctx}/metric?names={}", batch.join(",")));
+            v["metrics"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{v}"))
+                .iter()
+                .map(|m| {
+                    let mut m = m.clone();
+                    let o = m.as_object_mut().unwrap();
+                    o.remove("text-oneline");
+                    o.remove("text-help");
+                    (o["name"].as_str().unwrap().to_string(), m)
+                })
+                .collect::<Vec<_>>()
         })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,74 +1,7 @@
-//! Descriptors and instances beside PCP's linux PMDA, the seed's dynamic names, pmval,
+//! The seed's dynamic names, pmval,
 //! pmprobe, pmrep, pmlogger and pmie against the port; a port held by pmcd.
 
 use super::*;
-
-#[test]
-fn linux_agent_matches_pcps_linux_pmda_descriptors_and_instances() {
-    let pmcd = reference_pmcd();
-    let w = wasmon(&no_mmv());
-    let names = linux_names(w.pcp);
-    let args: Vec<&str> = ["-m", "-d"]
-        .into_iter()
-        .chain(names.iter().map(String::as_str))
-        .collect();
-    let ours = desc_blocks(&ok("pminfo", w.pcp, &args));
-    let theirs = desc_blocks(&ok("pminfo", pmcd, &args));
-    assert_eq!(ours.len(), names.len());
-    // PMID, type, indom, semantics and units, as pminfo prints them, metric by metric.
-    for ((name, a), (_, b)) in ours.iter().zip(&theirs) {
-        assert_eq!(a, b, "{name}: wasmon (left) vs pmcd's linux PMDA (right)");
-    }
-    assert_eq!(ours.len(), theirs.len());
-
-    let mut fargs = vec!["-f"];
-    fargs.extend(names.iter().map(String::as_str));
-    let ours = instance_names(&ok("pminfo", w.pcp, &fargs));
-    let theirs = instance_names(&ok("pminfo", pmcd, &fargs));
-    assert_eq!(ours.len(), names.len());
-    let mut with_instances = 0;
-    for ((name, a), (b_name, b)) in ours.iter().zip(&theirs) {
-        assert_eq!(name, b_name);
-        let a = a
-            .as_ref()
-            .unwrap_or_else(|| panic!("wasmon has no values for {name}"));
-        // Where both have the metric.
-        if let Some(b) = b {
-            assert_eq!(
-                a, b,
-                "{name}: instance names, wasmon (left) vs pmcd (right)"
-            );
-            with_instances += usize::from(!a.is_empty());
-        }
-    }
-    assert!(with_instances >= 3, "{ours:?}");
-
-    // Labels (pmLookupLabels: context, domain, indom, cluster, item, instances), merged as
-    // pminfo prints them; instances by name (interfaces are numbered in discovery order).
-    let mut largs = vec!["-l"];
-    largs.extend(names.iter().map(String::as_str));
-    let labels = |port| {
-        ok("pminfo", port, &largs)
-            .lines()
-            .map(|l| match l.split_once(" or \"") {
-                Some((head, rest)) if head.trim_start().starts_with("inst [") => {
-                    format!("    inst \"{rest}")
-                }
-                _ => l.to_string(),
-            })
-            .collect::<Vec<_>>()
-    };
-    let (ours, theirs) = (labels(w.pcp), labels(pmcd));
-    assert!(
-        ours.iter().any(|l| l.contains(r#""agent":"linux""#)),
-        "{ours:?}"
-    );
-    for (a, b) in ours.iter().zip(&theirs) {
-        assert_eq!(a, b, "labels: wasmon (left) vs pmcd's linux PMDA (right)");
-    }
-    assert_eq!(ours.len(), theirs.len());
-    drop(w.daemon);
-}
 
 #[test]
 fn dynamic_names_over_the_wire_as_the_seed_says() {

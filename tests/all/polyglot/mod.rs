@@ -50,7 +50,7 @@ pub fn work() -> PathBuf {
 
 /// `wasmon` with the kit's and the CLI's caches under `target/`.
 pub fn wasmon() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wasmon"));
+    let mut c = Command::new(crate::common::wasmon_bin());
     c.env("WASMON_TOOLCHAINS", toolchains())
         .env("XDG_CACHE_HOME", work().join("cache"));
     c

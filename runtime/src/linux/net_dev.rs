@@ -1,0 +1,139 @@
+//! `/proc/net/dev` (clusters 3 and 90): per-interface receive and transmit counters, and
+//! their sums over the physical interfaces (`network.all.*`: not `lo`, `bondN`, `teamN` or
+//! `face`, whose traffic other interfaces already count, as pmdalinux's default pattern). Interfaces are numbered
+//! in discovery order (the server's default), as pmdalinux's instance cache numbers them.
+
+use super::{Ctx, Group, Metric};
+use crate::namespace::{Value, Values};
+
+/// The 16 columns of a line: 8 receive (bytes packets errs drop fifo frame compressed
+/// multicast), then 8 transmit (bytes packets errs drop fifo colls carrier compressed).
+type Row = [u64; 16];
+
+#[derive(Default)]
+pub struct NetDev {
+    buf: String,
+    /// (interface, counters) in file order, after the interface filter.
+    rows: Vec<(String, Row)>,
+    ok: bool,
+}
+
+/// Two header lines, then `  name: 16 numbers`.
+fn parse(text: &str, rows: &mut Vec<(String, Row)>, admit: impl Fn(&str) -> bool) {
+    for line in text.lines().skip(2) {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let name = name.trim();
+        if name.is_empty() || !admit(name) {
+            continue;
+        }
+        let mut row = [0u64; 16];
+        for (slot, x) in row.iter_mut().zip(rest.split_ascii_whitespace()) {
+            *slot = x.parse().unwrap_or(0);
+        }
+        rows.push((name.to_string(), row));
+    }
+}
+
+/// The columns (summed) of a cluster-3 item, `None` for items read elsewhere.
+fn columns(item: u32) -> Option<&'static [usize]> {
+    Some(match item {
+        0 => &[0],
+        1 => &[1],
+        2 => &[2],
+        3 => &[3],
+        4 => &[4],
+        5 => &[5],
+        6 => &[6],
+        7 => &[7],
+        8 => &[8],
+        9 => &[9],
+        10 => &[10],
+        11 => &[11],
+        12 => &[12],
+        13 => &[13],
+        14 => &[14],
+        15 => &[15],
+        16 => &[0, 8],
+        17 => &[1, 9],
+        18 => &[2, 10],
+        19 => &[3, 11],
+        20 => &[7],
+        _ => return None,
+    })
+}
+
+/// The columns of a `network.all` item (cluster 90).
+fn all_columns(item: u32) -> Option<&'static [usize]> {
+    Some(match item {
+        0 => &[0],
+        1 => &[1],
+        2 => &[2],
+        3 => &[3],
+        4 => &[8],
+        5 => &[9],
+        6 => &[10],
+        7 => &[11],
+        8 => &[0, 8],
+        9 => &[1, 9],
+        10 => &[2, 10],
+        11 => &[3, 11],
+        _ => return None,
+    })
+}
+
+/// Not an aggregate or loopback interface.
+fn physical(name: &str) -> bool {
+    let numbered = |p: &str| {
+        name.strip_prefix(p)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    !(name == "lo" || name == "face" || numbered("bond") || numbered("team"))
+}
+
+fn sum(row: &Row, cols: &[usize]) -> u64 {
+    cols.iter().fold(0u64, |a, &c| a.wrapping_add(row[c]))
+}
+
+impl Group for NetDev {
+    fn answers(&self, m: &Metric) -> bool {
+        (m.cluster == 3 && (columns(m.item).is_some() || m.item == 27)) || m.cluster == 90
+    }
+
+    fn refresh(&mut self, ctx: &Ctx) {
+        self.rows.clear();
+        self.ok = match ctx.root.read("proc/net/dev", &mut self.buf) {
+            Ok(text) => {
+                parse(text, &mut self.rows, |n| ctx.devices.interfaces.admits(n));
+                true
+            }
+            Err(_) => false,
+        };
+    }
+
+    fn values(&self, m: &Metric, out: &mut Values) {
+        if !self.ok {
+            return;
+        }
+        if m.cluster == 90 {
+            let Some(cols) = all_columns(m.item) else {
+                return;
+            };
+            let total = self
+                .rows
+                .iter()
+                .filter(|(n, _)| physical(n))
+                .fold(0u64, |a, (_, r)| a.wrapping_add(sum(r, cols)));
+            out.push((String::new(), Value::Uint(total)));
+        } else if m.item == 27 {
+            out.push((String::new(), Value::Uint(self.rows.len() as u64)));
+        } else if let Some(cols) = columns(m.item) {
+            out.extend(
+                self.rows
+                    .iter()
+                    .map(|(n, r)| (n.clone(), Value::Uint(sum(r, cols)))),
+            );
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The linux agent's metric table: every name PCP's linux PMDA (6.0.3) defines, with its
+//! PMID, data type, instance domain, semantics and units (`metrics.tsv`, facts read from a
+//! reference pmcd with `pminfo -md`), and a one-line help of our own.
+//!
+//! Names are static, as in PCP: the per-host variety (CPUs, disks, interfaces) lives in
+//! instances. The table is parsed once, on first use; a malformed row is a bug in the
+//! embedded file and fails the table's unit test, never the daemon (the row is skipped).
+//!
+//! Owns only the table; knows nothing of how values are read.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::namespace::{Child, Pmid, Semantics, ValueType};
+
+/// PCP's domain for the linux PMDA.
+pub const LINUX_DOMAIN: u32 = 60;
+
+const TSV: &str = include_str!("metrics.tsv");
+
+/// One metric of the table.
+#[derive(Debug)]
+pub struct Metric {
+    pub name: &'static str,
+    pub cluster: u32,
+    pub item: u32,
+    pub ty: ValueType,
+    /// Instance domain serial, `None` for singular metrics.
+    pub indom: Option<u32>,
+    pub sem: Semantics,
+    /// As PCP's `pmUnitsStr` writes them ("" for none).
+    pub units: &'static str,
+    pub help: &'static str,
+}
+
+impl Metric {
+    pub fn pmid(&self) -> Pmid {
+        Pmid {
+            domain: LINUX_DOMAIN,
+            cluster: self.cluster,
+            item: self.item,
+        }
+    }
+}
+
+/// The whole table, with its look-ups.
+pub struct Table {
+    pub metrics: Vec<Metric>,
+    by_name: HashMap<&'static str, usize>,
+    by_pmid: HashMap<(u32, u32), usize>,
+}
+
+/// The table, parsed on first use.
+pub fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| Table::parse(TSV))
+}
+
+impl Table {
+    fn parse(text: &'static str) -> Table {
+        let metrics: Vec<Metric> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(parse_row)
+            .collect();
+        let by_name = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name, i))
+            .collect();
+        let by_pmid = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((m.cluster, m.item), i))
+            .collect();
+        Table {
+            metrics,
+            by_name,
+            by_pmid,
+        }
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Metric> {
+        self.by_name.get(name).map(|&i| &self.metrics[i])
+    }
+
+    pub fn by_pmid(&self, id: Pmid) -> Option<&Metric> {
+        self.row_of(id).map(|i| &self.metrics[i])
+    }
+
+    /// The row of `id` in [`Table::metrics`].
+    pub fn row_of(&self, id: Pmid) -> Option<usize> {
+        if id.domain != LINUX_DOMAIN {
+            return None;
+        }
+        self.by_pmid.get(&(id.cluster, id.item)).copied()
+    }
+
+    /// True when some name lies below `prefix` (a non-leaf).
+    pub fn has_below(&self, prefix: &str) -> bool {
+        self.metrics.iter().any(|m| below(m.name, prefix).is_some())
+    }
+
+    /// Children of a full dotted name ("" for the root), in table order, each once.
+    pub fn children(&self, name: &str) -> Vec<Child> {
+        let mut out: Vec<Child> = Vec::new();
+        for m in &self.metrics {
+            if let Some(rest) = below(m.name, name) {
+                let (first, leaf) = rest
+                    .split_once('.')
+                    .map_or((rest, true), |(f, _)| (f, false));
+                if !out.iter().any(|c| c.name == first) {
+                    out.push(Child {
+                        name: first.to_string(),
+                        leaf,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The table as PCP's ASCII pmns text (what the namespace loads, so look-ups and
+    /// traversal never reach the agent).
+    pub fn pmns(&self) -> String {
+        let mut out =
+            String::from("/* linux agent (domain 60): names and PMIDs as PCP's linux PMDA */\n");
+        // Breadth of the tree in first-seen order: a node's line lists its children.
+        let mut stack = vec![String::new()];
+        while let Some(node) = stack.pop() {
+            let kids = self.children(&node);
+            out.push_str(if node.is_empty() { "root" } else { &node });
+            out.push_str(" {\n");
+            for k in &kids {
+                let full = if node.is_empty() {
+                    k.name.clone()
+                } else {
+                    format!("{node}.{}", k.name)
+                };
+                if k.leaf {
+                    let m = self.by_name(&full).expect("a leaf is a row");
+                    out.push_str(&format!(
+                        "    {} {}:{}:{}\n",
+                        k.name, LINUX_DOMAIN, m.cluster, m.item
+                    ));
+                } else {
+                    out.push_str(&format!("    {}\n", k.name));
+                }
+            }
+            out.push_str("}\n");
+            for k in kids.iter().rev().filter(|k| !k.leaf) {
+                stack.push(if node.is_empty() {
+                    k.name.clone()
+                } else {
+                    format!("{node}.{}", k.name)
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The part of `name` below `prefix` ("" is the root), if `name` is below it.
+fn below<'n>(name: &'n str, prefix: &str) -> Option<&'n str> {
+    if prefix.is_empty() {
+        return Some(name);
+    }
+    name.strip_prefix(prefix)?.strip_prefix('.')
+}
+
+fn parse_row(line: &'static str) -> Option<Metric> {
+    let mut f = line.split('\t');
+    let name = f.next()?;
+    let (cluster, item) = f.next()?.split_once('.')?;
+    let ty = match f.next()? {
+        "i32" => ValueType::I32,
+        "u32" => ValueType::U32,
+        "i64" => ValueType::I64,
+        "u64" => ValueType::U64,
+        "float" => ValueType::Float,
+        "double" => ValueType::Double,
+        "string" => ValueType::String,
+        _ => return None,
+    };
+    let indom = match f.next()? {
+        "-" => None,
+        n => Some(n.parse().ok()?),
+    };
+    let sem = match f.next()? {
+        "counter" => Semantics::Counter,
+        "instant" => Semantics::Instant,
+        "discrete" => Semantics::Discrete,
+        _ => return None,
+    };
+    let units = f.next()?;
+    let help = f.next()?;
+    Some(Metric {
+        name,
+        cluster: cluster.parse().ok()?,
+        item: item.parse().ok()?,
+        ty,
+        indom,
+        sem,
+        units,
+        help,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::namespace::Namespace;
+
+    #[test]
+    fn every_row_parses_and_names_and_pmids_are_unique() {
+        let rows = TSV
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .count();
+        let t = table();
+        assert_eq!(t.metrics.len(), rows, "a row of metrics.tsv does not parse");
+        assert_eq!(t.by_name.len(), rows, "a name is listed twice");
+        assert_eq!(t.by_pmid.len(), rows, "a PMID is listed twice");
+        assert!(t.metrics.iter().all(|m| !m.help.is_empty()));
+        // Units must be what PCP's wire can carry.
+        for m in &t.metrics {
+            assert!(
+                crate::pcp::units::parse_units(m.units).is_some(),
+                "{}: units {:?}",
+                m.name,
+                m.units
+            );
+        }
+    }
+
+    #[test]
+    fn pmns_text_loads_and_agrees_with_the_table() {
+        let t = table();
+        let ns = Namespace::from_pmns(&[("linux", &t.pmns())]).unwrap();
+        let mut listed = ns.traverse("", None).unwrap().names;
+        let mut names: Vec<String> = t.metrics.iter().map(|m| m.name.to_string()).collect();
+        listed.sort();
+        names.sort();
+        assert_eq!(listed, names);
+        for m in &t.metrics {
+            assert_eq!(ns.lookup(m.name, None), Ok(m.pmid()), "{}", m.name);
+        }
+        assert_eq!(
+            t.by_name("mem.util.available").unwrap().pmid().to_string(),
+            "60.1.58"
+        );
+        assert!(t.has_below("kernel.all") && !t.has_below("kernel.all.load"));
+    }
+}
