@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::agent::{FabricHandle, notify_trap};
+use super::handle::{FabricHandle, notify_trap};
 use super::counters::find;
 use super::ownership::Buckets;
 use super::wire::{

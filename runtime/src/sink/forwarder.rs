@@ -155,10 +155,6 @@ impl Forwarder {
         &self.name
     }
 
-    pub(super) fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
     pub fn config(&self) -> SinkConfig {
         crate::util::read(&self.settings).cfg.clone()
     }
@@ -353,7 +349,7 @@ impl Forwarder {
                 _ = stop.cancelled() => return,
                 o = async {
                     match &exporter {
-                        Some(e) => guest.send(&self, e, &transport, &record, &id, max_failures).await,
+                        Some(e) => guest.send(&self.counters.encode_failures, e, &transport, &record, &id, max_failures).await,
                         None => transport.send(&record.payload, &id).await,
                     }
                 } => o,

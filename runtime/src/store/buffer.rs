@@ -10,8 +10,7 @@ use std::sync::Mutex;
 
 use super::StoreError;
 
-/// Slots per buffer: 512 f64 = one 4 KiB page.
-pub const BUFFER_CAP: usize = 512;
+pub use super::page::BUFFER_CAP;
 const CAP: i64 = BUFFER_CAP as i64;
 
 pub(crate) use super::page::Page;

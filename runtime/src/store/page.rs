@@ -14,7 +14,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use super::buffer::BUFFER_CAP;
+/// Slots per buffer: 512 f64 = one 4 KiB page.
+pub const BUFFER_CAP: usize = 512;
 
 type Slots = [f64; BUFFER_CAP];
 
