@@ -5,8 +5,8 @@
 //! command handler see of a running agent. Background tasks end with the shutdown token.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 use super::config::{FabricConfig, SourceKind};
 use super::counters::{Class, CounterDesc};
 use super::engine::{Engine, Output};
+use super::handle::{FabricHandle, trap_metric};
 use super::histogram::Histogram;
 use super::ownership::{self, Topology};
 use super::sim::{SimFabric, SimSource};
 use super::source::CounterSource;
 use super::sysfs::{SysfsKind, SysfsSource};
-use super::handle::{FabricHandle, trap_metric};
 use super::wire::{DataEntry, MISSING_LISTED, TrapMsg};
 use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
 use crate::sample::Sample;

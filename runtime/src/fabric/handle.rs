@@ -110,4 +110,3 @@ pub(super) fn notify_trap(n: &Notifier, t: &TrapMsg) {
     n.observe(&metric, &inst, t.increase as f64, t.ts_ns);
     n.observe(&metric, &inst, 0.0, t.ts_ns);
 }
-

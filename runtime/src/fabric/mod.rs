@@ -20,16 +20,15 @@ pub mod histogram;
 pub mod ownership;
 pub mod rate;
 pub mod sim;
-mod sim_traffic;
 pub mod source;
 pub mod sysfs;
 pub mod tree;
 pub mod wire;
 
 pub use agent::run_agent;
-pub use handle::FabricHandle;
 pub use config::{FabricConfig, SourceKind};
 pub use engine::{Engine, Output, Thresholds};
+pub use handle::FabricHandle;
 pub use histogram::Histogram;
 pub use sim::{SimFabric, SimSource, SimSpec};
 pub use source::{CounterSource, Reading};

@@ -12,8 +12,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::handle::{FabricHandle, notify_trap};
 use super::counters::find;
+use super::handle::{FabricHandle, notify_trap};
 use super::ownership::Buckets;
 use super::wire::{
     Command, DataBatch, DataEntry, Envelope, Lease, Owner, Reply, TrapMsg, cmd_subject, prefix,

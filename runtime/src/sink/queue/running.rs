@@ -12,11 +12,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::commit::{create_segment, remove_segment, sync_dir};
 use super::index::{Entry, Index, State};
 use super::ledger::{LEDGER_LEN, Ledger};
 use super::recover::{Seg, recover};
 use super::segment::{HEADER_LEN, Header, MAX_PAYLOAD, segment_name};
+use super::segment::{create_segment, remove_segment, sync_dir};
 use super::{Nack, QueueConfig, QueueError, QueueStats, Record, Recovery, io_err};
 
 pub(super) const DEAD_LETTER_FILE: &str = "dead-letter.log";

@@ -257,5 +257,4 @@ async fn watch(
 }
 
 #[cfg(test)]
-#[path = "notify_tests.rs"]
 mod tests;

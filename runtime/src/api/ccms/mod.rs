@@ -3,7 +3,6 @@
 //! `GET /api/healthcheck`, `GET /api/debug` (behind [`super::auth`]). Bodies go into the
 //! store through `ingest`, which the NATS consumers share.
 
-#[path = "ccms/query.rs"]
 pub mod query;
 
 use std::collections::HashMap;
@@ -337,5 +336,4 @@ async fn debug(
 }
 
 #[cfg(test)]
-#[path = "ccms/tests.rs"]
 mod tests;

@@ -680,5 +680,4 @@ fn series_v2<'a>(
 }
 
 #[cfg(test)]
-#[path = "prom_tests.rs"]
 mod tests;
