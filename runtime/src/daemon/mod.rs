@@ -8,7 +8,6 @@ pub mod agents;
 mod exporters;
 mod fleet;
 mod kept;
-mod levels;
 mod outcome;
 pub mod parts;
 pub mod pcp;
@@ -120,7 +119,7 @@ impl Daemon {
             None => None,
         };
         let parts = parts::Parts::open(&config, &data_dir)?;
-        let store_sink: Arc<dyn Sink> = Arc::new(parts::StoreSink {
+        let store_sink: Arc<dyn Sink> = Arc::new(crate::pipeline::StoreSink {
             store: parts.store.clone(),
             default_cluster: config.daemon.cluster.clone(),
             hostname: crate::util::hostname(),
