@@ -172,7 +172,11 @@ class Crate:
         for mod, code in self.code.items():
             for leaf, target in self.imports[mod].items():
                 edges.add((mod, self.resolve(target)))
+            inline = set(re.findall(r"\bmod\s+(\w+)\s*\{", code))
             for m in PATH_RE.finditer(code):
+                segs = m.group(1).split("::")
+                if segs[0] == "super" and len(segs) > 1 and segs[1] in inline:
+                    continue  # `super::x` inside this file's inline `mod x { ... }` sibling
                 edges.add((mod, self.resolve(self.absolute(mod, m.group(1)))))
             # Bare paths to a child module: `child::Item`.
             for name in re.findall(r"(?<![:\w])(\w+)::", code):
