@@ -111,6 +111,32 @@ pub fn output_err(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Makes `cmd`'s process die with the thread that spawns it (the test's, or the test
+/// binary's), even when a failed test never stops it: a server left running would load the
+/// machine for the rest of the suite.
+pub fn dies_with_test(cmd: &mut Command) -> &mut Command {
+    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Debian's Prometheus on `CONFIG`, its TSDB in `data`, serving on `port`; stdout discarded,
+/// dying with the test ([`dies_with_test`]).
+pub fn prometheus_command(config: &Path, data: &Path, port: u16) -> Command {
+    let mut cmd = Command::new("/usr/bin/prometheus");
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null());
+    dies_with_test(&mut cmd);
+    cmd
+}
+
 /// A `wasmon run` child process with its stdout lines collected.
 pub struct DaemonProcess {
     pub child: std::process::Child,
@@ -164,15 +190,7 @@ impl DaemonProcess {
         adjust(&mut cmd);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        // The daemon dies with the test binary, even when a failed test never drops it (a
-        // daemon left running would load the machine for the rest of the suite).
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        dies_with_test(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let out = child.stdout.take().unwrap();
@@ -293,23 +311,28 @@ pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
     if present() {
         return;
     }
-    // Tests run in parallel and several install packages: wait for apt's lock, not fail on it.
-    let ok = std::process::Command::new("apt-get")
-        .args([
-            "-o",
-            "DPkg::Lock::Timeout=600",
-            "install",
-            "-y",
-            "-q",
-            package,
-        ])
-        .stdout(std::process::Stdio::null())
+    let ok = Command::new("apt-get")
+        .args(apt_install(package))
+        .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         ok && present(),
         "this test needs the Debian package {package} (`apt-get install -y {package}` failed)"
     );
+}
+
+/// `apt-get`'s arguments to install `package`. Tests run in parallel and several install
+/// packages: they wait for apt's lock rather than fail on it.
+fn apt_install(package: &str) -> [&str; 6] {
+    [
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        "install",
+        "-y",
+        "-q",
+        package,
+    ]
 }
 
 /// [`ensure_debian_package`] for a package whose maintainer scripts call `systemctl` (to
@@ -340,15 +363,9 @@ pub fn ensure_debian_package_without_systemd(package: &str, present: impl Fn() -
             .status()
             .is_ok_and(|s| s.success())
     };
-    let install = [
-        "apt-get",
-        "-o",
-        "DPkg::Lock::Timeout=600",
-        "install",
-        "-y",
-        "-q",
-        package,
-    ];
+    let install: Vec<&str> = std::iter::once("apt-get")
+        .chain(apt_install(package))
+        .collect();
     // A dpkg left half-configured by an earlier install without the shim refuses every
     // install until it is configured: finish that first, then try again.
     let ok = run(&install) || (run(&["dpkg", "--configure", "-a"]) && run(&install));

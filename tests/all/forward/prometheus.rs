@@ -3,7 +3,7 @@
 //! not retried forever, without holding up the records behind it.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -30,23 +30,9 @@ impl Prometheus {
         )
         .unwrap();
         let port = free_port();
-        let mut cmd = Command::new("/usr/bin/prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-remote-write-receiver")
-            .stdout(Stdio::null())
+        let mut cmd = prometheus_command(&config, &dir.join("tsdb"), port);
+        cmd.arg("--web.enable-remote-write-receiver")
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         let p = Prometheus {
             child: cmd.spawn().unwrap(),
             port,

@@ -142,13 +142,7 @@ fn spawn_pmcd(
             // pmcd's pipe PMDAs inherit it: their complaints land in the run directory.
             .stderr(std::fs::File::create(run.join("stderr.log")).unwrap());
         if orphan_dies {
-            // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
+            crate::common::dies_with_test(&mut cmd);
         }
         let mut child = cmd.spawn().expect("starting pmcd");
         let deadline = Instant::now() + Duration::from_secs(60);
