@@ -214,6 +214,64 @@ impl Work {
     }
 }
 
+impl Pacer {
+    /// Waits for the next epoch after `last`; `false` once `shutdown` is cancelled.
+    async fn next_epoch(&mut self, last: u64, shutdown: &CancellationToken) -> bool {
+        match self {
+            Pacer::Sim(f) => loop {
+                if shutdown.is_cancelled() {
+                    return false;
+                }
+                if f.epoch() > last {
+                    return true;
+                }
+                tokio::time::sleep(SIM_POLL).await;
+            },
+            Pacer::Timer(iv) => tokio::select! {
+                _ = shutdown.cancelled() => false,
+                _ = iv.tick() => true,
+            },
+        }
+    }
+}
+
+/// Connects to NATS and opens the ownership buckets, retrying each second until both answer;
+/// `None` once `shutdown` is cancelled.
+async fn connect(
+    cfg: &FabricConfig,
+    shutdown: &CancellationToken,
+) -> Option<(async_nats::Client, ownership::Buckets)> {
+    let client = loop {
+        match crate::nats::connect(
+            &cfg.nats,
+            cfg.username.as_deref(),
+            cfg.password.as_deref(),
+            cfg.creds_file_path.as_deref(),
+        )
+        .await
+        {
+            Ok(c) => break c,
+            Err(e) => tracing::warn!(error = %e, "fabric: cannot reach NATS yet; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = loop {
+        match ownership::open_buckets(&js, &cfg.name, cfg.lease).await {
+            Ok(b) => break b,
+            Err(e) => tracing::warn!(error = %e, "fabric: JetStream buckets not ready; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    Some((client, buckets))
+}
+
 /// Run one agent until `shutdown`. `deliver` gets the samples for the pipeline (on a thread
 /// of its own: it may block).
 pub async fn run_agent(
@@ -245,33 +303,8 @@ pub async fn run_agent(
             }
         })?;
 
-    let client = loop {
-        match crate::nats::connect(
-            &cfg.nats,
-            cfg.username.as_deref(),
-            cfg.password.as_deref(),
-            cfg.creds_file_path.as_deref(),
-        )
-        .await
-        {
-            Ok(c) => break c,
-            Err(e) => tracing::warn!(error = %e, "fabric: cannot reach NATS yet; retrying"),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    };
-    let js = async_nats::jetstream::new(client.clone());
-    let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease).await {
-            Ok(b) => break b,
-            Err(e) => tracing::warn!(error = %e, "fabric: JetStream buckets not ready; retrying"),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
+    let Some((client, buckets)) = connect(&cfg, &shutdown).await else {
+        return Ok(());
     };
     let _ = handle.client.set(client.clone());
     let _ = handle.buckets.set(buckets.clone());
@@ -300,20 +333,8 @@ pub async fn run_agent(
     let mut renewed: Option<Instant> = None;
     let mut ids: HashMap<String, usize> = HashMap::new();
     loop {
-        match &mut pacer {
-            Pacer::Sim(f) => loop {
-                if shutdown.is_cancelled() {
-                    return Ok(());
-                }
-                if f.epoch() > last_epoch {
-                    break;
-                }
-                tokio::time::sleep(SIM_POLL).await;
-            },
-            Pacer::Timer(iv) => tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = iv.tick() => {}
-            },
+        if !pacer.next_epoch(last_epoch, &shutdown).await {
+            return Ok(());
         }
         let started = Instant::now();
         'work: {
