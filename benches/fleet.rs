@@ -221,7 +221,7 @@ fn main() {
             .connect(&url)
             .await
             .unwrap();
-        buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
+        buckets::open(&async_nats::jetstream::new(client), FLEET, Some(1))
             .await
             .unwrap()
     });

@@ -405,6 +405,11 @@ impl Config {
         if let Some(n) = &self.nats {
             n.check().map_err(anyhow::Error::msg)?;
         }
+        if let Some(n) = &self.notify.nats {
+            n.connection()
+                .check(None)
+                .map_err(|(f, p)| anyhow::anyhow!("{f}: {p}"))?;
+        }
         let mut names = std::collections::HashSet::new();
         for (i, s) in self.sinks.iter().enumerate() {
             if !names.insert(&s.name) {

@@ -25,7 +25,9 @@
 //!   - [`host`]: the wasmtime sandbox guests run in;
 //!   - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
 //! - the shared leaves, which know no part: [`lineproto`], the InfluxDB line-protocol parser;
-//!   [`nats`], connecting to NATS and creating JetStream streams; [`telemetry`], wasmon's own
+//!   [`nats`], the one NATS connection config (servers, credentials, TLS) and wasmon's streams;
+//!   [`supervise`], long-lived tasks restarted (and counted) when they fail or panic;
+//!   [`telemetry`], wasmon's own
 //!   counters; [`logging`], the log's format, colours and level; [`duration`], durations in
 //!   configs; [`util`], sizes, the host name, NATS-safe keys, byte compares and the lock policy.
 
@@ -52,6 +54,7 @@ pub mod procfs;
 pub mod sample;
 pub mod sink;
 pub mod store;
+pub mod supervise;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;
