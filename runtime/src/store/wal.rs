@@ -146,20 +146,7 @@ pub(crate) fn wal_file(dir: &Path, generation: u64) -> PathBuf {
 
 /// Generations of the WAL files in `dir`, ascending.
 pub(crate) fn list(dir: &Path) -> Vec<u64> {
-    let mut v: Vec<u64> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("wal-")?
-                .strip_suffix(".log")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    v.sort_unstable();
-    v
+    super::generations(dir, "wal-", ".log")
 }
 
 struct State {
