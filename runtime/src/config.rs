@@ -554,6 +554,31 @@ mod tests {
     }
 
     #[test]
+    fn native_agents_take_a_root_and_device_filters_guests_do_not() {
+        let c = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\nroot = \"/srv/tree\"\n\
+             [agent.devices]\ndisks = { exclude = [\"loop*\"] }\n",
+        )
+        .unwrap();
+        let a = &c.agents[0];
+        assert_eq!(a.root.as_deref(), Some(Path::new("/srv/tree")));
+        assert!(!a.devices.disks.admits("loop0") && a.devices.disks.admits("sda"));
+        assert_eq!(a.served_domain(), 60);
+        let e = Config::parse(
+            "[[agent]]\nname = \"g\"\nguest = \"foo\"\ndomain = 44\npmns = \"root { foo 44:*:* }\"\nroot = \"/\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`root`"), "{e}");
+        let e = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[agent.devices]\ndisk = {}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("disk"), "{e}");
+    }
+
+    #[test]
     fn unknown_fields_and_bad_values_name_the_field() {
         let e = Config::parse("[daemon]\nlisten = \"127.0.0.1:1\"\nlisten-port = 3\n")
             .unwrap_err()

@@ -18,11 +18,29 @@ pub mod indom;
 pub mod read;
 pub mod table;
 
+mod cpuinfo;
 mod devices;
+mod fchost;
+mod interrupts;
+mod ipc;
 mod loadavg;
+mod locks;
+mod login;
 mod meminfo;
+mod net_conn;
 mod net_dev;
+mod net_rpc;
+mod net_snmp;
+mod net_sysfs;
+mod pressure;
+mod sockstat;
+mod softnet;
 mod stat;
+mod sys_fs;
+mod sys_kernel;
+mod sysfs_kernel;
+mod tty_serial;
+mod uname;
 mod uptime;
 
 #[cfg(test)]
@@ -76,7 +94,26 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(meminfo::MemInfo::default()),
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
+        Box::new(net_snmp::NetSnmp::default()),
+        Box::new(net_conn::NetConn::default()),
+        Box::new(net_sysfs::NetSysfs::default()),
+        Box::new(net_rpc::NetRpc::default()),
+        Box::new(tty_serial::TtySerial::default()),
+        Box::new(fchost::FcHost::default()),
+        Box::new(sockstat::SockStat::default()),
+        Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(interrupts::Interrupts::default()),
+        Box::new(interrupts::SoftIrqs::default()),
+        Box::new(pressure::Pressure::default()),
+        Box::new(uname::Uname::default()),
+        Box::new(cpuinfo::CpuSys::default()),
+        Box::new(login::Login::default()),
+        Box::new(sys_kernel::SysKernel::default()),
+        Box::new(sys_fs::SysFs::default()),
+        Box::new(locks::Locks::default()),
+        Box::new(sysfs_kernel::SysfsKernel::default()),
+        Box::new(ipc::Ipc::default()),
     ]
 }
 
