@@ -147,10 +147,10 @@ pub struct AgentConfig {
     /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
     #[serde(default)]
     pub guest: Option<String>,
-    /// An agent built into the daemon instead of a guest: `linux`.
+    /// An agent built into the daemon instead of a guest: `linux` or `proc`.
     #[serde(default)]
     pub native: Option<String>,
-    /// The PCP domain it serves (defaults for native agents: linux 60).
+    /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
     #[serde(default)]
     pub domain: Option<u32>,
     /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
@@ -209,7 +209,10 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// Agents built into the daemon, with their PCP domains.
-pub const NATIVE_AGENTS: &[(&str, u32)] = &[("linux", crate::linux::LINUX_DOMAIN)];
+pub const NATIVE_AGENTS: &[(&str, u32)] = &[
+    ("linux", crate::linux::LINUX_DOMAIN),
+    ("proc", crate::procfs::agent::PROC_DOMAIN),
+];
 
 impl AgentConfig {
     /// The PCP domain it serves: its own, or its native agent's.
@@ -550,7 +553,7 @@ mod tests {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
-        assert_eq!(c.agents.len(), 3);
+        assert_eq!(c.agents.len(), 4);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 

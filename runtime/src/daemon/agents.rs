@@ -202,6 +202,9 @@ impl Agent for SharedAgent {
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
         self.lock().instance_id(indom, name)
     }
+    fn instances(&mut self, indom: u32) -> Option<Vec<String>> {
+        self.lock().instances(indom)
+    }
 }
 
 /// The agents a query sees: a snapshot of the running set (cloning it clones handles).
@@ -443,6 +446,10 @@ pub fn native_agent(
                 crate::linux::Root::new(root),
                 devices.clone(),
             )),
+        )),
+        "proc" => Some((
+            crate::procfs::agent::PROC_PMNS.to_string(),
+            Box::new(crate::procfs::agent::ProcAgent::with_root(root)),
         )),
         _ => None,
     }

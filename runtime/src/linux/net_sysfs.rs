@@ -262,9 +262,9 @@ impl Group for NetSysfs {
                 26 => a
                     .flags
                     .map(|f| Value::Uint((f & IFF_UP != 0 && a.oper_up) as u64)),
-                28 => a.present.then(|| Value::Uint(a.wireless as u64)),
+                28 => a.present.then_some(Value::Uint(a.wireless as u64)),
                 29 => a.ty.map(|x| Value::Uint(x as u64)),
-                30 => a.present.then(|| Value::Uint(a.virt as u64)),
+                30 => a.present.then_some(Value::Uint(a.virt as u64)),
                 _ => None,
             };
             if let Some(v) = v {

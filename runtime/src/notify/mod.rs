@@ -286,6 +286,14 @@ impl Notifier {
             .collect()
     }
 
+    /// Every threshold, by handle (`wasmon notify ls` with nothing named).
+    pub fn list_all(&self) -> Vec<ThresholdInfo> {
+        let reg = self.registry();
+        let mut out: Vec<_> = reg.by_handle.values().map(|t| info(t)).collect();
+        out.sort_by_key(|i| i.handle);
+        out
+    }
+
     /// Thresholds owned by one subscriber.
     pub fn list_owner(&self, owner: &str) -> Vec<ThresholdInfo> {
         let reg = self.registry();

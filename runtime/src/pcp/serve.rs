@@ -25,6 +25,10 @@ pub trait Source: Send + Sync + 'static {
     fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError>;
     /// A fixed instance number of the agent for `domain`, when it has one.
     fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32>;
+    /// Every instance name of an indom, when its agent lists them itself.
+    fn instances(&self, _domain: u32, _indom: u32) -> Option<Vec<String>> {
+        None
+    }
     /// One answer per id, in order.
     fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>>;
     /// How many agents answer (`pmcd.numagents`).
@@ -595,6 +599,16 @@ impl Session {
     /// The instances of `indom` now, as (number, name, value): the values of a metric over it
     /// (indoms are learnt from descriptors), or a PCP error code.
     fn indom_instances(&mut self, indom: u32) -> Result<Vec<(i32, String, Value)>, i32> {
+        // The agent's own list first: a metric of the indom may lack values for some.
+        if let Some(names) = self.src().instances(indom >> 22, indom & 0x3f_ffff) {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let ids = self.shared.instances(indom, &refs);
+            return Ok(names
+                .into_iter()
+                .zip(ids)
+                .filter_map(|(name, id)| Some((id?, name, Value::U32(0))))
+                .collect());
+        }
         let metrics = self.shared.indom_metrics(indom);
         // One fetch of them all (an agent reads each file once), the first with values
         // answering.

@@ -9,6 +9,7 @@ mod hostile;
 mod linux;
 mod mmv;
 mod pmda;
+mod procagent;
 mod proxy;
 mod tools;
 

@@ -97,6 +97,9 @@ async fn write_then_query() {
             {"metric": "flops", "host": "a1"},
             {"metric": "mem", "host": "a2", "scale-by": 2.0},
             {"metric": "mem", "host": "nope"},
+            {"metric": "nope", "host": "a2"},
+            {"metric": "mem", "host": "a2", "type": "node1"},
+            {"metric": "mem", "host": "a1", "type": "hwthread", "type-ids": [7]},
         ]
     });
     let (s, b) = call(&app, "POST", "/api/query", None, q.to_string()).await;
@@ -118,8 +121,22 @@ async fn write_then_query() {
     // No type: the host has no flops of its own, so its hwthreads are summed.
     assert_eq!(r[2][0]["data"], json!([3.0, 7.0]));
     assert_eq!(r[3][0]["data"], json!([40.0]));
-    assert_eq!(r[4][0]["error"], "metric or host not found");
+    // What does not exist is named (cc-metric-store says the first words only, or, for a
+    // type without ids, answers an empty list).
+    assert_eq!(
+        r[4][0]["error"],
+        "metric or host not found: no level alex/nope (the levels below alex: a1, a2)"
+    );
     assert!(r[4][0].get("data").is_none());
+    assert_eq!(r[5][0]["error"], "unknown metric: nope");
+    assert_eq!(r[6].as_array().unwrap().len(), 1, "{}", r[6]);
+    let e = r[6][0]["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("\"type\": \"node1\" without \"type-ids\" selects no level"),
+        "{e}"
+    );
+    let e = r[7][0]["error"].as_str().unwrap();
+    assert!(e.starts_with("metric or host not found: no level alex/a1/hwthread7 (the levels below alex/a1: hwthread0, hwthread1"), "{e}");
 }
 
 #[tokio::test]

@@ -133,7 +133,7 @@ async fn list(
     match (q.metric, q.subscriber) {
         (Some(m), _) => Ok(Json(n.list(&m, q.instance.as_deref()))),
         (None, Some(s)) => Ok(Json(n.list_owner(&s))),
-        (None, None) => Err(bad("give metric=M[&instance=I] or subscriber=S")),
+        (None, None) => Ok(Json(n.list_all())),
     }
 }
 
@@ -199,9 +199,20 @@ async fn value(
         return Err(bad("give metric=M&instance=I"));
     };
     let CurrentValue { value, ts_ns } = n.value(&metric, &instance).ok_or_else(|| {
+        let why = if n.list(&metric, Some(&instance)).is_empty() {
+            "no threshold covers it: values are tracked for the instances thresholds cover \
+             (add one, on this instance or on every instance of the metric)"
+                .to_string()
+        } else {
+            format!(
+                "a threshold covers it but no sample of it has reached the notifier since: \
+                 is {metric} collected (for instance {instance}) and sent to a pipeline with \
+                 the \"notify\" sink?"
+            )
+        };
         ApiError::new(
             StatusCode::NOT_FOUND,
-            format!("no value tracked for {metric}/{instance} (no threshold covers it)"),
+            format!("no value tracked for {metric}/{instance}: {why}"),
         )
     })?;
     Ok(Json(ValueResponse {
