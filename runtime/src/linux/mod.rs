@@ -19,10 +19,14 @@ pub mod read;
 pub mod table;
 
 mod devices;
+mod diskstats;
+mod filesys;
 mod loadavg;
 mod meminfo;
 mod net_dev;
+mod scsi;
 mod stat;
+mod statfs;
 mod uptime;
 
 #[cfg(test)]
@@ -77,6 +81,10 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(diskstats::DiskStats::default()),
+        Box::new(filesys::FileSys::default()),
+        Box::new(scsi::Scsi::default()),
+        Box::new(scsi::Tape::default()),
     ]
 }
 
