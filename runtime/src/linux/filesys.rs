@@ -260,3 +260,184 @@ impl Group for FileSys {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{fetch, fetch_f64, one, tree};
+    use super::super::{Devices, LinuxAgent, Root, table};
+    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    const MOUNTS: &str = "\
+/dev/root / ext4 rw,relatime 0 0
+proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0
+sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
+devtmpfs /dev devtmpfs rw,nosuid,size=4096k 0 0
+tmpfs /run tmpfs rw,nosuid,nodev,size=1620424k,mode=755 0 0
+/dev/mapper/vg0-home /home xfs rw,relatime,attr2 0 0
+/dev/nvme0n1p1 /boot/efi vfat ro,relatime,fmask=0077 0 0
+server:/export /net/export nfs4 rw,relatime,vers=4.2 0 0
+server:/old /net/old nfs rw,relatime 0 0
+systemd-1 /mnt/auto autofs rw,relatime 0 0
+/dev/mapper/vg0-home /home2 xfs rw,relatime 0 0
+/dev/sdb1 /scratch ext4 rw 0 0
+";
+
+    fn stat_of(path: &Path) -> FsStat {
+        // Sizes that say which mount was asked.
+        let n = path.to_string_lossy().len() as u64;
+        FsStat {
+            blocks: 1000 * n,
+            bfree: 400 * n,
+            bavail: 300 * n,
+            files: 50 * n,
+            ffree: 20 * n,
+            bsize: 4096,
+        }
+    }
+
+    fn host() -> tempfile::TempDir {
+        let dir = tree(&[("proc/self/mounts", MOUNTS)]);
+        for d in ["run", "home", "boot/efi", "scratch", "net/export"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        dir
+    }
+
+    fn values(g: &FileSys, name: &str) -> Vec<(String, Value)> {
+        let t = table();
+        let m = t.by_name(name).unwrap();
+        let mut out = Values::new();
+        g.values(m, &mut out);
+        out
+    }
+
+    #[test]
+    fn reports_the_mounts_pmdalinux_reports() {
+        let dir = host();
+        let root = Root::new(dir.path());
+        let devices = Devices::default();
+        let ctx = Ctx {
+            root: &root,
+            devices: &devices,
+        };
+        let mut g = FileSys::with_statfs(Arc::new(|p: &Path| Ok(stat_of(p))));
+        g.refresh(&ctx);
+        let names: Vec<String> = values(&g, "filesys.mountdir")
+            .into_iter()
+            .map(|(n, v)| format!("{n}={v:?}"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "/dev/root=Text(\"/\")",
+                "/dev/mapper/vg0-home=Text(\"/home\")",
+                "/dev/nvme0n1p1=Text(\"/boot/efi\")",
+                "/dev/sdb1=Text(\"/scratch\")",
+            ]
+        );
+        assert_eq!(values(&g, "hinv.nfilesys"), [(String::new(), Value::Uint(4))]);
+        // statfs of ROOT/boot/efi, in Kbyte.
+        let p = dir.path().join("boot/efi");
+        let s = stat_of(&p);
+        let cap = values(&g, "filesys.capacity");
+        assert_eq!(cap[2].1, Value::Uint(s.blocks * 4));
+        assert_eq!(
+            values(&g, "filesys.used")[2].1,
+            Value::Uint((s.blocks - s.bfree) * 4)
+        );
+        assert_eq!(values(&g, "filesys.usedfiles")[2].1, Value::Uint(s.files - s.ffree));
+        let full = 100.0 * 600.0 / 900.0;
+        assert!(matches!(values(&g, "filesys.full")[2].1, Value::Real(f) if (f - full).abs() < 1e-9));
+        assert_eq!(
+            values(&g, "filesys.readonly")
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect::<Vec<_>>(),
+            [Value::Uint(0), Value::Uint(0), Value::Uint(1), Value::Uint(0)]
+        );
+        assert_eq!(
+            values(&g, "tmpfs.capacity"),
+            [("/run".to_string(), Value::Uint(stat_of(&dir.path().join("run")).blocks * 4))]
+        );
+        // A mount point absent under the root: no statfs figures.
+        let dir2 = tree(&[("proc/self/mounts", MOUNTS)]);
+        let root2 = Root::new(dir2.path());
+        let ctx2 = Ctx {
+            root: &root2,
+            devices: &devices,
+        };
+        g.refresh(&ctx2);
+        assert_eq!(values(&g, "filesys.capacity").len(), 1); // only "/" (the tree itself)
+        assert_eq!(values(&g, "filesys.mountdir").len(), 4);
+    }
+
+    #[test]
+    fn a_hung_statfs_never_blocks_a_fetch_and_threads_do_not_pile_up() {
+        let dir = host();
+        let root = Root::new(dir.path());
+        let hung = dir.path().join("home");
+        let h = hung.clone();
+        let mut g = FileSys::with_statfs(Arc::new(move |p: &Path| {
+            if p == h {
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            Ok(stat_of(p))
+        }));
+        g.set_deadline(Duration::from_millis(300));
+        let devices = Devices::default();
+        let ctx = Ctx {
+            root: &root,
+            devices: &devices,
+        };
+        let t = Instant::now();
+        g.refresh(&ctx);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        let cap: Vec<String> = values(&g, "filesys.capacity").into_iter().map(|(n, _)| n).collect();
+        assert_eq!(cap, ["/dev/root", "/dev/nvme0n1p1", "/dev/sdb1"]);
+        assert!(g.hung.contains("/home"));
+        let workers = g.workers();
+        for _ in 0..10 {
+            let t = Instant::now();
+            g.refresh(&ctx);
+            assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+            assert_eq!(values(&g, "filesys.capacity").len(), 3);
+            assert_eq!(values(&g, "filesys.mountdir").len(), 4);
+        }
+        assert_eq!(g.workers(), workers);
+    }
+
+    #[test]
+    fn the_filesystem_filter_applies_to_mount_points() {
+        let dir = host();
+        let devices = Devices {
+            filesystems: crate::linux::DeviceFilter {
+                include: vec![],
+                exclude: vec!["/scratch".into(), "/run*".into()],
+            },
+            ..Devices::default()
+        };
+        let mut a = LinuxAgent::with_options(Root::new(dir.path()), devices);
+        assert_eq!(one(&mut a, "hinv.nfilesys"), Some(3.0));
+        assert!(fetch(&mut a, "tmpfs.capacity").is_empty());
+        let names: Vec<String> = fetch_f64(&mut a, "filesys.blocksize").into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["/dev/root", "/dev/mapper/vg0-home", "/dev/nvme0n1p1"]);
+    }
+
+    #[test]
+    fn this_hosts_root_filesystem() {
+        let mut a = LinuxAgent::new();
+        let dirs = fetch(&mut a, "filesys.mountdir");
+        let Some((dev, _)) = dirs.iter().find(|(_, v)| *v == Value::Text("/".into())) else {
+            return; // a container may mount / from a non-device
+        };
+        let cap = fetch_f64(&mut a, "filesys.capacity");
+        let real = super::super::statfs::statfs(Path::new("/")).unwrap();
+        let (_, c) = cap.iter().find(|(n, _)| n == dev).unwrap();
+        assert_eq!(*c, (real.blocks * real.bsize / 1024) as f64);
+    }
+}

@@ -122,7 +122,9 @@ impl Pool {
                 st.busy.insert(p.clone());
                 st.jobs.push_back((p.clone(), round));
                 asked[i] = true;
-                if st.idle < st.jobs.len() && st.workers < MAX_WORKERS {
+                // One thread per outstanding call at most (queued or running): a worker
+                // that has just answered but not yet gone idle is not counted twice.
+                if st.workers < st.busy.len().min(MAX_WORKERS) && st.idle < st.jobs.len() {
                     st.workers += 1;
                     let shared = self.shared.clone();
                     let spawned = std::thread::Builder::new()
