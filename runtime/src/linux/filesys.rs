@@ -98,14 +98,11 @@ fn resolve(ctx: &Ctx, device: &str) -> String {
     }
     let root = ctx.root.dir();
     match std::fs::canonicalize(ctx.root.path(device)) {
+        Ok(p) if root == std::path::Path::new("/") => p.to_string_lossy().into_owned(),
         Ok(p) => {
-            let rel = p.strip_prefix(root).unwrap_or(&p);
-            let s = rel.to_string_lossy();
-            if root == std::path::Path::new("/") {
-                s.into_owned()
-            } else {
-                format!("/{}", s.trim_start_matches('/'))
-            }
+            // Back to the captured host's view: ROOT/dev/sda1 is /dev/sda1.
+            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy();
+            format!("/{}", rel.trim_start_matches('/'))
         }
         Err(_) => device.to_string(),
     }
