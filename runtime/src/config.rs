@@ -404,6 +404,11 @@ impl Config {
         if let Some(n) = &self.nats {
             n.check().map_err(anyhow::Error::msg)?;
         }
+        if let Some(n) = &self.notify.nats {
+            n.connection()
+                .check(None)
+                .map_err(|(f, p)| anyhow::anyhow!("{f}: {p}"))?;
+        }
         let mut names = std::collections::HashSet::new();
         for (i, s) in self.sinks.iter().enumerate() {
             if !names.insert(&s.name) {
@@ -546,6 +551,31 @@ mod tests {
         assert_eq!(c.pipelines.len(), 3);
         assert_eq!(c.agents.len(), 3);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
+    }
+
+    #[test]
+    fn native_agents_take_a_root_and_device_filters_guests_do_not() {
+        let c = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\nroot = \"/srv/tree\"\n\
+             [agent.devices]\ndisks = { exclude = [\"loop*\"] }\n",
+        )
+        .unwrap();
+        let a = &c.agents[0];
+        assert_eq!(a.root.as_deref(), Some(Path::new("/srv/tree")));
+        assert!(!a.devices.disks.admits("loop0") && a.devices.disks.admits("sda"));
+        assert_eq!(a.served_domain(), 60);
+        let e = Config::parse(
+            "[[agent]]\nname = \"g\"\nguest = \"foo\"\ndomain = 44\npmns = \"root { foo 44:*:* }\"\nroot = \"/\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`root`"), "{e}");
+        let e = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[agent.devices]\ndisk = {}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("disk"), "{e}");
     }
 
     #[test]

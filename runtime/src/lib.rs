@@ -14,6 +14,8 @@
 //! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
 //! - [`fleet`]: guests published once to a fleet over JetStream, signed, rolled out by group;
 //! - [`pipeline`]: samples from sources through transformer chains to sinks;
+//! - [`nats`]: the one NATS connection config (servers, credentials, TLS) and wasmon's streams;
+//! - [`supervise`]: long-lived tasks restarted (and counted) when they fail or panic;
 //! - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
 //! - [`config`]: the daemon's configuration, embedded default included;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
@@ -45,6 +47,7 @@ pub mod procfs;
 pub mod sample;
 pub mod sink;
 pub mod store;
+pub mod supervise;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;

@@ -1,10 +1,19 @@
-//! Connecting to a NATS server with the credentials and TLS files a config section names, and
-//! the JetStream streams wasmon creates: shared by the line-protocol ingest
-//! (`ingest::nats`), the notifier's sink (`notify::nats`), the fabric agents and the
-//! forwarding sinks. Owns nothing but these steps.
+//! One NATS connection config for every part that talks to NATS (the line-protocol ingest
+//! `ingest::nats`, the notifier's sink `notify::nats`, the fabric agents, the fleet and the
+//! forwarding sinks): the servers (one URL, or a cluster's seeds as a TOML list or a
+//! comma-separated string), user and password, token, credentials file, TLS CA and client
+//! certificate, under the same field names in every section; and the JetStream streams
+//! wasmon creates, with their replicas. Owns nothing but these steps.
+//!
+//! The client is handed every seed: it connects to whichever answers first (in random order,
+//! so a fleet spreads over the cluster), learns the cluster's other servers from it, and fails
+//! over to any of them when its server goes away.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use async_nats::ServerAddr;
+use serde::Deserialize;
 
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -26,124 +35,447 @@ pub enum ConnectError {
     },
 }
 
-/// TLS files of a NATS connection (relative to the config file's directory).
-#[derive(Debug, Clone, Default)]
-pub struct Tls<'a> {
-    /// The CA(s) the server's certificate must chain to, instead of the system's roots.
-    pub ca: Option<&'a Path>,
-    /// A client certificate and its key, for servers that require one.
-    pub client: Option<(&'a Path, &'a Path)>,
-}
-
 /// A connection attempt that takes longer is a failure (retried by whoever asked).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Connects to `address`, with user and password when both are given and with a credentials
-/// file (JWT + nkey seed) when one is named.
-pub async fn connect(
-    address: &str,
-    username: Option<&str>,
-    password: Option<&str>,
-    creds_file: Option<&Path>,
-) -> Result<async_nats::Client, ConnectError> {
-    let mut opts = async_nats::ConnectOptions::new();
-    if let (Some(u), Some(p)) = (username, password) {
-        opts = opts.user_and_password(u.to_string(), p.to_string());
-    }
-    if let Some(path) = creds_file {
-        opts = opts
-            .credentials_file(path)
-            .await
-            .map_err(|source| ConnectError::Credentials {
-                path: path.to_path_buf(),
-                source,
-            })?;
-    }
-    opts.connect(address)
-        .await
-        .map_err(|source| ConnectError::Connect {
-            address: address.to_string(),
-            source,
-        })
+/// How often the client pings its server: after three unanswered pings it drops the
+/// connection and fails over, so a hung server (stopped, not dead: its sockets stay open) is
+/// left within about 3 s. One ping and pong a second per connection is ~16,000 a second per
+/// server for 48,000 nodes on a 3-server cluster: noise beside their samples.
+pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// JetStream keeps at most 5 replicas of a stream (an odd number survives the loss of a
+/// minority of the cluster's servers).
+pub const MAX_REPLICAS: usize = 5;
+
+/// Seeds one field may list: a cluster has 3 or 5 servers, a super-cluster a few more seeds;
+/// a list longer than this is a mistake (or hostile), not a topology.
+pub const MAX_SERVERS: usize = 64;
+
+/// How long looking a stream up may take before it is retried: a stream whose leader is being
+/// elected does not answer, and the default request timeout (5 s) would stall delivery that
+/// long after the cluster can take writes again.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One section's NATS connection: what every section that talks to NATS holds, under these
+/// field names (`url_field` is the section's name for its servers: `address`, `url`, `nats`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Connection<'a> {
+    /// The section and its servers' field, for errors (`"nats.address"`, `"fleet.nats"`).
+    pub url_field: &'a str,
+    /// One URL, or several separated by commas (a list in TOML is joined so).
+    pub servers: &'a str,
+    pub username: Option<&'a str>,
+    pub password: Option<&'a str>,
+    /// A file holding a NATS token.
+    pub token_file: Option<&'a Path>,
+    /// A NATS credentials file (JWT + nkey seed).
+    pub creds_file: Option<&'a Path>,
+    /// The CA(s) the server's certificate must chain to, instead of the system's roots.
+    pub tls_ca: Option<&'a Path>,
+    /// A client certificate and its key, for servers that require one.
+    pub tls_cert: Option<&'a Path>,
+    pub tls_key: Option<&'a Path>,
 }
 
-/// Connect options from a token file, a credentials file and TLS files under `base`; a
-/// `tls://` URL, a CA or a client certificate requires TLS. Errors name the field whose file
-/// is missing or unreadable.
-pub async fn options(
-    base: &Path,
-    url: &str,
-    token_file: Option<&Path>,
-    creds_file: Option<&Path>,
-    tls: Tls<'_>,
-) -> Result<async_nats::ConnectOptions, ConnectError> {
-    let read = |field: &'static str, f: &Path| {
-        let path = base.join(f);
-        std::fs::read(&path).map_err(|e| ConnectError::File {
-            field,
-            problem: format!("{}: {e}", path.display()),
+/// A field and what is wrong with it.
+pub type FieldError = (String, String);
+
+/// Parses a servers field: comma-separated `nats://` or `tls://` URLs with a host, each
+/// with a port NATS could listen on; errors name the entry.
+pub fn parse_servers(s: &str) -> Result<Vec<ServerAddr>, String> {
+    let entries: Vec<&str> = s.split(',').map(str::trim).collect();
+    if entries.iter().all(|e| e.is_empty()) {
+        return Err("no server given (one URL, or a list of the cluster's servers)".into());
+    }
+    if entries.len() > MAX_SERVERS {
+        return Err(format!(
+            "{} servers: at most {MAX_SERVERS} seeds",
+            entries.len()
+        ));
+    }
+    let n = entries.len();
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let at = |p: String| {
+                if n == 1 {
+                    format!("{e:?}: {p}")
+                } else {
+                    format!("server {} of {n} ({e:?}): {p}", i + 1)
+                }
+            };
+            if e.is_empty() {
+                return Err(at("is empty".into()));
+            }
+            let url = reqwest::Url::parse(e).map_err(|x| at(format!("does not parse: {x}")))?;
+            if !matches!(url.scheme(), "nats" | "tls") {
+                return Err(at(
+                    "a NATS server's URL starts with nats:// or tls://".into()
+                ));
+            }
+            if url.host_str().is_none_or(str::is_empty) {
+                return Err(at("has no host".into()));
+            }
+            if url.port() == Some(0) {
+                return Err(at("port 0 is no server's".into()));
+            }
+            ServerAddr::from_url(url).map_err(|x| at(x.to_string()))
         })
-    };
-    let mut opts = async_nats::ConnectOptions::new()
-        .connection_timeout(CONNECT_TIMEOUT)
-        .name(concat!("wasmon/", env!("CARGO_PKG_VERSION")));
-    if let Some(f) = token_file {
-        let token = String::from_utf8_lossy(&read("token-file", f)?)
-            .trim()
-            .to_string();
-        opts = opts.token(token);
+        .collect()
+}
+
+/// Deserializes a servers field: a string (comma-separated URLs) or a list of strings, kept
+/// as one comma-separated string (what [`parse_servers`] reads).
+pub fn servers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        One(String),
+        List(Vec<String>),
     }
-    if let Some(f) = creds_file {
-        read("creds-file", f)?;
-        let path = base.join(f);
-        opts = opts
-            .credentials_file(&path)
+    match Raw::deserialize(d)? {
+        Raw::One(s) => Ok(s),
+        Raw::List(v) if v.is_empty() => Err(serde::de::Error::custom(
+            "an empty list of servers: give at least one URL",
+        )),
+        Raw::List(v) => Ok(v.join(", ")),
+    }
+}
+
+/// Checks a `replicas` setting (1 to [`MAX_REPLICAS`]).
+pub fn check_replicas(n: usize) -> Result<(), String> {
+    if n == 0 || n > MAX_REPLICAS {
+        return Err(format!(
+            "{n}: from 1 to {MAX_REPLICAS} (JetStream's limit; 3 on a 3-server cluster)"
+        ));
+    }
+    Ok(())
+}
+
+impl Connection<'_> {
+    fn field(&self, name: &str) -> String {
+        match self.url_field.rsplit_once('.') {
+            Some((section, _)) => format!("{section}.{name}"),
+            None => name.to_string(),
+        }
+    }
+
+    /// The servers, parsed.
+    pub fn addresses(&self) -> Result<Vec<ServerAddr>, FieldError> {
+        parse_servers(self.servers).map_err(|p| (self.url_field.to_string(), p))
+    }
+
+    /// Checks what the runtime will need: the servers parse, user and password go together,
+    /// so do the client certificate and its key; with `base`, the files exist.
+    pub fn check(&self, base: Option<&Path>) -> Result<(), FieldError> {
+        self.addresses()?;
+        if self.username.is_some() != self.password.is_some() {
+            return Err((
+                self.field("username"),
+                "username and password go together".into(),
+            ));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err((
+                self.field("tls-cert"),
+                "tls-cert and tls-key go together".into(),
+            ));
+        }
+        if let Some(base) = base {
+            for (field, file) in self.files() {
+                if let Some(f) = file {
+                    let path = base.join(f);
+                    std::fs::metadata(&path)
+                        .map_err(|e| (self.field(field), format!("{}: {e}", path.display())))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn files(&self) -> [(&'static str, Option<&Path>); 5] {
+        [
+            ("token-file", self.token_file),
+            ("creds-file", self.creds_file),
+            ("tls-ca", self.tls_ca),
+            ("tls-cert", self.tls_cert),
+            ("tls-key", self.tls_key),
+        ]
+    }
+
+    /// Connect options from the token, credentials and TLS files under `base` and the user
+    /// and password; a `tls://` URL, a CA or a client certificate requires TLS. Errors name
+    /// the field whose file is missing or unreadable.
+    pub async fn options(&self, base: &Path) -> Result<async_nats::ConnectOptions, ConnectError> {
+        let read = |field: &'static str, f: &Path| {
+            let path = base.join(f);
+            std::fs::read(&path).map_err(|e| ConnectError::File {
+                field,
+                problem: format!("{}: {e}", path.display()),
+            })
+        };
+        let mut opts = async_nats::ConnectOptions::new()
+            .connection_timeout(CONNECT_TIMEOUT)
+            .ping_interval(PING_INTERVAL)
+            .name(concat!("wasmon/", env!("CARGO_PKG_VERSION")));
+        if let (Some(u), Some(p)) = (self.username, self.password) {
+            opts = opts.user_and_password(u.to_string(), p.to_string());
+        }
+        if let Some(f) = self.token_file {
+            let token = String::from_utf8_lossy(&read("token-file", f)?)
+                .trim()
+                .to_string();
+            opts = opts.token(token);
+        }
+        if let Some(f) = self.creds_file {
+            read("creds-file", f)?;
+            let path = base.join(f);
+            opts = opts
+                .credentials_file(&path)
+                .await
+                .map_err(|source| ConnectError::Credentials { path, source })?;
+        }
+        if let Some(ca) = self.tls_ca {
+            read("tls-ca", ca)?;
+            opts = opts.add_root_certificates(base.join(ca)).require_tls(true);
+        }
+        if let (Some(cert), Some(key)) = (self.tls_cert, self.tls_key) {
+            read("tls-cert", cert)?;
+            read("tls-key", key)?;
+            opts = opts
+                .add_client_certificate(base.join(cert), base.join(key))
+                .require_tls(true);
+        }
+        if self
+            .servers
+            .split(',')
+            .any(|s| s.trim().starts_with("tls://"))
+        {
+            opts = opts.require_tls(true);
+        }
+        Ok(opts)
+    }
+
+    /// Connects with `opts` to the first seed that answers (each is tried once, unless the
+    /// options retry the first connection).
+    pub async fn connect_with(
+        &self,
+        opts: async_nats::ConnectOptions,
+    ) -> Result<async_nats::Client, ConnectError> {
+        let addrs = self
+            .addresses()
+            .map_err(|(field, problem)| ConnectError::File {
+                field: "servers",
+                problem: format!("{field}: {problem}"),
+            })?;
+        opts.connect(addrs)
             .await
-            .map_err(|source| ConnectError::Credentials { path, source })?;
+            .map_err(|source| ConnectError::Connect {
+                address: self.servers.to_string(),
+                source,
+            })
     }
-    if let Some(ca) = tls.ca {
-        read("tls-ca", ca)?;
-        opts = opts.add_root_certificates(base.join(ca)).require_tls(true);
+
+    /// Connects to the first seed that answers, with the files under `base`.
+    pub async fn connect(&self, base: &Path) -> Result<async_nats::Client, ConnectError> {
+        let opts = self.options(base).await?;
+        self.connect_with(opts).await
     }
-    if let Some((cert, key)) = tls.client {
-        read("tls-cert", cert)?;
-        read("tls-key", key)?;
-        opts = opts
-            .add_client_certificate(base.join(cert), base.join(key))
-            .require_tls(true);
-    }
-    if url.starts_with("tls://") {
-        opts = opts.require_tls(true);
-    }
-    Ok(opts)
 }
 
 /// What a stream created by wasmon keeps: long enough for a replica that was down for days to
 /// catch up, bounded so that a stream nobody consumes does not fill the server's disk.
 pub const STREAM_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The stream `name`, created with `subjects` and the de-duplication window `window` when it
-/// does not exist (an existing stream is used as it is). The forwarding sink and the
-/// receiving ingest both call it, so either may start first.
+/// The stream `name`, created with `subjects`, the de-duplication window `window` and
+/// `replicas` (1 when not set) when it does not exist. An existing stream is used as it is,
+/// unless `replicas` was set and the stream has another number: that is an error naming both
+/// (the stream is not silently used with fewer copies than asked for). The forwarding sink and
+/// the receiving ingest both call it, so either may start first.
 pub async fn stream_for(
     js: &async_nats::jetstream::Context,
     name: &str,
     subjects: &[String],
     window: Duration,
+    replicas: Option<usize>,
 ) -> Result<async_nats::jetstream::stream::Stream, String> {
     use async_nats::jetstream::stream;
-    if let Ok(s) = js.get_stream(name).await {
-        return Ok(s);
+    let mut quick = js.clone();
+    quick.set_timeout(LOOKUP_TIMEOUT);
+    let found = match quick.get_stream(name).await {
+        Ok(s) => s,
+        Err(_) => {
+            let subject = subjects.join(", ");
+            let n = replicas.unwrap_or(1);
+            // Finds a stream the quick look-up missed (a leader being elected) as well.
+            js.get_or_create_stream(stream::Config {
+                name: name.to_string(),
+                subjects: subjects.to_vec(),
+                duplicate_window: window,
+                max_age: STREAM_MAX_AGE,
+                storage: stream::StorageType::File,
+                num_replicas: n,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                format!("creating stream {name:?} on {subject:?} with {n} replica(s): {e}")
+            })?
+        }
+    };
+    let have = found.cached_info().config.num_replicas.max(1);
+    if let Some(want) = replicas
+        && have != want
+    {
+        return Err(format!(
+            "stream {name:?} has {have} replica(s) and replicas = {want} asks for {want}: \
+             change the stream (`nats stream edit {name} --replicas {want}`) or the setting"
+        ));
     }
-    let subject = subjects.join(", ");
-    js.get_or_create_stream(stream::Config {
-        name: name.to_string(),
-        subjects: subjects.to_vec(),
-        duplicate_window: window,
-        max_age: STREAM_MAX_AGE,
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| format!("creating stream {name:?} on {subject:?}: {e}"))
+    Ok(found)
+}
+
+/// Checks the replicas of an existing stream (a key-value bucket's is `KV_BUCKET`, an object
+/// store's `OBJ_BUCKET`) against a setting; `None` checks nothing.
+pub async fn check_stream_replicas(
+    js: &async_nats::jetstream::Context,
+    stream: &str,
+    want: Option<usize>,
+) -> Result<(), String> {
+    let Some(want) = want else { return Ok(()) };
+    let mut s = js
+        .get_stream(stream)
+        .await
+        .map_err(|e| format!("looking up stream {stream:?}: {e}"))?;
+    let have = s
+        .info()
+        .await
+        .map_err(|e| format!("looking up stream {stream:?}: {e}"))?
+        .config
+        .num_replicas
+        .max(1);
+    if have != want {
+        return Err(format!(
+            "stream {stream:?} has {have} replica(s) and replicas = {want} asks for {want}: \
+             change the stream (`nats stream edit {stream} --replicas {want}`) or the setting"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_parse_as_a_list_and_errors_name_the_entry() {
+        let two = parse_servers("nats://a:4222, tls://b:4223").unwrap();
+        assert_eq!(two.len(), 2);
+        assert!(two[1].tls_required());
+        assert_eq!(parse_servers("nats://a").unwrap().len(), 1);
+        for (text, names) in [
+            ("", "no server given"),
+            (" , ", "no server given"),
+            (
+                "nats://a:4222,,nats://b:4222",
+                "server 2 of 3 (\"\"): is empty",
+            ),
+            (
+                "nats://a:4222,nats://b:99999",
+                "server 2 of 2 (\"nats://b:99999\")",
+            ),
+            ("http://a:4222", "nats:// or tls://"),
+            ("nats://a:4222,b:4222", "server 2 of 2"),
+            ("nats://:4222", "\"nats://:4222\""),
+        ] {
+            let e = parse_servers(text).unwrap_err();
+            assert!(e.contains(names), "{text:?}: {e}");
+        }
+        let many = vec!["nats://a:1"; MAX_SERVERS + 1].join(",");
+        assert!(parse_servers(&many).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn a_servers_field_takes_a_string_or_a_list() {
+        #[derive(Deserialize)]
+        struct S {
+            #[serde(deserialize_with = "servers")]
+            url: String,
+        }
+        let s: S = toml::from_str("url = ['nats://a:1', 'nats://b:2']").unwrap();
+        assert_eq!(s.url, "nats://a:1, nats://b:2");
+        let s: S = toml::from_str("url = 'nats://a:1,nats://b:2'").unwrap();
+        assert_eq!(parse_servers(&s.url).unwrap().len(), 2);
+        assert!(
+            toml::from_str::<S>("url = []")
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("empty list of servers")
+        );
+    }
+
+    #[test]
+    fn connection_check_names_the_field() {
+        let c = Connection {
+            url_field: "fleet.nats",
+            servers: "nats://a:1,nats://b:x",
+            ..Default::default()
+        };
+        let (f, p) = c.check(None).unwrap_err();
+        assert_eq!(f, "fleet.nats");
+        assert!(p.contains("server 2 of 2"), "{p}");
+        let c = Connection {
+            url_field: "fleet.nats",
+            servers: "nats://a:1",
+            username: Some("u"),
+            ..Default::default()
+        };
+        assert_eq!(c.check(None).unwrap_err().0, "fleet.username");
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection {
+            url_field: "nats.address",
+            servers: "nats://a:1",
+            tls_ca: Some(Path::new("missing.pem")),
+            ..Default::default()
+        };
+        assert_eq!(c.check(Some(dir.path())).unwrap_err().0, "nats.tls-ca");
+        assert!(check_replicas(0).is_err() && check_replicas(6).is_err());
+        assert!(check_replicas(3).is_ok());
+    }
+
+    /// A daemon whose first seed is down at start connects through another.
+    #[tokio::test]
+    async fn connects_through_a_seed_that_answers() {
+        let server = crate::testutil::NatsServer::start();
+        let _ = server.client().await;
+        let dead = format!("nats://127.0.0.1:{}", crate::testutil::free_port());
+        let servers = format!("{dead}, {}", server.address);
+        let c = Connection {
+            url_field: "nats.address",
+            servers: &servers,
+            ..Default::default()
+        };
+        for _ in 0..4 {
+            let client = tokio::time::timeout(Duration::from_secs(10), c.connect(Path::new("")))
+                .await
+                .expect("connected in time")
+                .expect("connected through the live seed");
+            assert_eq!(
+                client.connection_state(),
+                async_nats::connection::State::Connected
+            );
+        }
+        let only_dead = Connection {
+            url_field: "nats.address",
+            servers: &dead,
+            ..Default::default()
+        };
+        assert!(matches!(
+            only_dead.connect(Path::new("")).await,
+            Err(ConnectError::Connect { .. })
+        ));
+    }
 }

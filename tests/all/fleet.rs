@@ -256,7 +256,7 @@ pub fn with_buckets<R>(url: &str, f: impl AsyncFnOnce(&wasmon::fleet::buckets::B
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
+        let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(client), FLEET, None)
             .await
             .unwrap();
         f(&b).await

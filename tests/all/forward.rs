@@ -4,7 +4,7 @@
 //! value; every sample that does not is counted.
 
 #[path = "forward/rig.rs"]
-mod rig;
+pub mod rig;
 
 #[path = "forward/prometheus.rs"]
 mod prometheus;

@@ -424,3 +424,57 @@ params = {{ domain = 77, root = "{root}" }}
     );
     assert_eq!(lookup("baz.dyn.good")["pmid"], "77.0.0");
 }
+
+/// `wasmon fetch --agent 60=linux --root DIR`: the native linux agent reads a captured tree
+/// offline; a root that is not a directory is refused naming it.
+#[test]
+fn offline_linux_agent_reads_a_captured_root() {
+    let root = tempfile::tempdir().unwrap();
+    let w = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w("proc/loadavg", "7.50 1.25 0.05 4/321 999\n");
+    w(
+        "proc/stat",
+        "cpu  300 0 30 900 0 0 0 0 0 0\ncpu0 100 0 10 300 0 0 0 0 0 0\n\
+         cpu1 100 0 10 300 0 0 0 0 0 0\ncpu7 100 0 10 300 0 0 0 0 0 0\nctxt 5\n",
+    );
+    let r = root.path().to_str().unwrap();
+    let (code, v) = wasmon_json(&[
+        "fetch",
+        "--agent",
+        "60=linux",
+        "--root",
+        r,
+        "kernel.all.load",
+        "hinv.ncpu",
+        "kernel.percpu.cpu.user",
+        "mem.physmem",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v[0]["values"][0], json!(["1 minute", 7.5]));
+    assert_eq!(v[1]["values"][0][1], json!(3));
+    assert_eq!(v[2]["values"][2], json!(["cpu7", 1000]));
+    // No meminfo in the tree: no value, not an error.
+    assert_eq!(v[3]["values"], json!([]));
+
+    let out = Command::new(crate::common::wasmon_bin())
+        .args([
+            "fetch",
+            "--agent",
+            "60=linux",
+            "--root",
+            "/nonexistent/tree",
+            "hinv.ncpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/tree") && err.contains("not a directory"),
+        "{err}"
+    );
+}

@@ -355,6 +355,16 @@ async fn healthcheck(
         if cluster.is_some() || node.is_some() {
             return error(StatusCode::BAD_REQUEST, "'cluster' and 'node' go together");
         }
+        // A task that cannot do its work (NATS ingest without a server, a fleet follower
+        // restarting) makes the daemon degraded: a 503 naming it, not a silent 200.
+        let failing = crate::supervise::failing();
+        if !failing.is_empty() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({"status": "degraded", "failing": failing})),
+            )
+                .into_response();
+        }
         return axum::Json(serde_json::json!({"status": "ok"})).into_response();
     };
     match st.store.latest_timestamp(&[cluster, node]) {

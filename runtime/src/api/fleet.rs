@@ -1,6 +1,6 @@
 //! `GET /api/fleet`: the fleet this daemon follows, at a glance — the same view as
 //! `wasmon fleet status --json`, read from the fleet's buckets through the daemon's own
-//! connection, plus whether that connection is up. Owns the route; the view is `fleet`'s.
+//! connection, plus whether that connection is up and its task's restarts and failure. Owns the route; the view is `fleet`'s.
 //! Without `[fleet]` it answers `{"enabled": false}` (a 200: the live view asks on every
 //! page, and a 404 there is an error in every browser's console).
 
@@ -28,6 +28,7 @@ pub async fn status(State(d): State<Arc<Daemon>>) -> Response {
         "node": fleet.node(),
         "groups": fleet.config().groups,
         "connected": fleet.connected(),
+        "task": fleet.task(),
         "status": status,
         "error": error,
     }))

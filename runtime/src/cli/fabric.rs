@@ -226,7 +226,13 @@ pub async fn fabric_cli(args: FabricArgs) -> anyhow::Result<()> {
             FabricCmd::Simulate(_) => unreachable!(),
         };
     }
-    let client = crate::nats::connect(&args.nats, None, None, None).await?;
+    let client = crate::nats::Connection {
+        url_field: "--nats",
+        servers: &args.nats,
+        ..Default::default()
+    }
+    .connect(std::path::Path::new(""))
+    .await?;
     let js = async_nats::jetstream::new(client.clone());
     let b = crate::fabric::ownership::Buckets {
         leases: js
@@ -358,8 +364,14 @@ async fn simulate(s: SimulateArgs, nats: &str, name: &str) -> anyhow::Result<()>
         ));
         let token = shutdown.clone();
         tokio::spawn(async move {
-            if let Err(e) =
-                crate::fabric::run_agent(handle, notifier, Box::new(|_| {}), token).await
+            if let Err(e) = crate::fabric::run_agent(
+                handle,
+                notifier,
+                Box::new(|_| {}),
+                token,
+                crate::supervise::Health::new("fabric"),
+            )
+            .await
             {
                 eprintln!("agent stopped: {e:#}");
             }

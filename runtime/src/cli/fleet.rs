@@ -14,7 +14,7 @@ use crate::fleet::{FleetConfig, Manifest, buckets, config::ALL};
 /// `wasmon fleet ...`
 #[derive(clap::Args, Debug, Clone)]
 pub struct FleetArgs {
-    /// The fleet's NATS server (with JetStream).
+    /// The fleet's NATS server (with JetStream), or a cluster's seeds separated by commas.
     #[arg(long, default_value = "nats://127.0.0.1:4222")]
     pub nats: String,
     /// The fleet's name (`[fleet] name`).
@@ -34,9 +34,15 @@ pub struct FleetArgs {
     /// A file holding a NATS token.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// Replicas of the fleet's buckets, should this command create them (`[fleet] replicas`).
-    #[arg(long, default_value_t = 1)]
-    pub replicas: usize,
+    /// NATS user name (with --password).
+    #[arg(long, requires = "password")]
+    pub username: Option<String>,
+    #[arg(long, requires = "username")]
+    pub password: Option<String>,
+    /// Replicas of the fleet's buckets, should this command create them (`[fleet] replicas`;
+    /// 1 when not given). When given, existing buckets with another number are an error.
+    #[arg(long)]
+    pub replicas: Option<usize>,
     #[command(subcommand)]
     pub cmd: FleetCmd,
 }
@@ -136,6 +142,8 @@ fn config_of(a: &FleetArgs) -> FleetConfig {
         max_component_size: crate::fleet::config::DEFAULT_MAX_COMPONENT_SIZE,
         start_wait: crate::fleet::config::DEFAULT_START_WAIT,
         replicas: a.replicas,
+        username: a.username.clone(),
+        password: a.password.clone(),
         token_file: a.token_file.clone(),
         creds_file: a.creds_file.clone(),
         tls_ca: a.tls_ca.clone(),

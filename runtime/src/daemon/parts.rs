@@ -61,19 +61,27 @@ impl Parts {
         let token = self.store_shutdown.clone();
         *self.store_workers.lock().unwrap() =
             Some(tokio::spawn(crate::store::run_workers(store, token)));
+        // Supervised: a run that fails (no server answers, a panic) starts again.
         if let Some(nats) = config.nats.clone() {
             let (store, token) = (self.store.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                if let Err(e) = crate::ingest::run_nats_ingest(store, nats, token).await {
-                    tracing::error!(error = %e, "NATS ingest stopped");
+            crate::supervise::spawn("nats-ingest", shutdown.clone(), move |h| {
+                let (store, nats, token) = (store.clone(), nats.clone(), token.clone());
+                async move {
+                    crate::ingest::run_nats_ingest(store, nats, token, h)
+                        .await
+                        .map_err(|e| e.to_string())
                 }
             });
         }
         if let Some(nats) = config.notify.nats.clone() {
             let (notifier, token) = (self.notifier.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                if let Err(e) = run_nats_sink(notifier, nats, token).await {
-                    tracing::error!(error = %e, "NATS notification sink stopped");
+            crate::supervise::spawn("notify-nats", shutdown.clone(), move |h| {
+                let (notifier, nats, token) = (notifier.clone(), nats.clone(), token.clone());
+                async move {
+                    h.working();
+                    run_nats_sink(notifier, nats, token)
+                        .await
+                        .map_err(|e| e.to_string())
                 }
             });
         }
@@ -113,11 +121,16 @@ impl Parts {
             return;
         };
         let (notifier, token) = (self.notifier.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(e) =
-                crate::fabric::run_agent(handle, notifier, Box::new(samples), token).await
-            {
-                tracing::error!(error = %format!("{e:#}"), "fabric agent stopped");
+        // Shared by the agent's runs: a restarted agent feeds the same pipeline.
+        let samples = Arc::new(std::sync::Mutex::new(samples));
+        crate::supervise::spawn("fabric", shutdown.clone(), move |h| {
+            let (handle, notifier, token) = (handle.clone(), notifier.clone(), token.clone());
+            let samples = samples.clone();
+            let deliver = Box::new(move |batch: Vec<Sample>| (samples.lock().unwrap())(batch));
+            async move {
+                crate::fabric::run_agent(handle, notifier, deliver, token, h)
+                    .await
+                    .map_err(|e| format!("{e:#}"))
             }
         });
     }

@@ -316,7 +316,12 @@ pub async fn run_agent(
     notifier: Arc<Notifier>,
     deliver: Box<dyn FnMut(Vec<Sample>) + Send>,
     shutdown: CancellationToken,
+    health: crate::supervise::Health,
 ) -> anyhow::Result<()> {
+    // The watchers and the tree this run starts end with it (a restarted agent starts its
+    // own): the guard cancels them when the run returns or panics.
+    let shutdown = shutdown.child_token();
+    let _helpers = shutdown.clone().drop_guard();
     let cfg = handle.cfg.clone();
     cfg.check().map_err(anyhow::Error::msg)?;
     let me = handle.me.clone();
@@ -341,16 +346,9 @@ pub async fn run_agent(
         })?;
 
     let client = loop {
-        match crate::nats::connect(
-            &cfg.nats,
-            cfg.username.as_deref(),
-            cfg.password.as_deref(),
-            cfg.creds_file_path.as_deref(),
-        )
-        .await
-        {
+        match cfg.connection().connect(std::path::Path::new("")).await {
             Ok(c) => break c,
-            Err(e) => tracing::warn!(error = %e, "fabric: cannot reach NATS yet; retrying"),
+            Err(e) => health.failing(&format!("cannot reach NATS: {e}")),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -359,9 +357,9 @@ pub async fn run_agent(
     };
     let js = async_nats::jetstream::new(client.clone());
     let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease).await {
+        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
             Ok(b) => break b,
-            Err(e) => tracing::warn!(error = %e, "fabric: JetStream buckets not ready; retrying"),
+            Err(e) => health.failing(&format!("JetStream buckets not ready: {e:#}")),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -379,6 +377,7 @@ pub async fn run_agent(
     )
     .await?;
     tracing::info!(agent = %me, parent = %cfg.parent, fabric = %cfg.name, "fabric agent running");
+    health.working();
 
     // KV operations must not hold an epoch up for long while the server is away.
     let kv_timeout = cfg

@@ -29,7 +29,9 @@ pub enum SourceKind {
 pub struct FabricConfig {
     /// Run the fabric agent at all.
     pub enabled: bool,
-    /// The NATS server (with JetStream) the agents coordinate through.
+    /// The NATS server (with JetStream) the agents coordinate through, or a cluster's seeds
+    /// (a list, or URLs separated by commas).
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub nats: String,
     /// The fabric's name: buckets are `wasmon-fabric-NAME-leases` / `-owners`, subjects
     /// start with `wasmon.fabric.NAME`. Letters, digits, `-` and `_`.
@@ -66,10 +68,19 @@ pub struct FabricConfig {
     pub change: BTreeMap<String, u64>,
     pub change_bytes_default: u64,
     pub change_count_default: u64,
-    /// NATS credentials, as in `[nats]`.
+    /// Replicas of the fabric's key-value buckets when this agent creates them (1 when not
+    /// set; 3 on a 3-server cluster). When set, an existing bucket with another number is
+    /// reported, not used.
+    pub replicas: Option<usize>,
+    /// NATS credentials and TLS, as in `[nats]`.
     pub username: Option<String>,
     pub password: Option<String>,
-    pub creds_file_path: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    #[serde(alias = "creds-file-path")]
+    pub creds_file: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for FabricConfig {
@@ -92,9 +103,14 @@ impl Default for FabricConfig {
             change: BTreeMap::new(),
             change_bytes_default: 1 << 20,
             change_count_default: 10_000,
+            replicas: None,
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -115,7 +131,28 @@ impl FabricConfig {
         }
     }
 
+    /// The connection this section describes.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "fabric.nats",
+            servers: &self.nats,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
+        }
+    }
+
     pub fn check(&self) -> Result<(), String> {
+        self.connection()
+            .check(None)
+            .map_err(|(f, p)| format!("{f}: {p}"))?;
+        if let Some(r) = self.replicas {
+            crate::nats::check_replicas(r).map_err(|e| format!("fabric.replicas = {e}"))?;
+        }
         if !name_ok(&self.name) {
             return Err(format!(
                 "fabric.name {:?}: letters, digits, '-' and '_' only",

@@ -38,13 +38,18 @@ pub async fn open_buckets(
     js: &jetstream::Context,
     name: &str,
     lease: Duration,
+    replicas: Option<usize>,
 ) -> anyhow::Result<Buckets> {
     async fn get_or_create(
         js: &jetstream::Context,
         bucket: String,
         max_age: Duration,
+        replicas: Option<usize>,
     ) -> anyhow::Result<kv::Store> {
         if let Ok(s) = js.get_key_value(&bucket).await {
+            crate::nats::check_stream_replicas(js, &format!("KV_{bucket}"), replicas)
+                .await
+                .map_err(anyhow::Error::msg)?;
             return Ok(s);
         }
         // The bucket's stream, laid out as JetStream's key-value convention has it. Not
@@ -66,7 +71,7 @@ pub async fn open_buckets(
                 deny_delete: true,
                 allow_direct: true,
                 storage: StorageType::File,
-                num_replicas: 1,
+                num_replicas: replicas.unwrap_or(1),
                 // Must not exceed max_age; 2 minutes is the server's default otherwise.
                 duplicate_window: if max_age.is_zero() {
                     Duration::from_secs(120)
@@ -81,13 +86,18 @@ pub async fn open_buckets(
             // Another agent created it meanwhile: fine if it is there now.
             Err(e) => tracing::debug!(error = %e, bucket, "fabric: creating the bucket"),
         }
-        js.get_key_value(&bucket)
+        let s = js
+            .get_key_value(&bucket)
             .await
-            .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))
+            .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))?;
+        crate::nats::check_stream_replicas(js, &format!("KV_{bucket}"), replicas)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        Ok(s)
     }
     Ok(Buckets {
-        leases: get_or_create(js, leases_bucket(name), lease).await?,
-        owners: get_or_create(js, owners_bucket(name), Duration::ZERO).await?,
+        leases: get_or_create(js, leases_bucket(name), lease, replicas).await?,
+        owners: get_or_create(js, owners_bucket(name), Duration::ZERO, replicas).await?,
     })
 }
 

@@ -60,18 +60,23 @@ pub enum FetchError {
 async fn kv_bucket(
     js: &jetstream::Context,
     bucket: String,
-    replicas: usize,
+    want: Option<usize>,
 ) -> anyhow::Result<kv::Store> {
+    let stream = format!("KV_{bucket}");
     if let Ok(s) = js.get_key_value(&bucket).await {
+        crate::nats::check_stream_replicas(js, &stream, want)
+            .await
+            .map_err(anyhow::Error::msg)?;
         return Ok(s);
     }
+    let replicas = want.unwrap_or(1);
     // Laid out as JetStream's key-value convention has it; not `create_key_value`, which in
     // async-nats 0.42 first asks for the account info and cannot parse nats-server 2.9's
     // answer (as in `fabric::ownership`).
     use jetstream::stream::{Config, DiscardPolicy, StorageType};
     let created = js
         .create_stream(Config {
-            name: format!("KV_{bucket}"),
+            name: stream.clone(),
             subjects: vec![format!("$KV.{bucket}.>")],
             max_messages_per_subject: 1,
             max_messages: -1,
@@ -90,22 +95,34 @@ async fn kv_bucket(
         .await;
     // Another daemon may have created it meanwhile: the creation's error counts only when
     // the bucket is not there after all.
-    js.get_key_value(&bucket).await.map_err(|e| match created {
+    let s = js.get_key_value(&bucket).await.map_err(|e| match created {
         Err(c) => anyhow::anyhow!("creating bucket {bucket} with {replicas} replica(s): {c}"),
         Ok(_) => anyhow::anyhow!("opening bucket {bucket}: {e}"),
-    })
+    })?;
+    // Another daemon may have created it with another number meanwhile.
+    crate::nats::check_stream_replicas(js, &stream, want)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(s)
 }
 
-/// Opens the fleet's buckets, creating those that do not exist with `replicas` replicas
-/// (`[fleet] replicas`; an existing bucket keeps its own).
+/// Opens the fleet's buckets, creating those that do not exist with `want` replicas
+/// (`[fleet] replicas`, 1 when not set); when set, an existing bucket with another number is
+/// an error naming both.
 pub async fn open(
     js: &jetstream::Context,
     fleet: &str,
-    replicas: usize,
+    want: Option<usize>,
 ) -> anyhow::Result<Buckets> {
     let name = components_bucket(fleet);
+    let replicas = want.unwrap_or(1);
     let components = match js.get_object_store(&name).await {
-        Ok(s) => s,
+        Ok(s) => {
+            crate::nats::check_stream_replicas(js, &format!("OBJ_{name}"), want)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            s
+        }
         Err(_) => match js
             .create_object_store(object_store::Config {
                 bucket: name.clone(),
@@ -123,8 +140,8 @@ pub async fn open(
     };
     Ok(Buckets {
         components,
-        releases: kv_bucket(js, releases_bucket(fleet), replicas).await?,
-        health: kv_bucket(js, health_bucket(fleet), replicas).await?,
+        releases: kv_bucket(js, releases_bucket(fleet), want).await?,
+        health: kv_bucket(js, health_bucket(fleet), want).await?,
     })
 }
 
@@ -133,19 +150,7 @@ pub async fn connect(
     cfg: &super::FleetConfig,
     base: &std::path::Path,
 ) -> anyhow::Result<async_nats::Client> {
-    let tls = crate::nats::Tls {
-        ca: cfg.tls_ca.as_deref(),
-        client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
-    };
-    let opts = crate::nats::options(
-        base,
-        &cfg.nats,
-        cfg.token_file.as_deref(),
-        cfg.creds_file.as_deref(),
-        tls,
-    )
-    .await?;
-    Ok(opts.connect(&cfg.nats).await?)
+    Ok(cfg.connection().connect(base).await?)
 }
 
 /// Stores `bytes` under their hash (kept if already there) and writes the release.

@@ -18,15 +18,15 @@ pub const DEFAULT_ROLLBACK_WINDOW: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_COMPONENT_SIZE: u64 = 64 << 20;
 /// How long a start waits for NATS before it runs the last verified versions from disk.
 pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(5);
-/// JetStream keeps at most 5 replicas of a stream (an odd number survives the loss of a
-/// minority of the cluster's servers).
-pub const MAX_REPLICAS: usize = 5;
+pub use crate::nats::MAX_REPLICAS;
 
 /// `[fleet]`: guests published once into JetStream, run by every daemon of the fleet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct FleetConfig {
-    /// The NATS server (with JetStream) the fleet's buckets live on.
+    /// The NATS server (with JetStream) the fleet's buckets live on, or a cluster's seeds (a
+    /// list, or URLs separated by commas).
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub nats: String,
     /// The fleet's name: its buckets are `wasmon-fleet-NAME` (components),
     /// `wasmon-fleet-NAME-releases` and `wasmon-fleet-NAME-health`. Letters, digits, `-`, `_`.
@@ -50,11 +50,16 @@ pub struct FleetConfig {
     /// How long a start waits for NATS before running the last verified versions from disk.
     #[serde(default = "start_wait", with = "crate::duration::serde")]
     pub start_wait: Duration,
-    /// Replicas of the fleet's buckets when this daemon creates them (1 to 5; more than 1
-    /// needs a JetStream cluster of at least that many servers). Existing buckets keep theirs.
-    #[serde(default = "replicas")]
-    pub replicas: usize,
+    /// Replicas of the fleet's buckets when this daemon creates them (1 to 5, 1 when not set;
+    /// more than 1 needs a JetStream cluster of at least that many servers). When set, an
+    /// existing bucket with another number is reported, not used.
+    #[serde(default)]
+    pub replicas: Option<usize>,
     /// NATS credentials and TLS, as for the sinks (paths relative to the config file).
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
     #[serde(default)]
     pub token_file: Option<PathBuf>,
     #[serde(default)]
@@ -75,9 +80,6 @@ fn max_size() -> u64 {
 }
 fn start_wait() -> Duration {
     DEFAULT_START_WAIT
-}
-fn replicas() -> usize {
-    1
 }
 
 /// Letters, digits, `-` and `_`: safe in bucket names, KV keys and subjects.
@@ -117,6 +119,21 @@ impl FleetConfig {
             .collect()
     }
 
+    /// The connection this section describes.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "fleet.nats",
+            servers: &self.nats,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
+        }
+    }
+
     pub fn check(&self) -> Result<(), String> {
         if !name_ok(&self.name) {
             return Err(format!(
@@ -124,9 +141,9 @@ impl FleetConfig {
                 self.name
             ));
         }
-        if self.nats.is_empty() {
-            return Err("fleet.nats: the NATS server's URL is required".into());
-        }
+        self.connection()
+            .check(None)
+            .map_err(|(f, p)| format!("{f}: {p}"))?;
         for (i, g) in self.groups.iter().enumerate() {
             if !name_ok(g) {
                 return Err(format!(
@@ -143,14 +160,8 @@ impl FleetConfig {
         for (i, k) in self.trusted_keys.iter().enumerate() {
             parse_key(k).map_err(|e| format!("fleet.trusted-keys[{i}]: {e}"))?;
         }
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err("fleet: tls-cert and tls-key go together".into());
-        }
-        if self.replicas == 0 || self.replicas > MAX_REPLICAS {
-            return Err(format!(
-                "fleet.replicas = {}: from 1 to {MAX_REPLICAS} (JetStream's limit)",
-                self.replicas
-            ));
+        if let Some(r) = self.replicas {
+            crate::nats::check_replicas(r).map_err(|e| format!("fleet.replicas = {e}"))?;
         }
         if self.max_component_size == 0 {
             return Err("fleet.max-component-size must be positive".into());
@@ -180,8 +191,12 @@ mod tests {
         let c = parse("groups = [\"canary\"]").unwrap();
         assert!(c.follows("all") && c.follows("canary") && !c.follows("rack7"));
         assert_eq!(c.rollback_window, DEFAULT_ROLLBACK_WINDOW);
-        assert_eq!(c.replicas, 1);
-        assert_eq!(parse("replicas = 3").unwrap().replicas, 3);
+        assert_eq!(c.replicas, None);
+        assert_eq!(parse("replicas = 3").unwrap().replicas, Some(3));
+        assert_eq!(
+            parse("").unwrap().connection().addresses().unwrap().len(),
+            1
+        );
         assert_eq!(
             parse("max-component-size = \"1MiB\"")
                 .unwrap()
@@ -194,6 +209,7 @@ mod tests {
             ("groups = [\"a.b\"]", "groups[0]"),
             ("node = \"x y\"", "fleet.node"),
             ("tls-cert = \"c.pem\"", "tls-key"),
+            ("username = \"u\"", "fleet.username"),
             ("rollback-windw = \"1s\"", "rollback-windw"),
             ("replicas = 0", "fleet.replicas = 0"),
             ("replicas = 6", "fleet.replicas = 6"),
@@ -208,5 +224,14 @@ mod tests {
         );
         let c = parse(&format!("trusted-keys = [\"{key}\"]")).unwrap();
         assert_eq!(c.keys().len(), 1);
+        let seeds = |v: &str| {
+            let c: FleetConfig = toml::from_str(&format!("nats = {v}\nname = \"prod\"")).unwrap();
+            c.check()
+                .map(|()| c.connection().addresses().unwrap().len())
+        };
+        assert_eq!(seeds("['nats://a:1', 'nats://b:2', 'tls://c:3']"), Ok(3));
+        assert_eq!(seeds("'nats://a:1,nats://b:2'"), Ok(2));
+        let e = seeds("'nats://a:1,nats://b:port'").unwrap_err();
+        assert!(e.starts_with("fleet.nats: server 2 of 2"), "{e}");
     }
 }

@@ -26,9 +26,6 @@ const TICK: Duration = Duration::from_millis(500);
 const COUNTERS_EVERY: Duration = Duration::from_secs(10);
 /// The releases are read again in full this often, in case a watch missed something.
 const RESYNC_EVERY: Duration = Duration::from_secs(30);
-/// Pauses between connection attempts: from the first to the longest.
-const RETRY_FIRST: Duration = Duration::from_millis(500);
-const RETRY_MAX: Duration = Duration::from_secs(3);
 
 /// The task's memory (not persisted: rebuilt from the buckets on connect).
 #[derive(Default)]
@@ -254,10 +251,12 @@ impl Fleet {
         self: &Arc<Self>,
         host: &Arc<dyn GuestHost>,
         shutdown: &CancellationToken,
+        health: &crate::supervise::Health,
     ) -> Result<(), String> {
         let b = self.connect().await?;
         *self.buckets.lock().await = Some(b.clone());
         self.connected.store(true, Ordering::Relaxed);
+        health.working();
         self.follow.lock().unwrap().reported.clear();
         self.put_info(&b).await?;
         self.resync(&b).await?;
@@ -361,32 +360,40 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
     }
 }
 
-/// Follows the fleet until `shutdown`: sessions, retried while NATS is away.
+/// Follows the fleet until `shutdown`: sessions, retried while NATS is away. Each session
+/// runs as a supervised task (`fleet`), so a panic in it (async-nats' object store has
+/// unwrapped a timeout while a release was fetched) ends that session only: it is counted,
+/// shown in `/api/fleet` and `/api/healthcheck`, and a new session starts.
 pub fn spawn(
     fleet: Arc<Fleet>,
     host: Arc<dyn GuestHost>,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut pause = RETRY_FIRST;
-        loop {
-            let started = Instant::now();
-            match fleet.session(&host, &shutdown).await {
-                Ok(()) => return,
-                Err(e) => {
-                    tracing::warn!(fleet = %fleet.cfg.name, error = %e, "fleet: disconnected; retrying")
-                }
-            }
-            fleet.connected.store(false, Ordering::Relaxed);
+    let name = task_name(&fleet.cfg.name);
+    crate::supervise::spawn(&name, shutdown.clone(), move |health| {
+        let (fleet, host, shutdown) = (fleet.clone(), host.clone(), shutdown.clone());
+        async move {
+            // Not connected once this session ends, however it ends (a panic included).
+            let _down = Disconnected(fleet.clone());
             *fleet.buckets.lock().await = None;
-            if started.elapsed() > Duration::from_secs(30) {
-                pause = RETRY_FIRST;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(pause) => {}
-            }
-            pause = (pause * 2).min(RETRY_MAX);
+            fleet.session(&host, &shutdown, &health).await
         }
     })
+}
+
+/// The follower's name among the supervised tasks.
+pub(super) fn task_name(fleet: &str) -> String {
+    format!("fleet {fleet}")
+}
+
+/// Marks the fleet disconnected when dropped.
+struct Disconnected(Arc<Fleet>);
+
+impl Drop for Disconnected {
+    fn drop(&mut self) {
+        self.0.connected.store(false, Ordering::Relaxed);
+        if let Ok(mut b) = self.0.buckets.try_lock() {
+            *b = None;
+        }
+    }
 }

@@ -139,6 +139,11 @@ impl Fleet {
         self.connected.load(Ordering::Relaxed)
     }
 
+    /// The follower task's state: restarts, panics, what fails now.
+    pub fn task(&self) -> Option<crate::supervise::TaskState> {
+        crate::supervise::state(&follow::task_name(&self.cfg.name))
+    }
+
     /// Reads the fleet's status from the buckets (through this daemon's connection).
     pub async fn status(&self) -> Result<Status> {
         let b = self.buckets.lock().await.clone();

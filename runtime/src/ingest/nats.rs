@@ -23,16 +23,22 @@ use crate::store::Store;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
+    /// separated by commas).
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub address: String,
     /// User name (with `password`).
     #[serde(default)]
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
-    /// A NATS credentials file (JWT + nkey seed).
+    /// A file holding a NATS token.
     #[serde(default)]
-    pub creds_file_path: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    /// A NATS credentials file (JWT + nkey seed); `creds-file-path` is cc-metric-store's
+    /// spelling, accepted too.
+    #[serde(default, alias = "creds-file-path")]
+    pub creds_file: Option<PathBuf>,
     /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
     #[serde(default)]
     pub tls_ca: Option<PathBuf>,
@@ -66,6 +72,10 @@ pub struct NatsSubscription {
     /// senders' retry horizon, so a re-sent batch is stored once.
     #[serde(default = "default_window", with = "crate::duration::serde")]
     pub duplicate_window: std::time::Duration,
+    /// The stream's replicas when this daemon creates it (1 when not set; 3 on a 3-server
+    /// cluster). When set, an existing stream with another number is reported, not used.
+    #[serde(default)]
+    pub replicas: Option<usize>,
 }
 
 fn default_window() -> std::time::Duration {
@@ -73,13 +83,35 @@ fn default_window() -> std::time::Duration {
 }
 
 impl NatsConfig {
-    /// Checks stream and consumer names (NATS refuses some) and that TLS files go together.
-    pub fn check(&self) -> Result<(), String> {
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err("nats: tls-cert and tls-key go together".into());
+    /// The connection this section describes.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "nats.address",
+            servers: &self.address,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
         }
+    }
+
+    /// Checks the servers, stream and consumer names (NATS refuses some), replicas, and that
+    /// credentials and TLS files go together.
+    pub fn check(&self) -> Result<(), String> {
+        self.connection()
+            .check(None)
+            .map_err(|(f, p)| format!("{f}: {p}"))?;
         for (i, sc) in self.subscriptions.iter().enumerate() {
             let at = |f: &str, e: String| format!("nats.subscriptions[{i}].{f}: {e}");
+            if let Some(r) = sc.replicas {
+                crate::nats::check_replicas(r).map_err(|e| at("replicas", e))?;
+                if sc.stream.is_none() {
+                    return Err(at("replicas", "goes with `stream`".into()));
+                }
+            }
             if let Some(s) = &sc.stream {
                 crate::sink::config::check_stream_name(s).map_err(|e| at("stream", e))?;
             } else if sc.durable.is_some() {
@@ -97,6 +129,8 @@ impl NatsConfig {
 pub enum NatsError {
     #[error(transparent)]
     Connect(#[from] crate::nats::ConnectError),
+    #[error("a subscription's task panicked: {0}")]
+    Panicked(String),
     #[error("subscribing to {subject}: {source}")]
     Subscribe {
         subject: String,
@@ -104,42 +138,35 @@ pub enum NatsError {
     },
 }
 
-/// Connects, subscribes and stores messages until `shutdown` is cancelled.
+/// Connects, subscribes and stores messages until `shutdown` is cancelled. A consumer that
+/// panics stops the others and fails the run (its supervisor starts it again); each JetStream
+/// consumer reports whether it works under `health`'s name and its stream's.
 pub async fn run_nats_ingest(
     store: Arc<Store>,
     cfg: NatsConfig,
     shutdown: CancellationToken,
+    health: crate::supervise::Health,
 ) -> Result<(), NatsError> {
-    let mut opts = crate::nats::options(
-        std::path::Path::new(""),
-        &cfg.address,
-        None,
-        cfg.creds_file_path.as_deref(),
-        crate::nats::Tls {
-            ca: cfg.tls_ca.as_deref(),
-            client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
-        },
-    )
-    .await?;
-    if let (Some(u), Some(p)) = (&cfg.username, &cfg.password) {
-        opts = opts.user_and_password(u.clone(), p.clone());
-    }
+    let conn = cfg.connection();
+    let mut opts = conn.options(std::path::Path::new("")).await?;
     // A JetStream consumer waits out a NATS server that is down at start; core NATS
     // subscriptions fail the start as before (nothing would be kept for them anyway).
     if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
         opts = opts.retry_on_initial_connect();
     }
-    let client = opts.connect(cfg.address.as_str()).await.map_err(|source| {
-        crate::nats::ConnectError::Connect {
-            address: cfg.address.clone(),
-            source,
-        }
-    })?;
-    let mut tasks = Vec::new();
+    let client = conn.connect_with(opts).await?;
+    health.working();
+    let stop = shutdown.child_token();
+    let mut tasks = tokio::task::JoinSet::new();
     for sc in cfg.subscriptions {
-        if sc.stream.is_some() {
-            let (store, shutdown, client) = (store.clone(), shutdown.clone(), client.clone());
-            tasks.push(tokio::spawn(run_consumer(store, client, sc, shutdown)));
+        if let Some(stream) = &sc.stream {
+            let h = crate::supervise::Health::new(&format!(
+                "{} {stream}/{}",
+                health.name(),
+                sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE)
+            ));
+            let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
+            tasks.spawn(run_consumer(store, client, sc, stop, h));
             continue;
         }
         let mut sub = client
@@ -151,8 +178,8 @@ pub async fn run_nats_ingest(
             })?;
         tracing::info!(subject = %sc.subscribe_to, address = %cfg.address, "NATS subscription established");
         let store = store.clone();
-        let shutdown = shutdown.clone();
-        tasks.push(tokio::spawn(async move {
+        let shutdown = stop.clone();
+        tasks.spawn(async move {
             loop {
                 let msg = tokio::select! {
                     _ = shutdown.cancelled() => break,
@@ -165,18 +192,41 @@ pub async fn run_nats_ingest(
                 }
             }
             let _ = sub.unsubscribe().await;
-        }));
+        });
     }
-    for t in tasks {
-        let _ = t.await;
+    let mut panicked = None;
+    while let Some(r) = tasks.join_next().await {
+        if let Err(e) = r
+            && e.is_panic()
+            && panicked.is_none()
+        {
+            stop.cancel();
+            panicked = Some(e.to_string());
+        }
     }
     let _ = client.flush().await;
+    if let Some(e) = panicked {
+        return Err(NatsError::Panicked(e));
+    }
     tracing::info!("NATS ingest stopped");
     Ok(())
 }
 
 /// Messages fetched (and acknowledged after one WAL commit) at a time.
 const FETCH: usize = 256;
+/// How long the server holds a fetch open when there is nothing to deliver.
+const FETCH_EXPIRES: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much longer than that a fetch may go unanswered before the consumer's leader is taken
+/// for hung: its heartbeat or its last messages arrive within milliseconds otherwise.
+const FETCH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long one request of setting the consumer up (stream and consumer look-up) may take.
+const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// A subscription's consumer name when it names none.
+const DEFAULT_DURABLE: &str = "wasmon";
+/// Pauses between attempts to set the consumer up again: short at first (a stream whose
+/// leader is being elected answers within a second or so), growing while it stays away.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A durable pull consumer on `sc.stream`, until `shutdown`: fetch, store, wait for the WAL,
 /// acknowledge. Errors (NATS restarting, the stream missing) are logged once and retried.
@@ -185,16 +235,20 @@ async fn run_consumer(
     client: async_nats::Client,
     sc: NatsSubscription,
     shutdown: CancellationToken,
+    health: crate::supervise::Health,
 ) {
     use async_nats::jetstream::consumer::pull;
-    let js = async_nats::jetstream::new(client);
+    let mut js = async_nats::jetstream::new(client);
+    // Setting the consumer up again after a fault must not wait out the default 5 s per
+    // request: a stream or consumer whose leader is being elected is asked again sooner.
+    js.set_timeout(SETUP_TIMEOUT);
     let stream = sc.stream.clone().unwrap_or_default();
-    let durable = sc.durable.clone().unwrap_or_else(|| "wasmon".into());
+    let durable = sc.durable.clone().unwrap_or_else(|| DEFAULT_DURABLE.into());
     let mut failing = false;
+    let mut pause = RETRY_FIRST;
     let fail = |what: String, failing: &mut bool| {
-        if !std::mem::replace(failing, true) {
-            tracing::warn!(stream = %stream, durable = %durable, error = %what, "JetStream ingest: retrying (logged again when it works)");
-        }
+        *failing = true;
+        health.failing(&what);
     };
     'setup: loop {
         if shutdown.is_cancelled() {
@@ -206,6 +260,7 @@ async fn run_consumer(
                 &stream,
                 std::slice::from_ref(&sc.subscribe_to),
                 sc.duplicate_window,
+                sc.replicas,
             )
             .await?;
             st.get_or_create_consumer(
@@ -227,37 +282,65 @@ async fn run_consumer(
                 fail(e, &mut failing);
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue 'setup,
+                    _ = tokio::time::sleep(pause) => {
+                        pause = (pause * 2).min(RETRY_MAX);
+                        continue 'setup
+                    }
                 }
             }
         };
         tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
+        if std::mem::replace(&mut failing, false) {
+            health.working();
+        }
         loop {
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                b = consumer.fetch().max_messages(FETCH).expires(std::time::Duration::from_secs(1)).messages() => b,
+                b = consumer.fetch().max_messages(FETCH).expires(FETCH_EXPIRES).messages() => b,
             };
             let mut messages = match batch {
                 Ok(m) => m,
                 Err(e) => {
                     fail(e.to_string(), &mut failing);
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(RETRY_MAX);
                     continue 'setup;
                 }
             };
             let mut got = Vec::new();
             let mut wal_seq = 0;
-            while let Some(m) = messages.next().await {
-                let Ok(m) = m else { break };
-                let now = chrono::Utc::now().timestamp();
-                let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
-                for e in out.errors.iter().take(5) {
-                    tracing::warn!(stream = %stream, error = %e, "JetStream line rejected");
+            // A hung consumer leader (stopped, its socket open) never ends the batch: past
+            // its expiry and a grace the consumer is set up again (and the stall said).
+            let drained = tokio::time::timeout(FETCH_EXPIRES + FETCH_GRACE, async {
+                while let Some(m) = messages.next().await {
+                    let Ok(m) = m else { break };
+                    let now = chrono::Utc::now().timestamp();
+                    let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
+                    for e in out.errors.iter().take(5) {
+                        tracing::warn!(stream = %stream, error = %e, "JetStream line rejected");
+                    }
+                    wal_seq = wal_seq.max(out.wal_seq);
+                    got.push(m);
                 }
-                wal_seq = wal_seq.max(out.wal_seq);
-                got.push(m);
+            })
+            .await
+            .is_ok();
+            if !drained {
+                fail(
+                    format!(
+                        "no answer to a fetch within {:?}",
+                        FETCH_EXPIRES + FETCH_GRACE
+                    ),
+                    &mut failing,
+                );
             }
             if got.is_empty() {
+                if !drained {
+                    continue 'setup;
+                }
                 continue;
             }
             // Acknowledge only what the WAL holds: a crash before this re-delivers them.
@@ -270,9 +353,13 @@ async fn run_consumer(
                     fail(format!("ack: {e}"), &mut failing);
                 }
             }
-            if std::mem::replace(&mut failing, false) {
-                tracing::info!(stream = %stream, durable = %durable, "JetStream ingest works again");
+            if !drained {
+                continue 'setup;
             }
+            if std::mem::replace(&mut failing, false) {
+                health.working();
+            }
+            pause = RETRY_FIRST;
         }
     }
 }
@@ -294,7 +381,8 @@ mod tests {
             address,
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
@@ -305,6 +393,7 @@ mod tests {
                     stream: None,
                     durable: None,
                     duplicate_window: default_window(),
+                    replicas: None,
                 },
                 NatsSubscription {
                     subscribe_to: "other".into(),
@@ -312,10 +401,16 @@ mod tests {
                     stream: None,
                     durable: None,
                     duplicate_window: default_window(),
+                    replicas: None,
                 },
             ],
         };
-        let task = tokio::spawn(run_nats_ingest(store.clone(), cfg, token.clone()));
+        let task = tokio::spawn(run_nats_ingest(
+            store.clone(),
+            cfg,
+            token.clone(),
+            crate::supervise::Health::new("test-nats-ingest"),
+        ));
         // Subscriptions are live once a published message arrives; retry until it does.
         let mut got = false;
         for i in 0..100 {
@@ -356,14 +451,21 @@ mod tests {
             address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
             subscriptions: vec![],
         };
         let store = Arc::new(Store::new(StoreConfig::default()));
-        let r = run_nats_ingest(store, cfg, CancellationToken::new()).await;
+        let r = run_nats_ingest(
+            store,
+            cfg,
+            CancellationToken::new(),
+            crate::supervise::Health::new("test-nats-ingest-down"),
+        )
+        .await;
         assert!(matches!(r, Err(NatsError::Connect { .. })));
     }
 }

@@ -448,7 +448,11 @@ fn mdstat(text: &str) -> Vec<(String, i64)> {
         if let Some((name, rest)) = line.split_once(" : ") {
             let name = name.trim();
             if name.starts_with("md") {
-                let status = if rest.starts_with("inactive") { 4 << 8 } else { 0 };
+                let status = if rest.starts_with("inactive") {
+                    4 << 8
+                } else {
+                    0
+                };
                 out.push((name.to_string(), status));
             }
             continue;
@@ -645,9 +649,7 @@ impl DiskStats {
                 return (!names.is_empty()).then(|| Value::Text(names.join(" ")));
             }
             59 => {
-                return paths
-                    .last()
-                    .map(|d| Value::Text(scheduler(root, &d.kname)));
+                return paths.last().map(|d| Value::Text(scheduler(root, &d.kname)));
             }
             _ => {}
         }
@@ -749,10 +751,7 @@ impl Group for DiskStats {
         }
         let (c, item) = (m.cluster, m.item);
         let per = |kind: Kind, f: &dyn Fn(&Dev) -> Option<Value>, out: &mut Values| {
-            out.extend(
-                self.of(kind)
-                    .filter_map(|d| Some((d.name.clone(), f(d)?))),
-            );
+            out.extend(self.of(kind).filter_map(|d| Some((d.name.clone(), f(d)?))));
         };
         let num = |f: F, d: &Dev| -> Option<Value> {
             if f == F::Capacity && d.stats.nr_blocks == 0 {
@@ -763,10 +762,17 @@ impl Group for DiskStats {
         match c {
             0 => {
                 if item == 33 {
-                    out.push((String::new(), Value::Uint(self.of(Kind::Disk).count() as u64)));
+                    out.push((
+                        String::new(),
+                        Value::Uint(self.of(Kind::Disk).count() as u64),
+                    ));
                 } else if item == 59 {
                     let Some(root) = &self.root else { return };
-                    per(Kind::Disk, &|d| Some(Value::Text(scheduler(root, &d.kname))), out);
+                    per(
+                        Kind::Disk,
+                        &|d| Some(Value::Text(scheduler(root, &d.kname))),
+                        out,
+                    );
                 } else if item == 103 {
                     per(Kind::Disk, &|d| Some(Value::Text(d.wwid.clone())), out);
                 } else if let Some(f) = dev_item(item) {
@@ -896,16 +902,28 @@ mod tests {
         let dir = tree(&[
             ("proc/diskstats", &ds),
             ("proc/partitions", parts),
-            ("proc/mdstat", "Personalities : [raid1]\nmd127 : active raid1 sda1[0]\n      976630464 blocks super 1.2 [2/1] [U_]\n\nunused devices: <none>\n"),
-            ("sys/block/nvme0n1/queue/scheduler", "[none] mq-deadline kyber bfq\n"),
+            (
+                "proc/mdstat",
+                "Personalities : [raid1]\nmd127 : active raid1 sda1[0]\n      976630464 blocks super 1.2 [2/1] [U_]\n\nunused devices: <none>\n",
+            ),
+            (
+                "sys/block/nvme0n1/queue/scheduler",
+                "[none] mq-deadline kyber bfq\n",
+            ),
             ("sys/block/nvme1n1/queue/scheduler", "none [mq-deadline]\n"),
             ("sys/block/nvme0n1/wwid", "eui.0025388b71b2c0d1\n"),
             ("sys/block/sda/device/wwid", "naa.5000c500a1b2c3d4\n"),
             ("sys/block/dm-0/dm/name", "luks-root\n"),
             ("sys/block/dm-1/dm/name", "vg0-home\n"),
             ("sys/block/zram0/disksize", "8589934592\n"),
-            ("sys/block/zram0/mm_stat", "  4096000  1024000  2048000        0  3072000      10        2        1        0\n"),
-            ("sys/block/zram0/io_stat", "       1        2        3        4\n"),
+            (
+                "sys/block/zram0/mm_stat",
+                "  4096000  1024000  2048000        0  3072000      10        2        1        0\n",
+            ),
+            (
+                "sys/block/zram0/io_stat",
+                "       1        2        3        4\n",
+            ),
         ]);
         std::fs::create_dir_all(dir.path().join("dev/md")).unwrap();
         std::os::unix::fs::symlink("../md127", dir.path().join("dev/md/data")).unwrap();
@@ -926,7 +944,10 @@ mod tests {
         assert_eq!(read[0].1, 200.0);
         assert_eq!(one(&mut a, "hinv.ndisk"), Some(3.0));
         let parts = fetch_f64(&mut a, "disk.partitions.read");
-        assert_eq!(names(&parts), ["nvme0n1p1", "nvme0n1p2", "nvme1n1p1", "sda1"]);
+        assert_eq!(
+            names(&parts),
+            ["nvme0n1p1", "nvme0n1p2", "nvme1n1p1", "sda1"]
+        );
         assert_eq!(
             names(&fetch_f64(&mut a, "disk.dm.read")),
             ["luks-root", "vg0-home"]
@@ -942,7 +963,10 @@ mod tests {
             fetch(&mut a, "hinv.map.mdname"),
             [("data".to_string(), Value::Text("md127".into()))]
         );
-        assert_eq!(fetch_f64(&mut a, "disk.md.status"), [("data".into(), 256.0)]);
+        assert_eq!(
+            fetch_f64(&mut a, "disk.md.status"),
+            [("data".into(), 256.0)]
+        );
         assert_eq!(names(&fetch_f64(&mut a, "zram.read")), ["zram0"]);
         // Kbyte from sectors, sums over disks only.
         let sda: f64 = 700.0;
@@ -1013,7 +1037,10 @@ mod tests {
             ..Devices::default()
         };
         let mut a = LinuxAgent::with_options(Root::new(dir.path()), devices);
-        assert_eq!(names(&fetch_f64(&mut a, "disk.dev.read")), ["nvme0n1", "sda"]);
+        assert_eq!(
+            names(&fetch_f64(&mut a, "disk.dev.read")),
+            ["nvme0n1", "sda"]
+        );
         assert_eq!(one(&mut a, "disk.all.read"), Some(900.0));
         assert_eq!(one(&mut a, "hinv.ndisk"), Some(2.0));
         assert_eq!(
@@ -1034,10 +1061,22 @@ mod tests {
         assert_eq!(fetch_f64(&mut a, "disk.dev.discard"), [("sda".into(), 0.0)]);
         assert_eq!(fetch_f64(&mut a, "disk.dev.flush"), [("sda".into(), 0.0)]);
         // %u fields wrap at 2^32.
-        assert_eq!(fetch_f64(&mut a, "disk.dev.read_rawactive"), [("sda".into(), 100.0)]);
-        assert_eq!(fetch_f64(&mut a, "disk.dev.avactive"), [("sda".into(), 1.0)]);
-        assert_eq!(fetch_f64(&mut a, "disk.partitions.read"), [("sda1".into(), 4000.0)]);
-        assert_eq!(fetch_f64(&mut a, "disk.partitions.write_bytes"), [("sda1".into(), 16000.0)]);
+        assert_eq!(
+            fetch_f64(&mut a, "disk.dev.read_rawactive"),
+            [("sda".into(), 100.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "disk.dev.avactive"),
+            [("sda".into(), 1.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "disk.partitions.read"),
+            [("sda1".into(), 4000.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "disk.partitions.write_bytes"),
+            [("sda1".into(), 16000.0)]
+        );
         // Short partition lines have no merges or times: no value, as pmcd answers.
         assert!(fetch_f64(&mut a, "disk.partitions.read_merge").is_empty());
         assert!(fetch_f64(&mut a, "disk.partitions.avactive").is_empty());
@@ -1049,9 +1088,18 @@ mod tests {
             "major minor  #blocks  name     rio rmerge rsect ruse wio wmerge wsect wuse running use aveq\n\n   3     0   39082680 hda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340 23705160\n",
         )]);
         let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(fetch_f64(&mut a, "disk.dev.read"), [("hda".into(), 446216.0)]);
-        assert_eq!(fetch_f64(&mut a, "disk.dev.aveq"), [("hda".into(), 23705160.0)]);
-        assert_eq!(fetch_f64(&mut a, "disk.dev.capacity"), [("hda".into(), 39082680.0)]);
+        assert_eq!(
+            fetch_f64(&mut a, "disk.dev.read"),
+            [("hda".into(), 446216.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "disk.dev.aveq"),
+            [("hda".into(), 23705160.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "disk.dev.capacity"),
+            [("hda".into(), 39082680.0)]
+        );
     }
 
     #[test]

@@ -92,7 +92,9 @@ impl FileSys {
 /// `device` resolved through links as pmdalinux's `realpath` does (under the root), except
 /// dm and md names, kept persistent.
 fn resolve(ctx: &Ctx, device: &str) -> String {
-    if device.starts_with("/dev/mapper") || device.starts_with("/dev/md") || !device.starts_with('/')
+    if device.starts_with("/dev/mapper")
+        || device.starts_with("/dev/md")
+        || !device.starts_with('/')
     {
         return device.to_string();
     }
@@ -335,7 +337,10 @@ systemd-1 /mnt/auto autofs rw,relatime 0 0
                 "/dev/sdb1=Text(\"/scratch\")",
             ]
         );
-        assert_eq!(values(&g, "hinv.nfilesys"), [(String::new(), Value::Uint(4))]);
+        assert_eq!(
+            values(&g, "hinv.nfilesys"),
+            [(String::new(), Value::Uint(4))]
+        );
         // statfs of ROOT/boot/efi, in Kbyte.
         let p = dir.path().join("boot/efi");
         let s = stat_of(&p);
@@ -345,19 +350,32 @@ systemd-1 /mnt/auto autofs rw,relatime 0 0
             values(&g, "filesys.used")[2].1,
             Value::Uint((s.blocks - s.bfree) * 4)
         );
-        assert_eq!(values(&g, "filesys.usedfiles")[2].1, Value::Uint(s.files - s.ffree));
+        assert_eq!(
+            values(&g, "filesys.usedfiles")[2].1,
+            Value::Uint(s.files - s.ffree)
+        );
         let full = 100.0 * 600.0 / 900.0;
-        assert!(matches!(values(&g, "filesys.full")[2].1, Value::Real(f) if (f - full).abs() < 1e-9));
+        assert!(
+            matches!(values(&g, "filesys.full")[2].1, Value::Real(f) if (f - full).abs() < 1e-9)
+        );
         assert_eq!(
             values(&g, "filesys.readonly")
                 .into_iter()
                 .map(|(_, v)| v)
                 .collect::<Vec<_>>(),
-            [Value::Uint(0), Value::Uint(0), Value::Uint(1), Value::Uint(0)]
+            [
+                Value::Uint(0),
+                Value::Uint(0),
+                Value::Uint(1),
+                Value::Uint(0)
+            ]
         );
         assert_eq!(
             values(&g, "tmpfs.capacity"),
-            [("/run".to_string(), Value::Uint(stat_of(&dir.path().join("run")).blocks * 4))]
+            [(
+                "/run".to_string(),
+                Value::Uint(stat_of(&dir.path().join("run")).blocks * 4)
+            )]
         );
         // A mount point absent under the root: no statfs figures.
         let dir2 = tree(&[("proc/self/mounts", MOUNTS)]);
@@ -394,14 +412,21 @@ systemd-1 /mnt/auto autofs rw,relatime 0 0
         let t = Instant::now();
         g.refresh(&ctx);
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-        let cap: Vec<String> = values(&g, "filesys.capacity").into_iter().map(|(n, _)| n).collect();
+        let cap: Vec<String> = values(&g, "filesys.capacity")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(cap, ["/dev/root", "/dev/nvme0n1p1", "/dev/sdb1"]);
         assert!(g.hung.contains("/home"));
         let workers = g.workers();
         for _ in 0..10 {
             let t = Instant::now();
             g.refresh(&ctx);
-            assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+            assert!(
+                t.elapsed() < Duration::from_millis(250),
+                "{:?}",
+                t.elapsed()
+            );
             assert_eq!(values(&g, "filesys.capacity").len(), 3);
             assert_eq!(values(&g, "filesys.mountdir").len(), 4);
         }
@@ -421,8 +446,14 @@ systemd-1 /mnt/auto autofs rw,relatime 0 0
         let mut a = LinuxAgent::with_options(Root::new(dir.path()), devices);
         assert_eq!(one(&mut a, "hinv.nfilesys"), Some(3.0));
         assert!(fetch(&mut a, "tmpfs.capacity").is_empty());
-        let names: Vec<String> = fetch_f64(&mut a, "filesys.blocksize").into_iter().map(|(n, _)| n).collect();
-        assert_eq!(names, ["/dev/root", "/dev/mapper/vg0-home", "/dev/nvme0n1p1"]);
+        let names: Vec<String> = fetch_f64(&mut a, "filesys.blocksize")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            ["/dev/root", "/dev/mapper/vg0-home", "/dev/nvme0n1p1"]
+        );
     }
 
     #[test]

@@ -8,12 +8,12 @@ use crate::namespace::{Value, Values};
 #[derive(Default)]
 pub struct LoadAvg {
     buf: String,
-    /// [1, 5, 15 min, runnable, total].
-    now: Option<[f64; 5]>,
+    /// [1, 5, 15 min, runnable, total, last pid].
+    now: Option<[f64; 6]>,
 }
 
-/// `0.52 0.58 0.59 2/1234 5678` → [1, 5, 15 min, runnable, total].
-fn parse(text: &str) -> Option<[f64; 5]> {
+/// `0.52 0.58 0.59 2/1234 5678` → [1, 5, 15 min, runnable, total, last pid].
+fn parse(text: &str) -> Option<[f64; 6]> {
     let mut f = text.split_ascii_whitespace();
     let (a, b, c) = (
         f.next()?.parse().ok()?,
@@ -21,7 +21,8 @@ fn parse(text: &str) -> Option<[f64; 5]> {
         f.next()?.parse().ok()?,
     );
     let (run, total) = f.next()?.split_once('/')?;
-    Some([a, b, c, run.parse().ok()?, total.parse().ok()?])
+    let last = f.next()?.parse().ok()?;
+    Some([a, b, c, run.parse().ok()?, total.parse().ok()?, last])
 }
 
 impl Group for LoadAvg {
@@ -44,6 +45,7 @@ impl Group for LoadAvg {
                 [("1 minute", l[0]), ("5 minute", l[1]), ("15 minute", l[2])]
                     .map(|(n, v)| (n.to_string(), Value::Real(v))),
             ),
+            1 => out.push((String::new(), Value::Real(l[5]))),
             2 => out.push((String::new(), Value::Real(l[3]))),
             3 => out.push((String::new(), Value::Real(l[4]))),
             _ => {}

@@ -18,15 +18,25 @@ pub mod indom;
 pub mod read;
 pub mod table;
 
+mod cpuinfo;
 mod devices;
 mod diskstats;
 mod filesys;
+mod interrupts;
+mod ipc;
 mod loadavg;
+mod locks;
+mod login;
 mod meminfo;
 mod net_dev;
+mod pressure;
 mod scsi;
 mod stat;
 mod statfs;
+mod sys_fs;
+mod sys_kernel;
+mod sysfs_kernel;
+mod uname;
 mod uptime;
 
 #[cfg(test)]
@@ -85,6 +95,17 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(filesys::FileSys::default()),
         Box::new(scsi::Scsi::default()),
         Box::new(scsi::Tape::default()),
+        Box::new(interrupts::Interrupts::default()),
+        Box::new(interrupts::SoftIrqs::default()),
+        Box::new(pressure::Pressure::default()),
+        Box::new(uname::Uname::default()),
+        Box::new(cpuinfo::CpuSys::default()),
+        Box::new(login::Login::default()),
+        Box::new(sys_kernel::SysKernel::default()),
+        Box::new(sys_fs::SysFs::default()),
+        Box::new(locks::Locks::default()),
+        Box::new(sysfs_kernel::SysfsKernel::default()),
+        Box::new(ipc::Ipc::default()),
     ]
 }
 

@@ -72,6 +72,19 @@ impl Root {
     /// 0, so the size is found by reading, up to [`MAX_FILE`].
     pub fn read<'b>(&self, rel: &str, buf: &'b mut String) -> Result<&'b str, ReadError> {
         buf.clear();
+        let bytes = self.read_bytes(rel, std::mem::take(buf).into_bytes())?;
+        // Kernel files are ASCII; a stray byte in a device name must not cost the file.
+        match String::from_utf8(bytes) {
+            Ok(s) => *buf = s,
+            Err(e) => buf.push_str(&String::from_utf8_lossy(e.as_bytes())),
+        }
+        Ok(buf.as_str())
+    }
+
+    /// Reads `rel` whole as bytes (binary files: utmp records), into `bytes` (cleared
+    /// first, its allocation reused), bounded as [`Root::read`].
+    pub fn read_bytes(&self, rel: &str, mut bytes: Vec<u8>) -> Result<Vec<u8>, ReadError> {
+        bytes.clear();
         let path = self.path(rel);
         let io = |e: std::io::Error, path: PathBuf| match e.kind() {
             std::io::ErrorKind::NotFound => ReadError::Missing(path),
@@ -89,19 +102,19 @@ impl Root {
         if !meta.is_file() {
             return Err(ReadError::NotRegular(path));
         }
-        let mut bytes = Vec::new();
         file.take(MAX_FILE as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| io(e, path.clone()))?;
         if bytes.len() > MAX_FILE {
             return Err(ReadError::TooLarge(path));
         }
-        // Kernel files are ASCII; a stray byte in a device name must not cost the file.
-        match String::from_utf8(bytes) {
-            Ok(s) => *buf = s,
-            Err(e) => buf.push_str(&String::from_utf8_lossy(e.as_bytes())),
-        }
-        Ok(buf.as_str())
+        Ok(bytes)
+    }
+
+    /// True when the root is the live host's `/` (values only system calls give, such as
+    /// uname(2) and SysV IPC limits, are read only then).
+    pub fn is_live(&self) -> bool {
+        self.dir == Path::new("/")
     }
 
     /// Reads `rel` as a small string, trimmed (a sysfs attribute).

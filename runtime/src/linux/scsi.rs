@@ -40,11 +40,16 @@ fn parse(text: &str) -> Vec<([u32; 4], String)> {
         if !line.starts_with("Host:") {
             continue;
         }
-        let Some(addr) = host_line(line) else { continue };
+        let Some(addr) = host_line(line) else {
+            continue;
+        };
         // The entry's type is on a later line: "  Type:   Direct-Access   ANSI  SCSI revision: 05".
         let ty = lines.by_ref().find_map(|l| {
             let at = l.find("Type:")?;
-            l[at + 5..].split_ascii_whitespace().next().map(str::to_string)
+            l[at + 5..]
+                .split_ascii_whitespace()
+                .next()
+                .map(str::to_string)
         });
         let Some(ty) = ty else { break };
         out.push((addr, ty));
@@ -68,7 +73,12 @@ impl Group for Scsi {
                 }
                 // Entries with no block device (a controller, an enclosure) are left out.
                 let dir = format!("sys/class/scsi_device/{h}:{c}:{i}:{l}/device/block");
-                if let Some(dev) = ctx.root.list(&dir).into_iter().find(|n| !n.starts_with('.')) {
+                if let Some(dev) = ctx
+                    .root
+                    .list(&dir)
+                    .into_iter()
+                    .find(|n| !n.starts_with('.'))
+                {
                     self.devs.push((name, dev));
                 }
             }
@@ -78,7 +88,11 @@ impl Group for Scsi {
 
     fn values(&self, m: &Metric, out: &mut Values) {
         if m.item == 0 {
-            out.extend(self.devs.iter().map(|(n, d)| (n.clone(), Value::Text(d.clone()))));
+            out.extend(
+                self.devs
+                    .iter()
+                    .map(|(n, d)| (n.clone(), Value::Text(d.clone()))),
+            );
         }
     }
 }
@@ -144,7 +158,11 @@ impl Group for Tape {
             out.push((String::new(), Value::Uint(self.devs.len() as u64)));
         } else if (m.item as usize) < TAPE_FIELDS.len() {
             let i = m.item as usize;
-            out.extend(self.devs.iter().map(|(n, c)| (n.clone(), Value::Uint(c[i]))));
+            out.extend(
+                self.devs
+                    .iter()
+                    .map(|(n, c)| (n.clone(), Value::Uint(c[i]))),
+            );
         }
     }
 }
@@ -162,8 +180,14 @@ mod tests {
                 "proc/scsi/scsi",
                 "Attached devices:\nHost: scsi0 Channel: 00 Id: 00 Lun: 00\n  Vendor: ATA      Model: Samsung SSD 860  Rev: 4B6Q\n  Type:   Direct-Access                    ANSI  SCSI revision: 05\nHost: scsi1 Channel: 00 Id: 00 Lun: 00\n  Vendor: HL-DT-ST Model: DVDRAM GH24NSD1  Rev: LG00\n  Type:   CD-ROM                           ANSI  SCSI revision: 05\nHost: scsi2 Channel: 00 Id: 03 Lun: 00\n  Vendor: HP       Model: Ultrium 6-SCSI   Rev: 35GD\n  Type:   Sequential-Access                ANSI  SCSI revision: 06\n",
             ),
-            ("sys/class/scsi_device/0:0:0:0/device/block/sda/dev", "8:0\n"),
-            ("sys/class/scsi_device/1:0:0:0/device/block/sr0/dev", "11:0\n"),
+            (
+                "sys/class/scsi_device/0:0:0:0/device/block/sda/dev",
+                "8:0\n",
+            ),
+            (
+                "sys/class/scsi_device/1:0:0:0/device/block/sr0/dev",
+                "11:0\n",
+            ),
             ("sys/class/scsi_tape/st0/stats/read_cnt", "12\n"),
             ("sys/class/scsi_tape/st0/stats/write_byte_cnt", "1048576\n"),
             ("sys/class/scsi_tape/st0/stats/in_flight", "1\n"),
@@ -175,14 +199,26 @@ mod tests {
         assert_eq!(
             fetch(&mut a, "hinv.map.scsi"),
             [
-                ("scsi0:0:0:0 Direct-Access".to_string(), Value::Text("sda".into())),
+                (
+                    "scsi0:0:0:0 Direct-Access".to_string(),
+                    Value::Text("sda".into())
+                ),
                 ("scsi1:0:0:0 CD-ROM".to_string(), Value::Text("sr0".into())),
             ]
         );
         assert_eq!(one(&mut a, "hinv.ntape"), Some(1.0));
-        assert_eq!(fetch_f64(&mut a, "tape.dev.read_cnt"), [("st0".into(), 12.0)]);
-        assert_eq!(fetch_f64(&mut a, "tape.dev.write_byte_cnt"), [("st0".into(), 1048576.0)]);
-        assert_eq!(fetch_f64(&mut a, "tape.dev.in_flight"), [("st0".into(), 1.0)]);
+        assert_eq!(
+            fetch_f64(&mut a, "tape.dev.read_cnt"),
+            [("st0".into(), 12.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "tape.dev.write_byte_cnt"),
+            [("st0".into(), 1048576.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "tape.dev.in_flight"),
+            [("st0".into(), 1.0)]
+        );
         assert_eq!(fetch_f64(&mut a, "tape.dev.io_ns"), [("st0".into(), 0.0)]);
         // sysfs without tapes: none.
         let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);

@@ -254,7 +254,11 @@ mod tests {
             let a = pool.stat_all(&paths);
             assert_eq!(a[1], Answer::Hung);
             assert!(matches!(a[0], Answer::Stat(_)));
-            assert!(t.elapsed() < Duration::from_millis(150), "{:?}", t.elapsed());
+            assert!(
+                t.elapsed() < Duration::from_millis(150),
+                "{:?}",
+                t.elapsed()
+            );
         }
         assert_eq!(pool.workers(), workers);
         assert!(workers <= 3, "{workers}");

@@ -15,7 +15,9 @@ use super::{ChannelSink, Notifier, forward};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NatsSinkConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
+    /// separated by commas).
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub address: String,
     /// Notifications go to `{subject-prefix}.{subscriber}` (`.`, `*`, `>` and spaces in the
     /// subscriber name become `_`).
@@ -30,9 +32,37 @@ pub struct NatsSinkConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
-    /// A NATS credentials file (JWT + nkey seed).
+    /// A file holding a NATS token.
     #[serde(default)]
-    pub creds_file_path: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    /// A NATS credentials file (JWT + nkey seed; `creds-file-path` accepted too).
+    #[serde(default, alias = "creds-file-path")]
+    pub creds_file: Option<PathBuf>,
+    /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate and key, for servers that require one.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl NatsSinkConfig {
+    /// The connection this section describes.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "notify.nats.address",
+            servers: &self.address,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
+        }
+    }
 }
 
 fn default_prefix() -> String {
@@ -52,13 +82,7 @@ pub async fn run_nats_sink(
     cfg: NatsSinkConfig,
     shutdown: CancellationToken,
 ) -> Result<(), NatsSinkError> {
-    let client = crate::nats::connect(
-        &cfg.address,
-        cfg.username.as_deref(),
-        cfg.password.as_deref(),
-        cfg.creds_file_path.as_deref(),
-    )
-    .await?;
+    let client = cfg.connection().connect(std::path::Path::new("")).await?;
     // Attach only once connected: while the server is unreachable nothing piles up.
     let (sink, rx) = ChannelSink::new(cfg.queue_capacity);
     notifier.add_sink(sink.clone());
@@ -108,7 +132,11 @@ mod tests {
             queue_capacity: 16,
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         };
         let token = CancellationToken::new();
         let task = tokio::spawn(run_nats_sink(Arc::clone(&n), cfg, token.clone()));
@@ -147,7 +175,11 @@ mod tests {
             queue_capacity: 1,
             username: None,
             password: None,
-            creds_file_path: None,
+            token_file: None,
+            creds_file: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         };
         let r = run_nats_sink(Arc::new(Notifier::default()), cfg, CancellationToken::new()).await;
         assert!(matches!(r, Err(NatsSinkError::Connect { .. })));

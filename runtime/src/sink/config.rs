@@ -64,7 +64,9 @@ pub struct SinkConfig {
     #[serde(rename = "type")]
     pub kind: SinkType,
     /// `http`/`remote-write`: the endpoint (`http://` or `https://`); `nats`/`jetstream`: the
-    /// server (`nats://` or `tls://`); `guest`: either.
+    /// server (`nats://` or `tls://`), or a cluster's seeds (a list, or URLs separated by
+    /// commas); `guest`: either.
+    #[serde(deserialize_with = "crate::nats::servers")]
     pub url: String,
     /// `guest`: the exporter: a bundled guest's name (`otlp`, `jsonl`), NAME in guests-dir, a
     /// `.wasm` path, or a guest published to the fleet.
@@ -103,6 +105,16 @@ pub struct SinkConfig {
         skip_serializing_if = "is_default_window"
     )]
     pub duplicate_window: Duration,
+    /// `jetstream` (and `guest` to JetStream): the stream's replicas when this sink creates it
+    /// (1 to 5, 1 when not set; 3 on a 3-server cluster). When set, an existing stream with
+    /// another number is reported and not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<usize>,
+    /// `nats`/`jetstream`: NATS user name (with `password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
     /// `http`/`remote-write`: a file holding a bearer token (a JWT for cc-metric-store or
     /// wasmon), read at start and at every reload; `nats`/`jetstream`: a NATS token.
     #[serde(default)]
@@ -250,6 +262,21 @@ impl SinkConfig {
         self.url.starts_with("nats://") || self.url.starts_with("tls://")
     }
 
+    /// The NATS connection of a sink that sends over NATS.
+    pub fn connection(&self) -> crate::nats::Connection<'_> {
+        crate::nats::Connection {
+            url_field: "url",
+            servers: &self.url,
+            username: self.username.as_deref(),
+            password: self.password.as_deref(),
+            token_file: self.token_file.as_deref(),
+            creds_file: self.creds_file.as_deref(),
+            tls_ca: self.tls_ca.as_deref(),
+            tls_cert: self.tls_cert.as_deref(),
+            tls_key: self.tls_key.as_deref(),
+        }
+    }
+
     fn err(&self, field: &'static str, problem: impl Into<String>) -> SinkConfigError {
         SinkConfigError {
             sink: self.name.clone(),
@@ -278,7 +305,20 @@ impl SinkConfig {
                 format!("{:?} is a built-in sink: choose another name", self.name),
             ));
         }
-        let url = reqwest::Url::parse(&self.url)
+        if self.nats() {
+            crate::nats::parse_servers(&self.url).map_err(|p| self.err("url", p))?;
+        } else if self.url.contains(',') {
+            return Err(self.err(
+                "url",
+                format!(
+                    "{:?}: a {} sink takes one URL",
+                    self.url,
+                    self.kind.as_str()
+                ),
+            ));
+        }
+        let first = self.url.split(',').next().unwrap_or_default().trim();
+        let url = reqwest::Url::parse(first)
             .map_err(|e| self.err("url", format!("{:?} does not parse: {e}", self.url)))?;
         let schemes: &[&str] = if self.nats() {
             &["nats", "tls"]
@@ -316,8 +356,23 @@ impl SinkConfig {
             }
             _ => {}
         }
-        if self.creds_file.is_some() && !self.nats() {
-            return Err(self.err("creds-file", "only sinks that send over NATS take one"));
+        for (field, set) in [
+            ("creds-file", self.creds_file.is_some()),
+            ("username", self.username.is_some()),
+            ("password", self.password.is_some()),
+        ] {
+            if set && !self.nats() {
+                return Err(self.err(field, "only sinks that send over NATS take one"));
+            }
+        }
+        if self.username.is_some() != self.password.is_some() {
+            return Err(self.err("username", "username and password go together"));
+        }
+        if let Some(r) = self.replicas {
+            if !self.jetstream() {
+                return Err(self.err("replicas", "only sinks that send to JetStream take one"));
+            }
+            crate::nats::check_replicas(r).map_err(|p| self.err("replicas", p))?;
         }
         self.check_guest()?;
         if self.tls_cert.is_some() != self.tls_key.is_some() {
@@ -471,6 +526,45 @@ mod tests {
         assert!(
             refused("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c'\nparms={}")
                 .contains("unknown field `parms`")
+        );
+    }
+
+    #[test]
+    fn nats_sinks_take_a_cluster_and_replicas() {
+        let js = "name='f'\ntype='jetstream'\nsubject='m'\nstream='M'\n";
+        let c = check(&format!(
+            "{js}url=['nats://a:4222','nats://b:4222']\nreplicas=3"
+        ))
+        .unwrap();
+        assert_eq!(c.connection().addresses().unwrap().len(), 2);
+        assert_eq!(c.replicas, Some(3));
+        let c = check(&format!(
+            "{js}url='nats://a:4222, nats://b:4222, nats://c:4222'"
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.connection().addresses().unwrap().len(), c.replicas),
+            (3, None)
+        );
+        let refused = |text: &str| check(text).unwrap_err();
+        let e = refused(&format!("{js}url='nats://a:4222,nats://b:42x'"));
+        assert!(e.starts_with("sink \"f\": url: server 2 of 2"), "{e}");
+        assert!(refused(&format!("{js}url=[]")).contains("empty list of servers"));
+        assert_eq!(
+            refused(&format!("{js}url='nats://a'\nreplicas=6")),
+            "sink \"f\": replicas: 6: from 1 to 5 (JetStream's limit; 3 on a 3-server cluster)"
+        );
+        assert_eq!(
+            refused("name='h'\ntype='http'\nurl='http://a,http://b'"),
+            "sink \"h\": url: \"http://a,http://b\": a http sink takes one URL"
+        );
+        assert_eq!(
+            refused("name='n'\ntype='nats'\nurl='nats://a'\nsubject='m'\nreplicas=3"),
+            "sink \"n\": replicas: only sinks that send to JetStream take one"
+        );
+        assert_eq!(
+            refused(&format!("{js}url='nats://a'\nusername='u'")),
+            "sink \"f\": username: username and password go together"
         );
     }
 }

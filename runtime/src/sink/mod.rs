@@ -199,7 +199,16 @@ impl SinkSet {
         }
         for fwd in p.new {
             let stop = CancellationToken::new();
-            let task = tokio::runtime::Handle::current().spawn(fwd.clone().run(stop.clone()));
+            // Supervised: a sender that panics is counted and started again.
+            let (f, s) = (fwd.clone(), stop.clone());
+            let task =
+                crate::supervise::spawn(&format!("sink {}", fwd.name()), stop.clone(), move |_| {
+                    let (f, s) = (f.clone(), s.clone());
+                    async move {
+                        f.run(s).await;
+                        Ok(())
+                    }
+                });
             out.started.push(fwd.name().to_string());
             running.insert(fwd.name().to_string(), Running { fwd, stop, task });
         }

@@ -71,16 +71,8 @@ pub async fn nats_options(
     cfg: &SinkConfig,
     base: &Path,
 ) -> Result<async_nats::ConnectOptions, String> {
-    crate::nats::options(
-        base,
-        &cfg.url,
-        cfg.token_file.as_deref(),
-        cfg.creds_file.as_deref(),
-        crate::nats::Tls {
-            ca: cfg.tls_ca.as_deref(),
-            client: cfg.tls_cert.as_deref().zip(cfg.tls_key.as_deref()),
-        },
-    )
-    .await
-    .map_err(|e| e.to_string())
+    cfg.connection()
+        .options(base)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -293,7 +293,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// How long a JetStream publish waits for its PubAck before the record is retried.
+/// How long a JetStream publish waits for its PubAck before the record is retried (with the
+/// same `Nats-Msg-Id`, so a stream that stored it drops the copy), unless the sink's
+/// `timeout` is shorter: a cluster whose stream leader died elects another within seconds.
 const PUBACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Nats {
@@ -301,13 +303,15 @@ impl Nats {
         let mut conn = self.conn.lock().await;
         if conn.is_none() {
             let opts = tls::nats_options(&self.cfg, &self.base).await?;
-            let client = opts
-                .connect(self.cfg.url.as_str())
+            let client = self
+                .cfg
+                .connection()
+                .connect_with(opts)
                 .await
-                .map_err(|e| format!("connecting to {}: {e}", self.cfg.url))?;
+                .map_err(|e| e.to_string())?;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
-                js.set_timeout(PUBACK_TIMEOUT);
+                js.set_timeout(self.cfg.timeout.min(PUBACK_TIMEOUT));
                 js
             });
             *conn = Some(Conn {
@@ -422,7 +426,7 @@ async fn ensure_stream(
         SinkType::Guest => vec![format!("{subject}.>"), subject],
         _ => vec![subject],
     };
-    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window)
+    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window, cfg.replicas)
         .await
         .map(|_| ())
 }

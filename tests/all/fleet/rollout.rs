@@ -250,7 +250,7 @@ fn hostile_releases(url: &str, key: &std::path::Path, testing: &[u8]) -> (String
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = async_nats::connect(url).await.unwrap();
-        let b = buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
+        let b = buckets::open(&async_nats::jetstream::new(client), FLEET, None)
             .await
             .unwrap();
         let real = variant(testing, "v5");

