@@ -22,20 +22,28 @@ mod cpuinfo;
 mod devices;
 mod diskstats;
 mod filesys;
+mod fchost;
 mod interrupts;
 mod ipc;
 mod loadavg;
 mod locks;
 mod login;
 mod meminfo;
+mod net_conn;
 mod net_dev;
+mod net_rpc;
+mod net_snmp;
+mod net_sysfs;
 mod pressure;
 mod scsi;
+mod sockstat;
+mod softnet;
 mod stat;
 mod statfs;
 mod sys_fs;
 mod sys_kernel;
 mod sysfs_kernel;
+mod tty_serial;
 mod uname;
 mod uptime;
 
@@ -90,6 +98,14 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(meminfo::MemInfo::default()),
         Box::new(loadavg::LoadAvg::default()),
         Box::new(net_dev::NetDev::default()),
+        Box::new(net_snmp::NetSnmp::default()),
+        Box::new(net_conn::NetConn::default()),
+        Box::new(net_sysfs::NetSysfs::default()),
+        Box::new(net_rpc::NetRpc::default()),
+        Box::new(tty_serial::TtySerial::default()),
+        Box::new(fchost::FcHost::default()),
+        Box::new(sockstat::SockStat::default()),
+        Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
         Box::new(diskstats::DiskStats::default()),
         Box::new(filesys::FileSys::default()),

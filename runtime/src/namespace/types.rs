@@ -334,6 +334,12 @@ pub trait Agent: Send {
     fn instance_id(&mut self, _indom: u32, _name: &str) -> Option<u32> {
         None
     }
+    /// Every instance name of indom serial `indom` now, when the agent can list them without
+    /// a metric (PCP's `pmdaInstance`); `None`: the server lists the instances of one of the
+    /// indom's metrics instead.
+    fn instances(&mut self, _indom: u32) -> Option<Vec<String>> {
+        None
+    }
 }
 
 #[cfg(test)]
