@@ -20,6 +20,8 @@ pub mod table;
 
 mod cpuinfo;
 mod devices;
+mod diskstats;
+mod filesys;
 mod fchost;
 mod interrupts;
 mod ipc;
@@ -33,9 +35,11 @@ mod net_rpc;
 mod net_snmp;
 mod net_sysfs;
 mod pressure;
+mod scsi;
 mod sockstat;
 mod softnet;
 mod stat;
+mod statfs;
 mod sys_fs;
 mod sys_kernel;
 mod sysfs_kernel;
@@ -103,6 +107,10 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(sockstat::SockStat::default()),
         Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(diskstats::DiskStats::default()),
+        Box::new(filesys::FileSys::default()),
+        Box::new(scsi::Scsi::default()),
+        Box::new(scsi::Tape::default()),
         Box::new(interrupts::Interrupts::default()),
         Box::new(interrupts::SoftIrqs::default()),
         Box::new(pressure::Pressure::default()),
