@@ -21,6 +21,8 @@ pub mod table;
 mod buddyinfo;
 mod cpuinfo;
 mod devices;
+mod diskstats;
+mod filesys;
 mod fchost;
 mod interrupts;
 mod ipc;
@@ -36,10 +38,12 @@ mod net_snmp;
 mod net_sysfs;
 mod numa;
 mod pressure;
+mod scsi;
 mod slabinfo;
 mod sockstat;
 mod softnet;
 mod stat;
+mod statfs;
 mod swapdev;
 mod sys_fs;
 mod sys_kernel;
@@ -115,6 +119,10 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(sockstat::SockStat::default()),
         Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(diskstats::DiskStats::default()),
+        Box::new(filesys::FileSys::default()),
+        Box::new(scsi::Scsi::default()),
+        Box::new(scsi::Tape::default()),
         Box::new(interrupts::Interrupts::default()),
         Box::new(interrupts::SoftIrqs::default()),
         Box::new(pressure::Pressure::default()),

@@ -107,7 +107,7 @@ impl Shared {
     /// The agent is asked for its numbers outside the tables' lock: a busy agent holds up
     /// only its own metrics.
     fn instances(&self, indom: u32, names: &[&str]) -> Vec<Option<i32>> {
-        let lock = || self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || crate::util::lock(&self.indoms);
         let new: Vec<&str> = {
             let all = lock();
             match all.get(&indom) {
@@ -153,7 +153,7 @@ impl Shared {
     }
 
     fn remember_indom(&self, indom: u32, metric: Pmid) {
-        let mut all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = crate::util::lock(&self.indoms);
         if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
             return;
         }
@@ -164,7 +164,7 @@ impl Shared {
     }
 
     fn indom_metrics(&self, indom: u32) -> Vec<Pmid> {
-        let all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let all = crate::util::lock(&self.indoms);
         all.get(&indom)
             .map(|i| i.metrics.clone())
             .unwrap_or_default()

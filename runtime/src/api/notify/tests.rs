@@ -197,7 +197,69 @@ async fn cli_add_ls_value_rm_against_the_router() {
     )
     .await
     .unwrap_err();
+    // Covered but not yet seen, and not covered: each says which.
     assert!(e.to_string().starts_with("404"), "{e}");
+    assert!(e.to_string().contains("a threshold covers it"), "{e}");
+    let e = cli(
+        &c,
+        &base,
+        NotifyCmd::Value {
+            metric: "proc.thread.count".into(),
+            instance: "4768".into(),
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("no threshold covers it"), "{e}");
+    // `ls` naming nothing lists every threshold, in columns as wide as their widest cell.
+    let n_long = cli(
+        &c,
+        &base,
+        NotifyCmd::Add {
+            subscriber: "a-subscriber-with-a-long-name".into(),
+            metric: "proc.thread.cpu.system.and.more".into(),
+            instance: Some("123456789012345".into()),
+            above: Some(1.5),
+            below: None,
+            hysteresis: 0.25,
+        },
+    )
+    .await
+    .unwrap();
+    let all = cli(
+        &c,
+        &base,
+        NotifyCmd::Ls {
+            metric: None,
+            instance: None,
+            subscriber: None,
+            json: false,
+        },
+    )
+    .await
+    .unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 4, "{all}");
+    let metric_at = lines[0].find("METRIC").unwrap();
+    for l in &lines[1..] {
+        assert!(
+            l[metric_at..].starts_with("proc."),
+            "METRIC column misaligned:\n{all}"
+        );
+        assert_eq!(&l[metric_at - 2..metric_at], "  ", "{all}");
+    }
+    assert!(all.contains(n_long.trim()), "{all}");
+    cli(
+        &c,
+        &base,
+        NotifyCmd::Rm {
+            handle: Some(n_long.trim().parse().unwrap()),
+            subscriber: None,
+            all: false,
+        },
+    )
+    .await
+    .unwrap();
     n.observe("proc.fd.count", "4768", 17.0, 1);
     let v = cli(
         &c,
@@ -279,7 +341,32 @@ async fn cli_add_ls_value_rm_against_the_router() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 400);
+    assert_eq!(r.status(), 200);
+}
+
+#[test]
+fn watch_prints_times_in_rfc_3339() {
+    let n = crate::notify::Notification {
+        ts_ns: 1_700_000_000_123_000_000,
+        ..serde_json::from_value(serde_json::json!({
+            "handle": 7, "owner": "me", "metric": "m", "instance": "i", "value": 2.0,
+            "direction": "rising", "threshold": 1.0, "ts_ns": 0
+        }))
+        .unwrap()
+    };
+    let mut out = Vec::new();
+    print_event(
+        &mut out,
+        "notification",
+        &serde_json::to_string(&n).unwrap(),
+        false,
+    )
+    .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with("2023-11-14T22:13:20.123Z handle=7 m/i value=2 rising 1"),
+        "{out}"
+    );
 }
 
 #[tokio::test]
