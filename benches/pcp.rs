@@ -5,7 +5,10 @@
 //!   handshake, traverse, names, descriptors, instances, fetch);
 //! - `fetch_mmv_10k` and `pminfo_f_mmv_10k`: the same for an MMV file of 10,000 values (100
 //!   metrics x 100 instances, written by python3-pcp into /var/lib/pcp/tmp/mmv), through
-//!   wasmon's `mmv` guest and through pmcd's MMV PMDA.
+//!   wasmon's `mmv` guest and through pmcd's MMV PMDA;
+//! - `fetch_all_proc`: one FETCH of all 153 `proc.*` metrics over every process, through
+//!   wasmon's native proc agent and through pmcd with PCP's pmdaproc (`-A`, so it answers
+//!   values to a client that did not authenticate).
 //!
 //! wasmon's port runs in this process over the native linux agent. The reference pmcd runs
 //! when Debian's pcp is installed (`apt-get install pcp`, see tests/all/pcp.rs for doing it
@@ -16,7 +19,7 @@ use std::time::Duration;
 
 #[path = "pcp_wire.rs"]
 mod pcp_wire;
-use pcp_wire::{Client, Pmcd, free_port, pdu, pmids, pminfo, reference_pmcd};
+use pcp_wire::{Client, Pmcd, free_port, pdu, pmcd_with, pmids, pminfo, reference_pmcd};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmon::daemon::agents::{AgentSet, GuestAgent};
@@ -24,6 +27,7 @@ use wasmon::daemon::pcp::PcpSource;
 use wasmon::host::{AgentWorld, Grants, GuestConfig, Image, MappedDir, Runtime};
 use wasmon::linux::LinuxAgent;
 use wasmon::namespace::{Agent, Namespace};
+use wasmon::procfs::agent::{PROC_PMNS, ProcAgent};
 
 const MMV_WRITER: &str = r#"
 import sys, time
@@ -144,6 +148,70 @@ fn mmv(c: &mut Criterion, rt: &tokio::runtime::Runtime, pmcd: Option<&Pmcd>) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// pmcd with its pmcd PMDA and pmdaproc only (`-A`: values for any client), once pmdaproc
+/// answers.
+fn proc_pmcd() -> Option<Pmcd> {
+    let p = pmcd_with(Some(
+        "pmcd\t2\tdso\tpmcd_init\t/var/lib/pcp/pmdas/pmcd/pmda_pmcd.so\n\
+         proc\t3\tpipe\tbinary\t/var/lib/pcp/pmdas/proc/pmdaproc -d 3 -A\n",
+    ))?;
+    for _ in 0..600 {
+        if pminfo(p.port, &["-f", "proc.psinfo.pid"]) {
+            return Some(p);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("pcp: pmdaproc did not answer: wasmon only");
+    None
+}
+
+/// A FETCH of every `proc.*` metric over every process: wasmon's proc agent on a port of
+/// this process, and pmcd with pmdaproc.
+fn proc_all(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let ns = Namespace::from_pmns(&[("proc", PROC_PMNS.as_str())]).unwrap();
+    let mut agents: std::collections::BTreeMap<u32, Box<dyn Agent>> = Default::default();
+    agents.insert(3, Box::new(ProcAgent::new()));
+    let set = AgentSet::new(ns, agents);
+    let names = set.traverse("proc").unwrap().names;
+    let ids: Vec<u32> = names
+        .iter()
+        .map(|n| set.lookup(n).unwrap().to_raw())
+        .collect();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    rt.block_on(wasmon::pcp::start(
+        addr,
+        Box::new(PcpSource(set)),
+        "bench".into(),
+        tokio_util::sync::CancellationToken::new(),
+    ))
+    .unwrap()
+    .expect("a free port");
+    let pmcd = proc_pmcd();
+    let mut body = vec![0u32, 0, 0, ids.len() as u32];
+    body.extend(&ids);
+    let fetch = pdu(0x7003, &body);
+    let mut servers = vec![("wasmon", port)];
+    if let Some(p) = &pmcd {
+        servers.push(("pmcd", p.port));
+    }
+    let mut g = c.benchmark_group("pcp");
+    for (who, port) in &servers {
+        let mut client = Client::connect(*port);
+        let mut buf = Vec::new();
+        let len = client.fetch(&fetch, &mut buf);
+        eprintln!(
+            "pcp: {who}: a fetch of {} proc metrics over every process is a {len}-byte RESULT",
+            ids.len()
+        );
+        g.bench_function(format!("fetch_all_proc/{who}"), |b| {
+            b.iter(|| client.fetch(&fetch, &mut buf))
+        });
+    }
+    g.finish();
+    drop(pmcd);
+}
+
 fn bench(c: &mut Criterion) {
     let pmns = LinuxAgent::pmns();
     let ns = Namespace::from_pmns(&[("linux", &pmns)]).unwrap();
@@ -199,6 +267,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
     mmv(c, &rt, pmcd.as_ref());
     drop(pmcd);
+    proc_all(c, &rt);
 }
 
 criterion_group! {

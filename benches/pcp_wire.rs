@@ -77,6 +77,12 @@ impl Drop for Pmcd {
 }
 
 pub fn reference_pmcd() -> Option<Pmcd> {
+    pmcd_with(None)
+}
+
+/// pmcd on a free port; `conf`: its pmcd.conf instead of the installed one.
+#[allow(dead_code)] // not every bench that includes this file starts its own pmcd.conf
+pub fn pmcd_with(conf: Option<&str>) -> Option<Pmcd> {
     let bin = std::path::Path::new("/usr/lib/pcp/bin/pmcd");
     if !bin.exists() || !std::path::Path::new("/var/lib/pcp/pmns/root").exists() {
         eprintln!("pcp: no reference pmcd (Debian's pcp is not installed): wasmon only");
@@ -84,10 +90,17 @@ pub fn reference_pmcd() -> Option<Pmcd> {
     }
     let _ = std::fs::create_dir_all("/run/pcp");
     let run = tempfile::tempdir().unwrap();
+    let mut extra: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(text) = conf {
+        let path = run.path().join("pmcd.conf");
+        std::fs::write(&path, text).unwrap();
+        extra = vec!["-c".into(), path];
+    }
     let port = free_port();
     let child = Command::new(bin)
         .args(["-f", "-p", &port.to_string(), "-l"])
         .arg(run.path().join("pmcd.log"))
+        .args(&extra)
         .env("PCP_RUN_DIR", run.path())
         .current_dir(run.path())
         .stdout(Stdio::null())

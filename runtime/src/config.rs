@@ -33,9 +33,9 @@ pub struct Config {
     /// The buffer store (`[store]`); read at start only.
     #[serde(default)]
     pub store: crate::store::config::StoreConfig,
-    /// cc-metric-store's HTTP API: auth and health (`[api]`).
+    /// The HTTP API: auth, TLS, query limits, receivers (`[api]`).
     #[serde(default)]
-    pub api: CcmsConfig,
+    pub api: ApiConfig,
     /// Line protocol from NATS subjects into the store (`[nats]`).
     #[serde(default)]
     pub nats: Option<crate::ingest::NatsConfig>,
@@ -59,10 +59,11 @@ pub struct Config {
     pub fleet: Option<crate::fleet::FleetConfig>,
 }
 
-/// `[api]` settings of the cc-metric-store compatible API.
+/// `[api]`: the HTTP API's authentication and TLS, the query limits of cc-metric-store's
+/// routes, and the pipelines the Prometheus and OTLP receivers feed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct CcmsConfig {
+pub struct ApiConfig {
     /// Base64 Ed25519 public key; when set every request needs a valid `Bearer` JWT.
     pub jwt_public_key: Option<String>,
     /// Roles (JWT `roles` claim) allowed to call `/api/free` and `/api/debug`.
@@ -93,9 +94,9 @@ pub struct CcmsConfig {
     pub max_receive_samples: usize,
 }
 
-impl Default for CcmsConfig {
+impl Default for ApiConfig {
     fn default() -> Self {
-        CcmsConfig {
+        ApiConfig {
             jwt_public_key: None,
             admin_roles: vec!["admin".into()],
             healthcheck_max_age: Duration::from_secs(300),
@@ -146,10 +147,10 @@ pub struct AgentConfig {
     /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
     #[serde(default)]
     pub guest: Option<String>,
-    /// An agent built into the daemon instead of a guest: `linux`.
+    /// An agent built into the daemon instead of a guest: `linux` or `proc`.
     #[serde(default)]
     pub native: Option<String>,
-    /// The PCP domain it serves (defaults for native agents: linux 60).
+    /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
     #[serde(default)]
     pub domain: Option<u32>,
     /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
@@ -208,7 +209,10 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// Agents built into the daemon, with their PCP domains.
-pub const NATIVE_AGENTS: &[(&str, u32)] = &[("linux", crate::linux::LINUX_DOMAIN)];
+pub const NATIVE_AGENTS: &[(&str, u32)] = &[
+    ("linux", crate::linux::LINUX_DOMAIN),
+    ("proc", crate::procfs::agent::PROC_DOMAIN),
+];
 
 impl AgentConfig {
     /// The PCP domain it serves: its own, or its native agent's.
@@ -549,7 +553,7 @@ mod tests {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
-        assert_eq!(c.agents.len(), 3);
+        assert_eq!(c.agents.len(), 4);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 

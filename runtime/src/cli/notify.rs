@@ -41,7 +41,8 @@ pub enum NotifyCmd {
         #[arg(long, default_value_t = 0.0)]
         hysteresis: f64,
     },
-    /// List thresholds on a resource (`--metric`, `--instance`) or a subscriber's.
+    /// List thresholds on a resource (`--metric`, `--instance`), a subscriber's, or (nothing
+    /// named) every threshold.
     Ls {
         /// Thresholds on this metric (everyone's).
         #[arg(long)]
@@ -107,18 +108,55 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
 }
 
 fn print_table(out: &mut impl std::io::Write, ts: &[ThresholdInfo]) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{:>10} {:<16} {:<24} {:<10} {:<8} {:>12} {:>6}",
-        "HANDLE", "OWNER", "METRIC", "INSTANCE", "DIR", "VALUE", "HYST"
-    )?;
-    for t in ts {
-        let inst = t.instance.as_deref().unwrap_or("*");
-        writeln!(
-            out,
-            "{:>10} {:<16} {:<24} {:<10} {:<8} {:>12} {:>6}",
-            t.handle, t.owner, t.metric, inst, t.direction, t.value, t.hysteresis
-        )?;
+    let header = [
+        "HANDLE", "OWNER", "METRIC", "INSTANCE", "DIR", "VALUE", "HYST",
+    ];
+    let rows: Vec<[String; 7]> = ts
+        .iter()
+        .map(|t| {
+            [
+                t.handle.to_string(),
+                t.owner.clone(),
+                t.metric.clone(),
+                t.instance.clone().unwrap_or_else(|| "*".into()),
+                t.direction.to_string(),
+                t.value.to_string(),
+                t.hysteresis.to_string(),
+            ]
+        })
+        .collect();
+    // Each column as wide as its widest cell, so long owners or metrics never shift the rest.
+    let mut width = header.map(str::len);
+    for r in &rows {
+        for (w, cell) in width.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // Numbers right-aligned, text left-aligned, header aligned as its column.
+    let right = [true, false, false, false, false, true, true];
+    let line = |cells: &[&str]| -> String {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            let pad = width[i].saturating_sub(c.chars().count());
+            if right[i] {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                if i + 1 < cells.len() {
+                    l.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        l
+    };
+    writeln!(out, "{}", line(&header))?;
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
     }
     Ok(())
 }
@@ -267,10 +305,12 @@ pub(crate) fn print_event(
     match event {
         "notification" => {
             let n: crate::notify::Notification = serde_json::from_str(data)?;
+            let at = chrono::DateTime::from_timestamp_nanos(n.ts_ns)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             writeln!(
                 out,
-                "{} handle={} {}/{} value={} {} {}",
-                n.ts_ns, n.handle, n.metric, n.instance, n.value, n.direction, n.threshold
+                "{at} handle={} {}/{} value={} {} {}",
+                n.handle, n.metric, n.instance, n.value, n.direction, n.threshold
             )?;
         }
         "dropped" => writeln!(out, "dropped {data}")?,

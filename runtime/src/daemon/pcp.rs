@@ -59,6 +59,9 @@ impl<A: HasAgents> pcp::Source for PcpSource<A> {
     fn instance_id(&self, domain: u32, indom: u32, name: &str) -> Option<u32> {
         self.0.agents().agent(domain)?.instance_id(indom, name)
     }
+    fn instances(&self, domain: u32, indom: u32) -> Option<Vec<String>> {
+        self.0.agents().agent(domain)?.instances(indom)
+    }
     fn fetch(&self, ids: &[Pmid]) -> Vec<Result<Values, NsError>> {
         self.0.agents().fetch_ids(ids)
     }

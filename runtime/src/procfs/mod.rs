@@ -7,6 +7,7 @@
 //! the lead's pipeline takes the triples from `for_each_sample`, alarms go through the notifier
 //! like any other threshold, and `api::notify` streams them.
 
+pub mod agent;
 mod config;
 mod detect;
 mod parse;

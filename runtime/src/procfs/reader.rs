@@ -255,6 +255,63 @@ impl ProcReader {
         }
     }
 
+    /// The pids now in the root (unsorted), into `out`: the listing the agent's pass walks.
+    pub(crate) fn list_pids(&mut self, out: &mut Vec<u32>) -> Result<(), ProcError> {
+        out.clear();
+        self.path.clear();
+        self.path.extend_from_slice(&self.root_bytes);
+        self.path.push(0);
+        list_numeric(&self.path, &mut self.dents, out).map_err(|source| ProcError::List {
+            path: self.root.clone(),
+            source,
+        })
+    }
+
+    /// `root/PID/leaf` into `buf`, at most `cap` bytes (the rest of a longer file is not
+    /// read). Ok(0): the file is empty.
+    pub(crate) fn read_leaf(
+        &mut self,
+        pid: u32,
+        leaf: &[u8],
+        buf: &mut Vec<u8>,
+        cap: usize,
+    ) -> io::Result<usize> {
+        self.set_path(pid, None, leaf);
+        read_capped(&self.path, buf, cap)
+    }
+
+    /// Entries of the directory `root/PID/leaf`, without `.` and `..`.
+    pub(crate) fn count_leaf(&mut self, pid: u32, leaf: &[u8]) -> io::Result<u32> {
+        self.set_path(pid, None, leaf);
+        count_entries(&self.path, &mut self.dents)
+    }
+
+    /// The target of the symlink `root/PID/leaf` into `out` (at most `PATH_MAX` bytes).
+    pub(crate) fn readlink_leaf(
+        &mut self,
+        pid: u32,
+        leaf: &[u8],
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        self.set_path(pid, None, leaf);
+        let c = CStr::from_bytes_with_nul(&self.path)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        out.clear();
+        out.resize(libc::PATH_MAX as usize, 0);
+        // SAFETY: `c` is NUL-terminated and `out` has `out.len()` writable bytes.
+        let n = unsafe { libc::readlink(c.as_ptr(), out.as_mut_ptr().cast(), out.len()) };
+        if n < 0 {
+            out.clear();
+            return Err(io::Error::last_os_error());
+        }
+        out.truncate(n as usize);
+        Ok(())
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
     /// `root/PID[/task/TID]/leaf\0` into the reused path buffer.
     fn set_path(&mut self, pid: u32, tid: Option<u32>, leaf: &[u8]) {
         self.path.clear();
@@ -336,6 +393,32 @@ fn read_file(path: &[u8], buf: &mut Vec<u8>) -> io::Result<usize> {
         }
         len += n as usize;
     }
+}
+
+/// Read at most `cap` bytes of a file into `buf` (grown up to `cap`): a hostile or huge file
+/// (a process's environment, its maps) costs a bounded read.
+fn read_capped(path: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    let fd = open(path, libc::O_RDONLY)?;
+    let mut len = 0;
+    while len < cap {
+        if len == buf.len() {
+            buf.resize((buf.len() * 2).max(4096).min(cap), 0);
+        }
+        // SAFETY: the destination range lies within `buf`.
+        let n = unsafe { libc::read(fd.0, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    Ok(len)
 }
 
 /// Call `f` with the name of every entry of a directory (including `.` and `..`).

@@ -85,6 +85,10 @@ pub struct StoreConfig {
     pub max_body_size: usize,
     /// Freed 4 KiB buffers kept for reuse; beyond this they are returned to the allocator.
     pub buffer_pool_max: usize,
+    /// A query's `resolution` downsamples (LTTB) only series of at least this many values;
+    /// shorter ones come back at their own step. cc-backend's `resampling.minimum-points`
+    /// (cc-lib's default, 1,000; cc-metric-store's own copy of the resampler used 100).
+    pub resampling_minimum_points: usize,
 }
 
 impl Default for StoreConfig {
@@ -99,6 +103,7 @@ impl Default for StoreConfig {
             archive: ArchiveConfig::default(),
             max_body_size: 64 << 20,
             buffer_pool_max: 16_384,
+            resampling_minimum_points: super::LTTB_MIN_POINTS,
         }
     }
 }

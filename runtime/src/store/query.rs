@@ -167,7 +167,12 @@ impl Store {
                 data.iter_mut().for_each(|x| *x *= scale);
             }
         }
-        let (data, resolution) = lttb(data, freq, resolution)?;
+        let (data, resolution) = lttb_with(
+            data,
+            freq,
+            resolution,
+            self.config().resampling_minimum_points,
+        )?;
         Ok(ReadResult {
             data,
             from,
@@ -256,8 +261,8 @@ fn collect(level: &Arc<Level>, selector: &[SelectorElement], id: u32, out: &mut 
 }
 
 /// Series shorter than this are returned at their native step: cc-lib's
-/// `resampler.MinimumRequiredPoints` default, which cc-metric-store uses (cc-backend sets its
-/// own from `enable-resampling.minimum-points` for the plots it resamples itself).
+/// `resampler.MinimumRequiredPoints` default; `[store] resampling-minimum-points` sets it, as
+/// cc-backend's `resampling.minimum-points` does.
 pub const LTTB_MIN_POINTS: usize = 1000;
 
 /// Downsamples `data` (one value per `step` seconds) to one per `resolution` seconds with

@@ -358,6 +358,19 @@ fn resolution_downsamples_with_lttb() {
         e.to_string(),
         "new sampling frequency (25) must be a multiple of old frequency (10)"
     );
+    // `resampling-minimum-points` (cc-backend's `resampling.minimum-points`) moves the bar:
+    // at 100 the same 99 values stay native, 100 are downsampled.
+    let mut c = cfg(&[("a", 10, Aggregation::None)]);
+    c.resampling_minimum_points = 100;
+    let s = Store::new(c);
+    for i in 0..n {
+        s.write(&["h"], "a", i * 10, 1.0).unwrap();
+    }
+    let r = s.read(&sel(&["h"]), "a", 0, 990, 60).unwrap();
+    assert_eq!((r.resolution, r.data.len()), (10, 99));
+    let r = s.read(&sel(&["h"]), "a", 0, 1000, 60).unwrap();
+    assert_eq!(r.resolution, 60);
+    assert!(r.data.len() < 100, "{}", r.data.len());
 }
 
 #[test]

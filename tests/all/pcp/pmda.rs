@@ -5,7 +5,7 @@ use super::*;
 
 /// `wasmon` behind a script that keeps its stderr in `dir/pmda.err` (pmcd gives its pipe
 /// PMDAs no stderr a test can read), for pmcd.conf lines.
-fn pmda_command(dir: &Path) -> String {
+pub(super) fn pmda_command(dir: &Path) -> String {
     let script = dir.join("wasmon-pmda.sh");
     std::fs::write(
         &script,
@@ -23,16 +23,16 @@ fn pmda_command(dir: &Path) -> String {
 
 /// A pmcd of the test's own, with `conf` as its pmcd.conf and `pmns` as its namespace; killed
 /// on drop (its pipe PMDAs see their stdin close and exit).
-struct Pmcd {
+pub(super) struct Pmcd {
     child: std::process::Child,
-    port: u16,
+    pub(super) port: u16,
     run: tempfile::TempDir,
     logs: PathBuf,
 }
 
 impl Pmcd {
     /// `logs`: another directory whose `*.err` files a timeout shows (the PMDAs' stderr).
-    fn start(conf: &str, pmns: &str, logs: &Path) -> Pmcd {
+    pub(super) fn start(conf: &str, pmns: &str, logs: &Path) -> Pmcd {
         ensure_pcp();
         std::fs::create_dir_all("/run/pcp").unwrap();
         let run = tempfile::tempdir().unwrap();
@@ -56,7 +56,7 @@ impl Pmcd {
     }
 
     /// [`wait_until`], showing pmcd's log and its PMDAs' when it times out.
-    fn wait(&self, what: &str, mut check: impl FnMut() -> bool) {
+    pub(super) fn wait(&self, what: &str, mut check: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !check() {
             if Instant::now() > deadline {
@@ -193,18 +193,13 @@ fn a_guest_replaced_under_pmcd_answers_the_next_request() {
     // The replacement compiled once beforehand (the compile cache is shared), so the reload
     // stays well inside pmcd's 5 s per request.
     let testing = crate::common::guest_path("testing_agent");
-    let warm = Command::new(wasmon)
-        .args(["ns", "lookup", "foo.count.good", "--pmns"])
-        .arg(&foo_pmns)
-        .arg("--agent")
-        .arg(format!("44={}", testing.display()))
-        .args(["--params", &params])
-        .output()
-        .unwrap();
-    assert!(
-        warm.status.success(),
-        "{}",
-        String::from_utf8_lossy(&warm.stderr)
+    output_ok(
+        Command::new(wasmon)
+            .args(["ns", "lookup", "foo.count.good", "--pmns"])
+            .arg(&foo_pmns)
+            .arg("--agent")
+            .arg(format!("44={}", testing.display()))
+            .args(["--params", &params]),
     );
     let conf = format!(
         "foo\t44\tpipe\tbinary\t{pmda} pmda --pmns {} --agent 44={} --params {params}\n",

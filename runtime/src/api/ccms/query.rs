@@ -176,6 +176,79 @@ pub enum QueryRefused {
     TooManyValues(usize),
 }
 
+impl ApiMetricData {
+    fn error(e: String) -> ApiMetricData {
+        ApiMetricData {
+            error: Some(e),
+            data: None,
+            from: 0,
+            to: 0,
+            resolution: 0,
+            avg: None,
+            min: None,
+            max: None,
+        }
+    }
+}
+
+/// Why a query builds no selector at all, which cc-metric-store answers with an empty list
+/// (issue 33: `"type": "node1"` looked like a level that had no data).
+fn selects_nothing(q: &ApiQuery) -> Option<String> {
+    let t = q.typ.as_deref().filter(|t| *t != "node")?;
+    if q.type_ids.is_empty() {
+        return Some(format!(
+            "\"type\": {t:?} without \"type-ids\" selects no level: a level below the host is \
+             asked as a type and its ids (level cpu0 is {{\"type\": \"cpu\", \"type-ids\": \
+             [\"0\"]}}); \"type\": \"node\" is the host itself"
+        ));
+    }
+    match &q.subtype {
+        Some(st) if q.subtype_ids.is_empty() => Some(format!(
+            "\"subtype\": {st:?} without \"subtype-ids\" selects no level"
+        )),
+        _ => None,
+    }
+}
+
+/// Levels of a missing child named in an error.
+const MAX_CHILDREN_NAMED: usize = 10;
+
+/// What of `sel` does not exist: the first missing level (and what its parent holds), or the
+/// metric at an existing level.
+fn missing(store: &Store, sel: &[SelectorElement], metric: &str) -> String {
+    let mut path: Vec<&str> = Vec::new();
+    for el in sel {
+        let SelectorElement::Name(name) = el else {
+            break;
+        };
+        let parent = path.clone();
+        path.push(name);
+        if store.latest_timestamp(&path).is_none() {
+            let mut children = store.list_children(&parent);
+            children.sort();
+            let more = children.len().saturating_sub(MAX_CHILDREN_NAMED);
+            children.truncate(MAX_CHILDREN_NAMED);
+            let listed = if children.is_empty() {
+                "none".to_string()
+            } else if more > 0 {
+                format!("{}, and {more} more", children.join(", "))
+            } else {
+                children.join(", ")
+            };
+            return format!(
+                "no level {} (the levels below {}: {listed})",
+                path.join("/"),
+                if parent.is_empty() {
+                    "the root".to_string()
+                } else {
+                    parent.join("/")
+                }
+            );
+        }
+    }
+    format!("no {metric} at {}", path.join("/"))
+}
+
 /// Series a request reads, counted without building their selectors.
 fn series_count(store: &Store, req: &ApiQueryRequest) -> usize {
     let per_query = |q: &ApiQuery| -> usize {
@@ -235,9 +308,15 @@ pub fn run(
     let mut results = Vec::with_capacity(req.queries.len());
     for q in &req.queries {
         let mut row = Vec::new();
+        if let Some(e) = selects_nothing(q) {
+            row.push(ApiMetricData::error(e));
+        }
         for sel in selectors(&req.cluster, q) {
             row.push(
                 match store.read(&sel, &q.metric, req.from, req.to, q.resolution) {
+                    Err(e @ crate::store::StoreError::NotFound) => {
+                        ApiMetricData::error(format!("{e}: {}", missing(store, &sel, &q.metric)))
+                    }
                     Err(e) => ApiMetricData {
                         error: Some(e.to_string()),
                         data: None,

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
+use crate::api::auth;
+use crate::api::error::ErrorBody;
+use crate::ingest::NatsConfig;
 use crate::store::{Aggregation, MetricConfig, StoreConfig};
 
 fn store_cfg() -> StoreConfig {
@@ -41,11 +44,11 @@ fn store_cfg() -> StoreConfig {
 
 fn app(key: Option<&ed25519_dalek::SigningKey>) -> (Router, Arc<Store>) {
     let store = Arc::new(Store::new(store_cfg()));
-    let cfg = CcmsConfig {
+    let cfg = ApiConfig {
         jwt_public_key: key.map(|k| {
             base64::engine::general_purpose::STANDARD.encode(k.verifying_key().to_bytes())
         }),
-        ..CcmsConfig::default()
+        ..ApiConfig::default()
     };
     (
         router(Arc::new(CcmsState::new(store.clone(), cfg).unwrap())),
@@ -94,6 +97,9 @@ async fn write_then_query() {
             {"metric": "flops", "host": "a1"},
             {"metric": "mem", "host": "a2", "scale-by": 2.0},
             {"metric": "mem", "host": "nope"},
+            {"metric": "nope", "host": "a2"},
+            {"metric": "mem", "host": "a2", "type": "node1"},
+            {"metric": "mem", "host": "a1", "type": "hwthread", "type-ids": [7]},
         ]
     });
     let (s, b) = call(&app, "POST", "/api/query", None, q.to_string()).await;
@@ -115,8 +121,22 @@ async fn write_then_query() {
     // No type: the host has no flops of its own, so its hwthreads are summed.
     assert_eq!(r[2][0]["data"], json!([3.0, 7.0]));
     assert_eq!(r[3][0]["data"], json!([40.0]));
-    assert_eq!(r[4][0]["error"], "metric or host not found");
+    // What does not exist is named (cc-metric-store says the first words only, or, for a
+    // type without ids, answers an empty list).
+    assert_eq!(
+        r[4][0]["error"],
+        "metric or host not found: no level alex/nope (the levels below alex: a1, a2)"
+    );
     assert!(r[4][0].get("data").is_none());
+    assert_eq!(r[5][0]["error"], "unknown metric: nope");
+    assert_eq!(r[6].as_array().unwrap().len(), 1, "{}", r[6]);
+    let e = r[6][0]["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("\"type\": \"node1\" without \"type-ids\" selects no level"),
+        "{e}"
+    );
+    let e = r[7][0]["error"].as_str().unwrap();
+    assert!(e.starts_with("metric or host not found: no level alex/a1/hwthread7 (the levels below alex/a1: hwthread0, hwthread1"), "{e}");
 }
 
 #[tokio::test]
@@ -166,7 +186,7 @@ mem,cluster=c,host=../etc value=1 600\n\
 mem,cluster=c,host=h value=3 720\n";
     let (s, b) = call(&app, "POST", "/api/write", None, body).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let e: ErrorResponse = serde_json::from_str(&b).unwrap();
+    let e: ErrorBody = serde_json::from_str(&b).unwrap();
     assert!(
         e.error.contains("line 2: column 28: invalid field value"),
         "{}",
@@ -330,7 +350,7 @@ async fn write_is_durable_when_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(store_cfg(), dir.path()).unwrap());
     let app = router(Arc::new(
-        CcmsState::new(store.clone(), CcmsConfig::default()).unwrap(),
+        CcmsState::new(store.clone(), ApiConfig::default()).unwrap(),
     ));
     assert_eq!(
         call(&app, "POST", "/api/write?cluster=alex", None, BODY)
@@ -349,10 +369,10 @@ async fn write_is_durable_when_acknowledged() {
 
 #[test]
 fn config_section_parses() {
-    let c: CcmsConfig = toml::from_str("jwt-public-key = \"abc\"\nadmin-roles = [\"admin\", \"support\"]\nhealthcheck-max-age = \"10m\"").unwrap();
+    let c: ApiConfig = toml::from_str("jwt-public-key = \"abc\"\nadmin-roles = [\"admin\", \"support\"]\nhealthcheck-max-age = \"10m\"").unwrap();
     assert_eq!(c.admin_roles.len(), 2);
     assert_eq!(c.healthcheck_max_age.as_secs(), 600);
-    assert!(toml::from_str::<CcmsConfig>("typo = 1").is_err());
+    assert!(toml::from_str::<ApiConfig>("typo = 1").is_err());
     let n: NatsConfig = toml::from_str("address = \"nats://x:4222\"\n[[subscriptions]]\nsubscribe-to = \"updates\"\ncluster-tag = \"alex\"").unwrap();
     assert_eq!(n.subscriptions[0].cluster_tag.as_deref(), Some("alex"));
 }

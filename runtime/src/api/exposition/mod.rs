@@ -104,7 +104,7 @@ impl Exposition {
         let host = crate::util::hostname();
         let cluster = d.config().daemon.cluster;
         let mut describer = AgentDescriber { daemon: d };
-        let mut commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        let mut commands = crate::util::lock(&self.commands);
         let mut seen_pids = BTreeSet::new();
         let mut lookup = Lookup {
             describer: &mut describer,
@@ -243,7 +243,9 @@ fn snake_case(name: &str) -> String {
             prev_lower = false;
         } else {
             out.push(c);
-            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+            // `directMap2M` is `direct_map2m`: a capital after a digit is part of a number's
+            // unit, not a new word (`_2_m` reads as an abbreviated unit).
+            prev_lower = c.is_ascii_lowercase();
         }
     }
     out

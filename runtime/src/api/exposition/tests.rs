@@ -242,6 +242,10 @@ fn names_are_sanitised() {
     );
     assert_eq!(snake_case("wasmon_hinv_NUMA"), "wasmon_hinv_numa");
     assert_eq!(snake_case("wasmon_a_IOps"), "wasmon_a_iops");
+    assert_eq!(
+        snake_case("wasmon_mem_util_directMap2M"),
+        "wasmon_mem_util_direct_map2m"
+    );
     assert_eq!(sanitize_metric_name("", "mem-used.total"), "mem_used_total");
     assert_eq!(sanitize_metric_name("", "1x"), "_1x");
     assert_eq!(sanitize_metric_name("ccms_", "flops any"), "ccms_flops_any");

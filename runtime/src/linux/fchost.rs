@@ -1,0 +1,136 @@
+//! Fibre Channel hosts, `/sys/class/fc_host/HOST/statistics/` (cluster 91, indom 39,
+//! `fchost.*`, and `hinv.nfchost`): frame and word counters (words are 4 bytes), LIP and
+//! NOS counts, error and dumped frames. Counters are hex (`0x1a2b`); all-ones means the
+//! driver does not keep it and counts as 0, as pmdalinux reads it.
+//!
+//! Unlike pmdalinux 6.0.3, which stores the counters by its table's order and so answers
+//! `out.frames` with the received bytes, each metric here is its named counter.
+//!
+//! Owns this directory only.
+
+use super::{Ctx, Group, Metric};
+use crate::namespace::{Value, Values};
+
+/// (item, statistics file, left shift): words are 4 bytes.
+const FIELDS: [(u32, &str, u32); 8] = [
+    (0, "rx_frames", 0),
+    (1, "tx_frames", 0),
+    (2, "rx_words", 2),
+    (3, "tx_words", 2),
+    (4, "lip_count", 0),
+    (5, "nos_count", 0),
+    (6, "error_frames", 0),
+    (7, "dumped_frames", 0),
+];
+
+const NFCHOST: u32 = 16;
+
+#[derive(Default)]
+pub struct FcHost {
+    hosts: Vec<(String, [u64; 8])>,
+    /// The root has `/sys`: `hinv.nfchost` is 0 without Fibre Channel, nothing without sysfs.
+    sys: bool,
+}
+
+/// C's `strtoull(s, NULL, 0)`: `0x` hex, leading `0` octal, else decimal; junk is 0.
+fn strtoull0(s: &str) -> u64 {
+    let s = s.trim();
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (&s[1..], 8)
+    } else {
+        (s, 10)
+    };
+    let end = digits
+        .bytes()
+        .take_while(|b| (*b as char).is_digit(radix))
+        .count();
+    u64::from_str_radix(&digits[..end], radix).unwrap_or(0)
+}
+
+impl Group for FcHost {
+    fn answers(&self, m: &Metric) -> bool {
+        m.cluster == 91 && (m.item < 8 || m.item == NFCHOST)
+    }
+
+    fn refresh(&mut self, ctx: &Ctx) {
+        self.hosts.clear();
+        self.sys = ctx.root.exists("sys");
+        for host in ctx.root.list("sys/class/fc_host") {
+            let stats = format!("sys/class/fc_host/{host}/statistics");
+            if host.starts_with('.') || !ctx.root.exists(&stats) {
+                continue;
+            }
+            let mut c = [0u64; 8];
+            for (item, file, shift) in FIELDS {
+                if let Ok(v) = ctx.root.attr(&format!("{stats}/{file}")) {
+                    let v = strtoull0(&v);
+                    c[item as usize] = if v == u64::MAX { 0 } else { v << shift };
+                }
+            }
+            self.hosts.push((host, c));
+        }
+    }
+
+    fn values(&self, m: &Metric, out: &mut Values) {
+        if m.item == NFCHOST {
+            if !self.sys {
+                return;
+            }
+            out.push((String::new(), Value::Uint(self.hosts.len() as u64)));
+            return;
+        }
+        out.extend(
+            self.hosts
+                .iter()
+                .map(|(n, c)| (n.clone(), Value::Uint(c[m.item as usize]))),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::LinuxAgent;
+    use super::super::testing::{fetch_f64, one, tree};
+
+    #[test]
+    fn hosts_with_statistics_and_their_counters() {
+        let s = "sys/class/fc_host/host1/statistics";
+        let dir = tree(&[
+            (&format!("{s}/rx_frames"), "0x10\n"),
+            (&format!("{s}/tx_frames"), "0x20\n"),
+            (&format!("{s}/rx_words"), "0x100\n"),
+            (&format!("{s}/tx_words"), "0xffffffffffffffff\n"),
+            (&format!("{s}/lip_count"), "0x2\n"),
+            (&format!("{s}/fcp_input_requests"), "0x9\n"),
+            ("sys/class/fc_host/host2/port_name", "0x5001\n"),
+        ]);
+        let mut a = LinuxAgent::with_root(dir.path());
+        assert_eq!(one(&mut a, "hinv.nfchost"), Some(1.0));
+        assert_eq!(
+            fetch_f64(&mut a, "fchost.in.frames"),
+            vec![("host1".into(), 16.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "fchost.out.frames"),
+            vec![("host1".into(), 32.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "fchost.in.bytes"),
+            vec![("host1".into(), 1024.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "fchost.out.bytes"),
+            vec![("host1".into(), 0.0)]
+        );
+        assert_eq!(
+            fetch_f64(&mut a, "fchost.nos_count"),
+            vec![("host1".into(), 0.0)]
+        );
+        let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);
+        let mut a = LinuxAgent::with_root(dir.path());
+        assert_eq!(one(&mut a, "hinv.nfchost"), Some(0.0));
+        assert!(fetch_f64(&mut a, "fchost.in.frames").is_empty());
+    }
+}
