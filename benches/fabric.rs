@@ -293,6 +293,7 @@ fn takeover(_: &mut Criterion) {
                 n,
                 Box::new(|_| {}),
                 token.clone(),
+                wasmon::supervise::Health::new(id),
             ));
             token
         };

@@ -96,7 +96,7 @@ trusted-keys = ["{key}"]
         let (err, sink) = (child.stderr.take().unwrap(), log.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
+                let mut l = wasmon::util::lock(&sink);
                 l.push_str(&line);
                 l.push('\n');
             }
@@ -124,7 +124,7 @@ trusted-keys = ["{key}"]
 
     /// Fetch and compile milliseconds of the last "version running" log line.
     fn last_swap(&self) -> (f64, f64) {
-        let log = self.log.lock().unwrap();
+        let log = wasmon::util::lock(&self.log);
         let line = log
             .lines()
             .rev()
@@ -221,7 +221,7 @@ fn main() {
             .connect(&url)
             .await
             .unwrap();
-        buckets::open(&async_nats::jetstream::new(client), FLEET, 1)
+        buckets::open(&async_nats::jetstream::new(client), FLEET, Some(1))
             .await
             .unwrap()
     });

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group};
-use wasmon::api::ccms::ingest;
+use wasmon::ingest::ingest;
 use wasmon::lineproto::{for_each_line, parse_lines};
 use wasmon::store::{
     Aggregation, BUFFER_CAP, Level, MetricConfig, MetricInfo, SelectorElement, Store, StoreConfig,

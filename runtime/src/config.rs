@@ -33,9 +33,9 @@ pub struct Config {
     /// The buffer store (`[store]`); read at start only.
     #[serde(default)]
     pub store: crate::store::config::StoreConfig,
-    /// cc-metric-store's HTTP API: auth and health (`[api]`).
+    /// The HTTP API: auth, TLS, query limits, receivers (`[api]`).
     #[serde(default)]
-    pub api: CcmsConfig,
+    pub api: ApiConfig,
     /// Line protocol from NATS subjects into the store (`[nats]`).
     #[serde(default)]
     pub nats: Option<crate::ingest::NatsConfig>,
@@ -59,10 +59,11 @@ pub struct Config {
     pub fleet: Option<crate::fleet::FleetConfig>,
 }
 
-/// `[api]` settings of the cc-metric-store compatible API.
+/// `[api]`: the HTTP API's authentication and TLS, the query limits of cc-metric-store's
+/// routes, and the pipelines the Prometheus and OTLP receivers feed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct CcmsConfig {
+pub struct ApiConfig {
     /// Base64 Ed25519 public key; when set every request needs a valid `Bearer` JWT.
     pub jwt_public_key: Option<String>,
     /// Roles (JWT `roles` claim) allowed to call `/api/free` and `/api/debug`.
@@ -93,9 +94,9 @@ pub struct CcmsConfig {
     pub max_receive_samples: usize,
 }
 
-impl Default for CcmsConfig {
+impl Default for ApiConfig {
     fn default() -> Self {
-        CcmsConfig {
+        ApiConfig {
             jwt_public_key: None,
             admin_roles: vec!["admin".into()],
             healthcheck_max_age: Duration::from_secs(300),

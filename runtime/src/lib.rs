@@ -1,28 +1,35 @@
 //! wasmon: a metrics collector whose plug-ins run as WebAssembly components.
 //!
-//! Parts (each module's `//!` says what it owns and what it may not touch):
-//! - [`host`]: the wasmtime sandbox guests run in;
-//! - [`namespace`]: the PMNS and the agents behind its dynamic subtrees;
-//! - [`linux`]: the native linux agent, PCP's linux PMDA (domain 60) from /proc and /sys;
-//! - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
-//! - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
-//! - [`pcp`]: PCP's binary protocol: a pmcd-compatible port for PCP's own tools;
-//! - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
-//! - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
-//! - [`lineproto`]: the InfluxDB line-protocol parser the HTTP and NATS ingests share;
-//! - [`ingest`]: line protocol into the store, from HTTP bodies, NATS and JetStream;
-//! - [`fabric`]: fabric port counters, and the hierarchy of agents that share a fabric over NATS;
-//! - [`fleet`]: guests published once to a fleet over JetStream, signed, rolled out by group;
-//! - [`pipeline`]: samples from sources through transformer chains to sinks;
-//! - [`nats`]: the one NATS connection config (servers, credentials, TLS) and wasmon's streams;
-//! - [`supervise`]: long-lived tasks restarted (and counted) when they fail or panic;
-//! - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
-//! - [`config`]: the daemon's configuration, embedded default included;
+//! Parts (each module's `//!` says what it owns and what it may not touch), from the top
+//! down; imports run one way, from a line to the lines below it (`.ci/imports.py` checks):
+//!
+//! - the edges: [`cli`], the command line (`wasmon run|transform|config|guest|...`); [`api`],
+//!   the HTTP API, its authentication and its one error reply;
 //! - [`daemon`]: `wasmon run`: wiring, hot reload, shutdown;
-//! - [`api`]: the HTTP API;
-//! - [`guests`]: the guests bundled in the binary and how names resolve to components;
-//! - [`kit`]: the guest author's kit (`wasmon guest new|build|check`).
-//! - [`logging`]: the log's format, colours and level.
+//! - [`config`]: the daemon's configuration, embedded default included;
+//! - the parts:
+//!   - [`pipeline`]: samples from sources through transformer chains to sinks;
+//!   - [`sink`]: forwarding sinks: durable queues, retries, acknowledgements, TLS clients;
+//!   - [`ingest`]: samples coming in over the network: line protocol into the store (HTTP
+//!     bodies, NATS, JetStream) and the Prometheus remote-write and OTLP receivers' decoders;
+//!   - [`store`]: the in-memory hierarchical time-series store (cc-metric-store's model);
+//!   - [`notify`]: thresholds with direction and edge-triggering, and their subscribers;
+//!   - [`namespace`]: the PMNS and the agents behind its dynamic subtrees;
+//!   - [`linux`]: the native linux agent, PCP's linux PMDA (domain 60) from /proc and /sys;
+//!   - [`procfs`]: all processes and threads in one pass, and the detectors built on it;
+//!   - [`pcp`]: PCP's binary protocol: a pmcd-compatible port for PCP's own tools;
+//!   - [`fabric`]: fabric port counters, and the hierarchy of agents sharing a fabric over NATS;
+//!   - [`fleet`]: guests published once to a fleet over JetStream, signed, rolled out by group;
+//!   - [`guests`]: the guests bundled in the binary and how names resolve to components;
+//!   - [`kit`]: the guest author's kit (`wasmon guest new|build|check`);
+//!   - [`host`]: the wasmtime sandbox guests run in;
+//!   - [`sample`]: the sample types and their JSON-lines form, below `host` and `pipeline`;
+//! - the shared leaves, which know no part: [`lineproto`], the InfluxDB line-protocol parser;
+//!   [`nats`], the one NATS connection config (servers, credentials, TLS) and wasmon's streams;
+//!   [`supervise`], long-lived tasks restarted (and counted) when they fail or panic;
+//!   [`telemetry`], wasmon's own
+//!   counters; [`logging`], the log's format, colours and level; [`duration`], durations in
+//!   configs; [`util`], sizes, the host name, NATS-safe keys, byte compares and the lock policy.
 
 pub mod api;
 pub mod cli;

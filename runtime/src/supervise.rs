@@ -47,12 +47,12 @@ fn table() -> &'static Table {
 
 /// Every supervised task's state, by name.
 pub fn states() -> BTreeMap<String, TaskState> {
-    table().lock().unwrap().clone()
+    crate::util::lock(table()).clone()
 }
 
 /// One task's state.
 pub fn state(name: &str) -> Option<TaskState> {
-    table().lock().unwrap().get(name).cloned()
+    crate::util::lock(table()).get(name).cloned()
 }
 
 /// The tasks failing now, by name (what the healthcheck reports).
@@ -73,7 +73,9 @@ pub struct Health {
 impl Health {
     /// A handle for `name` (its row is made on first report).
     pub fn new(name: &str) -> Health {
-        table().lock().unwrap().entry(name.to_string()).or_default();
+        crate::util::lock(table())
+            .entry(name.to_string())
+            .or_default();
         Health { name: name.into() }
     }
 
@@ -83,7 +85,7 @@ impl Health {
 
     /// It works (again): logged once when it was failing.
     pub fn working(&self) {
-        let mut t = table().lock().unwrap();
+        let mut t = crate::util::lock(table());
         let s = t.entry(self.name.to_string()).or_default();
         if s.failing.take().is_some() {
             s.failing_since = None;
@@ -93,7 +95,7 @@ impl Health {
 
     /// It cannot work now: logged once per streak (at WARN; the supervisor logs restarts).
     pub fn failing(&self, why: &str) {
-        let mut t = table().lock().unwrap();
+        let mut t = crate::util::lock(table());
         let s = t.entry(self.name.to_string()).or_default();
         if s.failing.is_none() {
             tracing::warn!(task = %self.name, error = %why, "failing; retrying (logged again when it works)");
@@ -104,7 +106,7 @@ impl Health {
     }
 
     fn restarted(&self, why: &str, panicked: bool, pause: Duration) {
-        let mut t = table().lock().unwrap();
+        let mut t = crate::util::lock(table());
         let s = t.entry(self.name.to_string()).or_default();
         s.restarts += 1;
         if panicked {

@@ -56,10 +56,10 @@ impl Registry {
                     .zip(labels)
                     .all(|(a, b)| a.0 == b.0 && a.1 == b.1)
         };
-        if let Some(e) = self.entries.read().unwrap().iter().find(|e| same(e)) {
+        if let Some(e) = crate::util::read(&self.entries).iter().find(|e| same(e)) {
             return e.counter.clone();
         }
-        let mut entries = self.entries.write().unwrap();
+        let mut entries = crate::util::write(&self.entries);
         if let Some(e) = entries.iter().find(|e| same(e)) {
             return e.counter.clone();
         }
@@ -75,7 +75,7 @@ impl Registry {
 
     /// Every counter carrying the label `key="value"`, by name (e.g. one guest's counters).
     pub fn labelled(&self, key: &str, value: &str) -> Vec<(&'static str, u64)> {
-        let entries = self.entries.read().unwrap();
+        let entries = crate::util::read(&self.entries);
         entries
             .iter()
             .filter(|e| e.labels.iter().any(|(k, v)| *k == key && v == value))
@@ -85,7 +85,7 @@ impl Registry {
 
     /// Prometheus text exposition (version 0.0.4) of every counter.
     pub fn render(&self, out: &mut String) {
-        let entries = self.entries.read().unwrap();
+        let entries = crate::util::read(&self.entries);
         let mut names: Vec<&'static str> = entries.iter().map(|e| e.name).collect();
         names.sort_unstable();
         names.dedup();

@@ -125,16 +125,19 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
 // `lock`, `read` and `write` below, never a bare `.lock().unwrap()`.
 
 /// Locks `m`, taking it over if a panicking holder poisoned it (the policy above).
+#[allow(clippy::disallowed_methods)] // The one place the policy is applied.
 pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Read-locks `l`, taking it over if a panicking holder poisoned it (the policy above).
+#[allow(clippy::disallowed_methods)] // The one place the policy is applied.
 pub fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Write-locks `l`, taking it over if a panicking holder poisoned it (the policy above).
+#[allow(clippy::disallowed_methods)] // The one place the policy is applied.
 pub fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
@@ -168,7 +171,7 @@ mod tests {
         let m = std::sync::Arc::new(Mutex::new(1));
         let m2 = m.clone();
         let _ = std::thread::spawn(move || {
-            let _g = m2.lock().unwrap();
+            let _g = lock(&m2);
             panic!("poison it");
         })
         .join();

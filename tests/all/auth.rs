@@ -8,7 +8,7 @@ use ed25519_dalek::SigningKey;
 use reqwest::blocking::Client;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use wasmon::api::ccms::auth::sign;
+use wasmon::api::auth::sign;
 
 use crate::common::*;
 
@@ -92,14 +92,10 @@ fn call(
 fn every_route_needs_a_valid_token_and_admin_routes_an_admin_role() {
     let key = SigningKey::from_bytes(&[7; 32]);
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = config_file(
+        dir.path(),
+        &format!(
             r#"
-[daemon]
-data-dir = "data"
-
 [api]
 jwt-public-key = "{}"
 admin-roles = ["admin"]
@@ -116,8 +112,7 @@ sinks = []
 "#,
             STANDARD.encode(key.verifying_key().to_bytes())
         ),
-    )
-    .unwrap();
+    );
     let d = DaemonProcess::start(&config);
     let c = Client::new();
     let now = chrono::Utc::now().timestamp();

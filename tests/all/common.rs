@@ -65,6 +65,78 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The `[daemon]` table most tests' configs open with: state under the config's `data`.
+/// What follows it may add to the table (`guests-dir = ...`) or open others.
+pub const DAEMON: &str = "[daemon]\ndata-dir = \"data\"\n";
+
+/// `[procfs] enabled = false`: a daemon that reads no processes (tests of other parts).
+pub const NO_PROCFS: &str = "[procfs]\nenabled = false\n";
+
+/// Writes `DIR/wasmon.toml`: [`DAEMON`], then `toml` (what the test is about).
+pub fn config_file(dir: &Path, toml: &str) -> PathBuf {
+    let path = dir.join("wasmon.toml");
+    std::fs::write(&path, format!("{DAEMON}{toml}")).unwrap();
+    path
+}
+
+/// `wasmon run --config CONFIG`, which must fail: its stderr (the reason, for the test to
+/// check).
+pub fn refused_start(config: &Path) -> String {
+    output_err(
+        Command::new(crate::common::wasmon_bin())
+            .args(["run", "--config"])
+            .arg(config),
+    )
+}
+
+/// Runs `cmd`, which must succeed: its output.
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `cmd`, which must fail: its stderr (the reason, for the test to check).
+pub fn output_err(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(!out.status.success(), "{cmd:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Makes `cmd`'s process die with the thread that spawns it (the test's, or the test
+/// binary's), even when a failed test never stops it: a server left running would load the
+/// machine for the rest of the suite.
+pub fn dies_with_test(cmd: &mut Command) -> &mut Command {
+    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Debian's Prometheus on `CONFIG`, its TSDB in `data`, serving on `port`; stdout discarded,
+/// dying with the test ([`dies_with_test`]).
+pub fn prometheus_command(config: &Path, data: &Path, port: u16) -> Command {
+    let mut cmd = Command::new("/usr/bin/prometheus");
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null());
+    dies_with_test(&mut cmd);
+    cmd
+}
+
 /// A `wasmon run` child process with its stdout lines collected.
 pub struct DaemonProcess {
     pub child: std::process::Child,
@@ -77,6 +149,11 @@ impl DaemonProcess {
     /// Starts `wasmon run --config CONFIG --listen 127.0.0.1:PORT` and waits until it serves.
     pub fn start(config: &std::path::Path) -> DaemonProcess {
         Self::start_with(config, |_| {})
+    }
+
+    /// Writes `DIR/wasmon.toml` ([`config_file`]: [`DAEMON`] and `toml`) and starts on it.
+    pub fn with_config(dir: &Path, toml: &str) -> DaemonProcess {
+        Self::start(&config_file(dir, toml))
     }
 
     /// [`DaemonProcess::start`] with more arguments or environment set by `adjust`.
@@ -113,15 +190,7 @@ impl DaemonProcess {
         adjust(&mut cmd);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        // The daemon dies with the test binary, even when a failed test never drops it (a
-        // daemon left running would load the machine for the rest of the suite).
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        dies_with_test(&mut cmd);
         let mut child = cmd.spawn().unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let out = child.stdout.take().unwrap();
@@ -242,23 +311,28 @@ pub fn ensure_debian_package(package: &str, present: impl Fn() -> bool) {
     if present() {
         return;
     }
-    // Tests run in parallel and several install packages: wait for apt's lock, not fail on it.
-    let ok = std::process::Command::new("apt-get")
-        .args([
-            "-o",
-            "DPkg::Lock::Timeout=600",
-            "install",
-            "-y",
-            "-q",
-            package,
-        ])
-        .stdout(std::process::Stdio::null())
+    let ok = Command::new("apt-get")
+        .args(apt_install(package))
+        .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         ok && present(),
         "this test needs the Debian package {package} (`apt-get install -y {package}` failed)"
     );
+}
+
+/// `apt-get`'s arguments to install `package`. Tests run in parallel and several install
+/// packages: they wait for apt's lock rather than fail on it.
+fn apt_install(package: &str) -> [&str; 6] {
+    [
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        "install",
+        "-y",
+        "-q",
+        package,
+    ]
 }
 
 /// [`ensure_debian_package`] for a package whose maintainer scripts call `systemctl` (to
@@ -289,15 +363,9 @@ pub fn ensure_debian_package_without_systemd(package: &str, present: impl Fn() -
             .status()
             .is_ok_and(|s| s.success())
     };
-    let install = [
-        "apt-get",
-        "-o",
-        "DPkg::Lock::Timeout=600",
-        "install",
-        "-y",
-        "-q",
-        package,
-    ];
+    let install: Vec<&str> = std::iter::once("apt-get")
+        .chain(apt_install(package))
+        .collect();
     // A dpkg left half-configured by an earlier install without the shim refuses every
     // install until it is configured: finish that first, then try again.
     let ok = run(&install) || (run(&["dpkg", "--configure", "-a"]) && run(&install));

@@ -7,14 +7,10 @@ use serde_json::Value;
 use crate::common::*;
 
 fn write_config(dir: &Path, watch: &str, tag: &str, mode: &str) -> std::path::PathBuf {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-guests-dir = "guests"
+    config_file(
+        dir,
+        &format!(
+            r#"guests-dir = "guests"
 watch-interval = "{watch}"
 
 [[pipeline]]
@@ -27,8 +23,6 @@ params = {{ tag = "{tag}", mode = "{mode}" }}
 "#
         ),
     )
-    .unwrap();
-    config
 }
 
 fn stage_hash(d: &DaemonProcess) -> String {
@@ -157,13 +151,7 @@ fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
         "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(crate::common::wasmon_bin())
-        .args(["run", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start(&config);
     assert!(
         err.contains("watch-intervall") && err.contains("bad.toml"),
         "{err}"
@@ -174,13 +162,7 @@ fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
         "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(crate::common::wasmon_bin())
-        .args(["run", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start(&config);
     assert!(
         err.contains("no guest named \\\"no-such-guest\\\"")
             || err.contains("no guest named \"no-such-guest\""),

@@ -17,16 +17,10 @@ use crate::common::*;
 /// A daemon config: pipeline `p` into `sinks`, procfs off, and `extra` appended.
 pub(crate) fn config(dir: &Path, sinks: &str, extra: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("wasmon.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[daemon]\ndata-dir = \"data\"\n[procfs]\nenabled = false\n\
-             [[pipeline]]\nname = \"p\"\nsinks = [{sinks}]\n{extra}"
-        ),
+    config_file(
+        dir,
+        &format!("{NO_PROCFS}[[pipeline]]\nname = \"p\"\nsinks = [{sinks}]\n{extra}"),
     )
-    .unwrap();
-    path
 }
 
 /// A sending daemon whose pipeline `p` goes through the guest sink `x` to `url`.
@@ -264,27 +258,23 @@ fn a_batch_the_exporter_keeps_failing_on_is_dead_lettered_whole_and_the_rest_flo
 fn a_guest_sink_whose_guest_is_not_an_exporter_is_refused_naming_the_sink_and_world() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = sender(tmp.path(), "arithmetic", "http://127.0.0.1:1/x", "");
-    let out = std::process::Command::new(crate::common::wasmon_bin())
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = output_err(
+        std::process::Command::new(crate::common::wasmon_bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())]),
+    );
     // The daemon prints its outcome as JSON: the sink's name is in escaped quotes.
     assert!(
         err.contains(r#"sink \"x\": guest"#) && err.contains("does not fit the `exporter` world"),
         "{err}"
     );
     // `wasmon config check` says so too, from the component's WIT.
-    let out = std::process::Command::new(crate::common::wasmon_bin())
-        .args(["config", "check"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = output_err(
+        std::process::Command::new(crate::common::wasmon_bin())
+            .args(["config", "check"])
+            .arg(&cfg),
+    );
     assert!(
         err.contains(r#"sink "x": guest "arithmetic": bundled guest `arithmetic` is not an exporter: transformer"#),
         "{err}"

@@ -146,15 +146,10 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
         404
     );
     let cli = |args: &[&str]| {
-        let out = Command::new(crate::common::wasmon_bin())
-            .arg("fabric")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = output_ok(
+            Command::new(crate::common::wasmon_bin())
+                .arg("fabric")
+                .args(args),
         );
         String::from_utf8(out.stdout).unwrap()
     };

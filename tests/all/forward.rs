@@ -49,6 +49,13 @@ fn node_config(dir: &std::path::Path, sinks: &str, defs: &str) -> String {
     )
 }
 
+/// Writes `DIR/node.toml`: [`node_config`] with its state in `DIR/node`.
+fn write_node(dir: &std::path::Path, sinks: &str, defs: &str) -> std::path::PathBuf {
+    let path = dir.join("node.toml");
+    std::fs::write(&path, node_config(&dir.join("node"), sinks, defs)).unwrap();
+    path
+}
+
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -172,19 +179,14 @@ fn acknowledged_samples_survive_crashes_of_every_party() {
 fn over_budget_the_oldest_is_dropped_and_counted_exactly() {
     let tmp = tempfile::tempdir().unwrap();
     let central_port = free_port();
-    let node = tmp.path().join("node.toml");
-    std::fs::write(
-        &node,
-        node_config(
-            &tmp.path().join("node"),
-            "\"up\"",
-            &format!(
-                "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
-                 gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 1000\nqueue-max-size = \"4MiB\"\n"
-            ),
+    let node = write_node(
+        tmp.path(),
+        "\"up\"",
+        &format!(
+            "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
+             gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 1000\nqueue-max-size = \"4MiB\"\n"
         ),
-    )
-    .unwrap();
+    );
     let n = DaemonProcess::start(&node);
     let base = now() - 3600;
     // ~80 B of line protocol a sample: 200,000 samples are ~16 MB, four times the budget.
@@ -205,9 +207,7 @@ fn over_budget_the_oldest_is_dropped_and_counted_exactly() {
         total,
         "queued + dropped = accepted: {s}"
     );
-    let c = tmp.path().join("central.toml");
-    std::fs::write(&c, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start_at(&c, central_port, |_| {});
+    let central = start_central(tmp.path(), Some(central_port));
     wait_until("the node drained", Duration::from_secs(60), || {
         sink(&n, "up")["queued-records"].as_u64() == Some(0)
     });

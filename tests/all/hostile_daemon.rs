@@ -3,18 +3,11 @@
 //! guests; each misbehaviour costs the daemon that call or that request and nothing else.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common::*;
-
-fn write(dir: &Path, text: &str) -> std::path::PathBuf {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(&config, text).unwrap();
-    config
-}
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();
@@ -25,13 +18,10 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 #[test]
 fn a_guest_asleep_in_wasi_holds_up_nothing_but_its_own_call() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write(
+    let config = config_file(
         dir.path(),
         &format!(
             r#"
-[daemon]
-data-dir = "data"
-
 [[pipeline]]
 name = "slow"
 sinks = ["stdout"]
@@ -105,13 +95,10 @@ params = {{ factor = 2.0 }}
 fn an_agent_stuck_in_a_call_does_not_hold_up_other_domains() {
     let dir = tempfile::tempdir().unwrap();
     let agent = guest_path("testing_agent");
-    let config = write(
+    let config = config_file(
         dir.path(),
         &format!(
             r#"
-[daemon]
-data-dir = "data"
-
 [[agent]]
 name = "sleepy"
 guest = "{agent}"
@@ -180,18 +167,7 @@ const RSS_GROWTH_BOUND: u64 = 200 << 20;
 #[test]
 fn hostile_requests_are_refused_naming_the_limit_and_the_daemon_stays_small() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write(
-        dir.path(),
-        r#"
-[daemon]
-data-dir = "data"
-
-[[pipeline]]
-name = "p"
-sinks = []
-"#,
-    );
-    let d = DaemonProcess::start(&config);
+    let d = DaemonProcess::with_config(dir.path(), "[[pipeline]]\nname = \"p\"\nsinks = []\n");
     let client = reqwest::blocking::Client::new();
     assert_eq!(
         d.post("/api/write?cluster=c", "mem,hostname=h value=1 1700000000")

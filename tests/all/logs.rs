@@ -8,13 +8,10 @@ use serde_json::Value;
 use crate::common::*;
 
 fn config(dir: &Path, log: &str) -> std::path::PathBuf {
-    let path = dir.join("wasmon.toml");
-    std::fs::write(
-        &path,
-        format!("[daemon]\ndata-dir = \"data\"\n\n[[pipeline]]\nname = \"p\"\nsinks = [\"log\"]\n\n[log]\n{log}\n"),
+    config_file(
+        dir,
+        &format!("\n[[pipeline]]\nname = \"p\"\nsinks = [\"log\"]\n\n[log]\n{log}\n"),
     )
-    .unwrap();
-    path
 }
 
 /// Starts the daemon, posts a sample (the `log` sink logs it at info), stops it, and returns
@@ -104,12 +101,10 @@ fn flag_and_rust_log_override_config() {
 fn a_bad_level_is_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "level = \"loud\"");
-    let out = std::process::Command::new(crate::common::wasmon_bin())
-        .args(["config", "check"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = output_err(
+        std::process::Command::new(crate::common::wasmon_bin())
+            .args(["config", "check"])
+            .arg(&cfg),
+    );
     assert!(err.contains("log.level") && err.contains("loud"), "{err}");
 }

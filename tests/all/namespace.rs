@@ -135,17 +135,21 @@ fn the_seed_table_offline_in_local_and_delegated_mode() {
     assert_eq!(v[0]["semantics"], "counter");
 }
 
-fn daemon_with_agents(dir: &Path, extra: &str) -> DaemonProcess {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
+/// `/api/ns/lookup?name=NAME`'s answer for the one name.
+fn lookup(d: &DaemonProcess, name: &str) -> Value {
+    let v: Value = d
+        .get(&format!("/api/ns/lookup?name={name}"))
+        .unwrap()
+        .json()
+        .unwrap();
+    v[0].clone()
+}
 
+fn daemon_with_agents(dir: &Path, extra: &str) -> DaemonProcess {
+    let config = config_file(
+        dir,
+        &format!(
+            r#"{NO_PROCFS}
 [[agent]]
 name = "foo"
 guest = "foo"
@@ -154,8 +158,7 @@ pmns = """{FOO_PMNS}"""
 {extra}
 "#
         ),
-    )
-    .unwrap();
+    );
     DaemonProcess::start(&config)
 }
 
@@ -192,14 +195,7 @@ params = {{ domain = 77, root = "bar.dyn" }}
         guest_path("testing_agent").display()
     );
     let d = daemon_with_agents(dir.path(), &extra);
-    let lookup = |name: &str| -> Value {
-        let v: Value = d
-            .get(&format!("/api/ns/lookup?name={name}"))
-            .unwrap()
-            .json()
-            .unwrap();
-        v[0].clone()
-    };
+    let lookup = |name: &str| lookup(&d, name);
     assert_eq!(
         lookup("bar.dyn.trap")["error"],
         "No PMCD agent for domain of request"
@@ -392,14 +388,7 @@ params = {{ domain = 77, root = "{root}" }}
     };
     write_config("bar.dyn");
     let d = DaemonProcess::start(&config);
-    let lookup = |name: &str| -> Value {
-        let v: Value = d
-            .get(&format!("/api/ns/lookup?name={name}"))
-            .unwrap()
-            .json()
-            .unwrap();
-        v[0].clone()
-    };
+    let lookup = |name: &str| lookup(&d, name);
     assert_eq!(lookup("bar.dyn.good")["pmid"], "77.0.0");
     assert_eq!(lookup("baz.dyn.good")["error"], "Unknown metric name");
 

@@ -32,6 +32,8 @@ fn now() -> i64 {
 /// consumer (its acknowledged stream sequence), sampled every 50 ms.
 struct Monitor {
     stop: Arc<AtomicBool>,
+    /// The latest (records the node sent, stream sequence the central acknowledged).
+    latest: Arc<std::sync::Mutex<(u64, u64)>>,
     thread: Option<std::thread::JoinHandle<Vec<(f64, u64, u64)>>>,
     t0: Instant,
 }
@@ -40,6 +42,8 @@ impl Monitor {
     fn start(node: String, urls: String, t0: Instant) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let latest = Arc::new(std::sync::Mutex::new((0, 0)));
+        let l = latest.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -76,12 +80,14 @@ impl Monitor {
                     acked = acked.max(seq);
                 }
                 out.push((t0.elapsed().as_secs_f64(), sent, acked));
+                *l.lock().unwrap() = (sent, acked);
                 std::thread::sleep(Duration::from_millis(50));
             }
             out
         });
         Monitor {
             stop,
+            latest,
             thread: Some(thread),
             t0,
         }
@@ -97,54 +103,45 @@ impl Monitor {
     }
 }
 
-/// The longest time without progress of `value` in `[from, to]` (the gap that spans `from`
-/// included): the stall a fault at `from` caused.
+/// The longest time without progress of `value` that ended in `(from, to]` (the gap that
+/// spans `from` included): the stall a fault at `from` caused, until both sides ran again.
 fn stall(
     log: &[(f64, u64, u64)],
     value: impl Fn(&(f64, u64, u64)) -> u64,
     from: f64,
     to: f64,
 ) -> f64 {
-    let mut last_rise = None;
-    let mut worst: f64 = 0.0;
-    for w in log.windows(2) {
-        if value(&w[1]) <= value(&w[0]) {
-            continue;
-        }
-        let t = w[1].0;
-        if t > to {
-            if let Some(p) = last_rise
-                && p < to
-            {
-                worst = worst.max(t - p);
-            }
-            break;
-        }
-        if let Some(p) = last_rise
-            && t >= from
-        {
-            worst = worst.max(t - p);
-        }
-        last_rise = Some(t);
-    }
-    worst
+    let rises: Vec<f64> = log
+        .windows(2)
+        .filter(|w| value(&w[1]) > value(&w[0]))
+        .map(|w| w[1].0)
+        .collect();
+    rises
+        .windows(2)
+        .filter(|w| w[1] > from && w[1] <= to)
+        .map(|w| w[1] - w[0])
+        .fold(0.0, f64::max)
 }
 
-/// Waits until the node delivers again (its sink acknowledged records for a second), so the
-/// next fault's stall is its own.
-fn recovered(node: &DaemonProcess) {
-    let sent = || sink(node, "to-js")["sent-records"].as_u64().unwrap_or(0);
-    let (mut last, mut rising) = (sent(), 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Waits until the node delivers again and the central consumes again (both progressed in
+/// five polls in a row), so the next fault's stall is its own.
+fn recovered(monitor: &Monitor) {
+    let now = || *monitor.latest.lock().unwrap();
+    let (mut last, mut rising) = (now(), 0);
+    let deadline = Instant::now() + Duration::from_secs(90);
     while rising < 5 {
         assert!(
             Instant::now() < deadline,
-            "delivery did not resume within 60 s"
+            "delivery did not resume within 90 s"
         );
-        std::thread::sleep(Duration::from_millis(200));
-        let now = sent();
-        rising = if now > last { rising + 1 } else { 0 };
-        last = now;
+        std::thread::sleep(Duration::from_millis(300));
+        let n = now();
+        rising = if n.0 > last.0 && n.1 > last.1 {
+            rising + 1
+        } else {
+            0
+        };
+        last = n;
     }
 }
 
@@ -244,7 +241,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
         at,
         monitor.now() + 4.0,
     ));
-    recovered(&node_d);
+    recovered(&monitor);
     faults.last_mut().unwrap().2 = monitor.now();
     // 2. The server the node is connected to dies and comes back 3 s later.
     let connected = cluster
@@ -268,7 +265,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
         at,
         monitor.now() + 4.0,
     ));
-    recovered(&node_d);
+    recovered(&monitor);
     faults.last_mut().unwrap().2 = monitor.now();
     // 3. A server hangs (the leader: the worst one to lose) and resumes.
     let hung = cluster.leader(&rt, "FWD").unwrap_or(0);
@@ -282,7 +279,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
         at,
         monitor.now() + 4.0,
     ));
-    recovered(&node_d);
+    recovered(&monitor);
     faults.last_mut().unwrap().2 = monitor.now();
     let acked = client.stop();
     let total: u64 = acked.iter().map(|(a, b)| b - a).sum();

@@ -12,18 +12,13 @@ use crate::common::*;
 #[test]
 fn a_global_fd_limit_fires_once_naming_the_pid() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        r#"
-[daemon]
-data-dir = "data"
-[procfs]
+    let config = config_file(
+        dir.path(),
+        r#"[procfs]
 interval = "200ms"
 limits = [{ resource = "fd-count", value = 40 }]
 "#,
-    )
-    .unwrap();
+    );
     let d = DaemonProcess::start(&config);
     let mut watch = Command::new(crate::common::wasmon_bin())
         .args([

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{DaemonProcess, ensure_debian_package, free_port};
+use crate::common::{DaemonProcess, ensure_debian_package, free_port, prometheus_command};
 
 /// A `prometheus` server scraping one target every second, with its own storage in a tempdir.
 struct Prometheus {
@@ -30,23 +30,8 @@ impl Prometheus {
         )
         .unwrap();
         let port = free_port();
-        let mut cmd = std::process::Command::new("/usr/bin/prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("log")).unwrap());
-        // Dies with the test binary, as the daemon does.
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        let mut cmd = prometheus_command(&config, &dir.path().join("data"), port);
+        cmd.stderr(std::fs::File::create(dir.path().join("log")).unwrap());
         let p = Prometheus {
             child: cmd.spawn().unwrap(),
             port,

@@ -16,14 +16,10 @@ use crate::common::*;
 /// A pipeline `p` to stdout: a `testing` stage holding samples until flush (tagged `tag`), then
 /// `second` (a TOML inline table of the second stage's fields).
 fn config(dir: &Path, flush: &str, tag: &str, second: &str) -> std::path::PathBuf {
-    let path = dir.join("wasmon.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-guests-dir = "guests"
+    config_file(
+        dir,
+        &format!(
+            r#"guests-dir = "guests"
 watch-interval = "1h"
 
 # Generous: these tests are about reloads, and a starved CI machine must not turn a slow
@@ -46,8 +42,6 @@ quarantine-after = 1
 "#
         ),
     )
-    .unwrap();
-    path
 }
 
 fn daemon_dir() -> tempfile::TempDir {

@@ -10,24 +10,18 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 fn config(dir: &Path) -> std::path::PathBuf {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(
-        &config,
-        r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-[store]
+    config_file(
+        dir,
+        &format!(
+            r#"{NO_PROCFS}[store]
 default-frequency = 1
 checkpoint-interval = "1h"
 [store.metrics.load]
 frequency = 1
 aggregation = "avg"
-"#,
+"#
+        ),
     )
-    .unwrap();
-    config
 }
 
 fn now() -> i64 {

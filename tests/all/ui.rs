@@ -414,7 +414,6 @@ fn parse_size(s: &str) -> f64 {
 fn ui_routes_share_the_api_auth() {
     use base64::Engine;
     let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("wasmon.toml");
     // Any valid Ed25519 public key: no token can be made for it here, so every data route
     // must refuse, while the page (static, no data) is served.
     let key = base64::engine::general_purpose::STANDARD.encode(
@@ -422,12 +421,10 @@ fn ui_routes_share_the_api_auth() {
             .verifying_key()
             .to_bytes(),
     );
-    std::fs::write(
-        &config,
-        format!("[daemon]\ndata-dir = \"data\"\n\n[api]\njwt-public-key = \"{key}\"\n"),
-    )
-    .unwrap();
-    let d = DaemonProcess::start(&config);
+    let d = DaemonProcess::with_config(
+        tmp.path(),
+        &format!("\n[api]\njwt-public-key = \"{key}\"\n"),
+    );
     let page = d.get("/").unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().unwrap().contains("<title>wasmon</title>"));

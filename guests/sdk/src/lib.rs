@@ -7,10 +7,11 @@
 //!
 //! The SDK hides the WIT bindings, decodes the interned batches the host sends into
 //! [`Sample`]s ([`batch`], shared by every world that takes batches) and encodes the results
-//! back. A transformer:
+//! back. A transformer, run natively as its unit tests would (the export macro expands to
+//! nothing off wasm):
 //!
 //! ```
-//! use wasmon_guest::{Input, Params, Sample, Transformer};
+//! use wasmon_guest::{Input, Kind, Params, Sample, Transformer, parse_params};
 //! struct Scale(f64);
 //! impl Transformer for Scale {
 //!     fn configure(params: &Params) -> Result<Self, String> {
@@ -21,6 +22,11 @@
 //!     }
 //! }
 //! wasmon_guest::export_transformer!(Scale);
+//!
+//! let mut t = Scale::configure(&parse_params(r#"{"factor": 2.5}"#).unwrap()).unwrap();
+//! let mut out = Vec::new();
+//! t.handle(vec![Sample::new("disk.read", "sda", Kind::Cumulative, 4.0, 0)].into_iter(), &mut out);
+//! assert_eq!(out[0].value, 10.0);
 //! ```
 //!
 //! An exporter (the bundled `guests/otlp` and `guests/jsonl` are complete ones):

@@ -43,9 +43,7 @@ pub fn router(fabric: St) -> Router {
         .with_state(fabric)
 }
 
-fn err(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, Json(json!({"error": msg.into()}))).into_response()
-}
+use super::error::error as err;
 
 // The error is the reply itself (axum's Response), built once on a refused request.
 #[allow(clippy::result_large_err)]
@@ -65,13 +63,16 @@ fn buckets(h: &FabricHandle) -> Result<&crate::fabric::ownership::Buckets, Respo
         .ok_or_else(|| err(StatusCode::SERVICE_UNAVAILABLE, "not connected to NATS yet"))
 }
 
+/// The agent and its buckets, or the reply saying which is missing.
+#[allow(clippy::result_large_err)]
+fn connected(s: &St) -> Result<(&Arc<FabricHandle>, &crate::fabric::ownership::Buckets), Response> {
+    let h = handle(s)?;
+    Ok((h, buckets(h)?))
+}
+
 async fn status(State(s): State<St>) -> Response {
-    let h = match handle(&s) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let b = match buckets(h) {
-        Ok(b) => b,
+    let (h, b) = match connected(&s) {
+        Ok(hb) => hb,
         Err(r) => return r,
     };
     match tokio::time::timeout(BUCKET_WAIT, tree::status(b))
@@ -91,12 +92,8 @@ async fn status(State(s): State<St>) -> Response {
 }
 
 async fn owner(State(s): State<St>, Path(node): Path<String>) -> Response {
-    let h = match handle(&s) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let b = match buckets(h) {
-        Ok(b) => b,
+    let (_, b) = match connected(&s) {
+        Ok(hb) => hb,
         Err(r) => return r,
     };
     match tokio::time::timeout(BUCKET_WAIT, tree::owner(b, &node))

@@ -24,7 +24,9 @@
 //! - `/api/fabric/...`: the fabric agent: status, owners, merged histograms, commands ([`fabric`]).
 //! - `GET /`: the live view, and `/api/ui/...`, the JSON it reads ([`ui`]).
 //!
-//! Handlers translate HTTP to calls on the daemon's parts; they hold no state of their own.
+//! Every route but `/api/healthcheck` and the live view's page sits behind [`auth`]; every
+//! error reply is an [`error::ApiError`]. Handlers translate HTTP to calls on the daemon's
+//! parts; they hold no state of their own.
 
 use std::sync::Arc;
 
@@ -38,7 +40,9 @@ use serde_json::json;
 
 use crate::daemon::Daemon;
 
+pub mod auth;
 pub mod ccms;
+pub mod error;
 pub mod exposition;
 pub mod fabric;
 pub mod fleet;
@@ -55,7 +59,7 @@ use crate::sample::{Line, NameBudget, parse_line_within};
 /// `/api/healthcheck` needs a valid Bearer token (reload, free, debug and deleting another
 /// subscriber's thresholds also an admin role); bodies are capped by `[store]
 /// max-body-size` on every route (413 beyond).
-pub fn router(daemon: Arc<Daemon>) -> Result<Router, ccms::AuthError> {
+pub fn router(daemon: Arc<Daemon>) -> Result<Router, auth::AuthError> {
     let ccms = Arc::new(ccms::CcmsState::new(
         daemon.parts().store.clone(),
         daemon.config().api,
@@ -81,13 +85,13 @@ pub fn router(daemon: Arc<Daemon>) -> Result<Router, ccms::AuthError> {
         .merge(notify::router(daemon.parts().notifier.clone()))
         .merge(fabric::router(daemon.parts().fabric.clone()))
         .layer(middleware::from_fn_with_state(
-            ccms.clone(),
-            ccms::authenticate,
+            ccms.auth.clone(),
+            auth::authenticate,
         ))
         .merge(ccms::open_routes(ccms.clone()))
         // The live view: its page and scripts are open (a browser cannot send a token with a
         // navigation), the data it reads (`/api/ui/...`) is behind the same check.
-        .merge(ui::router(daemon.clone(), ccms))
+        .merge(ui::router(daemon.clone(), ccms.auth.clone()))
         .layer(DefaultBodyLimit::max(limit)))
 }
 
@@ -101,7 +105,7 @@ struct ReloadParams {
 
 async fn reload(
     State(d): State<Arc<Daemon>>,
-    Extension(caller): Extension<ccms::Caller>,
+    Extension(caller): Extension<auth::Caller>,
     Query(q): Query<ReloadParams>,
 ) -> Response {
     if let Err(r) = caller.require_admin() {
@@ -122,7 +126,7 @@ async fn reload(
 /// grants may carry environment values.
 async fn config(
     State(d): State<Arc<Daemon>>,
-    Extension(caller): Extension<ccms::Caller>,
+    Extension(caller): Extension<auth::Caller>,
 ) -> Response {
     if let Err(r) = caller.require_admin() {
         return r;
@@ -168,11 +172,7 @@ where
 }
 
 fn no_pipeline(name: &str) -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        axum::Json(json!({"error": format!("no pipeline named {name:?}")})),
-    )
-        .into_response()
+    error::error(StatusCode::NOT_FOUND, format!("no pipeline named {name:?}"))
 }
 
 /// Bad lines of one request named in its answer.

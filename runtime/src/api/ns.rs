@@ -44,7 +44,7 @@ fn err(e: &NsError) -> Value {
 async fn blocking<F: FnOnce(&Daemon) -> Value + Send + 'static>(d: Arc<Daemon>, f: F) -> Response {
     match tokio::task::spawn_blocking(move || f(&d)).await {
         Ok(v) => axum::Json(v).into_response(),
-        Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => super::error::error(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 

@@ -22,6 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
+use super::error::ApiError;
 use crate::daemon::Daemon;
 use crate::ingest::otlp::{self, OtlpDecoded};
 use crate::ingest::prom::{self, PromDecoded, Version};
@@ -110,8 +111,9 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         .with_state(st)
 }
 
+/// The receivers' error reply: the API's one error, as plain text (see [`super::error`]).
 fn text(code: StatusCode, msg: impl Into<String>) -> Response {
-    (code, msg.into() + "\n").into_response()
+    ApiError::new(code, msg).plain()
 }
 
 fn status_of(e: &ReceiveError) -> StatusCode {

@@ -140,8 +140,8 @@ mod tests {
         );
         assert_eq!(
             r.agents,
-            "linux (native linux, domain 60, every 10s -> host); foo (guest foo, domain 44); \
-             mmv (guest mmv, domain 70)"
+            "linux (native linux, domain 60, every 10s -> host); proc (native proc, domain 3); \
+             foo (guest foo, domain 44); mmv (guest mmv, domain 70)"
         );
         assert_eq!(r.sinks, "none");
     }

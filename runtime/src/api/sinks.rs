@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 
-use super::ccms::Caller;
+use super::auth::Caller;
 use crate::daemon::Daemon;
 use crate::sink::SinkStatus;
 
@@ -34,7 +34,7 @@ pub async fn delete_queue(
     }
     match d.sinks().delete_kept_queue(&name) {
         Ok(bytes) => Json(json!({"deleted": name, "bytes": bytes})).into_response(),
-        Err(e) => (StatusCode::CONFLICT, Json(json!({"error": e}))).into_response(),
+        Err(e) => super::error::error(StatusCode::CONFLICT, e),
     }
 }
 

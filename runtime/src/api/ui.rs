@@ -78,7 +78,7 @@ impl NotificationSink for Tap {
         };
         let text: Arc<str> = text.into();
         {
-            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            let mut recent = crate::util::lock(&self.recent);
             if recent.len() == RECENT_NOTIFICATIONS {
                 recent.pop_front();
             }
@@ -99,7 +99,7 @@ struct Ui {
 
 /// The page and its routes. The `/api/ui` routes sit behind the same JWT check as
 /// cc-metric-store's API (`[api] jwt-public-key`); the page itself holds no data.
-pub fn router(daemon: Arc<Daemon>, ccms: Arc<super::ccms::CcmsState>) -> Router {
+pub fn router(daemon: Arc<Daemon>, auth: Arc<super::auth::Auth>) -> Router {
     let tap = Tap::new();
     daemon.parts().notifier.add_sink(tap.clone());
     let ui = Arc::new(Ui {
@@ -117,8 +117,8 @@ pub fn router(daemon: Arc<Daemon>, ccms: Arc<super::ccms::CcmsState>) -> Router 
         .route("/api/ui/notifications/stream", get(stream))
         .with_state(ui)
         .layer(axum::middleware::from_fn_with_state(
-            ccms,
-            super::ccms::authenticate,
+            auth,
+            super::auth::authenticate,
         ));
     Router::new()
         .route("/", get(|| page("text/html; charset=utf-8", INDEX_HTML)))
@@ -356,7 +356,7 @@ async fn ps(State(ui): State<Arc<Ui>>, Query(q): Query<ListParams>) -> Response 
             reader.read_into(&mut snap, fields, false, Scope::All)?;
             Ok((snap, Instant::now()))
         };
-        let mut last = u.procs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = crate::util::lock(&u.procs);
         let (prev, prev_at) = match last.take() {
             Some((s, at)) if at.elapsed() <= CPU_BASELINE_MAX_AGE => (s, at),
             _ => {
@@ -445,7 +445,7 @@ async fn thresholds(State(ui): State<Arc<Ui>>, Query(q): Query<ListParams>) -> R
 }
 
 async fn recent(State(ui): State<Arc<Ui>>) -> Response {
-    let recent = ui.tap.recent.lock().unwrap_or_else(|e| e.into_inner());
+    let recent = crate::util::lock(&ui.tap.recent);
     let items: Vec<Value> = recent
         .iter()
         .filter_map(|t| serde_json::from_str(t).ok())

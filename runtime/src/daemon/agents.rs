@@ -170,7 +170,7 @@ impl SharedAgent {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Agent>> {
         // A panic in an agent call leaves the agent usable: its next call gets a fresh instance.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        crate::util::lock(&self.0)
     }
 }
 
@@ -250,26 +250,26 @@ impl AgentSet {
     /// Replaces the namespace and the agents (a reload). `None` keeps the agent running for
     /// that domain now, with its state. Never waits for a running call.
     pub fn replace(&self, ns: Namespace, agents: BTreeMap<u32, Option<Box<dyn Agent>>>) {
-        let mut running = self.agents.write().unwrap();
+        let mut running = crate::util::write(&self.agents);
         let mut old = std::mem::take(&mut *running);
         *running = agents
             .into_iter()
             .filter_map(|(d, a)| Some((d, a.map(SharedAgent::new).or_else(|| old.remove(&d))?)))
             .collect();
-        *self.ns.write().unwrap() = Arc::new(ns);
+        *crate::util::write(&self.ns) = Arc::new(ns);
     }
 
     /// Ends every agent's quarantine (the operator asked).
     pub fn release(&self) {
-        for a in self.agents.read().unwrap().values() {
+        for a in crate::util::read(&self.agents).values() {
             a.lock().release();
         }
     }
 
     /// Runs `f` with the namespace and a snapshot of the agents.
     fn with<R>(&self, f: impl FnOnce(&Namespace, &mut dyn Delegates) -> R) -> R {
-        let ns = self.ns.read().unwrap().clone();
-        let mut agents = self.agents.read().unwrap().clone();
+        let ns = crate::util::read(&self.ns).clone();
+        let mut agents = crate::util::read(&self.agents).clone();
         f(&ns, &mut agents)
     }
 
@@ -296,12 +296,12 @@ impl AgentSet {
 
     /// How many agents run.
     pub fn agent_count(&self) -> usize {
-        self.agents.read().unwrap().len()
+        crate::util::read(&self.agents).len()
     }
 
     /// The agent for `domain`, if one runs (a handle: calls lock it one at a time).
     pub fn agent(&self, domain: u32) -> Option<SharedAgent> {
-        self.agents.read().unwrap().get(&domain).cloned()
+        crate::util::read(&self.agents).get(&domain).cloned()
     }
 
     /// Fetches PMIDs, one agent call per domain; one answer per id, in order.

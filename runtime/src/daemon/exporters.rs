@@ -21,7 +21,7 @@ struct GuestExporter {
 
 impl Exporter for GuestExporter {
     fn encode(&self, samples: &[Sample]) -> Encoding {
-        let mut instance = self.instance.lock().unwrap_or_else(|p| p.into_inner());
+        let mut instance = crate::util::lock(&self.instance);
         match instance.encode(samples) {
             Ok(Ok(requests)) => Encoding::Requests(
                 requests
@@ -58,7 +58,7 @@ type Noted = (String, Arc<GuestStats>);
 
 impl ExporterBook {
     fn note(&self, sink: &str, identity: &str, hash: &str, stats: Arc<GuestStats>) {
-        self.0.lock().unwrap().insert(
+        crate::util::lock(&self.0).insert(
             (sink.to_string(), identity.to_string()),
             (hash.to_string(), stats),
         );
@@ -66,9 +66,7 @@ impl ExporterBook {
 
     /// The hash and counters of the exporter `identity` of sink `sink`.
     pub(super) fn get(&self, sink: &str, identity: &str) -> Option<Noted> {
-        self.0
-            .lock()
-            .unwrap()
+        crate::util::lock(&self.0)
             .get(&(sink.to_string(), identity.to_string()))
             .cloned()
     }
@@ -76,9 +74,7 @@ impl ExporterBook {
     /// Forgets every exporter but the ones `running` says each sink runs (after a reload):
     /// the book holds one entry per guest sink, not one per reload.
     pub(super) fn keep_only(&self, running: impl Fn(&str) -> Option<String>) {
-        self.0
-            .lock()
-            .unwrap()
+        crate::util::lock(&self.0)
             .retain(|(sink, identity), _| running(sink).as_deref() == Some(identity));
     }
 }

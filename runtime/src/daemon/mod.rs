@@ -8,7 +8,6 @@ pub mod agents;
 mod exporters;
 mod fleet;
 mod kept;
-mod levels;
 mod outcome;
 pub mod parts;
 pub mod pcp;
@@ -120,7 +119,7 @@ impl Daemon {
             None => None,
         };
         let parts = parts::Parts::open(&config, &data_dir)?;
-        let store_sink: Arc<dyn Sink> = Arc::new(parts::StoreSink {
+        let store_sink: Arc<dyn Sink> = Arc::new(crate::pipeline::StoreSink {
             store: parts.store.clone(),
             default_cluster: config.daemon.cluster.clone(),
             hostname: crate::util::hostname(),
@@ -174,7 +173,7 @@ impl Daemon {
     pub fn listen(&self) -> SocketAddr {
         self.opts
             .listen
-            .unwrap_or(self.config.read().unwrap().daemon.listen)
+            .unwrap_or(crate::util::read(&self.config).daemon.listen)
     }
 
     /// The store, the notifier and the cc-metric-store API state.
@@ -184,7 +183,7 @@ impl Daemon {
 
     /// The config the daemon runs now.
     pub fn config(&self) -> Config {
-        self.config.read().unwrap().clone()
+        crate::util::read(&self.config).clone()
     }
 
     /// The fleet this daemon follows (`[fleet]`).
@@ -203,11 +202,14 @@ impl Daemon {
     }
 
     pub fn pipeline(&self, name: &str) -> Option<Arc<Pipeline>> {
-        self.pipelines.read().unwrap().get(name).cloned()
+        crate::util::read(&self.pipelines).get(name).cloned()
     }
 
     pub fn pipelines(&self) -> Vec<Arc<Pipeline>> {
-        let mut v: Vec<_> = self.pipelines.read().unwrap().values().cloned().collect();
+        let mut v: Vec<_> = crate::util::read(&self.pipelines)
+            .values()
+            .cloned()
+            .collect();
         v.sort_by(|a, b| a.name().cmp(b.name()));
         v
     }

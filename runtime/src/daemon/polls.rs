@@ -47,8 +47,8 @@ impl Daemon {
                 .with_context(|| format!("reading PMNS {}", path.display()))?;
             texts.push((path.display().to_string(), text));
         }
-        let old_prints = self.agent_prints.lock().unwrap().clone();
-        let old_stats = self.agent_stats.lock().unwrap().clone();
+        let old_prints = crate::util::lock(&self.agent_prints).clone();
+        let old_stats = crate::util::lock(&self.agent_stats).clone();
         let mut agents = BTreeMap::new();
         let mut prints = BTreeMap::new();
         let mut stats = BTreeMap::new();
@@ -148,8 +148,8 @@ impl Daemon {
 
     /// The running guest agents: (domain, component hash, counters).
     pub(super) fn agent_usage(&self) -> Vec<(u32, String, Arc<GuestStats>)> {
-        let prints = self.agent_prints.lock().unwrap();
-        let stats = self.agent_stats.lock().unwrap();
+        let prints = crate::util::lock(&self.agent_prints);
+        let stats = crate::util::lock(&self.agent_stats);
         stats
             .iter()
             .filter_map(|(d, s)| {
@@ -193,7 +193,7 @@ impl Daemon {
     pub(crate) fn poll_due(&self) -> std::time::Instant {
         let now = std::time::Instant::now();
         let due: Vec<Poll> = {
-            let mut polls = self.polls.lock().unwrap();
+            let mut polls = crate::util::lock(&self.polls);
             let due = polls.iter().filter(|p| p.due <= now).cloned().collect();
             for p in polls.iter_mut().filter(|p| p.due <= now) {
                 p.due = now + p.interval;
@@ -213,7 +213,7 @@ impl Daemon {
                 let _ = pipeline.send(samples);
             }
         }
-        let polls = self.polls.lock().unwrap();
+        let polls = crate::util::lock(&self.polls);
         polls
             .iter()
             .map(|p| p.due)

@@ -46,7 +46,7 @@ impl Daemon {
 
     /// Keeps `outcome` among the last reloads.
     pub(super) fn remember(&self, outcome: &ReloadOutcome) {
-        let mut history = self.history.lock().unwrap();
+        let mut history = crate::util::lock(&self.history);
         if history.len() == RELOADS_KEPT {
             history.pop_front();
         }
@@ -71,12 +71,12 @@ impl Daemon {
 
     /// The last reloads, oldest first.
     pub fn reloads(&self) -> Vec<Reload> {
-        self.history.lock().unwrap().iter().cloned().collect()
+        crate::util::lock(&self.history).iter().cloned().collect()
     }
 
     /// Stops every pipeline after a final flush.
     pub fn stop_pipelines(&self) {
-        let pipelines: Vec<_> = self.pipelines.write().unwrap().drain().collect();
+        let pipelines: Vec<_> = crate::util::write(&self.pipelines).drain().collect();
         for (_, p) in pipelines {
             p.stop();
         }
@@ -129,9 +129,9 @@ impl Daemon {
                     .map(|a| a.name.clone())
                     .collect();
                 self.agents.replace(ns, agents);
-                *self.agent_prints.lock().unwrap() = prints;
-                *self.agent_stats.lock().unwrap() = stats;
-                *self.polls.lock().unwrap() = polls;
+                *crate::util::lock(&self.agent_prints) = prints;
+                *crate::util::lock(&self.agent_stats) = stats;
+                *crate::util::lock(&self.polls) = polls;
             }
             Err(e) => outcome.agents_error = Some(format!("{e:#}")),
         }
@@ -145,7 +145,7 @@ impl Daemon {
             outcome.pipelines.insert(p.name.clone(), result);
         }
         let gone: Vec<String> = {
-            let pipelines = self.pipelines.read().unwrap();
+            let pipelines = crate::util::read(&self.pipelines);
             pipelines
                 .keys()
                 .filter(|n| !config.pipelines.iter().any(|p| &&p.name == n))
@@ -153,7 +153,7 @@ impl Daemon {
                 .collect()
         };
         for name in gone {
-            if let Some(p) = self.pipelines.write().unwrap().remove(&name) {
+            if let Some(p) = crate::util::write(&self.pipelines).remove(&name) {
                 p.stop();
             }
             outcome.pipelines.insert(name, PipelineOutcome::Stopped);
@@ -164,15 +164,15 @@ impl Daemon {
                 let _ = p.release();
             }
         }
-        let running = self.config.read().unwrap().clone();
+        let running = crate::util::read(&self.config).clone();
         let effective = effective_config(&running, config, &mut outcome);
         {
-            let mut compiled = self.compiled.lock().unwrap();
+            let mut compiled = crate::util::lock(&self.compiled);
             compiled.retain_used(&self.hashes_in_use());
             self.runtime
                 .prune_cache(&compiled.kept().collect::<Vec<_>>());
         }
-        *self.config.write().unwrap() = effective;
+        *crate::util::write(&self.config) = effective;
         outcome
     }
 
@@ -184,9 +184,7 @@ impl Daemon {
             .flat_map(|p| p.stages().into_iter().map(|s| s.hash))
             .collect();
         used.extend(
-            self.agent_prints
-                .lock()
-                .unwrap()
+            crate::util::lock(&self.agent_prints)
                 .values()
                 .filter_map(|p| Some(p.split_once(':')?.0.to_string())),
         );
@@ -214,10 +212,7 @@ impl Daemon {
             }
         }
         let pipeline = Arc::new(Pipeline::start(&p.name, chain, p.flush_interval, sinks));
-        self.pipelines
-            .write()
-            .unwrap()
-            .insert(p.name.clone(), pipeline);
+        crate::util::write(&self.pipelines).insert(p.name.clone(), pipeline);
         PipelineOutcome::Started
     }
 
@@ -318,13 +313,13 @@ impl Daemon {
     pub(super) fn compile(&self, source: &guests::Source) -> Result<Compiled> {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(&source.bytes));
-        if let Some(c) = self.compiled.lock().unwrap().get(&hash) {
+        if let Some(c) = crate::util::lock(&self.compiled).get(&hash) {
             return Ok(c);
         }
         let compiled = self
             .runtime
             .compile(&source.bytes, &source.origin.to_string())?;
-        self.compiled.lock().unwrap().insert(hash, compiled.clone());
+        crate::util::lock(&self.compiled).insert(hash, compiled.clone());
         Ok(compiled)
     }
 
@@ -341,7 +336,7 @@ impl Daemon {
         }
         let dir = self
             .base_dir()
-            .join(&self.config.read().unwrap().daemon.guests_dir);
+            .join(&crate::util::read(&self.config).daemon.guests_dir);
         if dir != self.base_dir()
             && let Ok(entries) = std::fs::read_dir(&dir)
         {
@@ -364,7 +359,7 @@ impl Daemon {
 pub async fn watch(daemon: Arc<Daemon>, shutdown: CancellationToken) {
     let mut last = daemon.fingerprint();
     loop {
-        let interval = daemon.config.read().unwrap().daemon.watch_interval;
+        let interval = crate::util::read(&daemon.config).daemon.watch_interval;
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}

@@ -4,9 +4,9 @@
 //! notifier, and data and traps up the tree. [`FabricHandle`] is what the HTTP API and the
 //! command handler see of a running agent. Background tasks end with the shutdown token.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -15,117 +15,22 @@ use tokio_util::sync::CancellationToken;
 use super::config::{FabricConfig, SourceKind};
 use super::counters::{Class, CounterDesc};
 use super::engine::{Engine, Output};
+use super::handle::{FabricHandle, trap_metric};
 use super::histogram::Histogram;
-use super::ownership::{self, Buckets, SharedView, Topology, View};
+use super::ownership::{self, Topology};
 use super::sim::{SimFabric, SimSource};
 use super::source::CounterSource;
 use super::sysfs::{SysfsKind, SysfsSource};
-use super::wire::{DataEntry, Lease, MISSING_LISTED, TrapMsg};
+use super::wire::{DataEntry, MISSING_LISTED, TrapMsg};
 use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
 use crate::sample::Sample;
 
 /// Epochs of histograms kept for `histogram` commands.
 const HISTORY: usize = 64;
-/// Traps kept for `GET /api/fabric/traps`.
-const TRAPS_KEPT: usize = 1024;
 /// Sample batches waiting for the pipeline; beyond it batches are dropped (and counted).
 const PIPELINE_QUEUE: usize = 64;
 /// How often a simulated fabric's epoch counter is looked at.
 const SIM_POLL: Duration = Duration::from_millis(5);
-
-/// The metric a trap is delivered under in the notifier (`fabric.COUNTER`, instance
-/// `NODE/PORT`, value: the increase in the epoch).
-pub fn trap_metric(counter: &str) -> String {
-    format!("fabric.{counter}")
-}
-
-/// Thresholds a command set, waiting for the next epoch: (trap, change), by counter name.
-pub(super) type NewThresholds = (BTreeMap<String, u64>, BTreeMap<String, u64>);
-
-/// A running agent as the API and the command handler see it.
-pub struct FabricHandle {
-    pub cfg: FabricConfig,
-    pub me: String,
-    pub(super) schema: OnceLock<Vec<CounterDesc>>,
-    pub(super) client: OnceLock<async_nats::Client>,
-    pub(super) buckets: OnceLock<Buckets>,
-    pub(super) view: SharedView,
-    pub(super) hist: Mutex<VecDeque<(u64, Vec<Histogram>)>>,
-    pub(super) traps: Mutex<VecDeque<TrapMsg>>,
-    /// This agent's latest lease value (what it renews).
-    pub(super) status: Mutex<Lease>,
-    pub(super) clear: AtomicBool,
-    pub(super) new_thresholds: Mutex<Option<NewThresholds>>,
-    /// Bytes and messages this agent published up the tree (own and relayed).
-    pub bytes_up: AtomicU64,
-    pub msgs_up: AtomicU64,
-    pub samples_dropped: AtomicU64,
-}
-
-impl FabricHandle {
-    pub fn new(cfg: FabricConfig) -> Arc<FabricHandle> {
-        let me = cfg.agent_id();
-        let parent = (!cfg.parent.is_empty()).then(|| cfg.parent.clone());
-        Arc::new(FabricHandle {
-            status: Mutex::new(Lease {
-                agent: me.clone(),
-                parent,
-                ..Lease::default()
-            }),
-            me,
-            cfg,
-            schema: OnceLock::new(),
-            client: OnceLock::new(),
-            buckets: OnceLock::new(),
-            view: Arc::new(Mutex::new(View::default())),
-            hist: Mutex::new(VecDeque::new()),
-            traps: Mutex::new(VecDeque::new()),
-            clear: AtomicBool::new(false),
-            new_thresholds: Mutex::new(None),
-            bytes_up: AtomicU64::new(0),
-            msgs_up: AtomicU64::new(0),
-            samples_dropped: AtomicU64::new(0),
-        })
-    }
-
-    pub fn schema(&self) -> Option<&[CounterDesc]> {
-        self.schema.get().map(Vec::as_slice)
-    }
-
-    pub fn buckets(&self) -> Option<&Buckets> {
-        self.buckets.get()
-    }
-
-    pub fn client(&self) -> Option<&async_nats::Client> {
-        self.client.get()
-    }
-
-    /// The latest traps this agent saw (a master: the whole fabric's).
-    pub fn recent_traps(&self) -> Vec<TrapMsg> {
-        self.traps.lock().unwrap().iter().cloned().collect()
-    }
-
-    pub fn lease(&self) -> Lease {
-        self.status.lock().unwrap().clone()
-    }
-
-    pub(super) fn push_trap(&self, t: TrapMsg) {
-        let mut q = self.traps.lock().unwrap();
-        if q.len() >= TRAPS_KEPT {
-            q.pop_front();
-        }
-        q.push_back(t);
-    }
-}
-
-/// Deliver one trap to the notifier: one notification per trap (the value crosses the
-/// threshold, then drops back so the next trap fires again).
-pub(super) fn notify_trap(n: &Notifier, t: &TrapMsg) {
-    let metric = trap_metric(&t.counter);
-    let inst = format!("{}/{}", t.node, t.port);
-    n.observe(&metric, &inst, t.increase as f64, t.ts_ns);
-    n.observe(&metric, &inst, 0.0, t.ts_ns);
-}
 
 /// The notifier thresholds mirroring the trap thresholds (removed when replaced or dropped).
 struct TrapThresholds {
@@ -309,6 +214,58 @@ impl Work {
     }
 }
 
+impl Pacer {
+    /// Waits for the next epoch after `last`; `false` once `shutdown` is cancelled.
+    async fn next_epoch(&mut self, last: u64, shutdown: &CancellationToken) -> bool {
+        match self {
+            Pacer::Sim(f) => loop {
+                if shutdown.is_cancelled() {
+                    return false;
+                }
+                if f.epoch() > last {
+                    return true;
+                }
+                tokio::time::sleep(SIM_POLL).await;
+            },
+            Pacer::Timer(iv) => tokio::select! {
+                _ = shutdown.cancelled() => false,
+                _ = iv.tick() => true,
+            },
+        }
+    }
+}
+
+/// Connects to NATS and opens the ownership buckets, retrying each second until both answer
+/// (reporting to `health` meanwhile); `None` once `shutdown` is cancelled.
+async fn connect(
+    cfg: &FabricConfig,
+    health: &crate::supervise::Health,
+    shutdown: &CancellationToken,
+) -> Option<(async_nats::Client, ownership::Buckets)> {
+    let client = loop {
+        match cfg.connection().connect(std::path::Path::new("")).await {
+            Ok(c) => break c,
+            Err(e) => health.failing(&format!("cannot reach NATS: {e}")),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = loop {
+        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
+            Ok(b) => break b,
+            Err(e) => health.failing(&format!("JetStream buckets not ready: {e:#}")),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    };
+    Some((client, buckets))
+}
+
 /// Run one agent until `shutdown`. `deliver` gets the samples for the pipeline (on a thread
 /// of its own: it may block).
 pub async fn run_agent(
@@ -345,26 +302,8 @@ pub async fn run_agent(
             }
         })?;
 
-    let client = loop {
-        match cfg.connection().connect(std::path::Path::new("")).await {
-            Ok(c) => break c,
-            Err(e) => health.failing(&format!("cannot reach NATS: {e}")),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    };
-    let js = async_nats::jetstream::new(client.clone());
-    let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
-            Ok(b) => break b,
-            Err(e) => health.failing(&format!("JetStream buckets not ready: {e:#}")),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
+    let Some((client, buckets)) = connect(&cfg, &health, &shutdown).await else {
+        return Ok(());
     };
     let _ = handle.client.set(client.clone());
     let _ = handle.buckets.set(buckets.clone());
@@ -394,20 +333,8 @@ pub async fn run_agent(
     let mut renewed: Option<Instant> = None;
     let mut ids: HashMap<String, usize> = HashMap::new();
     loop {
-        match &mut pacer {
-            Pacer::Sim(f) => loop {
-                if shutdown.is_cancelled() {
-                    return Ok(());
-                }
-                if f.epoch() > last_epoch {
-                    break;
-                }
-                tokio::time::sleep(SIM_POLL).await;
-            },
-            Pacer::Timer(iv) => tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = iv.tick() => {}
-            },
+        if !pacer.next_epoch(last_epoch, &shutdown).await {
+            return Ok(());
         }
         let started = Instant::now();
         'work: {
@@ -429,7 +356,7 @@ pub async fn run_agent(
                     .collect();
             }
             let (owners_current, leases_current) = {
-                let v = handle.view.lock().unwrap();
+                let v = crate::util::lock(&handle.view);
                 (v.owners_current, v.leases_current)
             };
             // 3. Lapsed leases, judged only after a lease period of our own good health.
@@ -477,7 +404,7 @@ pub async fn run_agent(
             }
             // 5. The ports of the nodes this agent owns.
             let mut owned: Vec<usize> = {
-                let v = handle.view.lock().unwrap();
+                let v = crate::util::lock(&handle.view);
                 v.owners
                     .iter()
                     .filter(|(_, r)| r.owner.agent == me)
@@ -498,7 +425,7 @@ pub async fn run_agent(
             }
             // 6. Thresholds or a clear asked for by a command.
             let mut w = w;
-            if let Some((traps, change)) = handle.new_thresholds.lock().unwrap().take() {
+            if let Some((traps, change)) = crate::util::lock(&handle.new_thresholds).take() {
                 trap_cfg.0.extend(traps);
                 trap_cfg.1.extend(change);
                 let c = FabricConfig {
@@ -546,7 +473,7 @@ pub async fn run_agent(
             let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
             // 7. Results: histograms kept, traps and data up, samples to the pipeline.
             {
-                let mut h = handle.hist.lock().unwrap();
+                let mut h = crate::util::lock(&handle.hist);
                 if h.len() >= HISTORY {
                     h.pop_front();
                 }
@@ -558,7 +485,7 @@ pub async fn run_agent(
             .await;
             let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
             {
-                let mut s = handle.status.lock().unwrap();
+                let mut s = crate::util::lock(&handle.status);
                 s.epoch = epoch_no;
                 s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
                 s.lag_ms = lag_ms;
@@ -577,7 +504,7 @@ pub async fn run_agent(
         }
         // 8. The lease, renewed with this epoch's status (what `fabric status` shows).
         let lease_value = {
-            let mut s = handle.status.lock().unwrap();
+            let mut s = crate::util::lock(&handle.status);
             s.ts_ns = crate::procfs::now_ns();
             serde_json::to_vec(&*s)?
         };

@@ -6,7 +6,7 @@
 //!
 //! Owns: counter sources ([`source`], [`sysfs`], the simulated fat-tree [`sim`]), the rate
 //! maths ([`rate`]), the per-epoch engine ([`engine`]), histograms ([`histogram`]), the wire
-//! formats ([`wire`]), ownership ([`ownership`]) and the agent ([`agent`], [`tree`]). It does
+//! formats ([`wire`]), ownership ([`ownership`]) and the agent ([`agent`], [`handle`], [`tree`]). It does
 //! not store samples or serve HTTP: samples go to the daemon's pipeline through a callback,
 //! traps to `notify::Notifier` through its public API, and `api::fabric` exposes
 //! [`FabricHandle`].
@@ -15,19 +15,20 @@ pub mod agent;
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod handle;
 pub mod histogram;
 pub mod ownership;
 pub mod rate;
 pub mod sim;
-mod sim_traffic;
 pub mod source;
 pub mod sysfs;
 pub mod tree;
 pub mod wire;
 
-pub use agent::{FabricHandle, run_agent};
+pub use agent::run_agent;
 pub use config::{FabricConfig, SourceKind};
 pub use engine::{Engine, Output, Thresholds};
+pub use handle::FabricHandle;
 pub use histogram::Histogram;
 pub use sim::{SimFabric, SimSource, SimSpec};
 pub use source::{CounterSource, Reading};

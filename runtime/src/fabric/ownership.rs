@@ -142,7 +142,7 @@ pub fn spawn_watchers(b: &Buckets, view: SharedView, shutdown: CancellationToken
             loop {
                 watch_once(&store, &view, owners, &token).await;
                 {
-                    let mut v = view.lock().unwrap();
+                    let mut v = crate::util::lock(&view);
                     if owners {
                         v.owners_current = false;
                     } else {
@@ -171,7 +171,7 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
         Err(_) => false,
     };
     {
-        let mut v = view.lock().unwrap();
+        let mut v = crate::util::lock(view);
         if owners {
             v.owners.clear();
             v.owners_rev = 0;
@@ -189,7 +189,7 @@ async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &
         let Some(Ok(e)) = next else {
             return;
         };
-        let mut v = view.lock().unwrap();
+        let mut v = crate::util::lock(view);
         let put = e.operation == kv::Operation::Put;
         if owners {
             // Never older over newer: a claim this agent recorded itself may be ahead of
@@ -248,7 +248,7 @@ pub async fn owners_fresh(b: &Buckets, view: &SharedView, timeout: Duration) -> 
         Ok(Ok(s)) => s.info.state.last_sequence,
         _ => return false,
     };
-    let v = view.lock().unwrap();
+    let v = crate::util::lock(view);
     v.owners_current && v.owners_rev >= last
 }
 
@@ -264,7 +264,7 @@ pub async fn lapsed(
     timeout: Duration,
 ) -> HashSet<String> {
     let suspects: Vec<(String, Option<u64>)> = {
-        let v = view.lock().unwrap();
+        let v = crate::util::lock(view);
         let mut agents: HashSet<&String> = v.owners.values().map(|o| &o.owner.agent).collect();
         agents.extend(v.leases.keys());
         agents
@@ -293,7 +293,7 @@ pub async fn lapsed(
             Ok(Ok(Some(e))) => {
                 // Renewed after all (the watch lags): note it.
                 if let Ok(lease) = serde_json::from_slice::<Lease>(&e.value) {
-                    view.lock().unwrap().leases.insert(
+                    crate::util::lock(view).leases.insert(
                         agent,
                         LeaseRec {
                             lease,
@@ -385,7 +385,7 @@ pub async fn discover(
     let mut budget = MAX_CLAIMS_PER_EPOCH;
     while !level.is_empty() {
         let decisions: Vec<(usize, Decision)> = {
-            let v = view.lock().unwrap();
+            let v = crate::util::lock(view);
             level
                 .iter()
                 .map(|&n| (n, decide(me, hops, v.owners.get(&topo.names[n]), lapsed)))
@@ -447,7 +447,7 @@ pub async fn discover(
             .collect()
             .await;
         {
-            let mut v = view.lock().unwrap();
+            let mut v = crate::util::lock(view);
             for (n, r) in results {
                 match r {
                     Ok(Some(rev)) => {

@@ -12,8 +12,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::agent::{FabricHandle, notify_trap};
 use super::counters::find;
+use super::handle::{FabricHandle, notify_trap};
 use super::ownership::Buckets;
 use super::wire::{
     Command, DataBatch, DataEntry, Envelope, Lease, Owner, Reply, TrapMsg, cmd_subject, prefix,
@@ -192,7 +192,7 @@ fn local(h: &FabricHandle, cmd: &Command) -> Reply {
                 r.errors.push(format!("{}: no counter {counter:?}", h.me));
                 return r;
             };
-            let hist = h.hist.lock().unwrap();
+            let hist = crate::util::lock(&h.hist);
             r.epoch = *epoch;
             match hist.iter().find(|(e, _)| Some(*e) == *epoch) {
                 Some((_, hs)) => {
@@ -215,7 +215,7 @@ fn local(h: &FabricHandle, cmd: &Command) -> Reply {
                 }
             }
             if r.errors.is_empty() {
-                *h.new_thresholds.lock().unwrap() = Some((traps.clone(), change.clone()));
+                *crate::util::lock(&h.new_thresholds) = Some((traps.clone(), change.clone()));
                 r.agents.push(h.me.clone());
                 r.ports = u64::from(h.lease().ports);
             }
@@ -230,12 +230,12 @@ async fn run_command(h: &FabricHandle, mut env: Envelope) -> Reply {
         && epoch.is_none()
     {
         // The epoch before this agent's latest: every agent should have it by now.
-        let latest = h.hist.lock().unwrap().back().map(|(e, _)| *e);
+        let latest = crate::util::lock(&h.hist).back().map(|(e, _)| *e);
         *epoch = latest.map(|e| e.saturating_sub(1));
     }
     let mut reply = local(h, &env.cmd);
     let children: Vec<String> = {
-        let v = h.view.lock().unwrap();
+        let v = crate::util::lock(&h.view);
         let mut c: Vec<String> = v
             .leases
             .iter()

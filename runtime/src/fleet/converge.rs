@@ -21,7 +21,7 @@ const FETCH_RETRY_MAX: Duration = Duration::from_secs(60);
 
 impl Fleet {
     pub(super) fn save(&self) {
-        let state = self.state.lock().unwrap().clone();
+        let state = crate::util::lock(&self.state).clone();
         if let Err(e) = self.local.save(&state) {
             tracing::error!(error = %e, "fleet: cannot save the rollout state");
         }
@@ -31,9 +31,7 @@ impl Fleet {
     /// Records a refusal of `m` (the running version is untouched).
     pub(super) fn refuse(&self, m: &Manifest, r: &Refusal) {
         tracing::warn!(guest = %m.guest, hash = %m.sha256, group = %m.group, reason = r.reason.as_str(), detail = %r.detail, "fleet: version refused");
-        self.state
-            .lock()
-            .unwrap()
+        crate::util::lock(&self.state)
             .guests
             .entry(m.guest.clone())
             .or_default()
@@ -58,7 +56,7 @@ impl Fleet {
     }
 
     pub(super) fn set_overlay(&self, guest: &str, c: Option<Component>) {
-        let mut o = self.overlay.write().unwrap();
+        let mut o = crate::util::write(&self.overlay);
         match c {
             Some(c) => o.insert(guest.to_string(), c),
             None => o.remove(guest),
@@ -70,7 +68,7 @@ impl Fleet {
     /// daemon then applies its config again).
     pub fn revert_at_start(&self, guest: &str, error: &str) -> bool {
         let (current, previous) = {
-            let state = self.state.lock().unwrap();
+            let state = crate::util::lock(&self.state);
             match state.guests.get(guest) {
                 Some(g) if g.current.is_some() => (g.current.clone(), g.previous.clone()),
                 _ => return false,
@@ -91,7 +89,7 @@ impl Fleet {
         let back = self.component_of(previous.as_ref());
         self.set_overlay(guest, back.clone());
         {
-            let mut state = self.state.lock().unwrap();
+            let mut state = crate::util::lock(&self.state);
             let g = state.guests.entry(guest.to_string()).or_default();
             g.current = if back.is_some() { previous } else { None };
             g.previous = None;
@@ -106,7 +104,7 @@ impl Fleet {
         m.verify(&self.cfg.name, &self.keys)?;
         // Only a verified sequence counts: checked, then remembered, before any byte is read.
         {
-            let mut state = self.state.lock().unwrap();
+            let mut state = crate::util::lock(&self.state);
             let g = state.guests.entry(m.guest.clone()).or_default();
             if let Some(r) = m.replayed(g.taken.get(&m.group)) {
                 return Err(r.into());
@@ -127,7 +125,7 @@ impl Fleet {
             Ok(b) => b,
             Err(FetchError::Refused(r)) => return self.refuse(m, &r),
             Err(FetchError::Transient(e)) => {
-                let mut f = self.follow.lock().unwrap();
+                let mut f = crate::util::lock(&self.follow);
                 let pause = f
                     .retry
                     .get(&m.sha256)
@@ -139,7 +137,7 @@ impl Fleet {
                 return;
             }
         };
-        self.follow.lock().unwrap().retry.remove(&m.sha256);
+        crate::util::lock(&self.follow).retry.remove(&m.sha256);
         let fetched = started.elapsed();
         let uses = host.uses(&guest);
         if !uses.is_empty() {
@@ -180,9 +178,9 @@ impl Fleet {
         };
         // The state goes to disk before the swap: a daemon killed right after it restarts
         // on this version (verified and compiled; a refusal at start reverts it).
-        let saved = self.state.lock().unwrap().guests.get(&guest).cloned();
+        let saved = crate::util::lock(&self.state).guests.get(&guest).cloned();
         {
-            let mut state = self.state.lock().unwrap();
+            let mut state = crate::util::lock(&self.state);
             let g = state.guests.entry(guest.clone()).or_default();
             let old = g.current.take();
             g.previous = old;
@@ -202,7 +200,7 @@ impl Fleet {
             if let Err(e) = applied {
                 self.set_overlay(&guest, before);
                 {
-                    let mut state = self.state.lock().unwrap();
+                    let mut state = crate::util::lock(&self.state);
                     match saved {
                         Some(g) => state.guests.insert(guest.clone(), g),
                         None => state.guests.remove(&guest),
@@ -215,7 +213,7 @@ impl Fleet {
             }
         }
         {
-            let mut f = self.follow.lock().unwrap();
+            let mut f = crate::util::lock(&self.follow);
             f.swapped.insert(guest.clone(), (baseline, Instant::now()));
             f.baseline.insert(guest.clone(), baseline);
         }
@@ -232,7 +230,7 @@ impl Fleet {
     /// failed version saw since its swap (reported with the rollback).
     async fn roll_back(&self, host: &Arc<dyn GuestHost>, guest: &str, why: Refusal, usage: Usage) {
         let (current, previous) = {
-            let state = self.state.lock().unwrap();
+            let state = crate::util::lock(&self.state);
             let Some(g) = state.guests.get(guest) else {
                 return;
             };
@@ -249,7 +247,7 @@ impl Fleet {
         tracing::warn!(guest, from = %current.sha256, to = ?to, detail = %why.detail, "fleet: rolled back");
         self.refuse(&current, &why);
         {
-            let mut state = self.state.lock().unwrap();
+            let mut state = crate::util::lock(&self.state);
             let g = state.guests.entry(guest.to_string()).or_default();
             g.current = if back.is_some() { previous } else { None };
             g.previous = None;
@@ -265,14 +263,14 @@ impl Fleet {
             });
         }
         self.save();
-        let mut f = self.follow.lock().unwrap();
+        let mut f = crate::util::lock(&self.follow);
         f.swapped.remove(guest);
         f.baseline.insert(guest.to_string(), baseline);
     }
 
     /// The release each published guest should run on this daemon, by its groups.
     pub(super) fn wanted(&self) -> Vec<Manifest> {
-        let f = self.follow.lock().unwrap();
+        let f = crate::util::lock(&self.follow);
         let mut guests: Vec<&str> = f.releases.values().map(|(_, m)| m.guest.as_str()).collect();
         guests.sort();
         guests.dedup();
@@ -288,17 +286,14 @@ impl Fleet {
             self.back_to_local(host, &guest).await;
         }
         for m in self.wanted() {
-            let later = self
-                .follow
-                .lock()
-                .unwrap()
+            let later = crate::util::lock(&self.follow)
                 .retry
                 .get(&m.sha256)
                 .is_some_and(|(at, _)| Instant::now() < *at);
             let (skip, renamed) = if later {
                 (true, false)
             } else {
-                let mut state = self.state.lock().unwrap();
+                let mut state = crate::util::lock(&self.state);
                 match state.guests.get_mut(&m.guest) {
                     Some(g) if g.refuses(&m) => (true, false),
                     Some(g) if g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256) => {
@@ -332,7 +327,7 @@ impl Fleet {
     /// release for it here (or only refused ones) is returned, to go back to its local
     /// version.
     pub(super) fn forget_withdrawn(&self) -> Vec<String> {
-        let f = self.follow.lock().unwrap();
+        let f = crate::util::lock(&self.follow);
         let present = |m: &Manifest| {
             f.releases
                 .contains_key(&buckets::release_key(&m.guest, &m.group))
@@ -341,7 +336,7 @@ impl Fleet {
         };
         let mut back = Vec::new();
         let mut changed = false;
-        let mut state = self.state.lock().unwrap();
+        let mut state = crate::util::lock(&self.state);
         for (guest, g) in state.guests.iter_mut() {
             if g.previous.as_ref().is_some_and(|p| !present(p)) {
                 g.previous = None;
@@ -393,16 +388,14 @@ impl Fleet {
             if let Err(e) = applied {
                 self.set_overlay(guest, Some(current.clone()));
                 tracing::warn!(guest, hash = %current.hash, error = %e, "fleet: release withdrawn, but the guest's local version does not apply: the withdrawn version keeps running");
-                self.follow
-                    .lock()
-                    .unwrap()
+                crate::util::lock(&self.follow)
                     .stuck
                     .insert(guest.to_string(), current.hash);
                 return;
             }
         }
         self.forget_current(guest);
-        let mut f = self.follow.lock().unwrap();
+        let mut f = crate::util::lock(&self.follow);
         f.swapped.remove(guest);
         f.baseline.insert(guest.to_string(), baseline);
         tracing::info!(guest, hash = %current.hash, "fleet: release withdrawn; back to the local version");
@@ -410,7 +403,7 @@ impl Fleet {
 
     pub(super) fn forget_current(&self, guest: &str) {
         {
-            let mut state = self.state.lock().unwrap();
+            let mut state = crate::util::lock(&self.state);
             let g = state.guests.entry(guest.to_string()).or_default();
             g.current = None;
             g.previous = None;
@@ -421,10 +414,7 @@ impl Fleet {
 
     /// Rolls back versions quarantined inside their window.
     pub(super) async fn judge(&self, host: &Arc<dyn GuestHost>) {
-        let watching: Vec<(String, Usage, Instant)> = self
-            .follow
-            .lock()
-            .unwrap()
+        let watching: Vec<(String, Usage, Instant)> = crate::util::lock(&self.follow)
             .swapped
             .iter()
             .map(|(g, (u, t))| (g.clone(), *u, *t))
@@ -437,7 +427,7 @@ impl Fleet {
             match rollout::judge(at.elapsed(), self.cfg.rollback_window, &usage) {
                 Verdict::Watch => {}
                 Verdict::Settled => {
-                    self.follow.lock().unwrap().swapped.remove(&guest);
+                    crate::util::lock(&self.follow).swapped.remove(&guest);
                 }
                 Verdict::RollBack => {
                     let why = Refusal::new(

@@ -60,8 +60,8 @@ impl Fleet {
     /// every [`COUNTERS_EVERY`]).
     async fn report(&self, b: &Buckets, host: &Arc<dyn GuestHost>) -> Result<(), String> {
         let entries: Vec<(String, GuestHealth)> = {
-            let state = self.state.lock().unwrap().clone();
-            let f = self.follow.lock().unwrap();
+            let state = crate::util::lock(&self.state).clone();
+            let f = crate::util::lock(&self.follow);
             let mut guests: Vec<String> = state.guests.keys().cloned().collect();
             guests.extend(f.releases.values().map(|(_, m)| m.guest.clone()));
             guests.sort();
@@ -109,7 +109,7 @@ impl Fleet {
         };
         for (key, mut h) in entries {
             let due = {
-                let f = self.follow.lock().unwrap();
+                let f = crate::util::lock(&self.follow);
                 match f.reported.get(&key) {
                     None => true,
                     Some((last, at)) => {
@@ -133,9 +133,7 @@ impl Fleet {
                 .await
                 .map_err(|_| format!("writing {key}: timed out"))?
                 .map_err(|e| format!("writing {key}: {e}"))?;
-            self.follow
-                .lock()
-                .unwrap()
+            crate::util::lock(&self.follow)
                 .reported
                 .insert(key, (unstamped, Instant::now()));
         }
@@ -160,7 +158,7 @@ impl Fleet {
 
     /// A release entry as the watch or a full read delivered it.
     fn note(&self, key: &str, revision: u64, op: kv::Operation, value: &[u8]) {
-        let mut f = self.follow.lock().unwrap();
+        let mut f = crate::util::lock(&self.follow);
         f.stuck.clear();
         if op != kv::Operation::Put {
             f.releases.remove(key);
@@ -236,7 +234,7 @@ impl Fleet {
             .await
             .map_err(|_| "reading the releases timed out".to_string())??;
         {
-            let mut f = self.follow.lock().unwrap();
+            let mut f = crate::util::lock(&self.follow);
             f.releases.clear();
             f.malformed.clear();
         }
@@ -257,7 +255,7 @@ impl Fleet {
         *self.buckets.lock().await = Some(b.clone());
         self.connected.store(true, Ordering::Relaxed);
         health.working();
-        self.follow.lock().unwrap().reported.clear();
+        crate::util::lock(&self.follow).reported.clear();
         self.put_info(&b).await?;
         self.resync(&b).await?;
         self.converge(&b, host).await;
@@ -314,7 +312,7 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
         }
         for m in fleet.wanted() {
             let known = {
-                let state = fleet.state.lock().unwrap();
+                let state = crate::util::lock(&fleet.state);
                 state.guests.get(&m.guest).is_some_and(|g| {
                     g.refuses(&m) || g.current.as_ref().is_some_and(|c| c.sha256 == m.sha256)
                 })
@@ -332,7 +330,7 @@ pub async fn prefetch(fleet: &Arc<Fleet>) {
                             bytes: Arc::new(bytes),
                         }),
                     );
-                    let mut state = fleet.state.lock().unwrap();
+                    let mut state = crate::util::lock(&fleet.state);
                     let g = state.guests.entry(m.guest.clone()).or_default();
                     g.previous = g.current.take();
                     g.current = Some(m.clone());

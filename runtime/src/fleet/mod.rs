@@ -123,7 +123,7 @@ impl Fleet {
     /// The fleet's verified version of `guest`, if it runs one here (it takes precedence
     /// over guests-dir and the bundled guests).
     pub fn component(&self, guest: &str) -> Option<Component> {
-        self.overlay.read().unwrap().get(guest).cloned()
+        crate::util::read(&self.overlay).get(guest).cloned()
     }
 
     pub fn config(&self) -> &FleetConfig {

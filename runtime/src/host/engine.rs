@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -14,6 +14,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use super::bindings;
+use super::clock::Clock;
 use super::limits::{ASYNC_STACK, EPOCH_TICK, MAX_WASM_STACK};
 use super::state::State;
 
@@ -27,45 +28,6 @@ pub struct Runtime {
     exporter_linker: Linker<State>,
     cache_dir: Option<PathBuf>,
     _ticker: Ticker,
-}
-
-/// The clock of every guest deadline: the epoch ticker's count of [`EPOCH_TICK`]s, which
-/// advances only while some call into a guest is running (see [`Clock::running`]).
-pub(crate) struct Clock {
-    ticks: AtomicU64,
-    /// Calls into guests in flight; the ticker sleeps while there are none, so an idle daemon
-    /// is not woken 100 times a second for nothing.
-    running: AtomicUsize,
-    stop: AtomicBool,
-    /// The ticker thread, to wake it.
-    ticker: OnceLock<Thread>,
-}
-
-impl Clock {
-    /// Ticks so far.
-    pub(crate) fn now(&self) -> u64 {
-        self.ticks.load(Ordering::Acquire)
-    }
-
-    /// Keeps the clock ticking while the guard lives: taken around every call into a guest.
-    pub(crate) fn running(self: &Arc<Self>) -> Running {
-        if self.running.fetch_add(1, Ordering::AcqRel) == 0
-            && let Some(t) = self.ticker.get()
-        {
-            // An unpark before the ticker parks is kept as a token: no wakeup is lost.
-            t.unpark();
-        }
-        Running(self.clone())
-    }
-}
-
-/// See [`Clock::running`].
-pub(crate) struct Running(Arc<Clock>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a plain OS thread (a tokio task would

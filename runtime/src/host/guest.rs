@@ -16,7 +16,8 @@ use anyhow::{Context, Result, anyhow};
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
 
-use super::engine::{Clock, Compiled, Runtime};
+use super::clock::Clock;
+use super::engine::{Compiled, Runtime};
 use super::limits::*;
 use super::state::{Grants, State};
 use super::stats::GuestStats;

@@ -6,27 +6,16 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use wasmtime::component::Resource;
 
 use super::bindings::agent::wasmon::collector::mapped;
 use super::limits::MAX_MAPPED_FILES;
-use super::state::State;
+use super::state::{MappedDir, State};
 
 /// Bytes one `read` may copy into the guest.
 const MAX_READ: u64 = 16 << 20;
-
-/// A directory whose files a guest may map read-only.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct MappedDir {
-    /// The name the guest uses for it.
-    pub name: String,
-    /// The directory on the host.
-    pub host: PathBuf,
-}
 
 /// One open file: what the resource table holds for a WIT `mapped-file` handle (the
 /// generated type is a marker; handles are converted by their table index).
@@ -172,7 +161,7 @@ impl mapped::HostMappedFile for State {
 mod tests {
     use super::*;
 
-    fn dir() -> (tempfile::TempDir, PathBuf) {
+    fn dir() -> (tempfile::TempDir, std::path::PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let canonical = std::fs::canonicalize(d.path()).unwrap();
         (d, canonical)

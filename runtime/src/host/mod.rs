@@ -43,6 +43,7 @@ macro_rules! world {
 mod agent;
 mod bindings;
 pub mod check;
+mod clock;
 mod engine;
 mod exporter;
 mod guest;
@@ -58,7 +59,7 @@ pub use agent::{AgentInstance, AgentWorld};
 pub use engine::{Compiled, Runtime};
 pub use exporter::{ExporterInstance, ExporterWorld, Request};
 pub use guest::{CallError, GuestConfig, Image, Instance, Live, World};
-pub use mapped::MappedDir;
+pub use state::MappedDir;
 pub use state::{DirGrant, Grants};
 pub use stats::GuestStats;
 pub use strings::StringTable;

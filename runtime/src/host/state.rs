@@ -17,6 +17,16 @@ use super::limits::MAX_HANDLES;
 use super::log::{GuestLog, GuestOutput};
 use super::stats::GuestStats;
 
+/// A directory whose files a guest may map read-only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MappedDir {
+    /// The name the guest uses for it.
+    pub name: String,
+    /// The directory on the host.
+    pub host: PathBuf,
+}
+
 /// Capabilities a guest gets beyond computing: none unless its config grants them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -32,7 +42,7 @@ pub struct Grants {
     pub env: std::collections::BTreeMap<String, String>,
     /// Directories whose files an agent may map read-only (the `mapped` interface).
     #[serde(default)]
-    pub mapped: Vec<super::mapped::MappedDir>,
+    pub mapped: Vec<MappedDir>,
 }
 
 /// One preopened directory.
@@ -97,7 +107,7 @@ pub struct State {
     pub(crate) mapped_open: usize,
     /// The deadline of each call into this guest, and the epoch ticks it is measured in.
     pub(crate) deadline: std::time::Duration,
-    pub(crate) clock: Arc<super::engine::Clock>,
+    pub(crate) clock: Arc<super::clock::Clock>,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
 }
@@ -107,7 +117,7 @@ impl State {
         guest: Arc<str>,
         grants: &Grants,
         limiter: Limiter,
-        (deadline, clock): (std::time::Duration, Arc<super::engine::Clock>),
+        (deadline, clock): (std::time::Duration, Arc<super::clock::Clock>),
         stats: Arc<GuestStats>,
     ) -> Result<State> {
         let log = GuestLog::new(guest, stats);

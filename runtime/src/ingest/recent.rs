@@ -67,14 +67,14 @@ impl<T: Clone> Recent<T> {
     pub fn lookup(&self) -> Lookup<'_, T> {
         Lookup {
             recent: self,
-            gens: Some(self.gens.read().unwrap_or_else(|p| p.into_inner())),
+            gens: Some(crate::util::read(&self.gens)),
             learned: Vec::new(),
         }
     }
 
     /// Forgets everything (what the entries were derived from changed).
     pub fn clear(&self) {
-        let mut g = self.gens.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = crate::util::write(&self.gens);
         g.new.clear();
         g.old.clear();
         g.bytes = 0;
@@ -84,7 +84,7 @@ impl<T: Clone> Recent<T> {
         if learned.is_empty() {
             return;
         }
-        let mut g = self.gens.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = crate::util::write(&self.gens);
         for (key, value) in learned {
             let cost = key.len() + ENTRY_OVERHEAD;
             if g.bytes + cost > self.budget / 2 {
@@ -105,7 +105,7 @@ impl<T: Clone> Recent<T> {
     /// Entries in the newer generation (tests).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.gens.read().unwrap().new.len()
+        crate::util::read(&self.gens).new.len()
     }
 }
 
@@ -185,7 +185,7 @@ mod tests {
             }
             l.learn(&key(i), &i);
             l.keep();
-            let g = r.gens.read().unwrap();
+            let g = crate::util::read(&r.gens);
             assert!(g.new.len() + g.old.len() <= 100, "at {i}");
         }
         assert_eq!(r.lookup().get(&key(0)), Some(&0));

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-/// Pinned versions: the ones checked against this runtime's WIT (TOOLCHAIN.md).
+/// Pinned versions: the ones checked against this runtime's WIT (docs/toolchain.md).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 pub const COMPONENTIZE_JS: &str = "0.23.0";
 /// Debian packages a C guest needs.

@@ -402,6 +402,22 @@ pub struct Lines<'a> {
 }
 
 /// Parses a body line by line: `Ok(Line)` or `Err(ParseError)` per non-blank, non-comment line.
+///
+/// ```
+/// use wasmon::lineproto::{FieldValue, parse_lines};
+///
+/// let body = b"# a comment\ncpu,host=n1,cpu=0 user=0.5,idle=99.5 1700000000\nbad line\n";
+/// let mut lines = parse_lines(body);
+/// let cpu = lines.next().unwrap().unwrap();
+/// assert_eq!(cpu.measurement.as_str(), "cpu");
+/// assert_eq!((cpu.line, cpu.timestamp), (2, Some(1_700_000_000)));
+/// let tags: Vec<String> = cpu.tags().map(|(k, v)| format!("{k}={v}")).collect();
+/// assert_eq!(tags, ["host=n1", "cpu=0"]);
+/// assert!(matches!(cpu.field("idle"), Some(FieldValue::Float(v)) if v == 99.5));
+/// // A bad entry is an error naming its line; it does not stop the rest.
+/// assert_eq!(lines.next().unwrap().unwrap_err().line, 3);
+/// assert!(lines.next().is_none());
+/// ```
 pub fn parse_lines(body: &[u8]) -> Lines<'_> {
     // One validation pass over the body is cheaper than one per line; only a body with
     // invalid bytes falls back to per-line checks (so the error names the line).

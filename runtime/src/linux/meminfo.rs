@@ -135,7 +135,7 @@ pub fn parse(text: &str, keys: &mut Vec<(String, u64)>) {
 }
 
 /// The page size of this host (the root's files do not say; pmdalinux asks the kernel too).
-fn page_size() -> u64 {
+pub(super) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if n > 0 { n as u64 } else { 4096 }

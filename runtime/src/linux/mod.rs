@@ -18,11 +18,15 @@ pub mod indom;
 pub mod read;
 pub mod table;
 
+mod buddyinfo;
 mod cpuinfo;
 mod devices;
+mod diskstats;
+mod filesys;
 mod fchost;
 mod interrupts;
 mod ipc;
+mod ksm;
 mod loadavg;
 mod locks;
 mod login;
@@ -32,16 +36,23 @@ mod net_dev;
 mod net_rpc;
 mod net_snmp;
 mod net_sysfs;
+mod numa;
 mod pressure;
+mod scsi;
+mod slabinfo;
 mod sockstat;
 mod softnet;
 mod stat;
+mod statfs;
+mod swapdev;
 mod sys_fs;
 mod sys_kernel;
 mod sysfs_kernel;
 mod tty_serial;
 mod uname;
 mod uptime;
+mod vmstat;
+mod zoneinfo;
 
 #[cfg(test)]
 mod testing;
@@ -73,6 +84,11 @@ pub trait Group: Send {
     /// Appends the values of `m` (one of its metrics) from the last refresh, by instance name
     /// ("" for a singular metric). Nothing appended: no value.
     fn values(&self, m: &Metric, out: &mut Values);
+    /// The error pmdalinux answers for `m` instead of values, from the last refresh (`swap.in`
+    /// is "not supported by this version" on 2.6+ kernels). `None`: answer [`Group::values`].
+    fn error(&self, _m: &Metric) -> Option<NsError> {
+        None
+    }
     /// PCP's instance number for an instance of one of its indoms, when pmdalinux fixes one
     /// (`cpu3` is 3). `None`: numbered by the server in discovery order, as pmdalinux's
     /// instance cache does.
@@ -103,6 +119,10 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(sockstat::SockStat::default()),
         Box::new(softnet::SoftNet::default()),
         Box::new(uptime::Uptime::default()),
+        Box::new(diskstats::DiskStats::default()),
+        Box::new(filesys::FileSys::default()),
+        Box::new(scsi::Scsi::default()),
+        Box::new(scsi::Tape::default()),
         Box::new(interrupts::Interrupts::default()),
         Box::new(interrupts::SoftIrqs::default()),
         Box::new(pressure::Pressure::default()),
@@ -114,6 +134,13 @@ fn groups() -> Vec<Box<dyn Group>> {
         Box::new(locks::Locks::default()),
         Box::new(sysfs_kernel::SysfsKernel::default()),
         Box::new(ipc::Ipc::default()),
+        Box::new(vmstat::VmStat::default()),
+        Box::new(swapdev::Swaps::default()),
+        Box::new(slabinfo::SlabInfo::default()),
+        Box::new(numa::Numa::default()),
+        Box::new(buddyinfo::BuddyInfo::default()),
+        Box::new(zoneinfo::ZoneInfo::default()),
+        Box::new(ksm::Ksm::default()),
     ]
 }
 
@@ -237,6 +264,9 @@ impl Agent for LinuxAgent {
                     if !fresh[g] {
                         self.groups[g].refresh(&ctx);
                         fresh[g] = true;
+                    }
+                    if let Some(e) = self.groups[g].error(m) {
+                        return (*id, Err(e));
                     }
                     self.groups[g].values(m, &mut out);
                 }

@@ -157,6 +157,7 @@ impl FromStr for Pmid {
 pub const PM_ERR_BASE: i32 = 12345;
 pub const PM_ERR_GENERIC: i32 = -PM_ERR_BASE;
 pub const PM_ERR_PMNS: i32 = -PM_ERR_BASE - 1;
+pub const PM_ERR_APPVERSION: i32 = -PM_ERR_BASE - 5;
 pub const PM_ERR_NAME: i32 = -PM_ERR_BASE - 12;
 pub const PM_ERR_PMID: i32 = -PM_ERR_BASE - 13;
 pub const PM_ERR_NOAGENT: i32 = -PM_ERR_BASE - 41;
@@ -175,6 +176,10 @@ pub enum NsError {
     /// The agent for the domain is absent, or trapped while answering.
     #[error("No PMCD agent for domain of request")]
     NoAgent,
+    /// The agent knows the metric but the monitored system no longer provides it (PCP's
+    /// `PM_ERR_APPVERSION`: `swap.in` on Linux 2.6+).
+    #[error("Metric not supported by this version of monitored application")]
+    AppVersion,
     #[error("{0}")]
     Other(String),
 }
@@ -187,6 +192,7 @@ impl NsError {
             NsError::NonLeaf => PM_ERR_NONLEAF,
             NsError::UnknownPmid => PM_ERR_PMID,
             NsError::NoAgent => PM_ERR_NOAGENT,
+            NsError::AppVersion => PM_ERR_APPVERSION,
             NsError::Other(_) => PM_ERR_GENERIC,
         }
     }
@@ -422,6 +428,7 @@ mod tests {
         assert_eq!(NsError::UnknownName.code(), -12357);
         assert_eq!(NsError::UnknownPmid.code(), -12358);
         assert_eq!(NsError::NoAgent.code(), -12386);
+        assert_eq!(NsError::AppVersion.code(), -12350);
         assert_eq!(NsError::NonLeaf.code(), -12394);
         assert_eq!(NsError::Other("x".into()).code(), -12345);
         assert_eq!(NsError::UnknownName.to_string(), "Unknown metric name");

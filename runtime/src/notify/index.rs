@@ -173,7 +173,7 @@ impl InstanceEntry {
     }
 
     fn disarmed(&self) -> std::sync::MutexGuard<'_, Vec<Handle>> {
-        self.disarmed.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.disarmed)
     }
 
     fn clear_handle(&self, h: Handle) {
@@ -247,10 +247,10 @@ struct Shard(RwLock<ShardInner>);
 impl Shard {
     fn read(&self) -> RwLockReadGuard<'_, ShardInner> {
         // Index mutations are small and complete before unlocking; a poisoned lock is usable.
-        self.0.read().unwrap_or_else(|e| e.into_inner())
+        crate::util::read(&self.0)
     }
     fn write(&self) -> RwLockWriteGuard<'_, ShardInner> {
-        self.0.write().unwrap_or_else(|e| e.into_inner())
+        crate::util::write(&self.0)
     }
 }
 

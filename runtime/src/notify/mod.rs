@@ -101,7 +101,7 @@ impl Notifier {
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.registry)
     }
 
     /// Ingest one sample: update the resource's current value (if any threshold covers it) and
@@ -142,7 +142,7 @@ impl Notifier {
                 "threshold crossed"
             );
         }
-        for sink in self.sinks.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        for sink in crate::util::read(&self.sinks).iter() {
             sink.deliver(&n);
         }
         t.owner.push(n);
@@ -337,15 +337,10 @@ impl Notifier {
 
     /// The subscriber with this name, created on first use.
     pub fn subscriber(&self, name: &str) -> Arc<Subscriber> {
-        if let Some(s) = self
-            .subscribers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
+        if let Some(s) = crate::util::read(&self.subscribers).get(name) {
             return Arc::clone(s);
         }
-        let mut subs = self.subscribers.write().unwrap_or_else(|e| e.into_inner());
+        let mut subs = crate::util::write(&self.subscribers);
         let s = subs.entry(Arc::from(name)).or_insert_with_key(|k| {
             Arc::new(Subscriber::new(Arc::clone(k), self.cfg.queue_capacity))
         });
@@ -354,16 +349,12 @@ impl Notifier {
 
     /// The subscriber if it exists (it exists once it added a threshold or was watched).
     pub fn find_subscriber(&self, name: &str) -> Option<Arc<Subscriber>> {
-        self.subscribers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        crate::util::read(&self.subscribers).get(name).cloned()
     }
 
     /// Names of the known subscribers.
     pub fn subscriber_names(&self) -> Vec<String> {
-        let subs = self.subscribers.read().unwrap_or_else(|e| e.into_inner());
+        let subs = crate::util::read(&self.subscribers);
         let mut v: Vec<String> = subs.keys().map(|k| k.to_string()).collect();
         v.sort();
         v
@@ -371,10 +362,7 @@ impl Notifier {
 
     /// Send every notification (of all owners) to `sink` as well.
     pub fn add_sink(&self, sink: Arc<dyn NotificationSink>) {
-        self.sinks
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(sink);
+        crate::util::write(&self.sinks).push(sink);
     }
 }
 

@@ -90,7 +90,7 @@ impl Subscriber {
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         // A panic while holding this lock cannot leave the queue inconsistent (every mutation is
         // a single push/pop), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.state)
     }
 
     /// Enqueue without blocking; when full, drop `n` and count it.

@@ -107,7 +107,7 @@ impl Shared {
     /// The agent is asked for its numbers outside the tables' lock: a busy agent holds up
     /// only its own metrics.
     fn instances(&self, indom: u32, names: &[&str]) -> Vec<Option<i32>> {
-        let lock = || self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || crate::util::lock(&self.indoms);
         let new: Vec<&str> = {
             let all = lock();
             match all.get(&indom) {
@@ -153,7 +153,7 @@ impl Shared {
     }
 
     fn remember_indom(&self, indom: u32, metric: Pmid) {
-        let mut all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = crate::util::lock(&self.indoms);
         if !all.contains_key(&indom) && all.len() >= MAX_INDOMS {
             return;
         }
@@ -164,7 +164,7 @@ impl Shared {
     }
 
     fn indom_metrics(&self, indom: u32) -> Vec<Pmid> {
-        let all = self.indoms.lock().unwrap_or_else(|p| p.into_inner());
+        let all = crate::util::lock(&self.indoms);
         all.get(&indom)
             .map(|i| i.metrics.clone())
             .unwrap_or_default()
@@ -596,8 +596,8 @@ impl Session {
         pdu::label(ident, kind, &sets)
     }
 
-    /// The instances of `indom` now, as (number, name, value): the values of a metric over it
-    /// (indoms are learnt from descriptors), or a PCP error code.
+    /// The instances of `indom` now, as (number, name, value): those of the values of its
+    /// metrics (indoms are learnt from descriptors), or a PCP error code.
     fn indom_instances(&mut self, indom: u32) -> Result<Vec<(i32, String, Value)>, i32> {
         // The agent's own list first: a metric of the indom may lack values for some.
         if let Some(names) = self.src().instances(indom >> 22, indom & 0x3f_ffff) {
@@ -610,14 +610,22 @@ impl Session {
                 .collect());
         }
         let metrics = self.shared.indom_metrics(indom);
-        // One fetch of them all (an agent reads each file once), the first with values
-        // answering.
+        // One fetch of them all (an agent reads each file once).
         let got = self.src().fetch(&metrics);
-        let mut answer = Err(errors::INDOM);
+        let mut answer: Result<Vec<(i32, String, Value)>, i32> = Err(errors::INDOM);
+        // The union over its metrics: an instance may have values for some only (pmdalinux's
+        // per-node zoneinfo entries have none of the per-zone watermarks).
         for (metric, values) in metrics.into_iter().zip(got) {
-            answer = self.values_of(metric, values);
-            if answer.as_ref().is_ok_and(|v| !v.is_empty()) {
-                break;
+            match (&mut answer, self.values_of(metric, values)) {
+                (Ok(all), Ok(more)) => {
+                    for v in more {
+                        if !all.iter().any(|(i, _, _)| *i == v.0) {
+                            all.push(v);
+                        }
+                    }
+                }
+                (a @ Err(_), b) => *a = b,
+                (Ok(_), Err(_)) => {}
             }
         }
         answer

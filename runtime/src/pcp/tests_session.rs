@@ -97,7 +97,7 @@ struct FooSource {
 
 impl FooSource {
     fn with<R>(&self, f: impl FnOnce(&Namespace, &mut dyn Delegates) -> R) -> R {
-        let mut a = self.agents.lock().unwrap();
+        let mut a = crate::util::lock(&self.agents);
         f(&self.ns, &mut *a)
     }
 }

@@ -69,7 +69,7 @@ impl Sink for ChannelSink {
     }
     fn accept(&self, _pipeline: &str, samples: &[Sample]) {
         if !samples.is_empty() {
-            let _ = self.tx.lock().unwrap().send(samples.to_vec());
+            let _ = crate::util::lock(&self.tx).send(samples.to_vec());
         }
     }
 }

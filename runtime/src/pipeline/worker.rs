@@ -184,7 +184,7 @@ impl Pipeline {
 
     pub fn stages(&self) -> Vec<StageInfo> {
         let now = Instant::now();
-        let mut stages = self.stages.lock().unwrap().clone();
+        let mut stages = crate::util::lock(&self.stages).clone();
         for s in &mut stages {
             s.quarantined = s.quarantined_until.is_some_and(|t| now < t);
             let g = &s.stats.0;
@@ -211,7 +211,7 @@ impl Pipeline {
     /// batch goes to the sinks on this thread ([`Inline`]).
     pub fn send_acked(&self, batch: Vec<Sample>) -> Result<(), Stopped> {
         {
-            let inline = self.inline.read().unwrap_or_else(|p| p.into_inner());
+            let inline = crate::util::read(&self.inline);
             if let Some(sinks) = inline.as_ref() {
                 self.stats.samples_in.add(batch.len() as u64);
                 emit(&self.name, &self.stats, sinks, batch);
@@ -259,12 +259,12 @@ impl Pipeline {
 
     /// Flushes a last time and stops the thread.
     pub fn stop(&self) {
-        *self.inline.write().unwrap_or_else(|p| p.into_inner()) = None;
+        *crate::util::write(&self.inline) = None;
         let (ack, done) = crossbeam_channel::bounded(1);
         if self.tx.send(Command::Stop(ack)).is_ok() {
             let _ = done.recv();
         }
-        if let Some(t) = self.thread.lock().unwrap().take() {
+        if let Some(t) = crate::util::lock(&self.thread).take() {
             let _ = t.join();
         }
     }
@@ -364,7 +364,7 @@ impl Worker {
                     self.publish_stages();
                 }
                 Some(Command::Stop(ack)) => {
-                    *self.inline.write().unwrap_or_else(|p| p.into_inner()) = None;
+                    *crate::util::write(&self.inline) = None;
                     self.flush_from(0, Vec::new());
                     let _ = ack.send(());
                     return;
@@ -521,12 +521,11 @@ impl Worker {
     /// Lets acknowledged batches skip the thread when no stage runs (see [`Inline`]; a
     /// swap's fallbacks are per stage, so there are none either).
     fn publish_inline(&self) {
-        *self.inline.write().unwrap_or_else(|p| p.into_inner()) =
-            self.chain.is_empty().then(|| self.sinks.clone());
+        *crate::util::write(&self.inline) = self.chain.is_empty().then(|| self.sinks.clone());
     }
 
     fn publish_stages(&mut self) {
-        *self.stages.lock().unwrap() = self
+        *crate::util::lock(&self.stages) = self
             .chain
             .iter()
             .map(|g| StageInfo {

@@ -70,7 +70,7 @@ impl Name {
         if let Some(&n) = read().by_text.get(text) {
             return Ok(n);
         }
-        let mut w = INTERNER.write().unwrap_or_else(|e| e.into_inner());
+        let mut w = crate::util::write(&INTERNER);
         if let Some(&n) = w.by_text.get(text) {
             return Ok(n);
         }
@@ -111,7 +111,7 @@ impl Name {
 }
 
 fn read() -> std::sync::RwLockReadGuard<'static, Interner> {
-    INTERNER.read().unwrap_or_else(|e| e.into_inner())
+    crate::util::read(&INTERNER)
 }
 
 impl std::ops::Deref for Name {

@@ -155,19 +155,13 @@ impl Forwarder {
         &self.name
     }
 
-    pub(super) fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
     pub fn config(&self) -> SinkConfig {
-        self.settings.read().unwrap().cfg.clone()
+        crate::util::read(&self.settings).cfg.clone()
     }
 
     /// The identity of a guest sink's exporter (see [`Exporter::identity`]).
     pub fn exporter_identity(&self) -> Option<String> {
-        self.settings
-            .read()
-            .unwrap()
+        crate::util::read(&self.settings)
             .exporter
             .as_ref()
             .map(|e| e.identity())
@@ -176,7 +170,7 @@ impl Forwarder {
     /// A reload changed the sink: new transport, limits and exporter, same queue.
     pub fn reconfigure(&self, cfg: SinkConfig, (transport, exporter): Route) {
         self.queue.reconfigure(queue_config(&cfg));
-        *self.settings.write().unwrap() = Settings {
+        *crate::util::write(&self.settings) = Settings {
             cfg,
             transport: Arc::new(transport),
             exporter,
@@ -195,7 +189,7 @@ impl Forwarder {
             .accepted
             .fetch_add(samples.len() as u64, Relaxed);
         let (kind, gzip, batch) = {
-            let s = self.settings.read().unwrap();
+            let s = crate::util::read(&self.settings);
             (s.cfg.kind, s.cfg.gzip, s.cfg.batch_size)
         };
         for chunk in samples.chunks(batch) {
@@ -244,7 +238,7 @@ impl Forwarder {
     }
 
     pub fn status(&self) -> SinkStatus {
-        let s = self.settings.read().unwrap();
+        let s = crate::util::read(&self.settings);
         let queue = self.queue.stats();
         let now = now_ns();
         let oldest_age_seconds = if queue.queued_records > 0 {
@@ -280,12 +274,12 @@ impl Forwarder {
             retries: self.counters.retries.load(Relaxed),
             encode_failures: self.counters.encode_failures.load(Relaxed),
             failing: self.failing.load(Relaxed),
-            last_error: self.last_error.lock().unwrap().clone(),
+            last_error: crate::util::lock(&self.last_error).clone(),
         }
     }
 
     pub(super) fn note_error(&self, e: String) {
-        *self.last_error.lock().unwrap() = Some((now_ns() / 1_000_000_000, e));
+        *crate::util::lock(&self.last_error) = Some((now_ns() / 1_000_000_000, e));
     }
 
     /// fsyncs the queue (at shutdown).
@@ -332,7 +326,7 @@ impl Forwarder {
                 },
             };
             let (transport, exporter, rate, max_backoff, max_failures) = {
-                let s = self.settings.read().unwrap();
+                let s = crate::util::read(&self.settings);
                 let c = &s.cfg;
                 (
                     s.transport.clone(),
@@ -355,7 +349,7 @@ impl Forwarder {
                 _ = stop.cancelled() => return,
                 o = async {
                     match &exporter {
-                        Some(e) => guest.send(&self, e, &transport, &record, &id, max_failures).await,
+                        Some(e) => guest.send(&self.counters.encode_failures, e, &transport, &record, &id, max_failures).await,
                         None => transport.send(&record.payload, &id).await,
                     }
                 } => o,

@@ -6,10 +6,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::exporter::{Encoding, Exporter, Request};
-use super::forwarder::Forwarder;
 use super::queue::Record;
 use super::raw;
 use super::transport::{Outcome, Transport};
@@ -40,7 +40,7 @@ impl GuestSend {
     /// One attempt at `record`: encode it if that is not done yet, then send what is left.
     pub(super) async fn send(
         &mut self,
-        fwd: &Forwarder,
+        encode_failures: &AtomicU64,
         exporter: &Arc<dyn Exporter>,
         transport: &Transport,
         record: &Record,
@@ -86,7 +86,7 @@ impl GuestSend {
                 }
                 Encoding::Quarantined(d) => return Outcome::Wait(d),
                 Encoding::Failed(why) => {
-                    fwd.counters().encode_failures.fetch_add(1, Relaxed);
+                    encode_failures.fetch_add(1, Relaxed);
                     let n = self.failures.entry(record.seq).or_insert(0);
                     *n += 1;
                     let n = *n;

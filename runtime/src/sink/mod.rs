@@ -107,7 +107,7 @@ impl SinkSet {
         base: &Path,
         make_exporter: MakeExporter,
     ) -> anyhow::Result<Prepared> {
-        let running = self.running.lock().unwrap();
+        let running = crate::util::lock(&self.running);
         let mut p = Prepared {
             new: Vec::new(),
             changed: Vec::new(),
@@ -171,7 +171,7 @@ impl SinkSet {
     /// queues stay on disk).
     pub fn apply(&self, p: Prepared) -> SinksOutcome {
         let mut out = SinksOutcome::default();
-        let mut running = self.running.lock().unwrap();
+        let mut running = crate::util::lock(&self.running);
         for (cfg, parts) in p.changed {
             if let Some(r) = running.get(&cfg.name) {
                 out.reconfigured.push(cfg.name.clone());
@@ -216,18 +216,13 @@ impl SinkSet {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Forwarder>> {
-        self.running
-            .lock()
-            .unwrap()
+        crate::util::lock(&self.running)
             .get(name)
             .map(|r| r.fwd.clone())
     }
 
     pub fn statuses(&self) -> Vec<SinkStatus> {
-        let running: Vec<_> = self
-            .running
-            .lock()
-            .unwrap()
+        let running: Vec<_> = crate::util::lock(&self.running)
             .values()
             .map(|r| r.fwd.clone())
             .collect();
@@ -236,7 +231,7 @@ impl SinkSet {
 
     /// Queues on disk of sinks that are not running.
     pub fn kept_queues(&self) -> Vec<KeptQueue> {
-        let running = self.running.lock().unwrap();
+        let running = crate::util::lock(&self.running);
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -256,7 +251,7 @@ impl SinkSet {
 
     /// Deletes the kept queue of a sink that is not running.
     pub fn delete_kept_queue(&self, name: &str) -> Result<u64, String> {
-        if self.running.lock().unwrap().contains_key(name) {
+        if crate::util::lock(&self.running).contains_key(name) {
             return Err(format!(
                 "sink {name:?} is running: remove it from the config first"
             ));
@@ -276,7 +271,7 @@ impl SinkSet {
 
     /// Stops every sender (records in flight stay queued) and fsyncs the queues.
     pub async fn stop(&self) {
-        let running: Vec<Running> = std::mem::take(&mut *self.running.lock().unwrap())
+        let running: Vec<Running> = std::mem::take(&mut *crate::util::lock(&self.running))
             .into_values()
             .collect();
         for r in &running {

@@ -63,6 +63,8 @@ struct Conn {
     js: Option<async_nats::jetstream::Context>,
     /// The stream was found or created since this connection was made.
     stream_ready: bool,
+    /// Publishes answered "no responders" in a row since.
+    no_stream: u32,
 }
 
 /// Why a transport could not be built; names the field at fault.
@@ -293,6 +295,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// "No responders" answers in a row before the stream is looked up again: a leader election
+/// answers so for a few seconds; a deleted stream for good.
+const NO_STREAM_BEFORE_LOOKUP: u32 = 5;
+
 /// How long a JetStream publish waits for its PubAck before the record is retried (with the
 /// same `Nats-Msg-Id`, so a stream that stored it drops the copy), unless the sink's
 /// `timeout` is shorter: a cluster whose stream leader died elects another within seconds.
@@ -318,6 +324,7 @@ impl Nats {
                 client,
                 js,
                 stream_ready: false,
+                no_stream: 0,
             });
         }
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
@@ -401,11 +408,27 @@ impl Nats {
             Err(e) => return Outcome::Retry(e.to_string()),
         };
         match ack.await {
-            Ok(_) => Outcome::Delivered,
-            Err(e) => {
-                // A stream deleted meanwhile answers "no responders": look for it again.
+            Ok(_) => {
                 if let Some(c) = self.conn.lock().await.as_mut() {
-                    c.stream_ready = false;
+                    c.no_stream = 0;
+                }
+                Outcome::Delivered
+            }
+            Err(e) => {
+                // "No responders" is a stream being given a new leader (seconds, on a
+                // cluster) or a stream deleted meanwhile: publish again a few times, then
+                // look for the stream (and create it) again. Looking it up asks the cluster's
+                // meta leader, which may be the server that died; a PubAck that did not come
+                // says nothing about the stream.
+                use async_nats::jetstream::context::PublishErrorKind;
+                if let Some(c) = self.conn.lock().await.as_mut()
+                    && e.kind() == PublishErrorKind::StreamNotFound
+                {
+                    c.no_stream += 1;
+                    if c.no_stream >= NO_STREAM_BEFORE_LOOKUP {
+                        c.stream_ready = false;
+                        c.no_stream = 0;
+                    }
                 }
                 Outcome::Retry(e.to_string())
             }

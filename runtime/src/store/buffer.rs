@@ -10,8 +10,7 @@ use std::sync::Mutex;
 
 use super::StoreError;
 
-/// Slots per buffer: 512 f64 = one 4 KiB page.
-pub const BUFFER_CAP: usize = 512;
+pub use super::page::BUFFER_CAP;
 const CAP: i64 = BUFFER_CAP as i64;
 
 pub(crate) use super::page::Page;
@@ -54,7 +53,7 @@ impl Pool {
 
     /// A page with every slot NaN.
     pub(crate) fn get(&self) -> Page {
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = crate::util::lock(&self.free).pop();
         match reused {
             Some(mut p) => {
                 p.fill(f64::NAN);
@@ -65,14 +64,14 @@ impl Pool {
     }
 
     pub(crate) fn put(&self, p: Page) {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = crate::util::lock(&self.free);
         if free.len() < self.max {
             free.push(p);
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        crate::util::lock(&self.free).len()
     }
 }
 

@@ -13,7 +13,7 @@ use hashbrown::HashTable;
 
 use super::buffer::{Chain, Pool};
 use super::spin::SpinLock;
-use super::{MetricInfo, StoreError, read, validate_name, wal, write};
+use super::{MetricInfo, StoreError, read, validate_name, write};
 
 /// One series of a level: its chain, which carries the metric id (40 bytes).
 pub(crate) type Slot = Chain;
@@ -51,7 +51,7 @@ pub struct Level {
 
 impl Level {
     pub(crate) fn root() -> Level {
-        Level::new(wal::root_path())
+        Level::new(root_path())
     }
 
     fn new(wal_path: Box<[u8]>) -> Level {
@@ -113,7 +113,7 @@ impl Level {
         if let Some(c) = table.find(h, |c| self.is_named(c, name.as_bytes())) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Level::new(wal::extend_path(&self.wal_path, name)));
+        let c = Arc::new(Level::new(extend_path(&self.wal_path, name)));
         let plen = self.wal_path.len() + 2;
         table.insert_unique(h, c.clone(), |c| hash(&c.wal_path[plen..]));
         Ok(c)
@@ -300,4 +300,19 @@ pub(crate) fn walk(
         walk(&c, path, f);
         path.pop();
     }
+}
+
+/// The root's path as the WAL records a level: depth 0, no names.
+fn root_path() -> Box<[u8]> {
+    Box::new([0u8])
+}
+
+/// The encoded path of a child: depth + 1, then the name appended.
+fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(parent.len() + 2 + name.len());
+    v.push(parent[0].saturating_add(1));
+    v.extend_from_slice(&parent[1..]);
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name.as_bytes());
+    v.into_boxed_slice()
 }

@@ -81,7 +81,7 @@ pub(crate) struct Pool(Mutex<Vec<LevelCache>>);
 impl Pool {
     /// A cache for `context`: an idle one made for it if there is one, else a fresh one.
     pub(crate) fn take(&self, context: &str) -> LevelCache {
-        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = crate::util::lock(&self.0);
         match idle.iter().rposition(|c| &*c.context == context) {
             Some(i) => idle.swap_remove(i),
             None => LevelCache::new(context),
@@ -89,7 +89,7 @@ impl Pool {
     }
 
     pub(crate) fn give_back(&self, cache: LevelCache) {
-        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = crate::util::lock(&self.0);
         if idle.len() < MAX_POOLED {
             idle.push(cache);
         }

@@ -18,8 +18,8 @@ pub mod workers;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 
 pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
 pub use config::{Aggregation, ArchiveConfig, MetricConfig, StoreConfig};
@@ -101,14 +101,25 @@ pub struct StoreCounters {
     pub snapshots_written: AtomicU64,
 }
 
-pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
-}
-pub(crate) fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    l.lock().unwrap_or_else(|e| e.into_inner())
+pub(crate) use crate::util::{lock, read, write};
+
+/// The generations `N` of the files `PREFIX N SUFFIX` in `dir` (snapshots, WAL files),
+/// ascending; other names are not the store's and are passed over.
+fn generations(dir: &std::path::Path, prefix: &str, suffix: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix(prefix)?
+                .strip_suffix(suffix)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// The in-memory time-series store. Cheap to share as `Arc<Store>`.
@@ -393,17 +404,7 @@ impl Store {
 
     /// Calls `f(path, metric, ts, value)` with the newest non-NaN value of every series.
     pub fn for_each_latest(&self, mut f: impl FnMut(&[&str], &str, i64, f64)) {
-        let names = self.registry.all_names();
-        let mut path = Vec::new();
-        walk(&self.root, &mut path, &mut |path, level| {
-            let metrics = level.metrics.lock();
-            let p: Vec<&str> = path.iter().map(|s| &**s).collect();
-            for s in metrics.iter() {
-                if let Some((ts, v)) = s.latest() {
-                    f(&p, &self.registry.name_of(&names, s.id), ts, v);
-                }
-            }
-        });
+        self.for_each_newest(|path, metric, n| f(path, metric, n.ts, n.value));
     }
 
     /// Calls `f(path, metric, newest)` for every series with a value: its newest value, the

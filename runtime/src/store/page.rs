@@ -14,7 +14,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use super::buffer::BUFFER_CAP;
+/// Slots per buffer: 512 f64 = one 4 KiB page.
+pub const BUFFER_CAP: usize = 512;
 
 type Slots = [f64; BUFFER_CAP];
 
@@ -41,7 +42,7 @@ impl Page {
     /// A page with every slot NaN.
     pub(crate) fn new_nan() -> Page {
         let p = {
-            let mut free = FREE.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = crate::util::lock(&FREE);
             match free.0.pop() {
                 Some(p) => p,
                 None => refill(&mut free.0),
@@ -94,10 +95,7 @@ impl DerefMut for Page {
 
 impl Drop for Page {
     fn drop(&mut self) {
-        FREE.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .push(self.0);
+        crate::util::lock(&FREE).0.push(self.0);
     }
 }
 

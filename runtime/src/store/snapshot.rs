@@ -27,20 +27,7 @@ fn snap_file(dir: &Path, generation: u64) -> PathBuf {
 
 /// Generations of the snapshots in `dir`, ascending.
 pub fn list(dir: &Path) -> Vec<u64> {
-    let mut v: Vec<u64> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("snap-")?
-                .strip_suffix(".bin")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    v.sort_unstable();
-    v
+    super::generations(dir, "snap-", ".bin")
 }
 
 impl Store {

@@ -35,20 +35,6 @@ const HEADER_LEN: usize = 16;
 /// A frame larger than this is treated as corruption (a body is limited far below it).
 const MAX_FRAME: usize = 1 << 30;
 
-pub(crate) fn root_path() -> Box<[u8]> {
-    Box::new([0u8])
-}
-
-/// The encoded path of a child: depth + 1, then the name appended.
-pub(crate) fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
-    let mut v = Vec::with_capacity(parent.len() + 2 + name.len());
-    v.push(parent[0].saturating_add(1));
-    v.extend_from_slice(&parent[1..]);
-    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
-    v.extend_from_slice(name.as_bytes());
-    v.into_boxed_slice()
-}
-
 thread_local! {
     /// The last appended batch's buffer on this thread, reused by the next
     /// [`WalBatch::with_capacity`]: an ingest's batch is hundreds of KiB, and a fresh one
@@ -160,20 +146,7 @@ pub(crate) fn wal_file(dir: &Path, generation: u64) -> PathBuf {
 
 /// Generations of the WAL files in `dir`, ascending.
 pub(crate) fn list(dir: &Path) -> Vec<u64> {
-    let mut v: Vec<u64> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("wal-")?
-                .strip_suffix(".log")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    v.sort_unstable();
-    v
+    super::generations(dir, "wal-", ".log")
 }
 
 struct State {

@@ -93,9 +93,7 @@ pub(super) fn run_refused(config: &Path) -> String {
 fn bad_sink_config_is_refused_at_check_start_and_reload() {
     let tmp = tempfile::tempdir().unwrap();
     let central_port = free_port();
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    let central = start_central(tmp.path(), Some(central_port));
     let node_toml = tmp.path().join("node.toml");
     let good = config(&tmp.path().join("node"), central_port, |c| c);
     std::fs::write(&node_toml, &good).unwrap();
@@ -104,12 +102,7 @@ fn bad_sink_config_is_refused_at_check_start_and_reload() {
     let per_case = HOSTS;
     let mut posted = 0u64;
     let mut post = |n: u64| {
-        let body: String = (posted..posted + n).map(|i| sample_line(i, base)).collect();
-        assert!(
-            node.post("/api/pipelines/host/samples", &body)
-                .status()
-                .is_success()
-        );
+        post_hosts(&node, posted..posted + n, base);
         posted += n;
     };
     post(per_case);

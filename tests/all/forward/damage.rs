@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::node_config;
 use super::rig::*;
+use super::write_node;
 use crate::common::*;
 
 /// The record format of `runtime/src/sink/queue/mod.rs`: a 48-byte header whose bytes 8..12
@@ -69,26 +69,16 @@ fn ranges(set: &BTreeSet<u64>) -> Vec<(u64, u64)> {
 /// A node whose sink points at `central_port` (nothing listens there yet) with samples
 /// `0..total` queued in records of 10: its config file and the running daemon.
 fn queued_node(dir: &Path, central_port: u16, total: u64, base: i64) -> (PathBuf, DaemonProcess) {
-    let node_toml = dir.join("node.toml");
-    std::fs::write(
-        &node_toml,
-        node_config(
-            &dir.join("node"),
-            "\"up\"",
-            &format!(
-                "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
-                 gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 10\n"
-            ),
+    let node_toml = write_node(
+        dir,
+        "\"up\"",
+        &format!(
+            "[[sink]]\nname = \"up\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{central_port}/api/write\"\n\
+             gzip = false\nmax-backoff = \"200ms\"\nbatch-size = 10\n"
         ),
-    )
-    .unwrap();
-    let node = DaemonProcess::start(&node_toml);
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
     );
+    let node = DaemonProcess::start(&node_toml);
+    post_hosts(&node, 0..total, base);
     (node_toml, node)
 }
 
@@ -126,9 +116,7 @@ fn a_damaged_queue_delivers_every_intact_record_and_counts_the_rest() {
     seg.extend((0..3000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
     std::fs::write(&seg_path, &seg).unwrap();
 
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    let central = start_central(tmp.path(), Some(central_port));
     let node = DaemonProcess::start(&node_toml);
     wait_until("the node drained", Duration::from_secs(60), || {
         sink(&node, "up")["queued-records"] == 0
@@ -191,9 +179,7 @@ fn a_torn_last_record_is_cut_and_counted() {
     // Half the last record's payload is gone.
     std::fs::write(&seg_path, &seg[..last_off + HEADER_LEN + last.len() / 2]).unwrap();
 
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    let central = start_central(tmp.path(), Some(central_port));
     let node = DaemonProcess::start(&node_toml);
     wait_until("the node drained", Duration::from_secs(60), || {
         sink(&node, "up")["queued-records"] == 0

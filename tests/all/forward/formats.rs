@@ -39,12 +39,7 @@ fn a_type_change_is_refused_where_the_queue_would_be_misread() {
     let mut node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 3600;
     let total = 4 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..total, base);
 
     // At a reload: refused, the sink runs on as it was.
     replace_file(&node_toml, remote_write.as_bytes());

@@ -47,9 +47,7 @@ fn dump(d: &DaemonProcess) -> Value {
 #[test]
 fn a_forwarded_sample_lands_where_the_nodes_own_store_puts_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start(&central_toml);
+    let central = start_central(tmp.path(), None);
     let node_toml = tmp.path().join("node.toml");
     std::fs::write(
         &node_toml,

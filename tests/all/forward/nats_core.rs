@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use super::node_config;
 use super::rig::*;
+use super::write_node;
 use crate::common::*;
 
 /// (hostname tag, timestamp) -> value of line protocol lines `fwd,cluster=C,hostname=H value=V T`.
@@ -48,28 +48,18 @@ fn a_nats_sink_publishes_line_protocol_a_subscriber_reads() {
     // The subscriber and the client drop within the runtime (they spawn an unsubscribe).
     let _in_rt = rt.enter();
     let (_client, mut sub) = nats_subscribe(&rt, &nats.url(), "fwd.core");
-    let config = tmp.path().join("node.toml");
-    std::fs::write(
-        &config,
-        node_config(
-            &tmp.path().join("node"),
-            "\"bus\"",
-            &format!(
-                "[[sink]]\nname = \"bus\"\ntype = \"nats\"\nurl = \"{}\"\nsubject = \"fwd.core\"\nbatch-size = 100\nmax-backoff = \"200ms\"\n",
-                nats.url()
-            ),
+    let config = write_node(
+        tmp.path(),
+        "\"bus\"",
+        &format!(
+            "[[sink]]\nname = \"bus\"\ntype = \"nats\"\nurl = \"{}\"\nsubject = \"fwd.core\"\nbatch-size = 100\nmax-backoff = \"200ms\"\n",
+            nats.url()
         ),
-    )
-    .unwrap();
+    );
     let node = DaemonProcess::start(&config);
     let base = chrono::Utc::now().timestamp() - 600;
     let total = 10 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..total, base);
 
     let mut got = BTreeMap::new();
     let mut clusters = Vec::new();

@@ -7,9 +7,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use rcgen::ExtendedKeyUsagePurpose;
 
-use super::node_config;
 use super::rig::*;
 use super::tls::Ca;
+use super::write_node;
 use crate::common::*;
 
 #[test]
@@ -49,29 +49,19 @@ fn a_nats_sink_verifies_the_server_over_tls() {
             "[[sink]]\nname = \"{name}\"\ntype = \"nats\"\nurl = \"{url}\"\nsubject = \"fwd.tls\"\nmax-backoff = \"200ms\"\n{ca_line}\n"
         )
     };
-    let node_toml = dir.join("node.toml");
-    std::fs::write(
-        &node_toml,
-        node_config(
-            &dir.join("node"),
-            "\"trusting\", \"untrusting\"",
-            &[
-                sink_def("trusting", &format!("tls-ca = \"{}\"", ca.pem().display())),
-                sink_def("untrusting", ""),
-            ]
-            .concat(),
-        ),
-    )
-    .unwrap();
+    let node_toml = write_node(
+        dir,
+        "\"trusting\", \"untrusting\"",
+        &[
+            sink_def("trusting", &format!("tls-ca = \"{}\"", ca.pem().display())),
+            sink_def("untrusting", ""),
+        ]
+        .concat(),
+    );
     let node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 600;
     let total = 2 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..total, base);
 
     let mut lines = 0u64;
     rt.block_on(async {

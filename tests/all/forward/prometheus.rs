@@ -3,13 +3,13 @@
 //! not retried forever, without holding up the records behind it.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::node_config;
 use super::rig::*;
+use super::write_node;
 use crate::common::*;
 
 /// `prometheus` with the remote-write receiver on, no scraping, killed on drop.
@@ -30,23 +30,9 @@ impl Prometheus {
         )
         .unwrap();
         let port = free_port();
-        let mut cmd = Command::new("/usr/bin/prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-remote-write-receiver")
-            .stdout(Stdio::null())
+        let mut cmd = prometheus_command(&config, &dir.join("tsdb"), port);
+        cmd.arg("--web.enable-remote-write-receiver")
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         let p = Prometheus {
             child: cmd.spawn().unwrap(),
             port,
@@ -107,19 +93,14 @@ fn points(series: &Value) -> Vec<(i64, f64)> {
 fn prometheus_holds_the_forwarded_series_with_their_labels() {
     let tmp = tempfile::tempdir().unwrap();
     let prom = Prometheus::start(tmp.path());
-    let config = tmp.path().join("node.toml");
-    std::fs::write(
-        &config,
-        node_config(
-            &tmp.path().join("node"),
-            "\"prom\"",
-            &format!(
-                "[[sink]]\nname = \"prom\"\ntype = \"remote-write\"\nurl = \"{}\"\nmax-backoff = \"200ms\"\n",
-                prom.url("/api/v1/write")
-            ),
+    let config = write_node(
+        tmp.path(),
+        "\"prom\"",
+        &format!(
+            "[[sink]]\nname = \"prom\"\ntype = \"remote-write\"\nurl = \"{}\"\nmax-backoff = \"200ms\"\n",
+            prom.url("/api/v1/write")
         ),
-    )
-    .unwrap();
+    );
     let node = DaemonProcess::start(&config);
     // Recent timestamps: Prometheus refuses samples older than its head block's range.
     let t0 = chrono::Utc::now().timestamp() - 300;

@@ -13,9 +13,7 @@ use crate::common::*;
 #[test]
 fn a_sink_configured_again_after_its_queue_was_deleted_is_not_deduplicated_away() {
     let tmp = tempfile::tempdir().unwrap();
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start(&central_toml);
+    let central = start_central(tmp.path(), None);
     let config = |with_sink: bool| {
         let mut c = format!(
             "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [{}]\n",
@@ -35,12 +33,7 @@ fn a_sink_configured_again_after_its_queue_was_deleted_is_not_deduplicated_away(
     let node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 3600;
     let post = |from: u64, to: u64| {
-        let body: String = (from..to).map(|i| sample_line(i, base)).collect();
-        assert!(
-            node.post("/api/pipelines/host/samples", &body)
-                .status()
-                .is_success()
-        );
+        post_hosts(&node, from..to, base);
     };
     // Ten records, one post each (ids 1..10 or so at the central).
     let first = 10 * HOSTS;

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::SigningKey;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
-use wasmon::api::ccms::auth::sign;
+use wasmon::api::auth::sign;
 
 use super::rig::*;
 use crate::common::*;
@@ -81,14 +81,8 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     .unwrap();
     let node = DaemonProcess::start(&node_toml);
     let base = now - 3600;
-    let body =
-        |from: u64, to: u64| -> String { (from..to).map(|i| sample_line(i, base)).collect() };
     let first = 4 * HOSTS;
-    assert!(
-        node.post("/api/pipelines/host/samples", &body(0, first))
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..first, base);
     for name in ["up", "gone"] {
         assert_eq!(sink(&node, name)["queued-samples"], first);
     }
@@ -150,11 +144,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     // The new batch size applies to what is queued from now on: 10 samples a record.
     let records = sink(&node, "up")["sent-records"].as_u64().unwrap();
     let second = 10 * 10;
-    assert!(
-        node.post("/api/pipelines/host/samples", &body(first, first + second))
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, first..first + second, base);
     wait_until("the new samples arrived", Duration::from_secs(30), || {
         sink(&node, "up")["sent-samples"] == first + second
     });
@@ -239,9 +229,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
 #[test]
 fn a_sink_removed_and_added_back_at_once_resumes_its_queue() {
     let tmp = tempfile::tempdir().unwrap();
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start(&central_toml);
+    let central = start_central(tmp.path(), None);
     let dead = free_port();
     let config = |sinks: &str, port: Option<u16>| {
         let mut c = format!(
@@ -260,12 +248,7 @@ fn a_sink_removed_and_added_back_at_once_resumes_its_queue() {
     let node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 3600;
     let total = 4 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, base)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..total, base);
     assert_eq!(sink(&node, "a")["queued-samples"], total);
 
     replace_file(&node_toml, config("\"store\"", None).as_bytes());
@@ -303,14 +286,7 @@ fn a_smaller_queue_budget_applies_at_reload() {
     // ~56 bytes of line protocol a sample: ~8 MB, within 64 MiB, twice 4 MiB.
     let total = 150_000u64;
     for from in (0..total).step_by(10_000) {
-        let body: String = (from..from + 10_000)
-            .map(|i| sample_line(i, base))
-            .collect();
-        assert!(
-            node.post("/api/pipelines/host/samples", &body)
-                .status()
-                .is_success()
-        );
+        post_hosts(&node, from..from + 10_000, base);
     }
     let s = sink(&node, "up");
     assert_eq!(
@@ -332,9 +308,7 @@ fn a_smaller_queue_budget_applies_at_reload() {
         "queued + dropped = accepted: {s}"
     );
 
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start_at(&central_toml, central_port, |_| {});
+    let central = start_central(tmp.path(), Some(central_port));
     wait_until("the node drained", Duration::from_secs(60), || {
         sink(&node, "up")["queued-records"] == 0
     });
@@ -352,9 +326,7 @@ fn a_smaller_queue_budget_applies_at_reload() {
 #[test]
 fn records_queued_before_gzip_was_switched_off_still_arrive() {
     let tmp = tempfile::tempdir().unwrap();
-    let central_toml = tmp.path().join("central.toml");
-    std::fs::write(&central_toml, central_config(&tmp.path().join("c"), None)).unwrap();
-    let central = DaemonProcess::start(&central_toml);
+    let central = start_central(tmp.path(), None);
     let dead = free_port();
     let config = |port: u16, gzip: bool| {
         format!(
@@ -368,25 +340,15 @@ fn records_queued_before_gzip_was_switched_off_still_arrive() {
     std::fs::write(&node_toml, config(dead, true)).unwrap();
     let node = DaemonProcess::start(&node_toml);
     let base = chrono::Utc::now().timestamp() - 3600;
-    let body =
-        |from: u64, to: u64| -> String { (from..to).map(|i| sample_line(i, base)).collect() };
     let first = 4 * HOSTS;
-    assert!(
-        node.post("/api/pipelines/host/samples", &body(0, first))
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..first, base);
 
     replace_file(&node_toml, config(central.port, false).as_bytes());
     let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     // Records queued after the reload go plain too.
     let total = first + 2 * HOSTS;
-    assert!(
-        node.post("/api/pipelines/host/samples", &body(first, total))
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, first..total, base);
     wait_until("everything decided", Duration::from_secs(30), || {
         sink(&node, "up")["queued-records"] == 0
     });

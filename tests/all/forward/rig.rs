@@ -22,6 +22,21 @@ pub fn sample_line(i: u64, base: i64) -> String {
     )
 }
 
+/// A central daemon on `DIR/central.toml` ([`central_config`] without NATS, state in `DIR/c`),
+/// on `port` if given (a node already sends there).
+pub fn start_central(dir: &std::path::Path, port: Option<u16>) -> DaemonProcess {
+    let config = dir.join("central.toml");
+    std::fs::write(&config, central_config(&dir.join("c"), None)).unwrap();
+    DaemonProcess::start_at(&config, port.unwrap_or_else(free_port), |_| {})
+}
+
+/// Posts samples `range` ([`sample_line`]) to the node's pipeline `host`, which must take them.
+pub fn post_hosts(node: &DaemonProcess, range: std::ops::Range<u64>, base: i64) {
+    let body: String = range.map(|i| sample_line(i, base)).collect();
+    let r = node.post("/api/pipelines/host/samples", &body);
+    assert!(r.status().is_success(), "{}", r.status());
+}
+
 /// Posts batches of samples to a node's pipeline at `rate` samples/s, re-posting a batch until
 /// the node acknowledges it (200): the node may be down meanwhile.
 pub struct Client {

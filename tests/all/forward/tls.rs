@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
-use super::node_config;
 use super::rig::*;
+use super::write_node;
 use crate::common::*;
 
 /// A CA that signs server and client certificates, written as PEM files under `dir`.
@@ -164,25 +164,15 @@ fn https_with_a_client_certificate_required_and_refused() {
         ),
         http_sink("no-ca", port, &[("tls-cert", cert), ("tls-key", key)]),
     ];
-    let node_toml = dir.join("node.toml");
-    std::fs::write(
-        &node_toml,
-        node_config(
-            &dir.join("node"),
-            "\"good\", \"no-cert\", \"untrusted-cert\", \"no-ca\"",
-            &sinks.concat(),
-        ),
-    )
-    .unwrap();
+    let node_toml = write_node(
+        dir,
+        "\"good\", \"no-cert\", \"untrusted-cert\", \"no-ca\"",
+        &sinks.concat(),
+    );
     let node = DaemonProcess::start(&node_toml);
     let t0 = chrono::Utc::now().timestamp() - 600;
     let total = 5 * HOSTS;
-    let body: String = (0..total).map(|i| sample_line(i, t0)).collect();
-    assert!(
-        node.post("/api/pipelines/host/samples", &body)
-            .status()
-            .is_success()
-    );
+    post_hosts(&node, 0..total, t0);
 
     wait_until("the good sink delivered", Duration::from_secs(60), || {
         sink(&node, "good")["sent-samples"] == total

@@ -12,6 +12,7 @@ mod mmv;
 mod pmda;
 mod procagent;
 mod proxy;
+mod reports;
 mod tools;
 
 use std::io::{Read, Write};
@@ -21,7 +22,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::common::{DaemonProcess, free_port};
+use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port, output_ok};
 
 /// Installs Debian's pcp (and python3-pcp, for pmrep) once. pcp's postinst runs
 /// `systemctl`, which fails where systemd is not PID 1 and leaves dpkg half-configured:
@@ -144,13 +145,7 @@ fn spawn_pmcd(
             // pmcd's pipe PMDAs inherit it: their complaints land in the run directory.
             .stderr(std::fs::File::create(run.join("stderr.log")).unwrap());
         if orphan_dies {
-            // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
+            crate::common::dies_with_test(&mut cmd);
         }
         let mut child = cmd.spawn().expect("starting pmcd");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -235,16 +230,10 @@ fn wasmon(mmv_dir: &Path) -> Wasmon {
     ensure_pcp();
     let dir = tempfile::tempdir().unwrap();
     let pcp = free_port();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-
+    let config = config_file(
+        dir.path(),
+        &format!(
+            r#"{NO_PROCFS}
 [[agent]]
 name = "linux"
 native = "linux"
@@ -275,8 +264,7 @@ listen = "127.0.0.1:{pcp}"
 "#,
             mmv_dir.display()
         ),
-    )
-    .unwrap();
+    );
     let daemon = DaemonProcess::start(&config);
     Wasmon {
         daemon,

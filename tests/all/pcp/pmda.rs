@@ -193,18 +193,13 @@ fn a_guest_replaced_under_pmcd_answers_the_next_request() {
     // The replacement compiled once beforehand (the compile cache is shared), so the reload
     // stays well inside pmcd's 5 s per request.
     let testing = crate::common::guest_path("testing_agent");
-    let warm = Command::new(wasmon)
-        .args(["ns", "lookup", "foo.count.good", "--pmns"])
-        .arg(&foo_pmns)
-        .arg("--agent")
-        .arg(format!("44={}", testing.display()))
-        .args(["--params", &params])
-        .output()
-        .unwrap();
-    assert!(
-        warm.status.success(),
-        "{}",
-        String::from_utf8_lossy(&warm.stderr)
+    output_ok(
+        Command::new(wasmon)
+            .args(["ns", "lookup", "foo.count.good", "--pmns"])
+            .arg(&foo_pmns)
+            .arg("--agent")
+            .arg(format!("44={}", testing.display()))
+            .args(["--params", &params]),
     );
     let conf = format!(
         "foo\t44\tpipe\tbinary\t{pmda} pmda --pmns {} --agent 44={} --params {params}\n",

@@ -135,15 +135,7 @@ fn pmlogger_writes_an_archive_pmval_reads_back_and_pmie_evaluates() {
         !values.is_empty() && values.iter().all(|v| *v == ncpu),
         "{back}"
     );
-    let dynamic = Command::new("pmval")
-        .args(["-a", arch_s, "-t", "0.1", "foo.count.ops"])
-        .output()
-        .unwrap();
-    assert!(
-        dynamic.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dynamic.stderr)
-    );
+    output_ok(Command::new("pmval").args(["-a", arch_s, "-t", "0.1", "foo.count.ops"]));
 
     // pmie: a rule over a metric with instances, and an expression's value.
     let rules = dir.path().join("pmie.conf");
@@ -165,15 +157,12 @@ fn pmlogger_writes_an_archive_pmval_reads_back_and_pmie_evaluates() {
 fn a_port_held_by_pmcd_is_logged_once_and_the_daemon_runs_without_it() {
     let pmcd = reference_pmcd();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\ndata-dir = \"data\"\n[procfs]\nenabled = false\n[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[pcp]\nlisten = \"127.0.0.1:{pmcd}\"\n"
+    let d = DaemonProcess::with_config(
+        dir.path(),
+        &format!(
+            "{NO_PROCFS}[[agent]]\nname = \"linux\"\nnative = \"linux\"\n[pcp]\nlisten = \"127.0.0.1:{pmcd}\"\n"
         ),
-    )
-    .unwrap();
-    let d = DaemonProcess::start(&config);
+    );
     // It serves its HTTP API (start() waited for it), and pmcd still owns the port.
     assert!(d.get("/api/healthcheck").unwrap().status().is_success());
     let version = ok("pminfo", pmcd, &["-f", "pmcd.build"]);

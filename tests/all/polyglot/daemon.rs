@@ -11,20 +11,18 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use super::{built, cached_runtime, work};
-use crate::common::{DaemonProcess, guest_bytes, replace_file};
+use crate::common::{DaemonProcess, NO_PROCFS, config_file, guest_bytes, replace_file};
 
 fn config(dir: &Path, stages: &[(&str, &str)]) -> std::path::PathBuf {
-    let mut text = String::from(
-        "[daemon]\ndata-dir = \"data\"\nguests-dir = \"guests\"\nwatch-interval = \"100ms\"\n[procfs]\nenabled = false\n\n[[pipeline]]\nname = \"p\"\nsinks = [\"stdout\"]\n",
+    let mut text = format!(
+        "guests-dir = \"guests\"\nwatch-interval = \"100ms\"\n{NO_PROCFS}\n[[pipeline]]\nname = \"p\"\nsinks = [\"stdout\"]\n",
     );
     for (guest, params) in stages {
         text.push_str(&format!(
             "\n[[pipeline.transformer]]\nguest = \"{guest}\"\nmemory = \"256MiB\"\ndeadline = \"2s\"\nparams = {params}\n"
         ));
     }
-    let path = dir.join("wasmon.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    config_file(dir, &text)
 }
 
 #[test]

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use wasmon::host::agent_types::{Atom, NsError, Pmid, Semantics, ValueType};
 
 use super::{built, transform};
+use crate::common::{NO_PROCFS, config_file};
 
 /// The shared sample file: 1200 samples (three batches of `wasmon transform`'s 512, so the
 /// string table carries over between calls), names in and out of the `disk.` prefix, units,
@@ -392,16 +393,10 @@ fn js_agent_serves_a_dynamic_subtree_that_grows() {
 fn dyn_agent_in_a_running_daemon(lang: &str, root: &str, domain: u32) {
     let guest = built(lang, "dyn_agent");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-
+    let config = config_file(
+        dir.path(),
+        &format!(
+            r#"{NO_PROCFS}
 [[agent]]
 name = "dyn"
 guest = "{}"
@@ -411,8 +406,7 @@ params = {{ domain = {domain}, root = "{root}.dyn", count = 2, grow_every = 1, m
 "#,
             guest.display()
         ),
-    )
-    .unwrap();
+    );
     let d = crate::common::DaemonProcess::start(&config);
     let get = |path: &str| -> Value {
         let r = d.get(path).unwrap();

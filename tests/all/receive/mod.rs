@@ -15,17 +15,13 @@ use crate::common::*;
 /// A daemon whose pipeline `p` writes every sample to stdout and into the store, with the
 /// conventional paths fed into it, and `extra` appended to its config.
 fn daemon(dir: &std::path::Path, extra: &str) -> DaemonProcess {
-    let config = dir.join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[daemon]\ndata-dir = \"data\"\n[procfs]\nenabled = false\n[api]\n\
-             prometheus-pipeline = \"p\"\notlp-pipeline = \"p\"\n{extra}\n\
+    DaemonProcess::with_config(
+        dir,
+        &format!(
+            "{NO_PROCFS}[api]\nprometheus-pipeline = \"p\"\notlp-pipeline = \"p\"\n{extra}\n\
              [[pipeline]]\nname = \"p\"\nsinks = [\"stdout\", \"store\"]\n"
         ),
     )
-    .unwrap();
-    DaemonProcess::start(&config)
 }
 
 /// Samples from the daemon's stdout until `done` holds for what was read (30 s at most).

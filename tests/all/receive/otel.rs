@@ -37,16 +37,11 @@ fn python() -> PathBuf {
                 .unwrap()
                 .success();
             assert!(ok, "python3 -m venv {}", venv.display());
-            let out = Command::new(&py)
-                .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-                .arg(format!("opentelemetry-sdk=={OTEL}"))
-                .arg(format!("opentelemetry-exporter-otlp-proto-http=={OTEL}"))
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "pip install of the OpenTelemetry SDK: {}",
-                String::from_utf8_lossy(&out.stderr)
+            output_ok(
+                Command::new(&py)
+                    .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+                    .arg(format!("opentelemetry-sdk=={OTEL}"))
+                    .arg(format!("opentelemetry-exporter-otlp-proto-http=={OTEL}")),
             );
             std::fs::write(&stamp, "").unwrap();
         }
@@ -100,16 +95,7 @@ fn push(url: &str, mode: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let script = tmp.path().join("push.py");
     std::fs::write(&script, SCRIPT).unwrap();
-    let out = Command::new(python())
-        .arg(&script)
-        .args([url, mode])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the SDK's push ({mode}): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    output_ok(Command::new(python()).arg(&script).args([url, mode]));
 }
 
 fn named<'a>(got: &'a [Value], name: &str) -> Vec<&'a Value> {

@@ -2,7 +2,7 @@
 //! `/api/v1/write`: `up` arrives with its labels, the resource its `instance`.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use super::{daemon, samples_until};
 use crate::common::*;
@@ -32,22 +32,8 @@ fn start_prometheus(dir: &Path, write_url: &str) -> (Prometheus, u16) {
         ),
     )
     .unwrap();
-    let mut cmd = Command::new("/usr/bin/prometheus");
-    cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    let mut cmd = prometheus_command(&config, &dir.join("tsdb"), port);
+    cmd.stderr(Stdio::null());
     (Prometheus(cmd.spawn().unwrap()), port)
 }
 

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
+use crate::api::auth;
+use crate::api::error::ErrorBody;
+use crate::ingest::NatsConfig;
 use crate::store::{Aggregation, MetricConfig, StoreConfig};
 
 fn store_cfg() -> StoreConfig {
@@ -41,11 +44,11 @@ fn store_cfg() -> StoreConfig {
 
 fn app(key: Option<&ed25519_dalek::SigningKey>) -> (Router, Arc<Store>) {
     let store = Arc::new(Store::new(store_cfg()));
-    let cfg = CcmsConfig {
+    let cfg = ApiConfig {
         jwt_public_key: key.map(|k| {
             base64::engine::general_purpose::STANDARD.encode(k.verifying_key().to_bytes())
         }),
-        ..CcmsConfig::default()
+        ..ApiConfig::default()
     };
     (
         router(Arc::new(CcmsState::new(store.clone(), cfg).unwrap())),
@@ -183,7 +186,7 @@ mem,cluster=c,host=../etc value=1 600\n\
 mem,cluster=c,host=h value=3 720\n";
     let (s, b) = call(&app, "POST", "/api/write", None, body).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let e: ErrorResponse = serde_json::from_str(&b).unwrap();
+    let e: ErrorBody = serde_json::from_str(&b).unwrap();
     assert!(
         e.error.contains("line 2: column 28: invalid field value"),
         "{}",
@@ -347,7 +350,7 @@ async fn write_is_durable_when_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(store_cfg(), dir.path()).unwrap());
     let app = router(Arc::new(
-        CcmsState::new(store.clone(), CcmsConfig::default()).unwrap(),
+        CcmsState::new(store.clone(), ApiConfig::default()).unwrap(),
     ));
     assert_eq!(
         call(&app, "POST", "/api/write?cluster=alex", None, BODY)
@@ -366,10 +369,10 @@ async fn write_is_durable_when_acknowledged() {
 
 #[test]
 fn config_section_parses() {
-    let c: CcmsConfig = toml::from_str("jwt-public-key = \"abc\"\nadmin-roles = [\"admin\", \"support\"]\nhealthcheck-max-age = \"10m\"").unwrap();
+    let c: ApiConfig = toml::from_str("jwt-public-key = \"abc\"\nadmin-roles = [\"admin\", \"support\"]\nhealthcheck-max-age = \"10m\"").unwrap();
     assert_eq!(c.admin_roles.len(), 2);
     assert_eq!(c.healthcheck_max_age.as_secs(), 600);
-    assert!(toml::from_str::<CcmsConfig>("typo = 1").is_err());
+    assert!(toml::from_str::<ApiConfig>("typo = 1").is_err());
     let n: NatsConfig = toml::from_str("address = \"nats://x:4222\"\n[[subscriptions]]\nsubscribe-to = \"updates\"\ncluster-tag = \"alex\"").unwrap();
     assert_eq!(n.subscriptions[0].cluster_tag.as_deref(), Some("alex"));
 }

@@ -104,7 +104,7 @@ impl Exposition {
         let host = crate::util::hostname();
         let cluster = d.config().daemon.cluster;
         let mut describer = AgentDescriber { daemon: d };
-        let mut commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        let mut commands = crate::util::lock(&self.commands);
         let mut seen_pids = BTreeSet::new();
         let mut lookup = Lookup {
             describer: &mut describer,

@@ -1,13 +1,13 @@
 //! The group commit: what makes pushes durable and acks persistent, and what deletes segments.
 
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::running::{Inner, lock, now_ns};
-use super::segment::segment_name;
+use super::segment::{remove_segment, sync_dir};
 use super::{QueueError, io_err};
 
 /// With `fsync_interval` zero, pushes fsync themselves; the ledger still needs a commit now and
@@ -120,32 +120,4 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-pub(super) fn create_segment(dir: &Path, first: u64) -> Result<(PathBuf, File), QueueError> {
-    let path = dir.join(segment_name(first));
-    // Truncate: a file by this name can only be an old segment with no intact record (open
-    // cut it to nothing), since every intact record's seq is below `first`.
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| io_err("create segment", &path, e))?;
-    Ok((path, file))
-}
-
-pub(super) fn remove_segment(path: &Path) {
-    if let Err(e) = std::fs::remove_file(path)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(path = %path.display(), error = %e, "queue: cannot delete a removed segment");
-    }
-}
-
-pub(super) fn sync_dir(dir: &Path) -> Result<(), QueueError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err("fsync directory", dir, e))
 }

@@ -6,17 +6,17 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::commit::{create_segment, remove_segment, sync_dir};
 use super::index::{Entry, Index, State};
 use super::ledger::{LEDGER_LEN, Ledger};
 use super::recover::{Seg, recover};
 use super::segment::{HEADER_LEN, Header, MAX_PAYLOAD, segment_name};
+use super::segment::{create_segment, remove_segment, sync_dir};
 use super::{Nack, QueueConfig, QueueError, QueueStats, Record, Recovery, io_err};
 
 pub(super) const DEAD_LETTER_FILE: &str = "dead-letter.log";
@@ -67,11 +67,7 @@ pub(super) struct Running {
     pub(super) last_drop_log_ns: i64,
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave the index half-updated in a way that loses
-    // records on disk, and the ledger only moves at a commit: keep going rather than cascade.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(super) use crate::util::lock;
 
 pub(super) fn now_ns() -> i64 {
     SystemTime::now()

@@ -1,12 +1,13 @@
-//! Segment files: their names, the record header, and the recovery scan.
+//! Segment files: their names, creating and removing them, the record header, and the
+//! recovery scan.
 //!
 //! A segment is a plain sequence of records, `header | payload`, with no file header: every
 //! record carries its own magic and checksums, so the scan can resynchronise after damage at
 //! any offset. Only the newest segment is ever appended to, and only by the running queue.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{QueueError, io_err};
 
@@ -252,4 +253,32 @@ fn resync(
         from += (n - (RECORD_MAGIC.len() - 1)) as u64;
     }
     Ok(None)
+}
+
+pub(super) fn create_segment(dir: &Path, first: u64) -> Result<(PathBuf, File), QueueError> {
+    let path = dir.join(segment_name(first));
+    // Truncate: a file by this name can only be an old segment with no intact record (open
+    // cut it to nothing), since every intact record's seq is below `first`.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| io_err("create segment", &path, e))?;
+    Ok((path, file))
+}
+
+pub(super) fn remove_segment(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), error = %e, "queue: cannot delete a removed segment");
+    }
+}
+
+pub(super) fn sync_dir(dir: &Path) -> Result<(), QueueError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("fsync directory", dir, e))
 }

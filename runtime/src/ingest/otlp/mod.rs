@@ -23,11 +23,8 @@ use super::pb::{DecodeError, Reader, Span, Wire, for_each_packed, utf8, zigzag};
 use crate::sample::Pair;
 use crate::util::eq_bytes;
 
-#[path = "otlp_emit.rs"]
 mod emit;
-#[path = "otlp_json.rs"]
 mod json;
-#[path = "otlp_recall.rs"]
 mod recall;
 pub use emit::*;
 pub use json::decode_json;
@@ -673,5 +670,4 @@ fn put_bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
 }
 
 #[cfg(test)]
-#[path = "otlp_tests.rs"]
 mod tests;

@@ -379,5 +379,4 @@ fn agent_subtrees_may_nest() {
     );
 }
 
-#[path = "tests_loading.rs"]
 mod loading;

@@ -11,6 +11,8 @@
 //! bracketed by a sequence counter (odd while writing) so a reader never sees half an epoch.
 //! Increments are a pure function of (seed, port, epoch), so a run is reproducible.
 
+mod traffic;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
@@ -18,8 +20,8 @@ use std::time::Duration;
 
 use memmap2::MmapMut;
 
-use super::counters::{CounterDesc, IB_COUNTERS, IB_EXTENDED};
-use super::source::{CounterSource, Reading, SourceError};
+use crate::fabric::counters::{CounterDesc, IB_COUNTERS, IB_EXTENDED};
+use crate::fabric::source::{CounterSource, Reading, SourceError};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"WMFABSIM");
 const VERSION: u64 = 1;
@@ -464,7 +466,7 @@ impl SimFabric {
                 }
             }
         }
-        super::sim_traffic::initial_values(self, spec);
+        traffic::initial_values(self, spec);
         self.set_h(H_EPOCH, 0);
         self.set_h(H_TS, 0);
     }
@@ -473,7 +475,7 @@ impl SimFabric {
     pub fn tick(&self, ts_ns: i64) {
         self.a64(H_SEQ).fetch_add(1, AcqRel);
         let e = self.epoch() + 1;
-        super::sim_traffic::advance(self, e);
+        traffic::advance(self, e);
         self.set_h(H_EPOCH, e);
         self.set_h(H_TS, ts_ns as u64);
         self.a64(H_SEQ).fetch_add(1, AcqRel);
@@ -645,5 +647,4 @@ impl CounterSource for SimSource {
 }
 
 #[cfg(test)]
-#[path = "sim_tests.rs"]
 mod tests;

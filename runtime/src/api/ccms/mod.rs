@@ -1,11 +1,8 @@
 //! cc-metric-store's HTTP API over the buffer store, as an axum `Router`:
 //! `POST /api/write` (line protocol), `GET|POST /api/query` (JSON), `POST /api/free`,
-//! `GET /api/healthcheck`, `GET /api/debug`; JWT auth. Bodies
-//! go into the store through `ingest`, which the NATS consumers share.
+//! `GET /api/healthcheck`, `GET /api/debug` (behind [`super::auth`]). Bodies go into the
+//! store through `ingest`, which the NATS consumers share.
 
-#[path = "ccms/auth.rs"]
-pub mod auth;
-#[path = "ccms/query.rs"]
 pub mod query;
 
 use std::collections::HashMap;
@@ -13,27 +10,24 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::{Deserialize, Serialize};
 
+use super::auth::{Auth, AuthError, Caller, authenticate};
+pub(crate) use super::error::error;
+use crate::config::ApiConfig;
+use crate::ingest::ingest;
 use crate::store::Store;
-
-pub use crate::config::CcmsConfig;
-pub use crate::ingest::nats::{NatsConfig, NatsError, NatsSubscription, run_nats_ingest};
-pub use crate::ingest::{IngestOutcome, LineError, ingest, ingest_durable, timestamp_secs};
-pub use crate::sample::sanitize_metric_name;
-pub use auth::{AuthError, Claims, Verifier};
-pub use query::{ApiMetricData, ApiQuery, ApiQueryRequest, ApiQueryResponse};
 
 /// Shared state of the API handlers.
 pub struct CcmsState {
     pub store: Arc<Store>,
-    pub config: CcmsConfig,
-    verifier: Option<Verifier>,
+    pub config: ApiConfig,
+    /// The authentication of `[api]`, shared with the daemon's other routes.
+    pub auth: Arc<Auth>,
     /// Per sending queue (`NODE.SINK.QUEUE`), the highest record id stored: a wasmon sink sends
     /// one record at a time, oldest first, so an id at or below it is a re-send (a lost answer,
     /// a sender restarted within its commit interval) and is not stored again. A queue deleted
@@ -51,9 +45,7 @@ impl CcmsState {
     /// `true` when the batch `id` (`NODE.SINK.QUEUE.SEQ`) was stored already.
     fn seen(&self, id: Option<(&str, u64)>) -> bool {
         id.is_some_and(|(q, seq)| {
-            self.batches
-                .lock()
-                .unwrap()
+            crate::util::lock(&self.batches)
                 .get(q)
                 .is_some_and(|&hw| seq <= hw)
         })
@@ -61,7 +53,7 @@ impl CcmsState {
 
     fn stored(&self, id: Option<(&str, u64)>) {
         let Some((q, seq)) = id else { return };
-        let mut b = self.batches.lock().unwrap();
+        let mut b = crate::util::lock(&self.batches);
         if b.len() >= MAX_SENDERS && !b.contains_key(q) {
             b.clear();
         }
@@ -106,19 +98,12 @@ pub(crate) fn inflate(body: &[u8], limit: usize) -> Result<Bytes, crate::ingest:
 }
 
 impl CcmsState {
-    pub fn new(store: Arc<Store>, config: CcmsConfig) -> Result<CcmsState, AuthError> {
-        let verifier = config
-            .jwt_public_key
-            .as_deref()
-            .map(Verifier::new)
-            .transpose()?;
-        if verifier.is_none() {
-            tracing::warn!("no jwt-public-key configured: the metric store API is unauthenticated");
-        }
+    pub fn new(store: Arc<Store>, config: ApiConfig) -> Result<CcmsState, AuthError> {
+        let auth = Arc::new(Auth::new(&config)?);
         Ok(CcmsState {
             store,
             config,
-            verifier,
+            auth,
             batches: std::sync::Mutex::new(HashMap::new()),
             duplicate_batches: crate::telemetry::registry().counter(
                 "wasmon_write_duplicate_batches_total",
@@ -129,21 +114,6 @@ impl CcmsState {
     }
 }
 
-/// cc-metric-store's error body.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ErrorResponse {
-    pub status: String,
-    pub error: String,
-}
-
-fn error(code: StatusCode, msg: impl Into<String>) -> Response {
-    let body = ErrorResponse {
-        status: code.canonical_reason().unwrap_or("").to_string(),
-        error: msg.into(),
-    };
-    (code, axum::Json(body)).into_response()
-}
-
 /// The API routes alone (mount at the server root; paths start with `/api/`), with
 /// authentication and the body limit: for a server of this API only. The daemon puts
 /// [`routes`] and [`open_routes`] under its own authentication instead, with every other
@@ -152,7 +122,10 @@ fn error(code: StatusCode, msg: impl Into<String>) -> Response {
 pub fn router(state: Arc<CcmsState>) -> Router {
     let limit = state.store.config().max_body_size;
     routes(state.clone())
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(
+            state.auth.clone(),
+            authenticate,
+        ))
         .merge(open_routes(state))
         .layer(DefaultBodyLimit::max(limit))
 }
@@ -183,63 +156,6 @@ pub fn open_routes(state: Arc<CcmsState>) -> Router {
 
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
-}
-
-/// Who is calling, as the authentication layer established it (a request extension every
-/// handler behind [`authenticate`] can take).
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The token's `sub` (none without auth).
-    pub subject: Option<String>,
-    /// Holds a role of `admin-roles` (everyone, without auth: cc-metric-store's habit).
-    pub admin: bool,
-}
-
-impl Caller {
-    /// `Err(403)` unless the caller is an admin.
-    // The error is the reply itself (axum's Response), built once on a refused request.
-    #[allow(clippy::result_large_err)]
-    pub fn require_admin(&self) -> Result<(), Response> {
-        if self.admin {
-            Ok(())
-        } else {
-            Err(error(StatusCode::FORBIDDEN, "admin role required"))
-        }
-    }
-}
-
-/// Checks the Bearer token of every request (when a key is configured) and records the
-/// [`Caller`]; 401 naming what is wrong with the token otherwise.
-pub async fn authenticate(
-    State(st): State<Arc<CcmsState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let Some(v) = &st.verifier else {
-        req.extensions_mut().insert(Caller {
-            subject: None,
-            admin: true,
-        });
-        return next.run(req).await;
-    };
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok());
-    match v.check_header(header, now()) {
-        Ok(claims) => {
-            let admin = claims
-                .roles
-                .iter()
-                .any(|r| st.config.admin_roles.contains(r));
-            req.extensions_mut().insert(Caller {
-                subject: claims.subject,
-                admin,
-            });
-            next.run(req).await
-        }
-        Err(e) => error(StatusCode::UNAUTHORIZED, e.to_string()),
-    }
 }
 
 /// Bodies above this size are parsed on the blocking pool so the runtime stays responsive.
@@ -430,5 +346,4 @@ async fn debug(
 }
 
 #[cfg(test)]
-#[path = "ccms/tests.rs"]
 mod tests;

@@ -70,7 +70,7 @@ struct Kept {
 impl Levels {
     /// The level of `s`'s set and resource, if an earlier batch resolved it.
     pub fn get(&self, s: &Sample) -> Option<Arc<Level>> {
-        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = crate::util::lock(&self.0);
         kept.by_set.get(&Sets::key(s)).map(|(_, _, l)| l.clone())
     }
 
@@ -82,7 +82,7 @@ impl Levels {
                 .iter()
                 .map(|(k, v)| k.len() + v.len())
                 .sum::<usize>();
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = crate::util::lock(&self.0);
         if kept.bytes + cost > LEVELS_MEMORY {
             kept.by_set.clear();
             kept.bytes = 0;

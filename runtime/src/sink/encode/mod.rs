@@ -257,5 +257,4 @@ impl Encoded {
 }
 
 #[cfg(test)]
-#[path = "encode_tests.rs"]
 mod tests;

@@ -1,14 +1,100 @@
-//! JWT authentication as cc-metric-store does it: `Authorization: Bearer <token>`, EdDSA
-//! (Ed25519) signature checked against the configured public key (base64 of the 32 raw key
-//! bytes, as cc-backend's `JWT_PUBLIC_KEY`), `exp`/`nbf` enforced, `roles` claim (cc-backend's
-//! claim name) read for admin-only endpoints. Verified tokens are cached until they expire.
+//! The API's authentication, for every route family: JWT as cc-metric-store does it
+//! (`Authorization: Bearer <token>`, EdDSA (Ed25519) signature checked against `[api]
+//! jwt-public-key`, base64 of the 32 raw key bytes as cc-backend's `JWT_PUBLIC_KEY`;
+//! `exp`/`nbf` enforced; the `roles` claim, cc-backend's name, read for admin-only routes).
+//! Verified tokens are cached until they expire. The [`authenticate`] layer records who calls
+//! as a [`Caller`] request extension; handlers ask it, they never read tokens.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signature, VerifyingKey};
+
+use super::error::ApiError;
+use crate::config::ApiConfig;
+
+/// What the [`authenticate`] layer checks requests against: the key, if any, and the roles
+/// that make a caller an admin.
+pub struct Auth {
+    verifier: Option<Verifier>,
+    admin_roles: Vec<String>,
+}
+
+impl Auth {
+    /// From `[api]`: without `jwt-public-key` every caller is let in (as an admin, as
+    /// cc-metric-store does).
+    pub fn new(config: &ApiConfig) -> Result<Auth, AuthError> {
+        let verifier = config
+            .jwt_public_key
+            .as_deref()
+            .map(Verifier::new)
+            .transpose()?;
+        if verifier.is_none() {
+            tracing::warn!("no jwt-public-key configured: the metric store API is unauthenticated");
+        }
+        Ok(Auth {
+            verifier,
+            admin_roles: config.admin_roles.clone(),
+        })
+    }
+}
+
+/// Who is calling, as the authentication layer established it (a request extension every
+/// handler behind [`authenticate`] can take).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The token's `sub` (none without auth).
+    pub subject: Option<String>,
+    /// Holds a role of `admin-roles` (everyone, without auth: cc-metric-store's habit).
+    pub admin: bool,
+}
+
+impl Caller {
+    /// `Err(403)` unless the caller is an admin.
+    // The error is the reply itself (axum's Response), built once on a refused request.
+    #[allow(clippy::result_large_err)]
+    pub fn require_admin(&self) -> Result<(), Response> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(ApiError::new(StatusCode::FORBIDDEN, "admin role required").into_response())
+        }
+    }
+}
+
+/// Checks the Bearer token of every request (when a key is configured) and records the
+/// [`Caller`]; 401 naming what is wrong with the token otherwise.
+pub async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+    let Some(v) = &auth.verifier else {
+        req.extensions_mut().insert(Caller {
+            subject: None,
+            admin: true,
+        });
+        return next.run(req).await;
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok());
+    match v.check_header(header, chrono::Utc::now().timestamp()) {
+        Ok(claims) => {
+            let admin = claims.roles.iter().any(|r| auth.admin_roles.contains(r));
+            req.extensions_mut().insert(Caller {
+                subject: claims.subject,
+                admin,
+            });
+            next.run(req).await
+        }
+        Err(e) => ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response(),
+    }
+}
 
 /// Why a token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,12 +160,7 @@ impl Verifier {
 
     /// Verifies signature and time claims of a compact JWS.
     pub fn verify(&self, token: &str, now: i64) -> Result<Claims, AuthError> {
-        let cached = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned();
+        let cached = crate::util::lock(&self.cache).get(token).cloned();
         if let Some(c) = cached {
             check_time(c.expires, None, now)?;
             return Ok(c);
@@ -125,7 +206,7 @@ impl Verifier {
             expires: num("exp"),
         };
         check_time(claims.expires, num("nbf"), now)?;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = crate::util::lock(&self.cache);
         if cache.len() >= CACHE_MAX {
             cache.clear(); // crude but bounded; a re-verify costs ~50 us
         }

@@ -681,5 +681,4 @@ fn needs_look<W: Word>(
 }
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
 mod tests;

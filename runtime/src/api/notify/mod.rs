@@ -16,7 +16,7 @@
 //! | `GET /api/notify/subscribers/{S}` | S's counters `{"sent","delivered","dropped","queued"}` |
 //! | `GET /api/notify/watch?subscriber=S` | server-sent events: `notification` (data: a notification JSON), `dropped` (data `{"count":n}`: exactly n notifications were lost here because the queue was full), or, for subscribers with a batch window, `batch` (data: an array of `{"event":"notification",...}` / `{"event":"dropped","count":n}`); 409 while another stream watches S |
 //!
-//! Errors are `{"error": "..."}` with 400/403/404/409 (422 for a body that is not valid JSON of
+//! Errors are the API's error body ([`super::error`]: `{"status": "...", "error": "..."}`) with 400/403/404/409 (422 for a body that is not valid JSON of
 //! the right shape).
 //!
 //! Delivery is at most once: a subscriber's queue is bounded (`[notify] queue-capacity`); what
@@ -28,14 +28,15 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::response::sse::Event as SseEvent;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::ccms::Caller;
+use super::auth::Caller;
+use super::error::ApiError;
 use crate::notify::{
     CurrentValue, Direction, Event, Handle, Notifier, NotifyError, Selector, SubscriberStats,
     ThresholdInfo, ThresholdSpec,
@@ -89,16 +90,6 @@ struct ResourceQuery {
     subscriber: Option<String>,
 }
 
-/// An error answer: status and message, as `{"error": ...}`.
-#[derive(Debug)]
-pub struct ApiError(StatusCode, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
-    }
-}
-
 impl From<NotifyError> for ApiError {
     fn from(e: NotifyError) -> Self {
         let status = match e {
@@ -108,12 +99,12 @@ impl From<NotifyError> for ApiError {
             NotifyError::HandlesExhausted => StatusCode::SERVICE_UNAVAILABLE,
             NotifyError::AlreadyWatched(_) => StatusCode::CONFLICT,
         };
-        ApiError(status, e.to_string())
+        ApiError::new(status, e.to_string())
     }
 }
 
 fn bad(msg: &str) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, msg.to_string())
+    ApiError::new(StatusCode::BAD_REQUEST, msg)
 }
 
 async fn add(
@@ -165,9 +156,9 @@ fn deleting_as(caller: &Caller, named: Option<String>) -> Result<Option<String>,
     match (&caller.subject, named) {
         (Some(me), None) => Ok(Some(me.clone())),
         (Some(me), Some(s)) if *me == s => Ok(Some(s)),
-        _ => Err(ApiError(
+        _ => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "deleting another subscriber's thresholds needs an admin role".into(),
+            "deleting another subscriber's thresholds needs an admin role",
         )),
     }
 }
@@ -219,7 +210,7 @@ async fn value(
                  the \"notify\" sink?"
             )
         };
-        ApiError(
+        ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no value tracked for {metric}/{instance}: {why}"),
         )
@@ -238,7 +229,7 @@ async fn stats(
 ) -> Result<Json<SubscriberStats>, ApiError> {
     let s = n
         .find_subscriber(&name)
-        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no subscriber {name:?}")))?;
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no subscriber {name:?}")))?;
     Ok(Json(s.stats()))
 }
 
@@ -277,5 +268,4 @@ async fn watch(
 }
 
 #[cfg(test)]
-#[path = "notify_tests.rs"]
 mod tests;

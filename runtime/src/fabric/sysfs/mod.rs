@@ -291,5 +291,4 @@ impl CounterSource for SysfsSource {
 }
 
 #[cfg(test)]
-#[path = "sysfs_tests.rs"]
 mod tests;

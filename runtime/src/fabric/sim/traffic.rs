@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
-use super::sim::{N_SEEN, P_CLEAR_REQ, P_CLEARED_AT, P_CLEARED_MASK, P_INJECT, SimFabric, SimSpec};
+use super::{N_SEEN, P_CLEAR_REQ, P_CLEARED_AT, P_CLEARED_MASK, P_INJECT, SimFabric, SimSpec};
 
 /// A 100 Gb/s link in 4-octet units per second.
 const LINK_UNITS_PER_S: f64 = 12.5e9 / 4.0;

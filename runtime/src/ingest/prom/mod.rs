@@ -65,7 +65,7 @@ impl Memory {
         if stated.is_empty() {
             return;
         }
-        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        let mut types = crate::util::write(&self.types);
         let mut changed = false;
         for (&name, &t) in stated {
             if let Some(known) = types.get_mut(name) {
@@ -328,7 +328,7 @@ fn decode_v1(raw: &[u8], limits: Limits, known: &Memory) -> Result<PromDecoded, 
         mi += 1;
     }
     known.learn(&families);
-    let types = known.types.read().unwrap_or_else(|p| p.into_inner());
+    let types = crate::util::read(&known.types);
     // A request that states metadata of its own reads kinds from it (some of it may be past
     // what is remembered): its series are decoded in full.
     let mut recent = families.is_empty().then(|| known.series.lookup());
@@ -680,5 +680,4 @@ fn series_v2<'a>(
 }
 
 #[cfg(test)]
-#[path = "prom_tests.rs"]
 mod tests;

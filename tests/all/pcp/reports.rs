@@ -1,0 +1,145 @@
+//! PCP's report tools against wasmon's native linux agent and the reference pmcd:
+//! pcp-mpstat (CPU utilisation per CPU, interrupts and softirqs per CPU) and pmstat. Values
+//! change between runs, so the reports are compared by shape: the same header lines, the
+//! same rows (CPUs) in the same order, the same number of columns, and no column without a
+//! value (`?`, `None`, empty) where pmcd's report has one.
+
+use super::*;
+
+/// Runs pcp-mpstat (a Python tool: Debian's python3 has PCP's module) against `port`.
+fn mpstat(port: u16, args: &[&str]) -> String {
+    let o = Command::new("/usr/bin/python3")
+        .arg("/usr/lib/pcp/bin/pcp-mpstat")
+        .args(args)
+        // The host as `pcp -h HOST mpstat` passes it: pcp-mpstat has no -h of its own.
+        .env("PCP_HOST", format!("localhost:{port}"))
+        .env("PCP_DERIVED_CONFIG", "")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("pcp-mpstat: {e}"));
+    assert!(
+        o.status.success(),
+        "pcp-mpstat {args:?} on {port}: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout(&o)
+}
+
+fn no_value(field: &str) -> bool {
+    matches!(field, "?" | "None" | "" | "N/A" | "nan")
+}
+
+/// A report's lines as fields, with the fields that change from run to run (times, dates)
+/// and the lines that only date the report dropped: (header lines, data lines).
+fn shape(text: &str, is_data: impl Fn(&[&str]) -> bool) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut heads = Vec::new();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() || f[0] == "@" || f[0] == "Linux" {
+            continue;
+        }
+        if is_data(&f) {
+            rows.push(f.iter().map(|s| s.to_string()).collect());
+        } else {
+            heads.push(f.join(" "));
+        }
+    }
+    (heads, rows)
+}
+
+/// Every way `ours` differs in shape from `theirs`; `key` columns name a row (kept as is),
+/// the others are values.
+fn compare(
+    what: &str,
+    ours: &str,
+    theirs: &str,
+    is_data: impl Fn(&[&str]) -> bool + Copy,
+    key: &[usize],
+) -> Vec<String> {
+    let (oh, or) = shape(ours, is_data);
+    let (th, tr) = shape(theirs, is_data);
+    let mut diffs = Vec::new();
+    if oh != th {
+        diffs.push(format!("{what}: headers\n  wasmon {oh:?}\n  pmcd   {th:?}"));
+    }
+    let names = |rows: &[Vec<String>]| -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| key.iter().filter_map(|&k| r.get(k).cloned()).collect())
+            .collect()
+    };
+    if names(&or) != names(&tr) {
+        diffs.push(format!(
+            "{what}: rows\n  wasmon {:?}\n  pmcd   {:?}",
+            names(&or),
+            names(&tr)
+        ));
+    }
+    for (o, t) in or.iter().zip(&tr) {
+        if o.len() != t.len() {
+            diffs.push(format!("{what}: columns\n  wasmon {o:?}\n  pmcd   {t:?}"));
+            continue;
+        }
+        for (i, (a, b)) in o.iter().zip(t).enumerate() {
+            if no_value(a) && !no_value(b) {
+                diffs.push(format!(
+                    "{what}: column {i} has no value\n  wasmon {o:?}\n  pmcd   {t:?}"
+                ));
+            }
+        }
+    }
+    diffs
+}
+
+/// A data row of pcp-mpstat: a time stamp first.
+fn mpstat_row(f: &[&str]) -> bool {
+    f.len() > 2 && f[0].len() == 8 && f[0].as_bytes()[2] == b':' && f[0].as_bytes()[5] == b':'
+}
+
+#[test]
+fn pcp_mpstat_reports_what_pmcds_report_shows() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let mut diffs = Vec::new();
+    for args in [
+        &["-P", "ALL", "-t", "1", "-s", "2"][..],
+        &["-I", "ALL", "-t", "1", "-s", "2"][..],
+    ] {
+        let ours = mpstat(w.pcp, args);
+        let theirs = mpstat(pmcd, args);
+        // The rows are CPUs: named by their second column.
+        diffs.extend(compare(
+            &format!("pcp-mpstat {args:?}"),
+            &ours,
+            &theirs,
+            mpstat_row,
+            &[1],
+        ));
+        let (_, rows) = shape(&ours, mpstat_row);
+        assert!(rows.len() >= 2, "pcp-mpstat {args:?} gave no rows:\n{ours}");
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    drop(w.daemon);
+}
+
+/// A data row of pmstat: numbers (with unit suffixes) or `?`.
+fn pmstat_row(f: &[&str]) -> bool {
+    f.len() > 5
+        && f.iter()
+            .all(|x| *x == "?" || x.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+#[test]
+fn pmstat_reports_what_pmcds_report_shows() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let args = ["-s", "2", "-t", "1"];
+    let ours = ok("pmstat", w.pcp, &args);
+    let theirs = ok("pmstat", pmcd, &args);
+    let (_, rows) = shape(&ours, pmstat_row);
+    assert_eq!(rows.len(), 2, "{ours}");
+    let diffs = compare("pmstat", &ours, &theirs, pmstat_row, &[]);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    drop(w.daemon);
+}
