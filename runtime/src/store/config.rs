@@ -91,6 +91,11 @@ pub struct StoreConfig {
     pub resampling_minimum_points: usize,
 }
 
+/// Series shorter than this are returned at their native step: cc-lib's
+/// `resampler.MinimumRequiredPoints` default; `[store] resampling-minimum-points` sets it, as
+/// cc-backend's `resampling.minimum-points` does.
+pub const LTTB_MIN_POINTS: usize = 1000;
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
@@ -103,7 +108,7 @@ impl Default for StoreConfig {
             archive: ArchiveConfig::default(),
             max_body_size: 64 << 20,
             buffer_pool_max: 16_384,
-            resampling_minimum_points: super::LTTB_MIN_POINTS,
+            resampling_minimum_points: LTTB_MIN_POINTS,
         }
     }
 }

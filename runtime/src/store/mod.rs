@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
-pub use config::{Aggregation, ArchiveConfig, MetricConfig, StoreConfig};
-pub use query::{LTTB_MIN_POINTS, ReadResult, Stats, lttb};
+pub use config::{Aggregation, ArchiveConfig, LTTB_MIN_POINTS, MetricConfig, StoreConfig};
+pub use query::{ReadResult, Stats, lttb};
 pub use selector::{SelectorElement, selector};
 pub use wal::WalBatch;
 pub use workers::run_workers;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::buffer::Chain;
+use super::config::LTTB_MIN_POINTS;
 use super::{Aggregation, Level, MetricInfo, SelectorElement, Store, StoreError};
 
 /// Values of one read. `data[i]` belongs to `from + i * resolution` (roughly, once LTTB
@@ -259,11 +260,6 @@ fn collect(level: &Arc<Level>, selector: &[SelectorElement], id: u32, out: &mut 
         }
     }
 }
-
-/// Series shorter than this are returned at their native step: cc-lib's
-/// `resampler.MinimumRequiredPoints` default; `[store] resampling-minimum-points` sets it, as
-/// cc-backend's `resampling.minimum-points` does.
-pub const LTTB_MIN_POINTS: usize = 1000;
 
 /// Downsamples `data` (one value per `step` seconds) to one per `resolution` seconds with
 /// Largest-Triangle-Three-Buckets, with cc-lib's `resampler.LargestTriangleThreeBucket`
