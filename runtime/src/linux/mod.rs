@@ -22,8 +22,8 @@ mod buddyinfo;
 mod cpuinfo;
 mod devices;
 mod diskstats;
-mod filesys;
 mod fchost;
+mod filesys;
 mod interrupts;
 mod ipc;
 mod ksm;
@@ -93,6 +93,12 @@ pub trait Group: Send {
     /// (`cpu3` is 3). `None`: numbered by the server in discovery order, as pmdalinux's
     /// instance cache does.
     fn instance_id(&self, _indom: u32, _name: &str) -> Option<u32> {
+        None
+    }
+    /// Every instance of an indom pmdalinux lists from a fixed table whether or not a fetch
+    /// has values for it (the NFS operations); `None`: the server lists an indom's metrics'
+    /// instances.
+    fn instances(&self, _indom: u32) -> Option<Vec<String>> {
         None
     }
     /// Labels it states for an instance whose labels need its parsed state (pmdalinux's
@@ -242,6 +248,10 @@ impl Agent for LinuxAgent {
 
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
         self.groups.iter().find_map(|g| g.instance_id(indom, name))
+    }
+
+    fn instances(&mut self, indom: u32) -> Option<Vec<String>> {
+        self.groups.iter().find_map(|g| g.instances(indom))
     }
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {

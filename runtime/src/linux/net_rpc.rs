@@ -354,18 +354,29 @@ impl Group for NetRpc {
     }
 
     fn instance_id(&self, indom: u32, name: &str) -> Option<u32> {
-        let (names, first) = match indom {
-            indom::NFS => (OPS2, 0),
-            indom::NFS3 => (OPS3, 0),
-            indom::NFS4_CLI => (OPS4_CLIENT, 0),
-            indom::NFS4_SVR => (OPS4_SERVER, 1),
-            _ => return None,
-        };
+        let (names, first) = ops_of(indom)?;
         names
             .iter()
             .position(|n| *n == name)
             .map(|i| (i + first) as u32)
     }
+
+    /// pmdalinux's NFS operation indoms are fixed tables, listed whether or not this host
+    /// has NFS statistics.
+    fn instances(&self, indom: u32) -> Option<Vec<String>> {
+        Some(ops_of(indom)?.0.iter().map(|n| n.to_string()).collect())
+    }
+}
+
+/// The operation names of an NFS indom, and the instance number of the first.
+fn ops_of(indom: u32) -> Option<(&'static [&'static str], usize)> {
+    Some(match indom {
+        indom::NFS => (OPS2, 0),
+        indom::NFS3 => (OPS3, 0),
+        indom::NFS4_CLI => (OPS4_CLIENT, 0),
+        indom::NFS4_SVR => (OPS4_SERVER, 1),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

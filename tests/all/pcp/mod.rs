@@ -239,6 +239,10 @@ name = "linux"
 native = "linux"
 
 [[agent]]
+name = "proc"
+native = "proc"
+
+[[agent]]
 name = "foo"
 guest = "foo"
 domain = 44
