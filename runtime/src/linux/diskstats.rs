@@ -459,10 +459,12 @@ fn mdstat(text: &str) -> Vec<(String, i64)> {
         }
         // The status line under an array: "... [2/1] [U_]".
         let Some(last) = out.last_mut() else { continue };
-        if let Some(map) = line.trim_end().rsplit(' ').next() {
-            if map.starts_with('[') && map.ends_with(']') && map.contains('_') {
-                last.1 = last.1.max(1 << 8);
-            }
+        if let Some(map) = line.trim_end().rsplit(' ').next()
+            && map.starts_with('[')
+            && map.ends_with(']')
+            && map.contains('_')
+        {
+            last.1 = last.1.max(1 << 8);
         }
     }
     out

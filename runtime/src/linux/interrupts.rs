@@ -58,10 +58,10 @@ impl Table {
         // Index of each CPU number's column, for CPU numbers below this bound.
         let mut pos = vec![u32::MAX; self.header.len().min(MAX_COLUMNS)];
         for (col, &cpu) in self.header.iter().enumerate() {
-            if let Some(p) = pos.get_mut(cpu as usize) {
-                if *p == u32::MAX {
-                    *p = col as u32;
-                }
+            if let Some(p) = pos.get_mut(cpu as usize)
+                && *p == u32::MAX
+            {
+                *p = col as u32;
             }
         }
         self.cpu_of.clear();
@@ -183,15 +183,15 @@ impl Table {
             if let Some(p) = self.per_cpu.get_mut(cpu as usize) {
                 *p = p.wrapping_add(value);
             }
-            if !self.identity {
-                if let Some(seen) = self.seen.get_mut(cpu as usize) {
-                    if seen.0 == row {
-                        self.counts[seen.1].1 = value;
-                        total = total.wrapping_add(value);
-                        continue;
-                    }
-                    *seen = (row, self.counts.len());
+            if !self.identity
+                && let Some(seen) = self.seen.get_mut(cpu as usize)
+            {
+                if seen.0 == row {
+                    self.counts[seen.1].1 = value;
+                    total = total.wrapping_add(value);
+                    continue;
                 }
+                *seen = (row, self.counts.len());
             }
             self.counts.push((cpu, value));
             total = total.wrapping_add(value);

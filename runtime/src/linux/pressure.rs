@@ -78,7 +78,7 @@ impl Group for Pressure {
         let Some(line) = self.now[file].get(m.item as usize / 2).copied().flatten() else {
             return;
         };
-        if m.item % 2 == 0 {
+        if m.item.is_multiple_of(2) {
             out.extend(
                 ["10 second", "1 minute", "5 minute"]
                     .iter()

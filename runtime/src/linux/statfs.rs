@@ -181,9 +181,10 @@ impl Drop for Pool {
     }
 }
 
+/// A panicking statfs function must not take the pool down with it: the crate's one lock
+/// policy (take a poisoned lock over) does that.
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    // A panicking statfs function must not take the pool down with it.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::util::lock(m)
 }
 
 fn worker(shared: Arc<Shared>) {
@@ -223,7 +224,7 @@ mod tests {
         let calls = Arc::new(Mutex::new(Vec::<PathBuf>::new()));
         let seen = calls.clone();
         let call: StatfsFn = Arc::new(move |p: &Path| {
-            seen.lock().unwrap().push(p.to_path_buf());
+            crate::util::lock(&seen).push(p.to_path_buf());
             if p == Path::new("/hung") {
                 loop {
                     std::thread::sleep(Duration::from_secs(3600));
@@ -262,9 +263,7 @@ mod tests {
         }
         assert_eq!(pool.workers(), workers);
         assert!(workers <= 3, "{workers}");
-        let hung_calls = calls
-            .lock()
-            .unwrap()
+        let hung_calls = crate::util::lock(&calls)
             .iter()
             .filter(|p| p.as_path() == Path::new("/hung"))
             .count();

@@ -124,12 +124,11 @@ impl Group for Uname {
 /// only).
 fn machine(ctx: &Ctx) -> Option<String> {
     let mut buf = String::new();
-    if let Ok(text) = ctx.root.read("proc/sgi_prominfo/node0/version", &mut buf) {
-        if let Some(line) = text.lines().find(|l| l.starts_with("SGI")) {
-            if let Some(p) = line.find(" IP") {
-                return Some(line[p + 1..].chars().take(4).collect());
-            }
-        }
+    if let Ok(text) = ctx.root.read("proc/sgi_prominfo/node0/version", &mut buf)
+        && let Some(line) = text.lines().find(|l| l.starts_with("SGI"))
+        && let Some(p) = line.find(" IP")
+    {
+        return Some(line[p + 1..].chars().take(4).collect());
     }
     if ctx.root.is_live() {
         uname().map(|u| u[4].clone())

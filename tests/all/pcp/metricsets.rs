@@ -49,7 +49,7 @@ fn run(port: u16, set: &str) -> Option<(Vec<String>, Vec<String>)> {
     let text = stdout(&o);
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let head = lines.next()?;
-    let last = lines.last()?;
+    let last = lines.next_back()?;
     let columns = head
         .split('|')
         .map(|c| c.trim_matches('"').to_string())
