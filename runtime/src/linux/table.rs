@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::namespace::{Child, Pmid, Semantics, ValueType};
+use crate::namespace::{Child, Pmid, Semantics, ValueType, children_of};
 
 /// PCP's domain for the linux PMDA.
 pub const LINUX_DOMAIN: u32 = 60;
@@ -103,21 +103,7 @@ impl Table {
 
     /// Children of a full dotted name ("" for the root), in table order, each once.
     pub fn children(&self, name: &str) -> Vec<Child> {
-        let mut out: Vec<Child> = Vec::new();
-        for m in &self.metrics {
-            if let Some(rest) = below(m.name, name) {
-                let (first, leaf) = rest
-                    .split_once('.')
-                    .map_or((rest, true), |(f, _)| (f, false));
-                if !out.iter().any(|c| c.name == first) {
-                    out.push(Child {
-                        name: first.to_string(),
-                        leaf,
-                    });
-                }
-            }
-        }
-        out
+        children_of(self.metrics.iter().map(|m| m.name), name)
     }
 
     /// The table as PCP's ASCII pmns text (what the namespace loads, so look-ups and

@@ -20,7 +20,7 @@ pub mod types;
 mod tests;
 
 pub use delegate::{Delegates, Single};
-pub use pmns::PmnsError;
+pub use pmns::{PmnsError, children_of};
 pub use query::Traversal;
 pub use tree::{Namespace, NamespaceBuilder};
 pub use types::{

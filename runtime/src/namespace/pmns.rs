@@ -18,7 +18,7 @@
 //!
 //! Owns only the syntax; joining subtrees into a tree (and its checks) is `tree.rs`'s.
 
-use super::types::Pmid;
+use super::types::{Child, Pmid};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -395,6 +395,32 @@ fn classify(word: &str) -> Result<Token, String> {
     } else {
         Token::Name(word.to_string())
     })
+}
+
+/// Children of `name` ("" for the root) in a flat list of full leaf names, each once, in
+/// list order, with leaf status: what an agent whose names are a fixed table answers for
+/// `pmGetChildrenStatus` (the native linux and proc agents).
+pub fn children_of<'a>(leaves: impl IntoIterator<Item = &'a str>, name: &str) -> Vec<Child> {
+    let mut out: Vec<Child> = Vec::new();
+    for leaf in leaves {
+        let rest = if name.is_empty() {
+            Some(leaf)
+        } else {
+            leaf.strip_prefix(name).and_then(|r| r.strip_prefix('.'))
+        };
+        if let Some(rest) = rest {
+            let (first, is_leaf) = rest
+                .split_once('.')
+                .map_or((rest, true), |(f, _)| (f, false));
+            if !out.iter().any(|c| c.name == first) {
+                out.push(Child {
+                    name: first.to_string(),
+                    leaf: is_leaf,
+                });
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

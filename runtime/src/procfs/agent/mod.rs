@@ -21,6 +21,7 @@ use std::sync::LazyLock;
 
 use crate::namespace::{
     Agent, Child, LabelsOf, MetricDesc, NsError, Pmid, Semantics, Value, ValueType, Values,
+    children_of,
 };
 use crate::procfs::ProcReader;
 
@@ -653,25 +654,7 @@ impl Agent for ProcAgent {
     }
 
     fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
-        let below = if name.is_empty() {
-            String::new()
-        } else {
-            format!("{name}.")
-        };
-        let mut out: Vec<Child> = Vec::new();
-        for def in DEFS {
-            if let Some(rest) = def.name.strip_prefix(below.as_str()) {
-                let (first, leaf) = rest
-                    .split_once('.')
-                    .map_or((rest, true), |(f, _)| (f, false));
-                if !out.iter().any(|c| c.name == first) {
-                    out.push(Child {
-                        name: first.to_string(),
-                        leaf,
-                    });
-                }
-            }
-        }
+        let out = children_of(DEFS.iter().map(|d| d.name), name);
         if out.is_empty() && !DEFS.iter().any(|d| d.name == name) {
             return Err(NsError::UnknownName);
         }
