@@ -6,3 +6,6 @@ mod tree;
 
 #[path = "clustercockpit/node.rs"]
 mod node;
+
+#[path = "clustercockpit/formulas.rs"]
+mod formulas;
