@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod common;
 mod daemon;
+mod dir_grants;
 mod export;
 mod fabric;
 mod fleet;
