@@ -123,7 +123,7 @@ fn no_symlink_leads_out_of_the_grant_and_a_loop_ends() {
     ln(&outside.path().join("secret"), "absolute");
     ln(Path::new("../outside-sibling"), "class/up");
     std::fs::write(root.path().join("outside-sibling"), "sibling").unwrap();
-    ln(&outside.path().to_path_buf(), "class/infiniband/evil");
+    ln(outside.path(), "class/infiniband/evil");
     ln(Path::new("loop_b"), "loop_a");
     ln(Path::new("loop_a"), "loop_b");
     let mut p = probe(

@@ -17,6 +17,7 @@ mod export;
 mod fabric;
 mod fleet;
 mod forward;
+mod guest_agents;
 mod guests;
 mod hostile_daemon;
 mod hostile_guests;

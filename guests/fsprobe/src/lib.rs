@@ -15,10 +15,12 @@ use wasmon_guest::Params;
 use wasmon_guest::agent::{
     Agent, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
 };
+use wasmon_guest::names::Names;
 
 pub struct Probe {
     domain: u32,
     ops: Vec<String>,
+    names: Names,
 }
 
 fn run(op: &str) -> std::io::Result<String> {
@@ -78,44 +80,34 @@ impl Agent for Probe {
             .iter()
             .map(|o| o.as_str().map(str::to_string).ok_or("`ops`: strings only"))
             .collect::<Result<_, _>>()?;
-        Ok(Probe { domain, ops })
+        let pmid = |item| Pmid {
+            domain,
+            cluster: 0,
+            item,
+        };
+        let names = Names::new([
+            ("fsprobe.result".to_string(), pmid(0)),
+            ("fsprobe.spin".to_string(), pmid(1)),
+        ]);
+        Ok(Probe { domain, ops, names })
     }
 
     fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError> {
-        let item = match name {
-            "fsprobe.result" => 0,
-            "fsprobe.spin" => 1,
-            _ => return Err(NsError::UnknownName),
-        };
-        Ok(Pmid {
-            domain: self.domain,
-            cluster: 0,
-            item,
-        })
+        self.names.lookup(name)
     }
 
     fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
-        match id.item {
-            0 => Ok(vec!["fsprobe.result".into()]),
-            1 => Ok(vec!["fsprobe.spin".into()]),
-            _ => Err(NsError::UnknownPmid),
-        }
+        self.names.names_of(id)
     }
 
     fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
-        if name != "fsprobe" {
-            return Err(NsError::UnknownName);
-        }
-        Ok(["result", "spin"]
-            .iter()
-            .map(|n| Child {
-                name: n.to_string(),
-                leaf: true,
-            })
-            .collect())
+        self.names.children(name)
     }
 
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
+        if id.domain != self.domain {
+            return Err(NsError::UnknownPmid);
+        }
         Ok(MetricDesc {
             id,
             value_type: ValueType::Text,
