@@ -279,7 +279,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("one_series_1024_points", |bench| {
         bench.iter(|| {
             let r = store
-                .read(black_box(&one), "flops_any", T0, T0 + (STEPS - 1) * FREQ, 0)
+                .read(black_box(&one), "flops_any", T0, T0 + STEPS * FREQ, 0)
                 .unwrap();
             assert_eq!(r.data.len(), STEPS as usize);
         })
@@ -292,7 +292,7 @@ fn benches(c: &mut Criterion) {
                     black_box(&host),
                     "flops_any",
                     T0,
-                    T0 + (STEPS - 1) * FREQ,
+                    T0 + STEPS * FREQ,
                     0,
                 )
                 .unwrap();

@@ -350,28 +350,6 @@ fn pack(vals: impl Iterator<Item = u64>, w: u32, out: &mut Vec<u8>) {
     }
 }
 
-/// Unpacks `count` values of `w` bits from `src` (exactly `words(count, w)` little-endian u64
-/// words, checked by the caller) into `out`. Each value is found from its own bit offset, so
-/// the loop has no dependency from one value to the next.
-#[inline(always)]
-fn unpack(src: &[u8], count: usize, w: u32, out: &mut [u64; MAX_VALUES]) {
-    if w == 0 {
-        out[..count].fill(0);
-        return;
-    }
-    let mut words = [0u64; MAX_VALUES + 1];
-    for (d, c) in words.iter_mut().zip(src.chunks_exact(8)) {
-        *d = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-    }
-    let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
-    for (i, o) in out.iter_mut().enumerate().take(count) {
-        let bit = i * w as usize;
-        let (word, shift) = (bit / 64, (bit % 64) as u32);
-        let two = words[word] as u128 | (words[word + 1] as u128) << 64;
-        *o = (two >> shift) as u64 & mask;
-    }
-}
-
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
@@ -419,7 +397,6 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
     match r.u8()? {
         0 => {
             m = n;
-            (0..n).for_each(|i| slots[i] = i as u16);
         }
         1 => {
             let map = r.take(n.div_ceil(8))?;
@@ -466,27 +443,25 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
         return Err(DecodeError::Invalid("no values but not the all-NaN form"));
     }
     let dense = m == n;
-    if !dense {
+    // Present values go straight to `out` when there are no gaps, else through `vals`.
+    if dense {
+        decode_values(&mut r, out)?;
+    } else {
+        let mut vals = [0f64; MAX_VALUES];
+        decode_values(&mut r, &mut vals[..m])?;
         out.fill(f64::NAN);
-    }
-    let slots = &slots[..m];
-    // Writes the i-th present value.
-    macro_rules! put {
-        ($i:expr, $v:expr) => {
-            if dense {
-                out[$i] = $v
-            } else {
-                out[slots[$i] as usize] = $v
-            }
-        };
-    }
-    match r.u8()? {
-        0 => {
-            let v = f64::from_bits(r.u64()?);
-            for i in 0..m {
-                put!(i, v);
-            }
+        for (s, v) in slots[..m].iter().zip(&vals) {
+            out[*s as usize] = *v;
         }
+    }
+    finish(r)
+}
+
+/// The value section of `dst.len()` present values.
+fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError> {
+    let m = dst.len();
+    match r.u8()? {
+        0 => dst.fill(f64::from_bits(r.u64()?)),
         1 => {
             let k = r.u8()? as usize;
             if k == 0 || k > MAX_DICT {
@@ -497,12 +472,11 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
                 *d = f64::from_bits(r.u64()?);
             }
             let w = bits(k as u64 - 1);
-            let src = r.take(words(m, w) * 8)?;
-            let mut idx = [0u64; MAX_VALUES];
-            unpack(src, m, w, &mut idx);
-            for (i, x) in idx[..m].iter().enumerate() {
-                match dict[..k].get(*x as usize) {
-                    Some(v) => put!(i, *v),
+            let src = Packed::new(r.take(words(m, w) * 8)?, w);
+            for (i, o) in dst.iter_mut().enumerate() {
+                // `w` bits index a table of 2^w entries; only the first `k` are set.
+                match dict[..k].get(src.get(i) as usize) {
+                    Some(v) => *o = *v,
                     None => return Err(DecodeError::Invalid("dictionary index out of range")),
                 }
             }
@@ -525,74 +499,72 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
             }
             let nexc = r.u16()? as usize;
             let count = if delta { m - 1 } else { m };
-            let src = r.take(words(count, w) * 8)?;
-            let mut ints = [0u64; MAX_VALUES];
-            unpack(src, count, w, &mut ints);
-            // The integers first, then one conversion pass the compiler can pipeline.
+            let src = Packed::new(r.take(words(count, w) * 8)?, w);
             if delta {
-                // d_0 = base, d_i = d_{i-1} + min_delta + p_{i-1}, shifted up by one in place.
                 let mut d = base;
-                for i in (0..count).rev() {
-                    ints[i + 1] = ints[i];
-                }
-                ints[0] = 0;
-                for (i, p) in ints[..m].iter_mut().enumerate() {
-                    if i > 0 {
-                        d = d.wrapping_add(min_delta).wrapping_add(*p as i64);
-                    }
-                    *p = d as u64;
+                dst[0] = scale_back(d, e);
+                for (i, o) in dst[1..].iter_mut().enumerate() {
+                    d = d.wrapping_add(min_delta).wrapping_add(src.get(i) as i64);
+                    *o = scale_back(d, e);
                 }
             } else {
-                for p in ints[..m].iter_mut() {
-                    *p = base.wrapping_add(*p as i64) as u64;
-                }
-            }
-            let ints = &ints[..m];
-            if dense {
-                convert(ints, e, &mut out[..m]);
-            } else {
-                let mut vals = [0f64; MAX_VALUES];
-                convert(ints, e, &mut vals[..m]);
-                for (i, v) in vals[..m].iter().enumerate() {
-                    put!(i, *v);
+                // Each value from its own bit offset: no dependency between iterations.
+                let p = POW10[e.unsigned_abs() as usize];
+                let int = |i: usize| base.wrapping_add(src.get(i) as i64) as f64;
+                match e.signum() {
+                    0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
+                    1 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i) / p),
+                    _ => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i) * p),
                 }
             }
             for _ in 0..nexc {
                 let i = r.u16()? as usize;
                 let v = f64::from_bits(r.u64()?);
-                if i >= m {
-                    return Err(DecodeError::Invalid("exception index out of range"));
-                }
-                put!(i, v);
+                *dst.get_mut(i)
+                    .ok_or(DecodeError::Invalid("exception index out of range"))? = v;
             }
         }
         3 => {
             let src = r.take(m * 8)?;
-            for (i, c) in src.chunks_exact(8).enumerate() {
-                put!(i, f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+            for (o, c) in dst.iter_mut().zip(src.chunks_exact(8)) {
+                *o = f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")));
             }
         }
         f => return Err(DecodeError::ValueForm(f)),
     }
-    finish(r)
+    Ok(())
 }
 
-/// `out[i] = ints[i] / 10^e` (as [`scale_back`]), in a loop of its own.
-#[inline(always)]
-fn convert(ints: &[u64], e: i32, out: &mut [f64]) {
-    if e == 0 {
-        for (o, d) in out.iter_mut().zip(ints) {
-            *o = *d as i64 as f64;
+/// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).
+struct Packed<'a> {
+    src: &'a [u8],
+    w: u32,
+    mask: u64,
+}
+
+impl<'a> Packed<'a> {
+    fn new(src: &'a [u8], w: u32) -> Packed<'a> {
+        let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+        Packed { src, w, mask }
+    }
+
+    /// Value `i`, read from its own bit offset (two words where it may straddle them).
+    #[inline(always)]
+    fn get(&self, i: usize) -> u64 {
+        if self.w == 0 {
+            return 0;
         }
-    } else if e > 0 {
-        let p = POW10[e as usize];
-        for (o, d) in out.iter_mut().zip(ints) {
-            *o = *d as i64 as f64 / p;
-        }
-    } else {
-        let p = POW10[(-e) as usize];
-        for (o, d) in out.iter_mut().zip(ints) {
-            *o = *d as i64 as f64 * p;
+        let bit = i * self.w as usize;
+        let (at, shift) = ((bit / 64) * 8, (bit % 64) as u32);
+        match self.src.get(at..at + 16) {
+            Some(two) => {
+                let two = u128::from_le_bytes(two.try_into().expect("16 bytes"));
+                (two >> shift) as u64 & self.mask
+            }
+            // The last word: a value ending in it does not straddle into another.
+            None => self.src.get(at..at + 8).map_or(0, |one| {
+                u64::from_le_bytes(one.try_into().expect("8 bytes")) >> shift & self.mask
+            }),
         }
     }
 }
