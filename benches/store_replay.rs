@@ -9,30 +9,16 @@
 //! `cargo bench -p wasmon-benches --bench store_replay -- DIR [PRECISION]` (DIR holds the
 //! `.tsv` files; PRECISION sets `precision` for every metric).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use wasmon::store::{MetricConfig, Store, StoreConfig, WalBatch, selector};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+mod store_common;
+use store_common::{CPU_METRICS, Counting, LIVE, NODE_METRICS};
+
 #[global_allocator]
 static A: Counting = Counting;
 
@@ -127,7 +113,10 @@ fn main() {
             } else {
                 vec!["pcp", &name, inst]
             };
-            if store.write(&path, metric, r.ts.round() as i64, r.value).is_ok() {
+            if store
+                .write(&path, metric, r.ts.round() as i64, r.value)
+                .is_ok()
+            {
                 written += 1;
             }
         }
@@ -201,8 +190,7 @@ fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
     let t0: i64 = 1_700_000_000 / STEP * STEP;
     let mut cfg = StoreConfig::default();
     cfg.retention_in_memory = std::time::Duration::ZERO;
-    let node = ["mem_used", "mem_cached", "net_bw", "ib_bw", "nfs_read", "nfs_write", "disk_free", "power"];
-    let cpu = ["cpu_load", "cpu_user", "flops_any", "clock"];
+    let (node, cpu) = (NODE_METRICS, CPU_METRICS);
     for m in node.iter().chain(&cpu) {
         let agg = if node.contains(m) { "sum" } else { "avg" };
         let p = precision.map_or(String::new(), |p| format!("\nprecision = {p}"));
@@ -255,18 +243,26 @@ fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
     let from = to - 1024 * STEP;
     let one = selector(&["bench", "host3", "hwthread7"]);
     let host = selector(&["bench", "host3"]);
-    for (what, sel) in [("one series × 1024", &one), ("avg 64 hwthreads × 1024", &host)] {
+    for (what, sel) in [
+        ("one series × 1024", &one),
+        ("avg 64 hwthreads × 1024", &host),
+    ] {
         let mut times = Vec::new();
         for _ in 0..15 {
             let t = Instant::now();
             for _ in 0..200 {
-                let r = store.read(black_box(sel), "flops_any", from, to, 0).unwrap();
+                let r = store
+                    .read(black_box(sel), "flops_any", from, to, 0)
+                    .unwrap();
                 assert_eq!(r.data.len(), 1024);
                 black_box(r);
             }
             times.push(t.elapsed().as_nanos() as f64 / 200.0);
         }
         times.sort_by(f64::total_cmp);
-        println!("day read {what}: median {:.2} µs", times[times.len() / 2] / 1e3);
+        println!(
+            "day read {what}: median {:.2} µs",
+            times[times.len() / 2] / 1e3
+        );
     }
 }

@@ -261,7 +261,10 @@ fn debug_usage_counts_the_bytes_series_hold() {
     let mut body = String::new();
     for h in 0..200 {
         for i in 0..3 {
-            body.push_str(&format!("load,cluster=c1,hostname=s{h} value={h}.5 {}\n", t0 + i));
+            body.push_str(&format!(
+                "load,cluster=c1,hostname=s{h} value={h}.5 {}\n",
+                t0 + i
+            ));
         }
     }
     for i in 0..2000 {
@@ -275,7 +278,12 @@ fn debug_usage_counts_the_bytes_series_hold() {
     assert_eq!(samples, 4600.0, "{v}");
     assert!(bytes > 0.0);
     // A page per series would be 202 × 4,096 bytes: 180 bytes a sample.
-    assert!(bytes / samples < 40.0, "{} bytes/sample: {}", bytes / samples, v["usage"]);
+    assert!(
+        bytes / samples < 40.0,
+        "{} bytes/sample: {}",
+        bytes / samples,
+        v["usage"]
+    );
     let idle = query(&d, "idle", "n1", t0, t0 + 2000);
     assert_eq!(idle["data"].as_array().unwrap().len(), 2000);
     assert!(idle["data"].as_array().unwrap().iter().all(|x| x == 0.0));

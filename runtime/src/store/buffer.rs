@@ -375,7 +375,10 @@ impl Closed {
             if digits == 0 {
                 codec::encode(v, &mut out);
             } else {
-                let r: Vec<f64> = v.iter().map(|x| codec::round_to_digits(*x, digits)).collect();
+                let r: Vec<f64> = v
+                    .iter()
+                    .map(|x| codec::round_to_digits(*x, digits))
+                    .collect();
                 codec::encode(&r, &mut out);
             }
             if let Form::Raw(p) = std::mem::replace(&mut self.form, Form::Packed(out.into())) {
@@ -646,7 +649,10 @@ impl Chain {
             self.close_head(Buf::new(block, slot, value, pool), pool);
             return Ok(());
         }
-        let oldest = self.older.first().map_or(self.head.first_slot(), Closed::first_slot);
+        let oldest = self
+            .older
+            .first()
+            .map_or(self.head.first_slot(), Closed::first_slot);
         if slot < oldest {
             // Late: a backfill or a lagging forwarder. Kept unless retention already freed
             // (or is about to free) its time, which would make it a sample nobody can read.
@@ -699,19 +705,16 @@ impl Chain {
 
     /// First written slot and one past the last written slot.
     pub(crate) fn span(&self) -> (i64, i64) {
-        let first = self.older.first().map_or(self.head.first_slot(), Closed::first_slot);
+        let first = self
+            .older
+            .first()
+            .map_or(self.head.first_slot(), Closed::first_slot);
         (first, self.head.end_slot())
     }
 
     /// Copies slots `k0..k1` into `out` (len k1-k0), NaN where nothing was written.
     pub(crate) fn copy_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
-        self.visit(
-            k0,
-            k1,
-            out,
-            |o, s| o.copy_from_slice(s),
-            |o, v| o.fill(v),
-        );
+        self.visit(k0, k1, out, |o, s| o.copy_from_slice(s), |o, v| o.fill(v));
     }
 
     /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN.
@@ -823,9 +826,7 @@ impl Chain {
 
     /// Most recent written slot's time and value (NaN slots skipped within the newest buffer).
     pub(crate) fn latest(&self) -> Option<(i64, f64)> {
-        self.head_written()
-            .next()
-            .map(|(k, v)| (self.time(k), v))
+        self.head_written().next().map(|(k, v)| (self.time(k), v))
     }
 
     /// [`Chain::latest`], with the series' step and the time of the written slot before it
@@ -1072,7 +1073,11 @@ mod tests {
         let mut out = vec![0.0; n as usize + 10];
         c.copy_into(-5, n + 5, &mut out);
         for i in -5..n + 5 {
-            let want = if (0..n).contains(&i) { value(i) } else { f64::NAN };
+            let want = if (0..n).contains(&i) {
+                value(i)
+            } else {
+                f64::NAN
+            };
             assert!(same(out[(i + 5) as usize], want), "slot {i}");
         }
         // Ranges starting and ending inside closed buffers.
@@ -1111,15 +1116,49 @@ mod tests {
         assert!(c.heap_bytes() > before, "the block is open (raw) now");
         let mut out = vec![0.0; 1100];
         c.copy_into(0, 1100, &mut out);
-        assert_eq!((out[10], out[700], out[11], out[701]), (-1.25, 99.0, 5.5, 350.5));
+        assert_eq!(
+            (out[10], out[700], out[11], out[701]),
+            (-1.25, 99.0, 5.5, 350.5)
+        );
         // The next buffer to close encodes the written-to ones again.
         for i in 1100..1600 {
             c.write(i, i as f64 / 2.0, &pool).unwrap();
         }
-        assert!(c.heap_bytes() < before + 2 * 4096, "{} vs {before}", c.heap_bytes());
+        assert!(
+            c.heap_bytes() < before + 2 * 4096,
+            "{} vs {before}",
+            c.heap_bytes()
+        );
         let (older, _) = c.parts();
         assert!(older.iter().all(|b| matches!(b.form, Form::Packed(_))));
         c.copy_into(0, 1100, &mut out);
-        assert_eq!((out[10], out[700], out[11], out[701]), (-1.25, 99.0, 5.5, 350.5));
+        assert_eq!(
+            (out[10], out[700], out[11], out[701]),
+            (-1.25, 99.0, 5.5, 350.5)
+        );
+    }
+
+    #[test]
+    fn precision_rounds_closed_buffers_only() {
+        let pool = Pool::new(8).with_precision(vec![3]);
+        let value = |i: i64| 1000.0 / (7.0 + i as f64 * 0.001);
+        let mut c = Chain::new(0, 1, 0, value(0), &pool).unwrap();
+        for i in 1..600 {
+            c.write(i, value(i), &pool).unwrap();
+        }
+        let mut out = vec![0.0; 600];
+        c.copy_into(0, 600, &mut out);
+        // The closed buffer holds three significant digits; the open one every bit.
+        assert_eq!(out[0], 143.0);
+        assert_eq!(out[511], codec::round_to_digits(value(511), 3));
+        assert_eq!(out[512].to_bits(), value(512).to_bits());
+        assert!(c.heap_bytes() < 512 + 128 * 8 + 64, "{}", c.heap_bytes());
+        // Another metric id is lossless.
+        let mut c = Chain::new(1, 1, 0, value(0), &pool).unwrap();
+        for i in 1..600 {
+            c.write(i, value(i), &pool).unwrap();
+        }
+        c.copy_into(0, 600, &mut out);
+        assert!((0..600).all(|i| out[i].to_bits() == value(i as i64).to_bits()));
     }
 }

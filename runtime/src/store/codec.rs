@@ -54,7 +54,10 @@ pub enum DecodeError {
 
 /// Encodes `values` (at most [`MAX_VALUES`]) into `out` (appended).
 pub fn encode(values: &[f64], out: &mut Vec<u8>) {
-    assert!(values.len() <= MAX_VALUES, "a buffer holds at most 512 values");
+    assert!(
+        values.len() <= MAX_VALUES,
+        "a buffer holds at most 512 values"
+    );
     let n = values.len();
     let nans = values.iter().filter(|v| v.is_nan()).count();
     if nans == n {
@@ -179,16 +182,18 @@ fn scale_back(d: i64, e: i32) -> f64 {
 /// The integer `v` is at exponent `e`, if it reads back as exactly `v`.
 #[inline]
 fn fits(v: f64, e: i32) -> Option<i64> {
+    scaled(v, e).filter(|d| scale_back(*d, e).to_bits() == v.to_bits())
+}
+
+/// `v × 10^e` rounded to an integer, if it lies where integers convert to f64 exactly.
+#[inline]
+fn scaled(v: f64, e: i32) -> Option<i64> {
     let x = if e >= 0 {
         v * POW10[e as usize]
     } else {
         v / POW10[(-e) as usize]
     };
-    if !(x.abs() < EXACT_INT) {
-        return None;
-    }
-    let d = x.round() as i64;
-    (scale_back(d, e).to_bits() == v.to_bits()).then_some(d)
+    (x.abs() < EXACT_INT).then(|| x.round() as i64)
 }
 
 /// Rounds `v` to `digits` significant decimal digits (the lossy `precision` option), in the
@@ -199,15 +204,7 @@ pub fn round_to_digits(v: f64, digits: u32) -> f64 {
     }
     let mag = v.abs().log10().floor() as i32;
     let e = (digits as i32 - 1 - mag).clamp(-MAX_EXP, MAX_EXP);
-    let x = if e >= 0 {
-        v * POW10[e as usize]
-    } else {
-        v / POW10[(-e) as usize]
-    };
-    if !(x.abs() < EXACT_INT) {
-        return v;
-    }
-    scale_back(x.round() as i64, e)
+    scaled(v, e).map_or(v, |d| scale_back(d, e))
 }
 
 /// The smallest exponent at which `x` is a decimal.
@@ -227,7 +224,12 @@ struct Decimal {
 
 impl Decimal {
     fn size(&self) -> usize {
-        1 + 1 + 1 + 8 + if self.delta { 8 } else { 0 } + 1 + 2
+        1 + 1
+            + 1
+            + 8
+            + if self.delta { 8 } else { 0 }
+            + 1
+            + 2
             + words(self.packed.len(), self.width) * 8
             + self.exceptions.len() * 10
     }
@@ -307,7 +309,11 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
         dlo = dlo.min(d);
         dhi = dhi.max(d);
     }
-    let delta_width = if m > 1 { bits(dhi.wrapping_sub(dlo) as u64) } else { 64 };
+    let delta_width = if m > 1 {
+        bits(dhi.wrapping_sub(dlo) as u64)
+    } else {
+        64
+    };
     // Deltas cost 8 more header bytes and one fewer value.
     let delta = m > 1 && words(m - 1, delta_width) * 8 + 8 < words(m, for_width) * 8;
     let packed: Vec<u64> = if delta {
@@ -365,10 +371,14 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 }
 
@@ -376,9 +386,9 @@ impl<'a> Reader<'a> {
 /// averages use it without decoding.
 pub fn constant(bytes: &[u8]) -> Option<f64> {
     match bytes {
-        [0, 0, rest @ ..] if rest.len() == 8 => Some(f64::from_bits(u64::from_le_bytes(
-            rest.try_into().ok()?,
-        ))),
+        [0, 0, rest @ ..] if rest.len() == 8 => {
+            Some(f64::from_bits(u64::from_le_bytes(rest.try_into().ok()?)))
+        }
         _ => None,
     }
 }
@@ -513,8 +523,14 @@ fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError>
                 let int = |i: usize| base.wrapping_add(src.get(i) as i64) as f64;
                 match e.signum() {
                     0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
-                    1 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i) / p),
-                    _ => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i) * p),
+                    1 => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i, o)| *o = int(i) / p),
+                    _ => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(i, o)| *o = int(i) * p),
                 }
             }
             for _ in 0..nexc {

@@ -145,7 +145,8 @@ impl Store {
             pool: Pool::with_retention(
                 config.buffer_pool_max,
                 config.retention_in_memory.as_secs(),
-            ),
+            )
+            .with_precision(config.precision_by_id()),
             config,
             root: Arc::new(Level::root()),
             counters: StoreCounters::default(),

@@ -14,6 +14,7 @@ pub(super) fn cfg(metrics: &[(&str, u64, Aggregation)]) -> StoreConfig {
             MetricConfig {
                 frequency: *f,
                 aggregation: *a,
+                precision: None,
             },
         );
     }

@@ -5,23 +5,10 @@
 
 use super::*;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::util::TestRng as Rng;
 
 /// Values that stress the forms: specials, subnormals, decimals, integers, raw bits.
-fn value(r: &mut Rng, kind: u64) -> f64 {
+fn value(r: &mut Rng, kind: usize) -> f64 {
     match kind {
         0 => [
             0.0,
@@ -36,11 +23,11 @@ fn value(r: &mut Rng, kind: u64) -> f64 {
             f64::MIN,
             f64::EPSILON,
             1.0,
-        ][r.below(12) as usize],
+        ][r.below(12)],
         1 => f64::from_bits(r.next()),
         2 => (r.below(2_000_000) as f64 - 1_000_000.0) / 100.0,
         3 => r.below(1 << 40) as f64,
-        4 => f64::from_bits(r.below(1 << 52)), // subnormal
+        4 => f64::from_bits(r.below(1 << 52) as u64), // subnormal
         5 => ((r.below(100_000) as f64) * 0.001 + 1e6).mul_add(1.0, 0.0),
         _ => -(r.below(1000) as f64) / 7.0,
     }
@@ -56,7 +43,11 @@ fn round_trip(v: &[f64]) {
     let mut out = vec![0.0; v.len()];
     decode(&enc, &mut out).unwrap_or_else(|e| panic!("{e}: {v:?}"));
     for (i, (a, b)) in v.iter().zip(&out).enumerate() {
-        assert!(same(*a, *b), "slot {i}: {a:e} ({:#x}) came back {b:e}", a.to_bits());
+        assert!(
+            same(*a, *b),
+            "slot {i}: {a:e} ({:#x}) came back {b:e}",
+            a.to_bits()
+        );
     }
     // A constant block's value is what each slot decodes to.
     if let Some(c) = constant(&enc) {
@@ -68,7 +59,7 @@ fn round_trip(v: &[f64]) {
 fn random_blocks_round_trip_bit_for_bit() {
     for seed in 1..=3000u64 {
         let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let n = 1 + r.below(512) as usize;
+        let n = 1 + r.below(512);
         // A block mixes a main kind with a sprinkle of others and NaN gaps.
         let main = r.below(7);
         let noise = r.below(4);
@@ -102,7 +93,9 @@ fn shaped_blocks_pick_small_forms() {
     let few: Vec<f64> = (0..512).map(|i| [0.1, 7.25, -3.0][i % 3]).collect();
     assert!(size(&few) < 200, "{}", size(&few));
     // Two-decimal gauges and counters: decimal scaling, a few bits each.
-    let temps: Vec<f64> = (0..512).map(|i| 40.0 + ((i * 37) % 1000) as f64 / 100.0).collect();
+    let temps: Vec<f64> = (0..512)
+        .map(|i| 40.0 + ((i * 37) % 1000) as f64 / 100.0)
+        .collect();
     assert!(size(&temps) < 512 * 2, "{}", size(&temps));
     let counter: Vec<f64> = (0..512).map(|i| 1e9 + (i * 1000 + i % 7) as f64).collect();
     assert!(size(&counter) < 512, "{}", size(&counter));
@@ -150,14 +143,14 @@ fn arbitrary_bytes_decode_or_fail_without_panic() {
     let mut r = Rng(0xDEAD_BEEF);
     let mut valid = 0;
     for _ in 0..20_000 {
-        let len = r.below(80) as usize;
+        let len = r.below(80);
         let mut bytes: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
         // Steer half the inputs into known forms so the deeper checks run too.
         if len >= 2 && r.below(2) == 0 {
             bytes[0] = r.below(4) as u8;
             bytes[1] = r.below(4) as u8;
         }
-        let n = r.below(513) as usize;
+        let n = r.below(513);
         let mut out = vec![0.0; n];
         if decode(&bytes, &mut out).is_ok() {
             valid += 1;
@@ -177,7 +170,10 @@ fn arbitrary_bytes_decode_or_fail_without_panic() {
     }
     let mut longer = enc.clone();
     longer.push(0);
-    assert_eq!(decode(&longer, &mut vec![0.0; 300]), Err(DecodeError::Trailing(1)));
+    assert_eq!(
+        decode(&longer, &mut vec![0.0; 300]),
+        Err(DecodeError::Trailing(1))
+    );
     assert!(decode(&enc, &mut vec![0.0; 600]).is_err());
     assert!(valid < 20_000);
 }
