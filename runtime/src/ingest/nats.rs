@@ -234,11 +234,14 @@ const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 /// leader at once, rather than by the look-ups' round trips.
 const SETUP_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long the last acknowledgement of a batch waits for the consumer leader's answer, and
-/// how long the batch's acknowledgements are sent again while none comes: acknowledgements
+/// how long unconfirmed acknowledgements are sent again (after each fetch): acknowledgements
 /// sent while the consumer's leader is being elected are lost, and the server would deliver
 /// those messages again only after its ack wait (30 s); the new leader takes them at once.
-const ACK_CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
-const ACK_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(15);
+const ACK_CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+const ACK_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+/// Unconfirmed messages kept for acknowledging again at most (a few batches): past it the
+/// oldest are left to the server's redelivery.
+const ACK_RETRY_MAX: usize = 4 * FETCH;
 
 /// A durable pull consumer on `sc.stream`, until `shutdown`: fetch, store, wait for the WAL,
 /// acknowledge. Errors (NATS restarting, the stream missing) are logged once and retried.
@@ -307,6 +310,10 @@ async fn run_consumer(
         }
         // Since when fetches have failed (no consumer leader, a hung one).
         let mut failing_since: Option<std::time::Instant> = None;
+        // Stored messages whose acknowledgement the consumer's leader has not confirmed, and
+        // since when.
+        let mut unconfirmed: Vec<async_nats::jetstream::Message> = Vec::new();
+        let mut unconfirmed_since = std::time::Instant::now();
         loop {
             if let Some(since) = failing_since {
                 if since.elapsed() >= SETUP_AGAIN_AFTER {
@@ -365,6 +372,14 @@ async fn run_consumer(
                 fail(e.clone(), &mut failing);
                 failing_since.get_or_insert_with(std::time::Instant::now);
             }
+            if !unconfirmed.is_empty() && got.is_empty() && error.is_none() {
+                // The leader answers again: acknowledge what it did not confirm.
+                if acknowledge(&client, &unconfirmed).await.is_ok()
+                    || unconfirmed_since.elapsed() >= ACK_RETRY_FOR
+                {
+                    unconfirmed.clear();
+                }
+            }
             if got.is_empty() {
                 continue;
             }
@@ -373,8 +388,20 @@ async fn run_consumer(
                 tracing::error!(error = %e, "WAL commit failed: messages left unacknowledged");
                 continue;
             }
-            if let Err(e) = acknowledge(&client, &got, &shutdown).await {
-                fail(e, &mut failing);
+            if unconfirmed.is_empty() {
+                unconfirmed_since = std::time::Instant::now();
+            }
+            unconfirmed.extend(got);
+            match acknowledge(&client, &unconfirmed).await {
+                Ok(()) => unconfirmed.clear(),
+                Err(e) => {
+                    fail(e, &mut failing);
+                    if unconfirmed_since.elapsed() >= ACK_RETRY_FOR {
+                        unconfirmed.clear();
+                    }
+                    let over = unconfirmed.len().saturating_sub(ACK_RETRY_MAX);
+                    unconfirmed.drain(..over);
+                }
             }
             if error.is_some() {
                 continue;
@@ -388,48 +415,34 @@ async fn run_consumer(
     }
 }
 
-/// Acknowledges a batch: each message, then the last one again as a request, which the
-/// consumer's leader answers after it has taken the ones before (one connection, in order).
-/// Without that answer (a leader being elected) the batch is acknowledged again until
-/// [`ACK_RETRY_FOR`] has passed; past it the server delivers them again (stored once more,
-/// the same values at the same times).
+/// Acknowledges messages: each, then the last one again as a request, which the consumer's
+/// leader answers after it has taken the ones before (one connection, in order). An error
+/// says the acknowledgements may be lost (a leader being elected): the caller sends them
+/// again after its next fetch; past [`ACK_RETRY_FOR`] the server delivers them again (stored
+/// once more, the same values at the same times).
 async fn acknowledge(
     client: &async_nats::Client,
     got: &[async_nats::jetstream::Message],
-    shutdown: &CancellationToken,
 ) -> Result<(), String> {
-    let deadline = std::time::Instant::now() + ACK_RETRY_FOR;
-    let mut pause = RETRY_FIRST;
-    loop {
-        let mut last = String::new();
-        for m in got {
-            if let Err(e) = m.ack().await {
-                last = format!("ack: {e}");
-            }
+    for m in got {
+        if let Err(e) = m.ack().await {
+            return Err(format!("ack: {e}"));
         }
-        if let Some(reply) = got.last().and_then(|m| m.reply.clone()) {
-            match tokio::time::timeout(
-                ACK_CONFIRM_TIMEOUT,
-                client.request(reply, bytes::Bytes::from_static(b"+ACK")),
-            )
-            .await
-            {
-                Ok(Ok(_)) if last.is_empty() => return Ok(()),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => last = format!("ack not confirmed: {e}"),
-                Err(_) => {
-                    last = format!("ack not confirmed within {ACK_CONFIRM_TIMEOUT:?}");
-                }
-            }
-        }
-        if std::time::Instant::now() >= deadline || shutdown.is_cancelled() {
-            return Err(last);
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Err(last),
-            _ = tokio::time::sleep(pause) => {}
-        }
-        pause = (pause * 2).min(RETRY_MAX);
+    }
+    let Some(reply) = got.last().and_then(|m| m.reply.clone()) else {
+        return Ok(());
+    };
+    match tokio::time::timeout(
+        ACK_CONFIRM_TIMEOUT,
+        client.request(reply, bytes::Bytes::from_static(b"+ACK")),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("ack not confirmed: {e}")),
+        Err(_) => Err(format!(
+            "ack not confirmed within {ACK_CONFIRM_TIMEOUT:?}"
+        )),
     }
 }
 
