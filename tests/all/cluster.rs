@@ -113,11 +113,27 @@ impl Net {
         };
         let peer = format!("{}p", net.veth);
         ip(&["netns", "add", &net.name]);
-        ip(&["link", "add", &net.veth, "type", "veth", "peer", "name", &peer]);
+        ip(&[
+            "link", "add", &net.veth, "type", "veth", "peer", "name", &peer,
+        ]);
         ip(&["link", "set", &peer, "netns", &net.name]);
-        ip(&["addr", "add", &format!("{}/24", net.outside), "dev", &net.veth]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", net.outside),
+            "dev",
+            &net.veth,
+        ]);
         ip(&["link", "set", &net.veth, "up"]);
-        ip(&["-n", &net.name, "addr", "add", &format!("{}/24", net.inside), "dev", &peer]);
+        ip(&[
+            "-n",
+            &net.name,
+            "addr",
+            "add",
+            &format!("{}/24", net.inside),
+            "dev",
+            &peer,
+        ]);
         ip(&["-n", &net.name, "link", "set", &peer, "up"]);
         ip(&["-n", &net.name, "link", "set", "lo", "up"]);
         net
@@ -131,7 +147,10 @@ impl Net {
             let ns = std::fs::File::open(&path).unwrap();
             use std::os::fd::AsRawFd;
             // SAFETY: setns(2) on this thread only, with a namespace file we hold open.
-            assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            assert_eq!(
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
             f()
         })
         .join()
@@ -141,8 +160,12 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.veth]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
     }
 }
 
@@ -218,7 +241,10 @@ impl Cluster {
         let child = cmd
             .args(["-js", "-a", &s.host, "-p", &s.port.to_string()])
             .args(["-n", &s.name, "--cluster_name", "wasmon-test"])
-            .args(["--cluster", &format!("nats://{}:{}", s.host, s.cluster_port)])
+            .args([
+                "--cluster",
+                &format!("nats://{}:{}", s.host, s.cluster_port),
+            ])
             .args(["--routes", &routes.join(",")])
             .arg("-sd")
             .arg(&s.store)

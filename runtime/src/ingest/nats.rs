@@ -440,9 +440,7 @@ async fn acknowledge(
     {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!("ack not confirmed: {e}")),
-        Err(_) => Err(format!(
-            "ack not confirmed within {ACK_CONFIRM_TIMEOUT:?}"
-        )),
+        Err(_) => Err(format!("ack not confirmed within {ACK_CONFIRM_TIMEOUT:?}")),
     }
 }
 

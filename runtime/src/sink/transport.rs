@@ -422,7 +422,7 @@ impl Nats {
 
     /// Publishes the message, and again every [`REPUBLISH_EVERY`] with the same headers (its
     /// `Nats-Msg-Id`), until one copy's PubAck comes or [`PUBLISH_ATTEMPT`] (the sink's
-/// `timeout` when shorter) has passed.
+    /// `timeout` when shorter) has passed.
     async fn publish_until_acked(
         &self,
         client: &async_nats::Client,
