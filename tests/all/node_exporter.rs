@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    DaemonProcess, dies_with_test, ensure_debian_package_without_systemd, free_port,
+    DaemonProcess, NO_PROCFS, dies_with_test, ensure_debian_package_without_systemd, free_port,
 };
 
 const NODE_EXPORTER: &str = "/usr/bin/prometheus-node-exporter";
@@ -341,4 +341,24 @@ fn the_node_profile_matches_node_exporter_for_the_shared_groups() {
     );
     assert!(compared > 100, "only {compared} series compared");
     assert!(diffs.is_empty(), "{report}");
+}
+
+/// A daemon without the native linux agent answers the profile with 503 naming what is
+/// missing, not an empty exposition Prometheus would take as a host with no metrics.
+#[test]
+fn the_node_profile_without_the_linux_agent_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::with_config(dir.path(), NO_PROCFS);
+    let r = d.get("/metrics?profile=node").unwrap();
+    assert_eq!(r.status(), 503);
+    let body = r.text().unwrap();
+    assert!(body.contains("native linux agent"), "{body}");
+    // wasmon's own families still answer.
+    let own = d.get("/metrics").unwrap();
+    assert_eq!(own.status(), 200);
+    assert!(
+        own.text()
+            .unwrap()
+            .contains("wasmon_store_samples_written_total")
+    );
 }

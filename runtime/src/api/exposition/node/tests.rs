@@ -235,7 +235,7 @@ fn filesystems_carry_device_fstype_and_mountpoint() {
     render(&values, &env, &mut out);
     let (s, _) = parse(&out);
     let root = r#"{device="/dev/vda",fstype="ext4",mountpoint="/"}"#;
-    assert_eq!(s[&format!("node_filesystem_size_bytes{root}")], 1024_000.0);
+    assert_eq!(s[&format!("node_filesystem_size_bytes{root}")], 1_024_000.0);
     assert_eq!(s[&format!("node_filesystem_avail_bytes{root}")], 10_240.0);
     assert_eq!(s[&format!("node_filesystem_device_error{root}")], 0.0);
     // statfs failed: the mount point is known, its sizes are not.
