@@ -1,17 +1,7 @@
 use super::*;
 use crate::linux::LinuxAgent;
+use crate::linux::testing::tree;
 use crate::namespace::Agent;
-
-/// A root holding `files` (path relative to the root, contents).
-fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (rel, text) in files {
-        let path = dir.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
-}
 
 /// The profile's names fetched from `a` as the daemon fetches them (a name the agent does
 /// not answer is left out).
