@@ -10,6 +10,7 @@ mod auth;
 mod ceilometer;
 mod cli;
 mod cluster;
+mod clustercockpit;
 mod common;
 mod daemon;
 mod dir_grants;
