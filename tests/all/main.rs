@@ -31,6 +31,7 @@ mod package;
 mod pcp;
 mod polyglot;
 mod prometheus;
+mod readme;
 mod receive;
 mod reload;
 mod reload_daemon;
