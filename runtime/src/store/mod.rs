@@ -2,10 +2,11 @@
 //! component → sub-component), each holding one buffer chain per metric. Owns writes, reads
 //! with aggregation over children, stats, free/retention and the metric registry; persistence
 //! lives in `wal`, `snapshot` and `workers`; the tree and its locking in `level`; the grouped
-//! write every receiver's samples take into the store in `write`.
+//! write every receiver's samples take into the store in `grouped`.
 
 mod buffer;
 pub mod config;
+mod grouped;
 mod level;
 mod level_cache;
 mod page;
@@ -16,7 +17,6 @@ pub mod snapshot;
 mod spin;
 mod wal;
 pub mod workers;
-mod write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,11 +25,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
 pub use config::{Aggregation, ArchiveConfig, LTTB_MIN_POINTS, MetricConfig, StoreConfig};
+pub use grouped::{GroupWrite, Held, LevelKeys, Pending, Queued, Written};
 pub use query::{ReadResult, Stats, lttb};
 pub use selector::{SelectorElement, selector};
 pub use wal::WalBatch;
 pub use workers::run_workers;
-pub use write::{GroupWrite, Held, LevelKeys, Pending, Queued, Written};
 
 use buffer::Pool;
 pub use level::Level;
