@@ -27,12 +27,35 @@ pub struct AgentDefaults {
 
 /// The bundled agents' defaults (another language's agent, built into guests-dir under one of
 /// these names, gets them too).
-pub const AGENT_DEFAULTS: &[AgentDefaults] = &[AgentDefaults {
-    guest: "foo",
-    domain: 44,
-    pmns: "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n",
-    dirs: &[],
-}];
+pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
+    AgentDefaults {
+        guest: "foo",
+        domain: 44,
+        pmns: "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n",
+        dirs: &[],
+    },
+    // pmdainfiniband's domain.
+    AgentDefaults {
+        guest: "infiniband",
+        domain: 91,
+        pmns: "root { infiniband 91:*:* }",
+        dirs: &["/sys"],
+    },
+    // pmdadenki's domain.
+    AgentDefaults {
+        guest: "denki",
+        domain: 156,
+        pmns: "root { denki 156:*:* }",
+        dirs: &["/sys"],
+    },
+    // No PCP agent has these names: a domain PCP's stdpmid leaves unassigned (159-240).
+    AgentDefaults {
+        guest: "hwmon",
+        domain: 180,
+        pmns: "root { hwmon 180:*:* }",
+        dirs: &["/sys"],
+    },
+];
 
 /// The defaults of the bundled agent `guest` (a bare name, not a path).
 pub fn agent_defaults(guest: &str) -> Option<&'static AgentDefaults> {
