@@ -24,6 +24,7 @@ mod hostile_guests;
 mod logs;
 mod namespace;
 mod nats_cluster;
+mod node_exporter;
 mod notify;
 mod package;
 mod pcp;
