@@ -161,7 +161,11 @@ mod tests {
         let mut c = [0u32; 12];
         let mut d = [msg(20, 1), msg(20, 1), msg(20, 10), msg(20, 13)].concat();
         assert_eq!(count(&d, &mut c), Some(false));
-        assert_eq!((c[1], c[10]), (2, 1), "state 13 is not a TCP state: not counted");
+        assert_eq!(
+            (c[1], c[10]),
+            (2, 1),
+            "state 13 is not a TCP state: not counted"
+        );
         d = [msg(20, 6), msg(NLMSG_DONE, 0)].concat();
         assert_eq!(count(&d, &mut c), Some(true));
         assert_eq!(c[6], 1);
