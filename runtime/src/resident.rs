@@ -19,10 +19,13 @@
 /// threads) contend little; each extra arena keeps its own freed pages.
 pub const MALLOC_ARENAS: i32 = 2;
 
-/// How long after `wasmon run` starts its start-only code (config checks, component loads
-/// and links, the first polls) has run: a daemon still starting then only faults some of
-/// it back in.
-pub const START_SETTLES: std::time::Duration = std::time::Duration::from_secs(15);
+/// When after `wasmon run` starts its start-only code has run: config checks, component
+/// loads and links by the first, the first polls, flushes and store writes of every part by
+/// the second. A daemon still starting then only faults some of it back in.
+pub const START_SETTLES: [std::time::Duration; 2] = [
+    std::time::Duration::from_secs(15),
+    std::time::Duration::from_secs(60),
+];
 
 /// Advises every read-only mapping of this process's own executable `MADV_RANDOM`; the
 /// bytes advised (0 when /proc/self/maps or the executable's path cannot be read).
@@ -31,18 +34,25 @@ pub fn code_on_demand() -> usize {
 }
 
 /// Pages this process's own code and read-only data out of its memory (`MADV_PAGEOUT`;
-/// pages other processes map too are left to them); the bytes advised.
+/// pages other processes map too are left to them), and gives malloc's free pages back
+/// (the start's garbage: parsed configs, component bytes); the bytes of code advised.
 pub fn drop_start_code() -> usize {
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe { libc::malloc_trim(0) };
     advise_own_code(libc::MADV_PAGEOUT)
 }
 
-/// [`drop_start_code`] on a thread of its own after [`START_SETTLES`].
+/// [`drop_start_code`] on a thread of its own at each of [`START_SETTLES`].
 pub fn drop_start_code_later() {
     let _ = std::thread::Builder::new()
         .name("resident".into())
         .spawn(|| {
-            std::thread::sleep(START_SETTLES);
-            drop_start_code();
+            let mut slept = std::time::Duration::ZERO;
+            for at in START_SETTLES {
+                std::thread::sleep(at.saturating_sub(slept));
+                slept = at;
+                drop_start_code();
+            }
         });
 }
 
@@ -105,7 +115,10 @@ mod tests {
             mapping(l),
             Some((0x55e2dd79e000, 0x55e2df74b000, "r-xp", "/usr/bin/wasmon"))
         );
-        assert_eq!(mapping("7fb4dc000000-7fb4dc437000 rw-p 00000000 00:00 0 "), None);
+        assert_eq!(
+            mapping("7fb4dc000000-7fb4dc437000 rw-p 00000000 00:00 0 "),
+            None
+        );
         assert_eq!(mapping("garbage"), None);
         assert_eq!(mapping("zz-10 r--p 0 0:0 1 /x"), None);
     }
@@ -116,7 +129,11 @@ mod tests {
         assert!(code_on_demand() > 0);
         let rss = || {
             let s = std::fs::read_to_string("/proc/self/status").unwrap();
-            let l = s.lines().find(|l| l.starts_with("RssFile:")).unwrap().to_string();
+            let l = s
+                .lines()
+                .find(|l| l.starts_with("RssFile:"))
+                .unwrap()
+                .to_string();
             l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
         };
         let before = rss();
