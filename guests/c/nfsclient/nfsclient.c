@@ -23,7 +23,8 @@
 #define DOMAIN 62u
 #define INDOM ((DOMAIN << 22) | 0u)
 /* Mounts kept per fetch: each costs ~6 KB (its per-op counters), so 2,048 stay within 13 MiB of
- * the default 64 MiB guest memory; mounts past it are skipped with a log line. */
+ * the default 64 MiB guest memory; the file past the last of them is not read (its reading
+ * would cost the deadline), and a log line says so. */
 #define MAX_MOUNTS 2048
 /* Longer lines (a mount's option string is a few hundred bytes) are not mountstats lines: read
  * past and counted as malformed. */
@@ -81,6 +82,7 @@ enum {
 
 typedef struct {
     char *str[N_STR];
+    size_t point_len; /* strlen of str[S_MOUNTPOINT] */
     uint64_t num[N_NUM];
     uint8_t have[N_NUM]; /* 0: no value (its line was malformed) */
     uint64_t ops[N_OPS][OP_FIELDS];
@@ -285,8 +287,8 @@ static size_t n_mounts;
 static bool parsed;
 /* What the last parse complained about, so a bad file is logged when it changes, not at every
  * fetch. */
-static size_t last_bad, last_first_bad, last_skipped;
-static bool last_missing;
+static size_t last_bad, last_first_bad;
+static bool last_missing, last_full;
 
 static void drop_mounts(void) {
     for (size_t i = 0; i < n_mounts; i++) {
@@ -454,39 +456,47 @@ static bool parse_xprt(mount *m, char *text) {
     return ok;
 }
 
-/* One per-op line (`\s*NAME: n n n n n n n n [n]`); false when it is not one. */
-static bool parse_op(mount *m, const char *line) {
+enum { OP_ROW, OP_BAD, NOT_OP };
+
+/* One per-op row (`\s*NAME: n n n n n n n n [n]`): OP_ROW, OP_BAD for a row whose numbers are
+ * not eight or nine numbers (that op has no value), NOT_OP for a line that is no row at all
+ * (the per-op section ended). */
+static int parse_op(mount *m, const char *line) {
     while (*line == ' ' || *line == '\t') line++;
     const char *colon = strchr(line, ':');
-    if (!colon || colon[1] != ' ') return false;
+    if (!colon || colon == line || colon[1] != ' ') return NOT_OP;
     size_t nl = (size_t)(colon - line);
     for (size_t i = 0; i < nl; i++)
-        if (!((line[i] >= 'A' && line[i] <= 'Z') || line[i] == '_')) return false;
+        if (!((line[i] >= 'A' && line[i] <= 'Z') || line[i] == '_')) return NOT_OP;
+    char lower[32];
+    long op = -1;
+    if (nl < sizeof lower) {
+        for (size_t i = 0; i < nl; i++) lower[i] = line[i] == '_' ? '_' : (char)(line[i] - 'A' + 'a');
+        lower[nl] = 0;
+        for (size_t k = 0; k < N_OPS && op < 0; k++)
+            if (!strcmp(OPS[k], lower)) op = (long)k;
+    }
     uint64_t v[OP_FIELDS];
     size_t n = 0;
-    const char *p = colon + 2;
-    for (;;) {
+    bool ok = true;
+    for (const char *p = colon + 2;;) {
         const char *sp = strchr(p, ' ');
         size_t l = sp ? (size_t)(sp - p) : strlen(p);
-        if (n == OP_FIELDS || !number(p, l, &v[n])) return false;
+        if (n == OP_FIELDS || !number(p, l, &v[n])) {
+            ok = false;
+            break;
+        }
         n++;
         if (!sp) break;
         p = sp + 1;
     }
-    if (n < OP_FIELDS - 1) return false;
-    char lower[32];
-    if (nl >= sizeof lower) return true; /* a well-formed line of an op we do not serve */
-    for (size_t i = 0; i < nl; i++) lower[i] = line[i] == '_' ? '_' : (char)(line[i] - 'A' + 'a');
-    lower[nl] = 0;
-    for (size_t op = 0; op < N_OPS; op++)
-        if (!strcmp(OPS[op], lower)) {
-            for (size_t c = 0; c < OP_FIELDS; c++) {
-                m->ops[op][c] = c < n ? v[c] : 0;
-                m->op_have[op][c] = c < n;
-            }
-            break;
-        }
-    return true;
+    ok &= n >= OP_FIELDS - 1;
+    if (op < 0) return ok ? OP_ROW : OP_BAD; /* an op pmdanfsclient does not serve */
+    for (size_t c = 0; c < OP_FIELDS; c++) {
+        m->ops[op][c] = ok && c < n ? v[c] : 0;
+        m->op_have[op][c] = ok && c < n;
+    }
+    return ok ? OP_ROW : OP_BAD;
 }
 
 static mount *new_mount(void) {
@@ -496,6 +506,10 @@ static mount *new_mount(void) {
     memset(m->op_have, 1, sizeof m->op_have);
     static const int DEFAULT_ON[] = {O_ATIME, O_DIRATIME, O_CTO, O_AC, O_LOCK, O_ACL, O_RDIRPLUS, O_SHARECACHE, O_RESVPORT};
     for (size_t i = 0; i < sizeof DEFAULT_ON / sizeof *DEFAULT_ON; i++) m->num[DEFAULT_ON[i]] = 1;
+    /* These three are "" until their line is read (pmdanfsclient's defaults). */
+    set_str(m, S_CAPS, "", 0);
+    set_str(m, S_NFSV4, "", 0);
+    set_str(m, S_SECURITY, "", 0);
     return m;
 }
 
@@ -503,16 +517,20 @@ static mount *new_mount(void) {
  * replaces the earlier one's values, as in pmdanfsclient). */
 static mount *mount_at(const char *point, size_t len, bool *full) {
     for (size_t i = n_mounts; i-- > 0;)
-        if (strlen(mounts[i]->str[S_MOUNTPOINT]) == len && !memcmp(mounts[i]->str[S_MOUNTPOINT], point, len)) {
+        if (mounts[i]->point_len == len && !memcmp(mounts[i]->str[S_MOUNTPOINT], point, len)) {
             for (int s = 0; s < N_STR; s++) free(mounts[i]->str[s]);
             free(mounts[i]);
-            return mounts[i] = new_mount();
+            mounts[i] = new_mount();
+            mounts[i]->point_len = len;
+            return mounts[i];
         }
     if (n_mounts == MAX_MOUNTS) {
         *full = true;
         return NULL;
     }
-    return mounts[n_mounts++] = new_mount();
+    mounts[n_mounts] = new_mount();
+    mounts[n_mounts]->point_len = len;
+    return mounts[n_mounts++];
 }
 
 static void parse(void) {
@@ -532,7 +550,7 @@ static void parse(void) {
     static char line[MAX_LINE];
     mount *m = NULL;
     bool in_ops = false, full = false;
-    size_t lineno = 0, bad = 0, first_bad = 0, skipped = 0;
+    size_t lineno = 0, bad = 0, first_bad = 0;
     bool reread = false;
     for (;;) {
         if (!reread) {
@@ -551,7 +569,9 @@ static void parse(void) {
         }
         reread = false;
         if (in_ops) {
-            if (m && parse_op(m, line)) continue;
+            int row = m ? parse_op(m, line) : NOT_OP;
+            if (row == OP_BAD && !bad++) first_bad = lineno;
+            if (row != NOT_OP) continue;
             in_ops = false; /* not consumed: a `device` line right after is still a mount */
             reread = true;
             continue;
@@ -565,10 +585,8 @@ static void parse(void) {
             if (!with || memchr(exp, ' ', (size_t)(on - exp)) || memchr(point, ' ', (size_t)(with - point))) continue;
             if (!strstr(with, "nfs statvers=") && !strstr(with, "nfs4 statvers=")) continue;
             m = mount_at(point, (size_t)(with - point), &full);
-            if (!m) {
-                skipped++;
-                continue;
-            }
+            /* Full: the rest of the file is not read (it could take the whole deadline). */
+            if (!m) break;
             set_str(m, S_EXPORT, exp, (size_t)(on - exp));
             set_str(m, S_MOUNTPOINT, point, (size_t)(with - point));
             continue;
@@ -608,9 +626,10 @@ static void parse(void) {
     if (bad && (bad != last_bad || first_bad != last_first_bad))
         wg_log(WG_WARN, "%s: %zu malformed line(s), the first at line %zu: their values are left out", path, bad,
                first_bad);
-    if (skipped && skipped != last_skipped)
-        wg_log(WG_WARN, "%s: more than %d NFS mounts; %zu skipped", path, MAX_MOUNTS, skipped);
-    last_bad = bad, last_first_bad = first_bad, last_skipped = skipped;
+    if (full && !last_full)
+        wg_log(WG_WARN, "%s: more than %d NFS mounts; the first %d are reported, the rest skipped", path, MAX_MOUNTS,
+               MAX_MOUNTS);
+    last_bad = bad, last_first_bad = first_bad, last_full = full;
 }
 
 /* ---- the agent ------------------------------------------------------------------------------ */

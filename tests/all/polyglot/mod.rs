@@ -56,6 +56,13 @@ pub fn wasmon() -> Command {
     c
 }
 
+/// Points a daemon (or any `wasmon`) at the same caches: the bundled C and Python guests it
+/// builds from source on first use, and the pip toolchain the Python ones need.
+pub fn cache_env(cmd: &mut Command) {
+    cmd.env("WASMON_TOOLCHAINS", toolchains())
+        .env("XDG_CACHE_HOME", work().join("cache"));
+}
+
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output()
         .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
@@ -63,7 +70,7 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Installs what a language's toolchain needs from Debian (the pip and npm parts the kit
 /// installs itself).
-fn ensure_system_toolchain(lang: &str) {
+pub fn ensure_system_toolchain(lang: &str) {
     let works = |prog: &str, args: &[&str]| {
         Command::new(prog)
             .args(args)
