@@ -26,6 +26,7 @@ const TEST_ONLY: &[&str] = &[
     "trap_third",
     "trap_agent",
     "trap_export",
+    "fsprobe",
 ];
 const TARGET: &str = "wasm32-wasip2";
 

@@ -202,6 +202,11 @@ pub struct AgentConfig {
     /// The linux agent: which disks, interfaces and filesystems it reports.
     #[serde(default, skip_serializing_if = "is_default")]
     pub devices: crate::linux::Devices,
+    /// Guest agents: a path as the guest sees it (under one of its `grants.dirs`), checked
+    /// at start and at every reload: while it does not exist the agent is not run (the
+    /// embedded config's hardware agents: `/sys/class/infiniband`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_present: Option<String>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -215,6 +220,42 @@ pub const NATIVE_AGENTS: &[(&str, u32)] = &[
 ];
 
 impl AgentConfig {
+    /// Fills what the entry leaves out from its bundled agent's defaults.
+    fn fill_bundled_defaults(&mut self) {
+        let Some(d) = self
+            .guest
+            .as_deref()
+            .and_then(crate::guests::agent_defaults)
+        else {
+            return;
+        };
+        self.domain.get_or_insert(d.domain);
+        self.pmns.get_or_insert_with(|| d.pmns.to_string());
+        if self.grants.dirs.is_empty() {
+            self.grants.dirs = d
+                .dirs
+                .iter()
+                .map(|dir| crate::host::DirGrant {
+                    host: dir.into(),
+                    guest: dir.to_string(),
+                    read_only: true,
+                })
+                .collect();
+        }
+    }
+
+    /// `when-present` on the host: the path under the grant that holds it, the grant's host
+    /// directory taken from `base` when relative. `None`: not set, or under no grant.
+    pub fn when_present_on_host(&self, base: &Path) -> Option<PathBuf> {
+        let path = Path::new(self.when_present.as_deref()?);
+        self.grants
+            .dirs
+            .iter()
+            .filter_map(|d| Some((d, path.strip_prefix(&d.guest).ok()?)))
+            .max_by_key(|(d, _)| d.guest.len())
+            .map(|(d, rest)| base.join(&d.host).join(rest))
+    }
+
     /// The PCP domain it serves: its own, or its native agent's.
     pub fn served_domain(&self) -> u32 {
         self.domain.unwrap_or_else(|| {
@@ -378,7 +419,10 @@ pub const SINKS: &[&str] = crate::sink::config::BUILT_IN;
 impl Config {
     /// Parses and checks a configuration; errors name the field (and line) at fault.
     pub fn parse(text: &str) -> Result<Config> {
-        let config: Config = toml::from_str(text)?;
+        let mut config: Config = toml::from_str(text)?;
+        for a in &mut config.agents {
+            a.fill_bundled_defaults();
+        }
         config.check()?;
         Ok(config)
     }
@@ -503,9 +547,21 @@ impl Config {
                     bail!("{what}: `devices` is for the native linux agent")
                 }
                 (Some(_), None) if a.domain.is_none() || a.pmns.is_none() => {
-                    bail!("{what}: a guest agent needs `domain` and `pmns`")
+                    bail!(
+                        "{what}: a guest agent needs `domain` and `pmns` (only bundled agents bring their own)"
+                    )
+                }
+                (None, Some(_)) if a.when_present.is_some() => {
+                    bail!("{what}: `when-present` is for guest agents")
                 }
                 _ => {}
+            }
+            if let Some(p) = &a.when_present
+                && (!p.starts_with('/') || a.when_present_on_host(Path::new("")).is_none())
+            {
+                bail!(
+                    "{what}: when-present: {p:?} is not an absolute path under one of the agent's grants.dirs"
+                );
             }
             let domain = a.served_domain();
             if domain > 510 {
@@ -555,6 +611,49 @@ mod tests {
         assert_eq!(c.pipelines.len(), 3);
         assert_eq!(c.agents.len(), 4);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
+    }
+
+    #[test]
+    fn a_bundled_agent_brings_its_domain_and_pmns_and_an_entry_may_override_them() {
+        let c = Config::parse("[[agent]]\nname = \"f\"\nguest = \"foo\"\n").unwrap();
+        let d = crate::guests::agent_defaults("foo").unwrap();
+        assert_eq!(c.agents[0].domain, Some(d.domain));
+        assert_eq!(c.agents[0].pmns.as_deref(), Some(d.pmns));
+        let c = Config::parse("[[agent]]\nname = \"f\"\nguest = \"foo\"\ndomain = 99\n").unwrap();
+        assert_eq!(c.agents[0].domain, Some(99));
+        // Not a bundled agent: the entry must say everything.
+        let e = Config::parse("[[agent]]\nname = \"f\"\nguest = \"x/foo.wasm\"\n").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("needs `domain` and `pmns`"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn when_present_is_a_guest_path_under_a_granted_directory() {
+        let agent = |extra: &str| {
+            Config::parse(&format!(
+                "[[agent]]\nname = \"f\"\nguest = \"foo\"\n{extra}\n\
+                 grants = {{ dirs = [{{ host = \"/srv/tree/sys\", guest = \"/sys\" }}] }}\n"
+            ))
+        };
+        let c = agent("when-present = \"/sys/class/infiniband\"").unwrap();
+        assert_eq!(
+            c.agents[0].when_present_on_host(Path::new("/etc")),
+            Some(PathBuf::from("/srv/tree/sys/class/infiniband"))
+        );
+        for bad in ["when-present = \"/proc/x\"", "when-present = \"sys/x\""] {
+            let e = agent(bad).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("under one of the agent's grants.dirs"),
+                "{e:#}"
+            );
+        }
+        let e = Config::parse(
+            "[[agent]]\nname = \"linux\"\nnative = \"linux\"\nwhen-present = \"/sys\"\n",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("for guest agents"), "{e:#}");
     }
 
     #[test]

@@ -2,12 +2,60 @@
 //! resolves to component bytes: a path (anything ending in `.wasm` or containing `/`), else
 //! `NAME.wasm` in the guests directory, else the bundled guest `NAME`: compiled into the binary
 //! (Rust), or built from its embedded sources on first use (C and Python, `kit::bundled`).
+//! Also what each bundled agent brings to its `[[agent]]` entry ([`agent_defaults`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+
+/// What a bundled agent brings to an `[[agent]]` entry whose `guest` names it, so that `name`
+/// and `guest` are all the entry needs: each field the entry gives itself wins. The agent's
+/// names, PMIDs, descriptors and help are its own (it answers for the roots of `pmns`
+/// dynamically); these are only what the daemon must know before it asks.
+#[derive(Debug)]
+pub struct AgentDefaults {
+    /// The bundled guest's name.
+    pub guest: &'static str,
+    /// The PCP domain of its PMIDs: that of the PCP agent it stands in for, where PCP has one.
+    pub domain: u32,
+    /// Its part of the PMNS, in PCP's ASCII format.
+    pub pmns: &'static str,
+    /// Directories it reads, each granted read-only at the same path in the sandbox.
+    pub dirs: &'static [&'static str],
+}
+
+/// The bundled agents' defaults (another language's agent, built into guests-dir under one of
+/// these names, gets them too).
+pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
+    AgentDefaults {
+        guest: "foo",
+        domain: 44,
+        pmns: "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n",
+        dirs: &[],
+    },
+    // C, built from source on first use: pmdanfsclient's domain and names.
+    AgentDefaults {
+        guest: "nfsclient",
+        domain: 62,
+        pmns: "root { nfsclient 62:*:* }\n",
+        dirs: &["/proc"],
+    },
+    // Python, built from source on first use (`wasmon guest prepare slurm`): PCP's own slurm
+    // PMDA (domain 23) asks slurmctld, so this one takes an end-user domain.
+    AgentDefaults {
+        guest: "slurm",
+        domain: 490,
+        pmns: "root { slurm 490:*:* }\n",
+        dirs: &["/sys/fs/cgroup"],
+    },
+];
+
+/// The defaults of the bundled agent `guest` (a bare name, not a path).
+pub fn agent_defaults(guest: &str) -> Option<&'static AgentDefaults> {
+    AGENT_DEFAULTS.iter().find(|d| d.guest == guest)
+}
 
 /// Where a guest's bytes came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

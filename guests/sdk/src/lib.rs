@@ -53,8 +53,10 @@ pub mod batch;
 pub mod exporter;
 mod hash;
 pub mod log;
+pub mod names;
 pub mod params;
 mod sample;
+pub mod sysfs;
 pub mod transformer;
 
 pub use hash::{FxBuildHasher, FxHasher, Key, same};

@@ -57,6 +57,15 @@ impl Daemon {
         for a in &config.agents {
             let domain = agent_domain(a);
             let what = format!("agent {:?}", a.name);
+            if let Some(path) = a.when_present_on_host(&base)
+                && !path.exists()
+            {
+                tracing::info!(
+                    "{what} not run: {} (its when-present) does not exist",
+                    path.display()
+                );
+                continue;
+            }
             let native = match &a.native {
                 Some(n) => {
                     let root = base.join(a.root.as_deref().unwrap_or(Path::new("/")));

@@ -111,15 +111,18 @@ impl Runtime {
 
         let mut transformer_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut transformer_linker)?;
+        super::dirs::add_to_linker(&mut transformer_linker)?;
         bindings::transformer::Transformer::add_to_linker::<_, HasSelf<State>>(
             &mut transformer_linker,
             |s| s,
         )?;
         let mut agent_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut agent_linker)?;
+        super::dirs::add_to_linker(&mut agent_linker)?;
         bindings::agent::Agent::add_to_linker::<_, HasSelf<State>>(&mut agent_linker, |s| s)?;
         let mut exporter_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut exporter_linker)?;
+        super::dirs::add_to_linker(&mut exporter_linker)?;
         bindings::exporter::Exporter::add_to_linker::<_, HasSelf<State>>(
             &mut exporter_linker,
             |s| s,

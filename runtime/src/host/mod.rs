@@ -44,6 +44,7 @@ mod agent;
 mod bindings;
 pub mod check;
 mod clock;
+mod dirs;
 mod engine;
 mod exporter;
 mod guest;

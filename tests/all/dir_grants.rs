@@ -1,0 +1,268 @@
+//! Read-only directory grants (`grants.dirs`) as a guest sees them, on real files: procfs and
+//! sysfs of this machine, and trees built here with FIFOs, device nodes, symlink loops, links
+//! out of the grant and a 100 MB file. The `fsprobe` agent tries each operation inside the
+//! sandbox and reports what happened.
+
+use std::path::Path;
+use std::time::Duration;
+
+use wasmon::host::agent_types::{Atom, Pmid};
+use wasmon::host::{AgentInstance, AgentWorld, CallError, DirGrant, Grants, GuestConfig, Image};
+
+use crate::common::*;
+
+const DOMAIN: u32 = 250;
+const RESULT: Pmid = Pmid {
+    domain: DOMAIN,
+    cluster: 0,
+    item: 0,
+};
+const SPIN: Pmid = Pmid {
+    domain: DOMAIN,
+    cluster: 0,
+    item: 1,
+};
+
+/// `fsprobe` with `ops`, granted each (host, guest) directory read-only.
+fn probe(grants: &[(&Path, &str)], ops: &[String], deadline: Duration) -> AgentInstance {
+    let rt = runtime();
+    let compiled = rt.compile(&guest_bytes("fsprobe"), "fsprobe").unwrap();
+    let params = serde_json::json!({"domain": DOMAIN, "ops": ops});
+    let mut cfg = GuestConfig::new("fsprobe", &params.to_string());
+    cfg.deadline = deadline;
+    cfg.grants = Grants {
+        dirs: grants
+            .iter()
+            .map(|(host, guest)| DirGrant {
+                host: host.to_path_buf(),
+                guest: guest.to_string(),
+                read_only: true,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap()
+}
+
+/// Each op's outcome, in order.
+fn outcomes(p: &mut AgentInstance) -> Vec<String> {
+    let sets = p.fetch(&[RESULT]).unwrap();
+    sets[0]
+        .values
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| match &v.value {
+            Atom::Text(t) => t.clone(),
+            other => panic!("a text outcome, got {other:?}"),
+        })
+        .collect()
+}
+
+fn ops(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Long enough that an open or read that blocks shows up as a deadline error, not as slowness.
+const PATIENT: Duration = Duration::from_secs(10);
+
+#[test]
+fn procfs_files_of_size_zero_read_in_full_and_proc_self_is_followed() {
+    let proc = Path::new("/proc");
+    assert_eq!(std::fs::metadata("/proc/version").unwrap().len(), 0);
+    let mut p = probe(
+        &[(proc, "/proc")],
+        &ops(&["head:/proc/version", "read:/proc/self/cmdline"]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    let version = std::fs::read_to_string("/proc/version").unwrap();
+    assert_eq!(got[0], format!("ok {} {version}", version.len()));
+    // /proc/self -> PID (a relative link inside the grant): the daemon's process, here the
+    // test binary, whose command line is stable.
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
+    assert_eq!(got[1], format!("ok {}", cmdline.len()));
+}
+
+#[test]
+fn sysfs_class_links_inside_the_grant_are_followed() {
+    let sys = Path::new("/sys");
+    let link = std::fs::read_link("/sys/class/net/lo").unwrap();
+    assert!(link.starts_with("../../devices"), "{link:?}");
+    let mut p = probe(
+        &[(sys, "/sys")],
+        &ops(&[
+            "head:/sys/class/net/lo/address",
+            "link:/sys/class/net/lo",
+            "list:/sys/class/net/lo/statistics",
+        ]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    let address = std::fs::read_to_string("/sys/class/net/lo/address").unwrap();
+    assert_eq!(got[0], format!("ok {} {address}", address.len()));
+    assert_eq!(got[1], format!("ok {}", link.display()));
+    assert!(
+        got[2].contains("rx_bytes") && got[2].contains("tx_packets"),
+        "{}",
+        got[2]
+    );
+}
+
+#[test]
+fn no_symlink_leads_out_of_the_grant_and_a_loop_ends() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "secret").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let tree = root.path().join("tree");
+    std::fs::create_dir_all(tree.join("class/infiniband")).unwrap();
+    std::fs::create_dir_all(tree.join("devices/mlx5_0")).unwrap();
+    std::fs::write(tree.join("devices/mlx5_0/fw_ver"), "16.35.2000\n").unwrap();
+    let ln = |target: &Path, at: &str| std::os::unix::fs::symlink(target, tree.join(at)).unwrap();
+    ln(Path::new("../../devices/mlx5_0"), "class/infiniband/mlx5_0");
+    ln(&outside.path().join("secret"), "absolute");
+    ln(Path::new("../outside-sibling"), "class/up");
+    std::fs::write(root.path().join("outside-sibling"), "sibling").unwrap();
+    ln(outside.path(), "class/infiniband/evil");
+    ln(Path::new("loop_b"), "loop_a");
+    ln(Path::new("loop_a"), "loop_b");
+    let mut p = probe(
+        &[(&tree, "/sys"), (Path::new("/proc"), "/proc")],
+        &ops(&[
+            "head:/sys/class/infiniband/mlx5_0/fw_ver",
+            "read:/sys/absolute",
+            "read:/sys/class/up",
+            "read:/sys/class/infiniband/evil/secret",
+            "read:/sys/loop_a",
+            "read:/sys/../outside-sibling",
+            "list:/proc/self/root",
+            "read:/proc/self/root/etc/passwd",
+            "read:/proc/self/exe",
+        ]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    assert_eq!(got[0], "ok 11 16.35.2000\n");
+    for (i, o) in got.iter().enumerate().skip(1) {
+        assert!(o.starts_with("err "), "op {i} must fail: {o}");
+        assert!(!o.contains("secret") && !o.contains("root:"), "{o}");
+    }
+    assert!(
+        got[4].contains("FilesystemLoop") || got[4].contains("symbolic links"),
+        "{}",
+        got[4]
+    );
+}
+
+#[test]
+fn nothing_under_a_read_only_grant_can_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("counter"), "42\n").unwrap();
+    let mut p = probe(
+        &[(dir.path(), "/data")],
+        &ops(&[
+            "write:/data/counter",
+            "append:/data/counter",
+            "create:/data/counter",
+            "create:/data/new",
+            "mkdir:/data/sub",
+            "remove:/data/counter",
+            "head:/data/counter",
+        ]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    for o in &got[..6] {
+        assert!(o.starts_with("err "), "{o}");
+    }
+    assert_eq!(got[6], "ok 3 42\n", "reading still works");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("counter")).unwrap(),
+        "42\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "nothing was created");
+}
+
+#[test]
+fn a_fifo_or_device_node_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = |name: &str| std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();
+    // SAFETY: plain libc calls on NUL-terminated paths of our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c("fifo").as_ptr(), 0o600) }, 0);
+    // A character device like /dev/zero (1:5): a read of it never ends. Needs root.
+    let dev = unsafe {
+        libc::mknod(
+            c("zero").as_ptr(),
+            libc::S_IFCHR | 0o600,
+            libc::makedev(1, 5),
+        )
+    };
+    let mut list = vec!["read:/data/fifo", "head:/data/fifo"];
+    if dev == 0 {
+        list.push("read:/data/zero");
+    }
+    list.push("read:/dev/null");
+    let mut p = probe(
+        &[(dir.path(), "/data"), (Path::new("/dev"), "/dev")],
+        &ops(&list),
+        PATIENT,
+    );
+    // Without O_NONBLOCK the FIFO's open waits for a writer until the deadline.
+    let got = p
+        .fetch(&[RESULT])
+        .expect("answered, not stuck at the deadline");
+    for v in got[0].values.as_ref().unwrap() {
+        match &v.value {
+            Atom::Text(t) => assert!(t.contains("PermissionDenied"), "{}: {t}", v.instance),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_guest_reading_a_file_in_a_loop_is_stopped_by_its_deadline() {
+    let mut p = probe(
+        &[(Path::new("/proc"), "/proc")],
+        &ops(&["read:/proc/self/status", "head:/proc/version"]),
+        Duration::from_millis(200),
+    );
+    let err = p.fetch(&[SPIN]).unwrap_err();
+    assert!(matches!(err, CallError::Deadline(_)), "{err}");
+    let got = outcomes(&mut p);
+    assert!(
+        got[1].starts_with("ok "),
+        "the next call is served: {}",
+        got[1]
+    );
+}
+
+#[test]
+fn a_100_mb_file_costs_the_guest_its_memory_cap_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = std::fs::File::create(dir.path().join("big")).unwrap();
+    big.set_len(100 << 20).unwrap();
+    std::fs::write(dir.path().join("small"), "7\n").unwrap();
+    let mut p = probe(&[(dir.path(), "/data")], &ops(&["read:/data/big"]), PATIENT);
+    // The 64 MiB cap stops a whole read: std's `fs::read` reserves the file's size first and
+    // reports the refusal as an error; a guest that grows its buffer as it goes traps.
+    match p.fetch(&[RESULT]) {
+        Ok(sets) => {
+            let v = &sets[0].values.as_ref().unwrap()[0].value;
+            assert_eq!(*v, Atom::Text("err OutOfMemory: out of memory".into()));
+        }
+        Err(e) => assert!(
+            matches!(e, CallError::Memory(_) | CallError::Trap(_)),
+            "{e}"
+        ),
+    }
+    // A bounded read of the same file is fine.
+    let mut p = probe(
+        &[(dir.path(), "/data")],
+        &ops(&["head:/data/big", "head:/data/small"]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    assert!(got[0].starts_with("ok 4096 "), "{}", &got[0][..20]);
+    assert_eq!(got[1], "ok 2 7\n");
+}
