@@ -70,7 +70,7 @@ fn reference(mountstats: &Path, run: &Path) -> (std::process::Child, u16) {
 }
 
 /// wasmon serving the bundled nfsclient (built from its embedded source into the test's
-/// cache) with `dir` granted as the guest's `/proc/self`.
+/// cache; its domain and PMNS its own) with `host` granted at `guest`.
 pub fn wasmon_nfsclient(dir: &Path, host: &Path, guest: &str) -> (DaemonProcess, u16) {
     crate::polyglot::ensure_system_toolchain("c");
     let pcp = free_port();
@@ -81,8 +81,6 @@ pub fn wasmon_nfsclient(dir: &Path, host: &Path, guest: &str) -> (DaemonProcess,
 [[agent]]
 name = "nfsclient"
 guest = "nfsclient"
-domain = 62
-pmns = "root {{ nfsclient 62:*:* }}"
 grants = {{ dirs = [{{ host = "{}", guest = "{guest}" }}] }}
 
 [pcp]

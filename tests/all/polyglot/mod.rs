@@ -7,6 +7,7 @@
 //! hash of their sources, so a second run rebuilds nothing. A toolchain that cannot be
 //! installed fails the test that needs it, naming it.
 
+mod agents;
 mod checks;
 mod daemon;
 mod exporters;
