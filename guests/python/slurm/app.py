@@ -19,6 +19,7 @@ file. Parameters::
 
 import os
 import re
+import stat
 
 from wasmon_guest import Metric, Tree, UnknownPmid, export_agent, log
 
@@ -172,7 +173,8 @@ def read_jobs(base):
         if not m and not SLUID_DIR.match(e.name):
             continue
         try:
-            if not e.is_dir(follow_symlinks=False):
+            # A link is no job directory (one out of the grant would not open anyway).
+            if stat.S_ISLNK(os.lstat(e.path).st_mode) or not e.is_dir(follow_symlinks=False):
                 continue
         except OSError:
             continue
