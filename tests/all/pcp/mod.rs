@@ -9,7 +9,7 @@ mod hostile;
 mod linux;
 mod metricsets;
 mod mmv;
-mod nfsclient;
+pub(crate) mod nfsclient;
 mod pmda;
 mod procagent;
 mod proxy;

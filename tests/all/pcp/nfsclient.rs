@@ -64,14 +64,25 @@ fn reference(mountstats: &Path, run: &Path) -> (std::process::Child, u16) {
     std::fs::write(&pmns, "root {\n\tnfsclient\t62:*:*\n}\n").unwrap();
     spawn_pmcd(
         run,
-        &["-c".as_ref(), conf.as_os_str(), "-n".as_ref(), pmns.as_os_str()],
+        &[
+            "-c".as_ref(),
+            conf.as_os_str(),
+            "-n".as_ref(),
+            pmns.as_os_str(),
+        ],
         true,
     )
 }
 
 /// wasmon serving the bundled nfsclient (built from its embedded source into the test's
-/// cache; its domain and PMNS its own) with `host` granted at `guest`.
-pub fn wasmon_nfsclient(dir: &Path, host: &Path, guest: &str) -> (DaemonProcess, u16) {
+/// cache; its domain and PMNS its own) with `host` granted at `guest`, and `more` config;
+/// returns it and its PCP port.
+pub fn wasmon_nfsclient(
+    dir: &Path,
+    host: &Path,
+    guest: &str,
+    more: &str,
+) -> (DaemonProcess, u16) {
     crate::polyglot::ensure_system_toolchain("c");
     let pcp = free_port();
     let config = config_file(
@@ -85,6 +96,7 @@ grants = {{ dirs = [{{ host = "{}", guest = "{guest}" }}] }}
 
 [pcp]
 listen = "127.0.0.1:{pcp}"
+{more}
 "#,
             host.display()
         ),
@@ -112,7 +124,9 @@ const FLAGS: &[&str] = &[
 /// from the file for the comparison instead.
 fn corrected(name: &str) -> bool {
     name == "nfsclient.xprt.max_slots"
-        || FLAGS.iter().any(|f| name == format!("nfsclient.options.{f}"))
+        || FLAGS
+            .iter()
+            .any(|f| name == format!("nfsclient.options.{f}"))
         || name.starts_with("nfsclient.ops.")
 }
 
@@ -150,7 +164,14 @@ fn check_ops(label: &str, got: &Values, text: &str) {
     let file = ops_in_file(text);
     assert!(!file.is_empty(), "{label}: no per-op rows");
     let cols = [
-        "ops", "ntrans", "timeouts", "bytes_sent", "bytes_recv", "queue", "rtt", "execute",
+        "ops",
+        "ntrans",
+        "timeouts",
+        "bytes_sent",
+        "bytes_recv",
+        "queue",
+        "rtt",
+        "execute",
         "errors",
     ];
     let mounts: Vec<&String> = got["nfsclient.export"].keys().collect();
@@ -175,7 +196,7 @@ fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
     let run = tempfile::tempdir().unwrap();
     let (mut pmcd, ref_port) = reference(mountstats, run.path());
     let dir = tempfile::tempdir().unwrap();
-    let (_daemon, port) = wasmon_nfsclient(dir.path(), host, guest);
+    let (_daemon, port) = wasmon_nfsclient(dir.path(), host, guest, "");
     super::wait_until("wasmon's PCP port", || {
         super::pcp_tool("pminfo", port, &["nfsclient.age"])
             .status
@@ -207,7 +228,10 @@ fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
         assert_eq!(&got[name], w, "{label}: {name}");
         compared += w.len();
     }
-    assert!(compared > 0 || label == "this machine", "{label}: no value compared");
+    assert!(
+        compared > 0 || label == "this machine",
+        "{label}: no value compared"
+    );
     if label != "this machine" {
         check_ops(label, &got, &std::fs::read_to_string(mountstats).unwrap());
     }
@@ -223,12 +247,7 @@ fn inst<'a>(v: &'a Values, name: &str, inst: &str) -> Option<&'a str> {
 #[test]
 fn nfsclient_answers_as_pmdanfsclient_on_mountstats_of_four_transports_and_versions() {
     let dir = fixtures().join("mixed");
-    let got = compare(
-        "mixed",
-        &dir.join("mountstats"),
-        &dir,
-        "/proc/self",
-    );
+    let got = compare("mixed", &dir.join("mountstats"), &dir, "/proc/self");
     // A mount point mounted twice is one instance: the later mount's values, as PCP keeps.
     assert_eq!(
         got["nfsclient.export"].keys().collect::<Vec<_>>(),
@@ -258,12 +277,7 @@ fn nfsclient_answers_as_pmdanfsclient_on_mountstats_of_four_transports_and_versi
 #[test]
 fn nfsclient_reads_procfs_s_captured_rpc_1_0_mountstats_as_procfs_and_pmdanfsclient_do() {
     let dir = fixtures().join("procfs-26231");
-    let got = compare(
-        "procfs 26231",
-        &dir.join("mountstats"),
-        &dir,
-        "/proc/self",
-    );
+    let got = compare("procfs 26231", &dir.join("mountstats"), &dir, "/proc/self");
     let m = "/mnt/nfs/test";
     let expect = [
         ("age", "13968"),

@@ -73,7 +73,11 @@ guest = "foo"
 /// The value cc-metric-collector's `slurm_cgroup` computes from the same cpu.stat: user or
 /// system µs * 100 / usage µs, 0 while usage is 0.
 fn percent(part: f64, usage: f64) -> f64 {
-    if usage > 0.0 { part * 100.0 / usage } else { 0.0 }
+    if usage > 0.0 {
+        part * 100.0 / usage
+    } else {
+        0.0
+    }
 }
 
 #[test]
@@ -92,17 +96,28 @@ fn slurm_reports_each_job_of_a_slurm_nodes_cgroup_tree_as_cc_metric_collector_re
     assert_eq!(used["s0F3KQ8VZ2M4NX"], json!(536870912));
     let peak = fetch(&d, "slurm.job.memory.peak");
     assert_eq!(peak["4201"], json!(12884901888u64));
-    assert!(!peak.contains_key("4203"), "no memory.peak (Linux < 5.19): no value");
+    assert!(
+        !peak.contains_key("4203"),
+        "no memory.peak (Linux < 5.19): no value"
+    );
     let limit = fetch(&d, "slurm.job.memory.limit");
     assert_eq!(limit["4201"], json!(17179869184u64));
-    assert_eq!(limit["4202"], json!(0), "memory.max `max` is 0, as cc-metric-collector says");
+    assert_eq!(
+        limit["4202"],
+        json!(0),
+        "memory.max `max` is 0, as cc-metric-collector says"
+    );
 
     let usage = fetch(&d, "slurm.job.cpu.usage");
     let user = fetch(&d, "slurm.job.cpu.user");
     let system = fetch(&d, "slurm.job.cpu.system");
     assert_eq!(
         (&usage["4201"], &user["4201"], &system["4201"]),
-        (&json!(7321599142u64), &json!(6904311870u64), &json!(417287272))
+        (
+            &json!(7321599142u64),
+            &json!(6904311870u64),
+            &json!(417287272)
+        )
     );
     let user_pct = fetch(&d, "slurm.job.cpu.user_percent");
     let sys_pct = fetch(&d, "slurm.job.cpu.system_percent");
@@ -110,15 +125,24 @@ fn slurm_reports_each_job_of_a_slurm_nodes_cgroup_tree_as_cc_metric_collector_re
         let u = usage[job].as_f64().unwrap();
         let want_user = percent(user[job].as_f64().unwrap(), u);
         let want_sys = percent(system[job].as_f64().unwrap(), u);
-        assert!((user_pct[job].as_f64().unwrap() - want_user).abs() < 1e-9, "{job}");
-        assert!((sys_pct[job].as_f64().unwrap() - want_sys).abs() < 1e-9, "{job}");
+        assert!(
+            (user_pct[job].as_f64().unwrap() - want_user).abs() < 1e-9,
+            "{job}"
+        );
+        assert!(
+            (sys_pct[job].as_f64().unwrap() - want_sys).abs() < 1e-9,
+            "{job}"
+        );
     }
     assert_eq!(user_pct["4203"], json!(0.0), "usage_usec 0: 0 %");
 
     let cpus = fetch(&d, "slurm.job.cpus");
     let cpuset = fetch(&d, "slurm.job.cpuset");
     assert_eq!((&cpus["4201"], &cpuset["4201"]), (&json!(8), &json!("0-7")));
-    assert_eq!((&cpus["4202"], &cpuset["4202"]), (&json!(6), &json!("8-11,16,18")));
+    assert_eq!(
+        (&cpus["4202"], &cpuset["4202"]),
+        (&json!(6), &json!("8-11,16,18"))
+    );
     assert_eq!(cpus["4203"], json!(1));
 
     // io.stat summed over its devices.
@@ -153,13 +177,21 @@ fn slurm_on_a_hostile_cgroup_tree_answers_what_it_can_and_the_daemon_is_untouche
     // A sound job beside the hostile ones.
     let good = job(1);
     std::fs::write(good.join("memory.current"), "4096\n").unwrap();
-    std::fs::write(good.join("cpu.stat"), "usage_usec 100\nuser_usec 75\nsystem_usec 25\n").unwrap();
+    std::fs::write(
+        good.join("cpu.stat"),
+        "usage_usec 100\nuser_usec 75\nsystem_usec 25\n",
+    )
+    .unwrap();
     // Words where numbers belong.
     let words = job(2);
     std::fs::write(words.join("memory.current"), "lots\n").unwrap();
     std::fs::write(words.join("cpu.stat"), "usage_usec many\nuser_usec -5\n").unwrap();
     std::fs::write(words.join("cpuset.cpus"), "0-999999999\n").unwrap();
-    std::fs::write(words.join("io.stat"), "8:0 rbytes=x wbytes=7 rios= wios=1\n").unwrap();
+    std::fs::write(
+        words.join("io.stat"),
+        "8:0 rbytes=x wbytes=7 rios= wios=1\n",
+    )
+    .unwrap();
     // A 100 MB memory.current (sparse) and a symlink loop for cpu.stat.
     let big = job(3);
     std::fs::File::create(big.join("memory.current"))
@@ -175,13 +207,20 @@ fn slurm_on_a_hostile_cgroup_tree_answers_what_it_can_and_the_daemon_is_untouche
     }
 
     let d = slurm_daemon(dir.path(), &dir.path().join("cg"));
-    assert_eq!(fetch(&d, "slurm.jobs")[""], json!(302), "job_4 (a link) is no job");
+    assert_eq!(
+        fetch(&d, "slurm.jobs")[""],
+        json!(302),
+        "job_4 (a link) is no job"
+    );
     let used = fetch(&d, "slurm.job.memory.used");
     assert_eq!(used.len(), 1, "{used:?}");
     assert_eq!(used["1"], json!(4096));
     assert_eq!(fetch(&d, "slurm.job.cpu.user_percent")["1"], json!(75.0));
     assert!(!fetch(&d, "slurm.job.cpu.usage").contains_key("2"));
-    assert!(!fetch(&d, "slurm.job.cpus").contains_key("2"), "a range no machine has");
+    assert!(
+        !fetch(&d, "slurm.job.cpus").contains_key("2"),
+        "a range no machine has"
+    );
     assert_eq!(
         fetch(&d, "slurm.job.io.write_bytes")["2"],
         json!(7),
@@ -199,24 +238,8 @@ fn nfs_mount(block: &str, i: usize) -> String {
 
 /// A daemon running the bundled nfsclient on `dir` granted as /proc/self, with foo beside it.
 fn nfsclient_daemon(dir: &Path, mountstats_dir: &Path) -> DaemonProcess {
-    super::ensure_system_toolchain("c");
-    let config = config_file(
-        dir,
-        &format!(
-            r#"{NO_PROCFS}
-[[agent]]
-name = "nfsclient"
-guest = "nfsclient"
-grants = {{ dirs = [{{ host = "{}", guest = "/proc/self" }}] }}
-
-[[agent]]
-name = "foo"
-guest = "foo"
-"#,
-            mountstats_dir.display()
-        ),
-    );
-    DaemonProcess::start_with(&config, super::cache_env)
+    let more = "[[agent]]\nname = \"foo\"\nguest = \"foo\"\n";
+    crate::pcp::nfsclient::wasmon_nfsclient(dir, mountstats_dir, "/proc/self", more).0
 }
 
 #[test]
@@ -247,7 +270,10 @@ fn nfsclient_on_hostile_mountstats_answers_what_it_can_within_its_limits() {
     let reads = fetch(&d, "nfsclient.ops.read.ops");
     assert_eq!(reads.len(), 512);
     d.wait_for("the log line", || {
-        d.stderr.lock().unwrap().contains("more than 512 NFS mounts")
+        d.stderr
+            .lock()
+            .unwrap()
+            .contains("more than 512 NFS mounts")
     });
 
     // Malformed lines: a short events line, a word among the bytes, a cut xprt line, a word in
@@ -277,13 +303,43 @@ fn nfsclient_on_hostile_mountstats_answers_what_it_can_within_its_limits() {
         "every mount is still an instance"
     );
     let has = |name: &str| fetch(&d, name).keys().cloned().collect::<Vec<_>>();
-    let but = |skip: &str| mounts.iter().filter(|m| **m != skip).map(|m| m.to_string()).collect::<Vec<_>>();
-    assert_eq!(has("nfsclient.events.vfsopen"), but("/m/00000"), "short events line");
-    assert_eq!(has("nfsclient.bytes.read.normal"), but("/m/00001"), "a word among the bytes");
-    assert_eq!(has("nfsclient.xprt.sends"), but("/m/00002"), "a cut xprt line");
-    assert_eq!(has("nfsclient.ops.read.ops"), but("/m/00003"), "a word in the READ row");
-    assert_eq!(has("nfsclient.ops.write.ops"), mounts, "the rows after it are read");
-    assert_eq!(has("nfsclient.ops.getattr.ops"), but("/m/00004"), "the row the file ends in");
+    let but = |skip: &str| {
+        mounts
+            .iter()
+            .filter(|m| **m != skip)
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        has("nfsclient.events.vfsopen"),
+        but("/m/00000"),
+        "short events line"
+    );
+    assert_eq!(
+        has("nfsclient.bytes.read.normal"),
+        but("/m/00001"),
+        "a word among the bytes"
+    );
+    assert_eq!(
+        has("nfsclient.xprt.sends"),
+        but("/m/00002"),
+        "a cut xprt line"
+    );
+    assert_eq!(
+        has("nfsclient.ops.read.ops"),
+        but("/m/00003"),
+        "a word in the READ row"
+    );
+    assert_eq!(
+        has("nfsclient.ops.write.ops"),
+        mounts,
+        "the rows after it are read"
+    );
+    assert_eq!(
+        has("nfsclient.ops.getattr.ops"),
+        but("/m/00004"),
+        "the row the file ends in"
+    );
     assert_eq!(fetch(&d, "nfsclient.age")["/m/00004"], json!(864211));
     d.wait_for("the log line", || {
         d.stderr.lock().unwrap().contains("malformed line(s)")
@@ -300,7 +356,15 @@ fn a_python_agent_not_built_yet_names_the_command_that_builds_it() {
         super::wasmon()
             .env("WASMON_TOOLCHAINS", empty.path().join("toolchains"))
             .env("XDG_CACHE_HOME", empty.path().join("cache"))
-            .args(["ns", "lookup", "slurm.jobs", "--pmns", "/dev/null", "--agent", "490=slurm"]),
+            .args([
+                "ns",
+                "lookup",
+                "slurm.jobs",
+                "--pmns",
+                "/dev/null",
+                "--agent",
+                "490=slurm",
+            ]),
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
