@@ -3,10 +3,9 @@
 //! bytes per sample at full buffers (printed, measured with a counting allocator), reading one
 //! series of 1024 points, and averaging 64 hwthreads x 1024 points.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use criterion::{Criterion, Throughput, criterion_group};
 use wasmon::ingest::ingest;
@@ -16,39 +15,14 @@ use wasmon::store::{
     WalBatch, selector,
 };
 
-/// Counts live heap bytes so the memory figure includes every header and map.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+mod store_common;
+use store_common::{CPU_METRICS, Counting, LIVE, NODE_METRICS};
+
 #[global_allocator]
 static A: Counting = Counting;
 
 const HOSTS: usize = 64;
 const THREADS: usize = 64;
-const NODE_METRICS: [&str; 8] = [
-    "mem_used",
-    "mem_cached",
-    "net_bw",
-    "ib_bw",
-    "nfs_read",
-    "nfs_write",
-    "disk_free",
-    "power",
-];
-const CPU_METRICS: [&str; 4] = ["cpu_load", "cpu_user", "flops_any", "clock"];
 const STEPS: i64 = 1024;
 const FREQ: i64 = 60;
 /// Start on a buffer boundary so 1024 steps fill exactly two buffers per series.
@@ -62,6 +36,7 @@ fn config() -> StoreConfig {
             MetricConfig {
                 frequency: FREQ as u64,
                 aggregation: Aggregation::Sum,
+                precision: None,
             },
         );
     }
@@ -71,6 +46,7 @@ fn config() -> StoreConfig {
             MetricConfig {
                 frequency: FREQ as u64,
                 aggregation: Aggregation::Avg,
+                precision: None,
             },
         );
     }
@@ -279,7 +255,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("one_series_1024_points", |bench| {
         bench.iter(|| {
             let r = store
-                .read(black_box(&one), "flops_any", T0, T0 + (STEPS - 1) * FREQ, 0)
+                .read(black_box(&one), "flops_any", T0, T0 + STEPS * FREQ, 0)
                 .unwrap();
             assert_eq!(r.data.len(), STEPS as usize);
         })
@@ -288,13 +264,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("avg_64_hwthreads_1024_points", |bench| {
         bench.iter(|| {
             let r = store
-                .read(
-                    black_box(&host),
-                    "flops_any",
-                    T0,
-                    T0 + (STEPS - 1) * FREQ,
-                    0,
-                )
+                .read(black_box(&host), "flops_any", T0, T0 + STEPS * FREQ, 0)
                 .unwrap();
             assert_eq!(r.data.len(), STEPS as usize);
         })

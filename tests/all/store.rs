@@ -249,3 +249,42 @@ fn the_store_sink_derives_levels_from_tags_and_resources() {
         "type=node is the host level"
     );
 }
+
+#[test]
+fn debug_usage_counts_the_bytes_series_hold() {
+    // 200 short series (3 samples each: bytes, not a 4 KiB page each) and two long idle ones
+    // (closed buffers of one constant): `usage.bytes` over `samples-written`, as a check of
+    // the store's memory divides them, stays far below a page per series.
+    let dir = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::start(&config(dir.path()));
+    let t0 = now() - 3000;
+    let mut body = String::new();
+    for h in 0..200 {
+        for i in 0..3 {
+            body.push_str(&format!(
+                "load,cluster=c1,hostname=s{h} value={h}.5 {}\n",
+                t0 + i
+            ));
+        }
+    }
+    for i in 0..2000 {
+        body.push_str(&format!("idle,cluster=c1,hostname=n1 value=0 {}\n", t0 + i));
+        body.push_str(&format!("up,cluster=c1,hostname=n1 value=1i {}\n", t0 + i));
+    }
+    assert_eq!(d.post("/api/write?cluster=c1", &body).status(), 200);
+    let v: Value = d.get("/api/debug").unwrap().json().unwrap();
+    let bytes = v["usage"]["bytes"].as_f64().expect("usage.bytes");
+    let samples = v["counters"]["samples-written"].as_f64().unwrap();
+    assert_eq!(samples, 4600.0, "{v}");
+    assert!(bytes > 0.0);
+    // A page per series would be 202 × 4,096 bytes: 180 bytes a sample.
+    assert!(
+        bytes / samples < 40.0,
+        "{} bytes/sample: {}",
+        bytes / samples,
+        v["usage"]
+    );
+    let idle = query(&d, "idle", "n1", t0, t0 + 2000);
+    assert_eq!(idle["data"].as_array().unwrap().len(), 2000);
+    assert!(idle["data"].as_array().unwrap().iter().all(|x| x == 0.0));
+}

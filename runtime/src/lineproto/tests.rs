@@ -140,19 +140,7 @@ fn lines_iterator_continues_after_errors() {
     assert_eq!(e.to_string(), "line 6, column 1: invalid UTF-8");
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::util::TestRng as Rng;
 
 const ALPHABET: &[u8] = b"abcXYZ019_-.,= \\\"#itu\te+\xc3\xa9\xff\n\r";
 

@@ -32,6 +32,14 @@ pub struct MetricConfig {
     /// `"sum"`, `"avg"` or `"none"` (the default): how to combine children on reads.
     #[serde(default)]
     pub aggregation: Aggregation,
+    /// Significant decimal digits kept once a buffer closes (1 to 17; lossy). Unset: every
+    /// value bit for bit.
+    #[serde(
+        default,
+        deserialize_with = "precision",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub precision: Option<u32>,
 }
 
 /// Settings of the snapshot archive.
@@ -113,6 +121,28 @@ impl Default for StoreConfig {
     }
 }
 
+impl StoreConfig {
+    /// Significant digits per metric in the registry's id order (the table's name order;
+    /// 0 = lossless).
+    pub(crate) fn precision_by_id(&self) -> Vec<u8> {
+        self.metrics
+            .values()
+            .map(|m| m.precision.unwrap_or(0) as u8)
+            .collect()
+    }
+}
+
+/// Significant digits: an f64 holds 15 to 17, so 1 to 17.
+fn precision<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let p = u32::deserialize(d)?;
+    if !(1..=17).contains(&p) {
+        return Err(serde::de::Error::custom(format!(
+            "precision {p} out of range: 1 to 17 significant digits"
+        )));
+    }
+    Ok(Some(p))
+}
+
 /// A step in seconds, refused at parse time when a chain cannot hold it (zero, or more than
 /// [`super::MAX_FREQUENCY`]), so the config check names the field instead of the store
 /// clamping it.
@@ -141,6 +171,23 @@ mod tests {
         }
         let ok = toml::from_str::<StoreConfig>("default-frequency = 65535").unwrap();
         assert_eq!(ok.default_frequency, 65535);
+    }
+
+    #[test]
+    fn precision_is_one_to_seventeen_digits() {
+        let c: StoreConfig = toml::from_str(
+            "[metrics.a]\nfrequency = 10\nprecision = 5\n[metrics.b]\nfrequency = 1",
+        )
+        .unwrap();
+        assert_eq!(c.metrics["a"].precision, Some(5));
+        assert_eq!(c.metrics["b"].precision, None);
+        assert_eq!(c.precision_by_id(), vec![5, 0]);
+        for bad in ["0", "18"] {
+            let e = toml::from_str::<StoreConfig>(&format!(
+                "[metrics.a]\nfrequency = 10\nprecision = {bad}"
+            ));
+            assert!(e.unwrap_err().to_string().contains("precision"), "{bad}");
+        }
     }
 
     #[test]

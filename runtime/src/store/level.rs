@@ -221,6 +221,23 @@ impl Level {
         }
     }
 
+    /// Heap bytes this level holds itself (not its children): the node in its `Arc`, its
+    /// path, its children table and its series with their buffers.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let table = read(&self.children).as_ref().map_or(0, |t| {
+            std::mem::size_of::<Children>()
+                + t.capacity() * (std::mem::size_of::<Arc<Level>>() + 1)
+                + 16
+        });
+        let metrics = self.metrics.lock();
+        // An `Arc`'s two counts, the node, the path.
+        16 + std::mem::size_of::<Level>()
+            + self.wal_path.len()
+            + table
+            + std::mem::size_of_val::<[Slot]>(&metrics)
+            + metrics.iter().map(Chain::heap_bytes).sum::<usize>()
+    }
+
     pub(crate) fn free(&self, t: i64, pool: &Pool) -> usize {
         let mut n = 0;
         {

@@ -4,6 +4,7 @@
 //! lives in `wal`, `snapshot` and `workers`; the tree and its locking in `level`.
 
 mod buffer;
+pub mod codec;
 pub mod config;
 mod level;
 mod level_cache;
@@ -144,7 +145,8 @@ impl Store {
             pool: Pool::with_retention(
                 config.buffer_pool_max,
                 config.retention_in_memory.as_secs(),
-            ),
+            )
+            .with_precision(config.precision_by_id()),
             config,
             root: Arc::new(Level::root()),
             counters: StoreCounters::default(),
@@ -443,11 +445,13 @@ impl Store {
     pub fn usage(&self) -> Usage {
         let mut u = Usage {
             pooled_buffers: self.pool.len(),
+            bytes: self.pool.len() * BUFFER_CAP * 8,
             ..Usage::default()
         };
         let mut path = Vec::new();
         walk(&self.root, &mut path, &mut |_, level| {
             u.levels += 1;
+            u.bytes += level.heap_bytes();
             for s in level.metrics.lock().iter() {
                 u.series += 1;
                 u.buffers += s.buffer_count();
@@ -473,6 +477,8 @@ pub struct Usage {
     pub buffers: usize,
     pub samples: usize,
     pub pooled_buffers: usize,
+    /// Heap bytes of the whole tree: levels, series, open and closed buffers, pooled pages.
+    pub bytes: usize,
 }
 
 /// One sample for [`Store::write_group`]: a resolved metric for an already known level.

@@ -54,6 +54,23 @@ impl Page {
     }
 }
 
+impl Page {
+    /// The page's slots as a pointer the caller owns (an open buffer's full-size slots).
+    pub(crate) fn into_raw(self) -> NonNull<f64> {
+        let p = self.0.cast();
+        std::mem::forget(self);
+        p
+    }
+
+    /// A page back from [`Page::into_raw`].
+    ///
+    /// # Safety
+    /// `p` must come from `into_raw` and not be used after this.
+    pub(crate) unsafe fn from_raw(p: NonNull<f64>) -> Page {
+        Page(p.cast())
+    }
+}
+
 /// Allocates a chunk (through the global allocator, so it is counted like any allocation),
 /// keeps its first page for the caller and puts the rest on the free list.
 fn refill(free: &mut Vec<NonNull<Slots>>) -> NonNull<Slots> {

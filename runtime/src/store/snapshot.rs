@@ -2,11 +2,13 @@
 //! temp file, fsynced and renamed; restore at start; archiving of superseded snapshots
 //! (gzip) and WAL truncation once a snapshot is durable.
 //!
-//! File `snap-<generation>.bin`: `"WMSNAP01" | u64 generation | i64 created`, then frames
+//! File `snap-<generation>.bin`: `"WMSNAP02" | u64 generation | i64 created`, then frames
 //! `u32 len | u32 crc32(payload) | payload`, one per series:
 //! `path (as in the WAL) | u16 len, metric | i64 step | u32 buffers | (i64 block | u16 lo |
-//! u16 hi | (hi-lo) f64)*`; a zero-length frame ends a complete file. The snapshot of
-//! generation G holds everything written before WAL generation G was started.
+//! u16 hi | u32 len | len bytes: the values as `codec` encodes a closed buffer)*`; a
+//! zero-length frame ends a complete file. The snapshot of generation G holds everything
+//! written before WAL generation G was started. `WMSNAP01` files (the values as `(hi-lo)` raw
+//! f64 instead of the length and the encoding) are still read.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -14,11 +16,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::buffer::{BUFFER_CAP, Buf, Chain};
+use super::buffer::{BUFFER_CAP, Buf, Chain, Closed};
+use super::codec;
 use super::wal::{self, string, sync_dir, take};
 use super::{Store, StoreError, walk};
 
-const MAGIC: &[u8; 8] = b"WMSNAP01";
+const MAGIC: &[u8; 8] = b"WMSNAP02";
+/// The raw format before buffers were encoded; restored, never written.
+const MAGIC_RAW: &[u8; 8] = b"WMSNAP01";
 const HEADER_LEN: usize = 24;
 
 fn snap_file(dir: &Path, generation: u64) -> PathBuf {
@@ -142,14 +147,20 @@ fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
     let step_phase = c.step() | c.phase() << 32;
     out.extend_from_slice(&step_phase.to_le_bytes());
     out.extend_from_slice(&(c.buffer_count() as u32).to_le_bytes());
-    for b in c.bufs() {
-        out.extend_from_slice(&(b.block as i64).to_le_bytes());
-        out.extend_from_slice(&b.lo.to_le_bytes());
-        out.extend_from_slice(&b.hi.to_le_bytes());
-        for v in &b.data[b.lo as usize..b.hi as usize] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
+    let (older, head) = c.parts();
+    let mut put = |block: i32, lo: u16, hi: u16, bytes: &[u8]| {
+        out.extend_from_slice(&(block as i64).to_le_bytes());
+        out.extend_from_slice(&lo.to_le_bytes());
+        out.extend_from_slice(&hi.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    for b in older {
+        put(b.block, b.lo, b.hi, &b.encoded());
     }
+    let mut enc = Vec::new();
+    codec::encode(head.values(), &mut enc);
+    put(head.block, head.lo, head.hi, &enc);
 }
 
 fn compress(src: &Path, archive_dir: &Path, level: u32) -> std::io::Result<()> {
@@ -234,9 +245,10 @@ pub(crate) fn restore(store: &Store, dir: &Path) -> Result<u64, StoreError> {
 
 /// Loads one snapshot. `Err` if the header is unusable; `Ok(Some(damage))` if it stops early.
 fn load(store: &Store, bytes: &[u8]) -> Result<Option<(usize, &'static str)>, &'static str> {
-    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+    if bytes.len() < HEADER_LEN || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_RAW) {
         return Err("bad header");
     }
+    let raw = &bytes[..8] == MAGIC_RAW;
     let mut pos = HEADER_LEN;
     loop {
         let Some(head) = bytes.get(pos..pos + 8) else {
@@ -257,14 +269,15 @@ fn load(store: &Store, bytes: &[u8]) -> Result<Option<(usize, &'static str)>, &'
                 Some((pos, "trailing bytes"))
             });
         }
-        if decode_series(store, payload).is_none() {
+        if decode_series(store, payload, raw).is_none() {
             return Ok(Some((pos, "undecodable series")));
         }
         pos += 8 + len;
     }
 }
 
-fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
+/// One series' frame; `raw`: the `WMSNAP01` form (raw f64 values).
+fn decode_series(store: &Store, mut p: &[u8], raw: bool) -> Option<()> {
     let depth = take(&mut p, 1)?[0] as usize;
     let mut path = Vec::with_capacity(depth);
     for _ in 0..depth {
@@ -275,33 +288,42 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
     let n = u32::from_le_bytes(take(&mut p, 4)?.try_into().ok()?) as usize;
     let freq = u16::try_from(step_phase & u64::from(u32::MAX)).ok()?;
     let phase = u16::try_from(step_phase >> 32).ok()?;
-    let mut bufs: Vec<Buf> = Vec::with_capacity(n.min(1 << 16));
-    for _ in 0..n {
+    if n == 0 {
+        return None;
+    }
+    let mut older: Vec<Closed> = Vec::with_capacity(n.min(1 << 16) - 1);
+    let mut head = None;
+    let mut values = [0f64; BUFFER_CAP];
+    let mut encoded = Vec::new();
+    let mut prev = None;
+    for i in 0..n {
         let block = i64::from_le_bytes(take(&mut p, 8)?.try_into().ok()?);
         let block = i32::try_from(block).ok()?;
         let lo = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
         let hi = u16::from_le_bytes(take(&mut p, 2)?.try_into().ok()?);
-        if lo >= hi || hi as usize > BUFFER_CAP {
+        if lo >= hi || hi as usize > BUFFER_CAP || prev.is_some_and(|b| b >= block) {
             return None;
         }
-        let raw = take(&mut p, (hi - lo) as usize * 8)?;
-        let mut data = store.pool.get();
-        for (slot, chunk) in data[lo as usize..hi as usize]
-            .iter_mut()
-            .zip(raw.chunks_exact(8))
-        {
-            *slot = f64::from_le_bytes(chunk.try_into().ok()?);
+        prev = Some(block);
+        let len = (hi - lo) as usize;
+        let bytes = if raw {
+            let src = take(&mut p, len * 8)?;
+            for (v, c) in values.iter_mut().zip(src.chunks_exact(8)) {
+                *v = f64::from_le_bytes(c.try_into().ok()?);
+            }
+            encoded.clear();
+            codec::encode(&values[..len], &mut encoded);
+            &encoded[..]
+        } else {
+            let l = u32::from_le_bytes(take(&mut p, 4)?.try_into().ok()?) as usize;
+            take(&mut p, l)?
+        };
+        if i + 1 < n {
+            older.push(Closed::from_encoded(block, lo, hi, bytes)?);
+        } else {
+            codec::decode(bytes, &mut values[..len]).ok()?;
+            head = Some(Buf::from_values(block, lo, &values[..len], &store.pool));
         }
-        if bufs.last().is_some_and(|b| b.block >= block) {
-            store.pool.put(data);
-            return None;
-        }
-        bufs.push(Buf {
-            block,
-            lo,
-            hi,
-            data,
-        });
     }
     if !p.is_empty() {
         return None;
@@ -312,7 +334,7 @@ fn decode_series(store: &Store, mut p: &[u8]) -> Option<()> {
         tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
         return Some(());
     };
-    let Some(chain) = Chain::from_bufs(m.id, freq, phase, bufs) else {
+    let Some(chain) = Chain::from_parts(m.id, freq, phase, older, head?) else {
         return Some(());
     };
     level.put_chain(chain, &store.pool);

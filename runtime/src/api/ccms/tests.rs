@@ -22,6 +22,7 @@ fn store_cfg() -> StoreConfig {
         MetricConfig {
             frequency: 60,
             aggregation: Aggregation::Sum,
+            precision: None,
         },
     );
     c.metrics.insert(
@@ -29,6 +30,7 @@ fn store_cfg() -> StoreConfig {
         MetricConfig {
             frequency: 60,
             aggregation: Aggregation::Avg,
+            precision: None,
         },
     );
     c.metrics.insert(
@@ -36,6 +38,7 @@ fn store_cfg() -> StoreConfig {
         MetricConfig {
             frequency: 60,
             aggregation: Aggregation::None,
+            precision: None,
         },
     );
     c.max_body_size = 4096;

@@ -1,0 +1,268 @@
+//! The store's memory on real recorded metrics (issue #32): PCP QA archives, dumped to
+//! `ts<TAB>archive<TAB>metric|instance<TAB>value` files (counters as per-second rates, as PCP's
+//! clients show them; see benches/README.md for the commands), replayed into the store at
+//! their recorded times, one store per archive with each metric's step its median interval.
+//! Prints bytes per sample (live heap counted by a counting allocator, and the store's own
+//! `usage().bytes`), then a day of cc-metric-store's benchmark shape (64 hosts × 264 series at
+//! 10 s) filled with the recorded values (RSS and heap), and read times on it.
+//!
+//! `cargo bench -p wasmon-benches --bench store_replay -- DIR [PRECISION]` (DIR holds the
+//! `.tsv` files; PRECISION sets `precision` for every metric).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use wasmon::store::{MetricConfig, Store, StoreConfig, WalBatch, selector};
+
+mod store_common;
+use store_common::{CPU_METRICS, Counting, LIVE, NODE_METRICS};
+
+#[global_allocator]
+static A: Counting = Counting;
+
+struct Row {
+    ts: f64,
+    series: String,
+    value: f64,
+}
+
+fn load(path: &std::path::Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).expect("readable replay file");
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let ts = f.next()?.parse().ok()?;
+            let _archive = f.next()?;
+            let series = f.next()?.to_string();
+            let value = f.next()?.parse().ok()?;
+            Some(Row { ts, series, value })
+        })
+        .collect()
+}
+
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+/// (metric, instance) of a series key `metric|instance`.
+fn split(series: &str) -> (&str, &str) {
+    series.split_once('|').unwrap_or((series, ""))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let dir = args
+        .first()
+        .cloned()
+        .or_else(|| std::env::var("WASMON_REPLAY_DIR").ok())
+        .expect("usage: store_replay DIR [PRECISION]");
+    let precision: Option<u32> = args.get(1).and_then(|p| p.parse().ok());
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("replay dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
+        .collect();
+    files.sort();
+    let mut all_series: Vec<Vec<f64>> = Vec::new();
+    let (mut total_bytes, mut total_samples) = (0isize, 0u64);
+    for f in &files {
+        let rows = load(f);
+        // Each metric's step: the median interval between its samples, in whole seconds.
+        let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for r in &rows {
+            times.entry(&r.series).or_default().push(r.ts);
+        }
+        let mut steps: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for (s, t) in &times {
+            for w in t.windows(2) {
+                steps.entry(split(s).0).or_default().push(w[1] - w[0]);
+            }
+        }
+        let mut cfg = StoreConfig::default();
+        cfg.retention_in_memory = std::time::Duration::ZERO;
+        for (m, mut d) in steps {
+            d.sort_by(f64::total_cmp);
+            let step = d[d.len() / 2].round().clamp(1.0, 65_535.0) as u64;
+            let mut mc: MetricConfig = toml::from_str(&format!("frequency = {step}")).unwrap();
+            if let Some(p) = precision {
+                mc = toml::from_str(&format!("frequency = {step}\nprecision = {p}"))
+                    .expect("this build has `precision`");
+            }
+            cfg.metrics.insert(m.to_string(), mc);
+        }
+        let name = f.file_stem().unwrap().to_string_lossy().to_string();
+        let before = LIVE.load(Ordering::Relaxed);
+        let store = Store::new(cfg);
+        let mut written = 0u64;
+        for r in &rows {
+            let (metric, inst) = split(&r.series);
+            let path: Vec<&str> = if inst.is_empty() {
+                vec!["pcp", &name]
+            } else {
+                vec!["pcp", &name, inst]
+            };
+            if store
+                .write(&path, metric, r.ts.round() as i64, r.value)
+                .is_ok()
+            {
+                written += 1;
+            }
+        }
+        let bytes = LIVE.load(Ordering::Relaxed) - before;
+        let u = store.usage();
+        println!(
+            "replay {name}: {} values, {} series, {written} stored: {:.3} bytes/sample (heap), usage {}",
+            rows.len(),
+            times.len(),
+            bytes as f64 / written as f64,
+            serde_json::to_string(&u).unwrap()
+        );
+        total_bytes += bytes;
+        total_samples += written;
+        let mut by_series: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for r in &rows {
+            by_series.entry(&r.series).or_default().push(r.value);
+        }
+        all_series.extend(by_series.into_values().filter(|v| v.len() >= 16));
+        drop(store);
+    }
+    println!(
+        "replay all: {total_samples} samples: {:.3} bytes/sample (heap)",
+        total_bytes as f64 / total_samples as f64
+    );
+    codec_cost(&all_series);
+    if std::env::var_os("WASMON_REPLAY_SKIP_DAY").is_none() {
+        day(&all_series, precision);
+    }
+}
+
+/// Encode and decode time per 512-value buffer over the recorded series, and their size.
+fn codec_cost(recorded: &[Vec<f64>]) {
+    use wasmon::store::codec;
+    let blocks: Vec<&[f64]> = recorded.iter().flat_map(|v| v.chunks(512)).collect();
+    let values: usize = blocks.iter().map(|b| b.len()).sum();
+    let mut enc = Vec::new();
+    let mut encoded = Vec::with_capacity(blocks.len());
+    let t = Instant::now();
+    for b in &blocks {
+        enc.clear();
+        codec::encode(black_box(b), &mut enc);
+        encoded.push(enc.clone());
+    }
+    let e = t.elapsed().as_nanos() as f64;
+    let bytes: usize = encoded.iter().map(Vec::len).sum();
+    let mut out = vec![0.0; 512];
+    let t = Instant::now();
+    for (b, x) in blocks.iter().zip(&encoded) {
+        codec::decode(black_box(x), &mut out[..b.len()]).unwrap();
+    }
+    let d = t.elapsed().as_nanos() as f64;
+    println!(
+        "codec: {} buffers, {values} values: encode {:.2} µs/buffer ({:.1} ns/value), decode {:.2} µs/buffer ({:.1} ns/value), {:.3} bytes/value encoded",
+        blocks.len(),
+        e / blocks.len() as f64 / 1e3,
+        e / values as f64,
+        d / blocks.len() as f64 / 1e3,
+        d / values as f64,
+        bytes as f64 / values as f64
+    );
+}
+
+/// A day of 64 hosts × (8 node metrics + 64 hwthreads × 4 metrics) at 10 s, each series
+/// replaying one recorded series' values (cycled).
+fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
+    const HOSTS: usize = 64;
+    const THREADS: usize = 64;
+    const STEP: i64 = 10;
+    const STEPS: i64 = 8640;
+    let t0: i64 = 1_700_000_000 / STEP * STEP;
+    let mut cfg = StoreConfig::default();
+    cfg.retention_in_memory = std::time::Duration::ZERO;
+    let (node, cpu) = (NODE_METRICS, CPU_METRICS);
+    for m in node.iter().chain(&cpu) {
+        let agg = if node.contains(m) { "sum" } else { "avg" };
+        let p = precision.map_or(String::new(), |p| format!("\nprecision = {p}"));
+        cfg.metrics.insert(
+            m.to_string(),
+            toml::from_str(&format!("frequency = {STEP}\naggregation = \"{agg}\"{p}")).unwrap(),
+        );
+    }
+    let rss0 = rss();
+    let heap0 = LIVE.load(Ordering::Relaxed);
+    let store = Store::new(cfg);
+    let mut series = Vec::new();
+    for h in 0..HOSTS {
+        let hl = store.level(&["bench", &format!("host{h}")]).unwrap();
+        for m in node {
+            series.push((hl.clone(), m, store.metric(m).unwrap()));
+        }
+        for t in 0..THREADS {
+            let tl = hl.child(&format!("hwthread{t}")).unwrap();
+            for m in cpu {
+                series.push((tl.clone(), m, store.metric(m).unwrap()));
+            }
+        }
+    }
+    let mut batch = WalBatch::default();
+    let start = Instant::now();
+    for step in 0..STEPS {
+        for (i, (l, name, m)) in series.iter().enumerate() {
+            let v = &recorded[(i * 7919) % recorded.len()];
+            let value = v[step as usize % v.len()];
+            store
+                .write_to(&mut batch, l, name, *m, t0 + step * STEP, value)
+                .unwrap();
+        }
+    }
+    let samples = series.len() as u64 * STEPS as u64;
+    let ns = start.elapsed().as_nanos() as f64 / samples as f64;
+    let heap = LIVE.load(Ordering::Relaxed) - heap0;
+    let u = store.usage();
+    println!(
+        "day: {} series × {STEPS} steps: {:.1} ns/sample written, heap {:.1} MB ({:.3} bytes/sample), RSS +{:.1} MB, usage {}",
+        series.len(),
+        ns,
+        heap as f64 / 1e6,
+        heap as f64 / samples as f64,
+        (rss() - rss0) as f64 / 1e6,
+        serde_json::to_string(&u).unwrap()
+    );
+    let to = t0 + STEPS * STEP;
+    let from = to - 1024 * STEP;
+    let one = selector(&["bench", "host3", "hwthread7"]);
+    let host = selector(&["bench", "host3"]);
+    for (what, sel) in [
+        ("one series × 1024", &one),
+        ("avg 64 hwthreads × 1024", &host),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            for _ in 0..200 {
+                let r = store
+                    .read(black_box(sel), "flops_any", from, to, 0)
+                    .unwrap();
+                assert_eq!(r.data.len(), 1024);
+                black_box(r);
+            }
+            times.push(t.elapsed().as_nanos() as f64 / 200.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "day read {what}: median {:.2} µs",
+            times[times.len() / 2] / 1e3
+        );
+    }
+}

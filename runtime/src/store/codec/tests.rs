@@ -1,0 +1,179 @@
+//! Property tests of the codec: encode → decode is the identity (bit for bit, NaN as the
+//! canonical NaN) on random and real-shaped values, and arbitrary bytes decode or fail without
+//! panicking. A small xorshift generator stands in for a property-testing crate: the cases are
+//! reproducible from the seed printed on failure.
+
+use super::*;
+
+use crate::util::TestRng as Rng;
+
+/// Values that stress the forms: specials, subnormals, decimals, integers, raw bits.
+fn value(r: &mut Rng, kind: usize) -> f64 {
+    match kind {
+        0 => [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            f64::MAX,
+            f64::MIN,
+            f64::EPSILON,
+            1.0,
+        ][r.below(12)],
+        1 => f64::from_bits(r.next()),
+        2 => (r.below(2_000_000) as f64 - 1_000_000.0) / 100.0,
+        3 => r.below(1 << 40) as f64,
+        4 => f64::from_bits(r.below(1 << 52) as u64), // subnormal
+        5 => ((r.below(100_000) as f64) * 0.001 + 1e6).mul_add(1.0, 0.0),
+        _ => -(r.below(1000) as f64) / 7.0,
+    }
+}
+
+fn same(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}
+
+fn round_trip(v: &[f64]) {
+    let mut enc = Vec::new();
+    encode(v, &mut enc);
+    let mut out = vec![0.0; v.len()];
+    decode(&enc, &mut out).unwrap_or_else(|e| panic!("{e}: {v:?}"));
+    for (i, (a, b)) in v.iter().zip(&out).enumerate() {
+        assert!(
+            same(*a, *b),
+            "slot {i}: {a:e} ({:#x}) came back {b:e}",
+            a.to_bits()
+        );
+    }
+    // A constant block's value is what each slot decodes to.
+    if let Some(c) = constant(&enc) {
+        assert!(out.iter().all(|x| same(*x, c)));
+    }
+}
+
+#[test]
+fn random_blocks_round_trip_bit_for_bit() {
+    for seed in 1..=3000u64 {
+        let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let n = 1 + r.below(512);
+        // A block mixes a main kind with a sprinkle of others and NaN gaps.
+        let main = r.below(7);
+        let noise = r.below(4);
+        let v: Vec<f64> = (0..n)
+            .map(|_| match r.below(16) {
+                0 if noise > 0 => f64::NAN,
+                1 if noise > 1 => {
+                    let k = r.below(7);
+                    value(&mut r, k)
+                }
+                _ => value(&mut r, main),
+            })
+            .collect();
+        round_trip(&v);
+    }
+}
+
+#[test]
+fn shaped_blocks_pick_small_forms() {
+    let size = |v: &[f64]| {
+        let mut e = Vec::new();
+        encode(v, &mut e);
+        round_trip(v);
+        e.len()
+    };
+    // Idle: constant, all zero, all NaN.
+    assert!(size(&[0.0; 512]) <= 10);
+    assert!(size(&[42.5; 512]) <= 10);
+    assert_eq!(size(&[f64::NAN; 512]), 1);
+    // Few distinct values: a dictionary.
+    let few: Vec<f64> = (0..512).map(|i| [0.1, 7.25, -3.0][i % 3]).collect();
+    assert!(size(&few) < 200, "{}", size(&few));
+    // Two-decimal gauges and counters: decimal scaling, a few bits each.
+    let temps: Vec<f64> = (0..512)
+        .map(|i| 40.0 + ((i * 37) % 1000) as f64 / 100.0)
+        .collect();
+    assert!(size(&temps) < 512 * 2, "{}", size(&temps));
+    let counter: Vec<f64> = (0..512).map(|i| 1e9 + (i * 1000 + i % 7) as f64).collect();
+    assert!(size(&counter) < 512, "{}", size(&counter));
+    // Gaps cost a bitmap or runs, not a value each.
+    let mut gappy = temps.clone();
+    gappy[100..300].fill(f64::NAN);
+    assert!(size(&gappy) < size(&temps));
+    // Noise: raw, and never much larger than raw.
+    let mut r = Rng(7);
+    let noise: Vec<f64> = (0..512).map(|_| f64::from_bits(r.next() >> 2)).collect();
+    assert!(size(&noise) <= 512 * 8 + 2);
+}
+
+#[test]
+fn decimal_exceptions_keep_specials_exact() {
+    let mut v: Vec<f64> = (0..512).map(|i| i as f64 / 4.0).collect();
+    v[3] = -0.0;
+    v[10] = f64::INFINITY;
+    v[200] = 1e300;
+    round_trip(&v);
+    let mut e = Vec::new();
+    encode(&v, &mut e);
+    assert!(e.len() < 1200, "{}", e.len());
+}
+
+#[test]
+fn precision_rounds_to_significant_digits() {
+    assert_eq!(round_to_digits(1234.5678, 5), 1234.6);
+    assert_eq!(round_to_digits(0.000123456, 3), 0.000123);
+    assert_eq!(round_to_digits(-98765432.1, 2), -99000000.0);
+    assert_eq!(round_to_digits(0.0, 5), 0.0);
+    assert!(round_to_digits(f64::NAN, 5).is_nan());
+    // Rates whose low digits are timing noise become a few bits each.
+    let rates: Vec<f64> = (0..512)
+        .map(|i| round_to_digits(1000.0 / (600.0 + (i % 13) as f64 * 0.0013), 5))
+        .collect();
+    let mut e = Vec::new();
+    encode(&rates, &mut e);
+    assert!(e.len() < 512, "{}", e.len());
+    round_trip(&rates);
+}
+
+#[test]
+fn arbitrary_bytes_decode_or_fail_without_panic() {
+    let mut r = Rng(0xDEAD_BEEF);
+    let mut valid = 0;
+    for _ in 0..20_000 {
+        let len = r.below(80);
+        let mut bytes: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+        // Steer half the inputs into known forms so the deeper checks run too.
+        if len >= 2 && r.below(2) == 0 {
+            bytes[0] = r.below(4) as u8;
+            bytes[1] = r.below(4) as u8;
+        }
+        let n = r.below(513);
+        let mut out = vec![0.0; n];
+        if decode(&bytes, &mut out).is_ok() {
+            valid += 1;
+        }
+    }
+    // Mutations of real encodings: flip bytes, truncate, extend.
+    let v: Vec<f64> = (0..300).map(|i| (i % 17) as f64 * 0.5).collect();
+    let mut enc = Vec::new();
+    encode(&v, &mut enc);
+    for i in 0..enc.len() {
+        for flip in [1u8, 0x80, 0xff] {
+            let mut b = enc.clone();
+            b[i] ^= flip;
+            let _ = decode(&b, &mut vec![0.0; 300]);
+        }
+        assert!(decode(&enc[..i], &mut vec![0.0; 300]).is_err());
+    }
+    let mut longer = enc.clone();
+    longer.push(0);
+    assert_eq!(
+        decode(&longer, &mut vec![0.0; 300]),
+        Err(DecodeError::Trailing(1))
+    );
+    assert!(decode(&enc, &mut vec![0.0; 600]).is_err());
+    assert!(valid < 20_000);
+}
