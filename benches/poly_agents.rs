@@ -18,7 +18,13 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn load(rt: &std::sync::Arc<Runtime>, lang: &str, name: &str, host: &Path, guest: &str) -> AgentInstance {
+fn load(
+    rt: &std::sync::Arc<Runtime>,
+    lang: &str,
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> AgentInstance {
     let target = repo().join("target");
     let built = wasmon::kit::build(
         &repo().join("guests").join(lang).join(name),
@@ -26,7 +32,9 @@ fn load(rt: &std::sync::Arc<Runtime>, lang: &str, name: &str, host: &Path, guest
         &target.join("guest-toolchains"),
     )
     .unwrap_or_else(|e| panic!("building {lang}/{name}: {e:#}"));
-    let compiled = rt.compile(&std::fs::read(&built.path).unwrap(), name).unwrap();
+    let compiled = rt
+        .compile(&std::fs::read(&built.path).unwrap(), name)
+        .unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
     cfg.grants.dirs = vec![DirGrant {
         host: host.to_path_buf(),
@@ -53,7 +61,8 @@ fn pmids(domain: u32, clusters: &[(u32, u32, u32)]) -> Vec<Pmid> {
 
 /// A mountstats of `n` NFS mounts (the mixed fixture's three, renamed) among its other mounts.
 fn mountstats(n: usize, dir: &Path) {
-    let mixed = std::fs::read_to_string(repo().join("tests/fixtures/nfsclient/mixed/mountstats")).unwrap();
+    let mixed =
+        std::fs::read_to_string(repo().join("tests/fixtures/nfsclient/mixed/mountstats")).unwrap();
     let mut text = String::new();
     for i in 0..n.div_ceil(3) {
         text.push_str(&mixed.replace(" mounted on /", &format!(" mounted on /n{i}/")));
@@ -78,7 +87,10 @@ fn native_mountstats(path: &Path) -> usize {
         }
         if let (true, Some((_, v))) = (nfs, mounts.last_mut()) {
             let body = line.split_once(':').map_or(line, |(_, b)| b);
-            v.extend(body.split([' ', '\t']).filter_map(|w| w.parse::<u64>().ok()));
+            v.extend(
+                body.split([' ', '\t'])
+                    .filter_map(|w| w.parse::<u64>().ok()),
+            );
         }
     }
     mounts.iter().map(|(_, v)| v.len()).sum()
@@ -95,7 +107,14 @@ fn native_slurm(base: &Path) -> usize {
         if !name.starts_with("job_") && !(name.len() == 14 && name.starts_with('s')) {
             continue;
         }
-        for f in ["memory.current", "memory.peak", "memory.max", "cpu.stat", "cpuset.cpus", "io.stat"] {
+        for f in [
+            "memory.current",
+            "memory.peak",
+            "memory.max",
+            "cpu.stat",
+            "cpuset.cpus",
+            "io.stat",
+        ] {
             if let Ok(t) = std::fs::read_to_string(e.path().join(f)) {
                 n += t
                     .split(|c: char| c.is_whitespace() || c == '=')
@@ -111,15 +130,31 @@ fn nfsclient(c: &mut Criterion) {
     let rt = Runtime::new(None).unwrap();
     let ids = pmids(
         62,
-        &[(0, 1, 2), (1, 1, 37), (2, 1, 1), (3, 1, 2), (4, 1, 1), (5, 1, 27), (6, 1, 8), (7, 1, 30), (8, 1, 612)],
+        &[
+            (0, 1, 2),
+            (1, 1, 37),
+            (2, 1, 1),
+            (3, 1, 2),
+            (4, 1, 1),
+            (5, 1, 27),
+            (6, 1, 8),
+            (7, 1, 30),
+            (8, 1, 612),
+        ],
     );
     for mounts in [3usize, 30, 300] {
         let dir = tempfile::tempdir().unwrap();
         mountstats(mounts, dir.path());
         let mut agent = load(&rt, "c", "nfsclient", dir.path(), "/proc/self");
         let sets = agent.fetch(&ids).unwrap();
-        let values: usize = sets.iter().map(|s| s.values.as_ref().map_or(0, |v| v.len())).sum();
-        assert!(values >= 700 * mounts, "{values} values for {mounts} mounts");
+        let values: usize = sets
+            .iter()
+            .map(|s| s.values.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        assert!(
+            values >= 700 * mounts,
+            "{values} values for {mounts} mounts"
+        );
         c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_c_guest"), |b| {
             b.iter(|| agent.fetch(&ids).unwrap())
         });
@@ -140,7 +175,9 @@ fn slurm(c: &mut Criterion) {
     c.bench_function("slurm_poll_4_jobs_python_guest", |b| {
         b.iter(|| agent.fetch(&ids).unwrap())
     });
-    c.bench_function("slurm_poll_4_jobs_native", |b| b.iter(|| native_slurm(&base)));
+    c.bench_function("slurm_poll_4_jobs_native", |b| {
+        b.iter(|| native_slurm(&base))
+    });
 }
 
 criterion_group! {

@@ -173,8 +173,8 @@ def read_jobs(base):
         if not m and not SLUID_DIR.match(e.name):
             continue
         try:
-            # A link is no job directory (one out of the grant would not open anyway).
-            if stat.S_ISLNK(os.lstat(e.path).st_mode) or not e.is_dir(follow_symlinks=False):
+            # Followed: a link out of the grant fails here (the sandbox refuses it) and is no job.
+            if not stat.S_ISDIR(os.stat(e.path).st_mode):
                 continue
         except OSError:
             continue

@@ -49,7 +49,10 @@ pub const FROM_SOURCE: &[FromSource] = &[
                 "wasmon-guest.toml",
                 include_str!("../../../guests/python/slurm/wasmon-guest.toml"),
             ),
-            ("app.py", include_str!("../../../guests/python/slurm/app.py")),
+            (
+                "app.py",
+                include_str!("../../../guests/python/slurm/app.py"),
+            ),
         ],
     },
 ];

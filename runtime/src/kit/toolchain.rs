@@ -95,7 +95,8 @@ fn on_path(program: &str) -> bool {
 /// Whether `componentize-py` of the pinned version is installed in `DIR/python`.
 pub fn componentize_py_installed(dir: &Path) -> bool {
     let venv = dir.join("python");
-    venv.join(format!(".componentize-py-{COMPONENTIZE_PY}")).exists()
+    venv.join(format!(".componentize-py-{COMPONENTIZE_PY}"))
+        .exists()
         && venv.join("bin").join("componentize-py").exists()
 }
 
