@@ -17,6 +17,7 @@ const BUNDLED: &[&str] = &[
     "mmv",
     "otlp",
     "jsonl",
+    "clustercockpit",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
 const TEST_ONLY: &[&str] = &[

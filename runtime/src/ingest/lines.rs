@@ -257,7 +257,10 @@ impl<'a> Ingest<'a, '_> {
         // forwarding sink sends for a resource such as `lo`).
         let component = match (typ, typ_id) {
             (None, _) => None,
-            (Some(t), _) if t == "node" => None,
+            // A node's `stype` is no level in cc-metric-store (it reads a subtype only under a
+            // component): cc-metric-collector's netstat and nfsiostat send
+            // `type=node,stype=network,stype-id=eth0`, stored at the node.
+            (Some(t), _) if t == "node" => return Ok((level, item)),
             (Some(t), id) => Some((t, id)),
         };
         let Some((typ, typ_id)) = component else {
@@ -473,6 +476,16 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
         assert_eq!(read(&["a", "h"], 60), vec![2.0, 3.0]);
         assert_eq!(read(&["b", "h", "socket0"], 60), vec![10.0]);
         assert_eq!(read(&["b", "h"], 60), vec![11.0]);
+        // cc-metric-collector's netstat: a node's stype is no level (cc-metric-store's reading).
+        let out = ingest(
+            &s,
+            b"m,cluster=a,host=n,type=node,stype=network,stype-id=eth0,unit=bytes value=4 180\n",
+            None,
+            0,
+        );
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let node = s.read(&selector(&["a", "n"]), "m", 180, 181, 0).unwrap();
+        assert_eq!(node.data, vec![4.0]);
         // A tag section that failed is not remembered as good: it fails again.
         for _ in 0..2 {
             let out = ingest(

@@ -55,7 +55,7 @@ mod vmstat;
 mod zoneinfo;
 
 #[cfg(test)]
-mod testing;
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

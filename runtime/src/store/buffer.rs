@@ -410,6 +410,7 @@ impl Closed {
         out: &mut [f64],
         data: &mut impl FnMut(&mut [f64], &[f64]),
         fill: &mut impl FnMut(&mut [f64], f64),
+        copy: bool,
     ) {
         match &self.form {
             Form::Raw(p) => data(out, &p[a..b]),
@@ -418,6 +419,13 @@ impl Closed {
                     return fill(out, v);
                 }
                 let (lo, hi) = (self.lo as usize, self.hi as usize);
+                if copy && (a, b) == (lo, hi) {
+                    // The whole buffer into the answer: no copy through a scratch array.
+                    if codec::decode(bytes, out).is_err() {
+                        out.fill(f64::NAN);
+                    }
+                    return;
+                }
                 let mut tmp = [0f64; BUFFER_CAP];
                 // The chain's own bytes; see `open`.
                 if codec::decode(bytes, &mut tmp[..hi - lo]).is_err() {
@@ -714,7 +722,14 @@ impl Chain {
 
     /// Copies slots `k0..k1` into `out` (len k1-k0), NaN where nothing was written.
     pub(crate) fn copy_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
-        self.visit(k0, k1, out, |o, s| o.copy_from_slice(s), |o, v| o.fill(v));
+        self.visit(
+            k0,
+            k1,
+            out,
+            |o, s| o.copy_from_slice(s),
+            |o, v| o.fill(v),
+            true,
+        );
     }
 
     /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN.
@@ -725,11 +740,13 @@ impl Chain {
             out,
             |o, s| o.iter_mut().zip(s).for_each(|(a, b)| *a += *b),
             |o, v| o.iter_mut().for_each(|a| *a += v),
+            false,
         );
     }
 
     /// Walks `k0..k1` buffer by buffer, handing written pieces to `data` (or, for a constant
-    /// closed buffer, its value to `fill`) and gaps to `fill` with NaN.
+    /// closed buffer, its value to `fill`) and gaps to `fill` with NaN. `copy`: `data` copies,
+    /// so a whole closed buffer may be decoded straight into `out`.
     fn visit(
         &self,
         k0: i64,
@@ -737,6 +754,7 @@ impl Chain {
         out: &mut [f64],
         mut data: impl FnMut(&mut [f64], &[f64]),
         mut fill: impl FnMut(&mut [f64], f64),
+        copy: bool,
     ) {
         debug_assert_eq!(out.len() as i64, k1 - k0);
         let mut k = k0;
@@ -767,6 +785,7 @@ impl Chain {
                     &mut out[at(a)..at(e)],
                     &mut data,
                     &mut fill,
+                    copy,
                 );
             }
             k = e;

@@ -22,6 +22,7 @@
 //!   `command`; for anything else cc-metric-store's levels (`type`/`type_id`,
 //!   `stype`/`stype_id`, deeper ones `level4`, ...).
 
+pub mod node;
 pub mod units;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -29,7 +30,7 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -75,10 +76,40 @@ pub struct Exposition {
     commands: Mutex<HashMap<u32, Option<String>>>,
 }
 
-async fn metrics(State(e): State<Arc<Exposition>>) -> Response {
-    // Agents' descriptions are synchronous calls (a guest agent's within its deadline).
-    match tokio::task::spawn_blocking(move || e.render(now_secs())).await {
-        Ok(out) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response(),
+/// `/metrics` query parameters (Prometheus sends a scrape config's `params` as these).
+#[derive(serde::Deserialize)]
+struct Params {
+    profile: Option<String>,
+}
+
+async fn metrics(State(e): State<Arc<Exposition>>, Query(p): Query<Params>) -> Response {
+    let node = match p.profile.as_deref() {
+        None | Some("") => false,
+        Some(node::PROFILE) => true,
+        Some(other) => {
+            return super::error::error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "unknown profile {other:?}: `/metrics` (wasmon's families) or \
+                     `/metrics?profile={}` (node_exporter's)",
+                    node::PROFILE
+                ),
+            );
+        }
+    };
+    // Agents' descriptions and fetches are synchronous calls (a guest agent's within its
+    // deadline).
+    let rendered = tokio::task::spawn_blocking(move || {
+        if node {
+            e.render_node()
+        } else {
+            Ok(e.render(now_secs()))
+        }
+    })
+    .await;
+    match rendered {
+        Ok(Ok(out)) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response(),
+        Ok(Err(msg)) => super::error::error(StatusCode::SERVICE_UNAVAILABLE, msg),
         Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
     }
 }
@@ -88,6 +119,27 @@ fn now_secs() -> i64 {
 }
 
 impl Exposition {
+    /// node_exporter's families from a fetch of the linux agent now; an error when no agent
+    /// answers any of the names (the daemon runs no native linux agent).
+    fn render_node(&self) -> Result<String, String> {
+        let fetched = self.daemon.agents().fetch(&node::names());
+        let values: HashMap<String, crate::namespace::Values> = fetched
+            .into_iter()
+            .filter(|f| f.error.is_none() && f.pmid.split('.').next() == Some(node::LINUX_DOMAIN))
+            .map(|f| (f.name, f.values))
+            .collect();
+        if values.is_empty() {
+            return Err(format!(
+                "profile {:?} reads the native linux agent (PCP domain 60), and none runs in \
+                 this daemon's config (add an [[agent]] with native = \"linux\")",
+                node::PROFILE
+            ));
+        }
+        let mut out = String::new();
+        node::render(&values, &node::Env::read(), &mut out);
+        Ok(out)
+    }
+
     fn render(&self, now: i64) -> String {
         let d = &self.daemon;
         let mut out = String::new();
