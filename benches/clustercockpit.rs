@@ -8,7 +8,8 @@
 //! /proc/self/mounts (plus a statfs per mount), /proc/diskstats, /proc/cpuinfo, and one
 //! numastat per NUMA node.
 //!
-//! `cargo bench -p wasmon-benches --bench clustercockpit`; `CC_ROUNDS` intervals (default 200).
+//! `cargo bench -p wasmon-benches --bench clustercockpit`; `CC_ROUNDS` intervals (default 200),
+//! `CC_GUESTS_DIR` a directory of the guests' components to use instead of the bundled ones.
 
 use std::time::Duration;
 
@@ -51,7 +52,9 @@ fn strings(v: &toml::Value) -> Vec<String> {
 }
 
 fn guest(rt: &std::sync::Arc<Runtime>, name: &str, params: &toml::Value) -> TransformerInstance {
-    let source = wasmon::guests::resolve(name, None, std::path::Path::new(".")).unwrap();
+    // CC_GUESTS_DIR: components to use instead of the bundled ones (a guests-dir).
+    let dir = std::env::var_os("CC_GUESTS_DIR").map(std::path::PathBuf::from);
+    let source = wasmon::guests::resolve(name, dir.as_deref(), std::path::Path::new(".")).unwrap();
     let compiled = rt.compile(&source.bytes, name).unwrap();
     let params = serde_json::to_string(params).unwrap();
     Image::<TransformerWorld>::load(rt, &compiled, GuestConfig::new(name, &params)).unwrap()
