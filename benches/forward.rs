@@ -219,6 +219,7 @@ fn without_queue(central: &Central, batches: &[Vec<Sample>]) -> Run {
     let cx = encode::Context {
         default_cluster: "local",
         hostname: "bench",
+        meta_as_tags: &[],
     };
     let (c0, n0, t0) = (central.cpu(), self_cpu(), Instant::now());
     for b in batches {
@@ -301,6 +302,7 @@ fn main() {
     let cx = encode::Context {
         default_cluster: "local",
         hostname: "bench",
+        meta_as_tags: &[],
     };
     let probe = samples(200_000, t);
     let (mut raw, mut wire) = (0usize, 0usize);

@@ -1,7 +1,8 @@
 //! Buffer-store benchmarks (criterion): line-protocol body → store per line, write per sample
 //! (16,896 series x 1024 steps: 64 hosts x (8 node metrics + 64 hwthreads x 4 metrics)),
 //! bytes per sample at full buffers (printed, measured with a counting allocator), reading one
-//! series of 1024 points, and averaging 64 hwthreads x 1024 points.
+//! series of 1024 points, averaging 64 hwthreads x 1024 points, and the same samples through a
+//! pipeline's `store` sink (the write path of remote write, OTLP and `/samples`).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -10,6 +11,9 @@ use std::sync::atomic::Ordering;
 use criterion::{Criterion, Throughput, criterion_group};
 use wasmon::ingest::ingest;
 use wasmon::lineproto::{for_each_line, parse_lines};
+use wasmon::pipeline::levels::Levels;
+use wasmon::pipeline::{Sink, StoreSink};
+use wasmon::sample::{Metadata, Sample};
 use wasmon::store::{
     Aggregation, BUFFER_CAP, Level, MetricConfig, MetricInfo, SelectorElement, Store, StoreConfig,
     WalBatch, selector,
@@ -107,6 +111,49 @@ fn body(ts: i64) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// [`body`]'s samples as a pipeline's: the level's tags as each sample's metadata.
+fn pipeline_samples(ts: i64) -> Vec<Sample> {
+    let meta = |pairs: &[(&str, String)]| {
+        Metadata::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (Arc::from(*k), Arc::from(v.as_str())))
+                .collect(),
+        )
+    };
+    let at = |m: &str, v: f64, metadata: &Metadata| Sample {
+        metadata: metadata.clone(),
+        ..Sample::new(m, "", v, ts * 1_000_000_000)
+    };
+    let mut out = Vec::new();
+    for h in 0..HOSTS {
+        let host = |t: &str| {
+            let mut p = vec![
+                ("cluster", "bench".to_string()),
+                ("hostname", format!("host{h}")),
+                ("type", t.to_string()),
+            ];
+            if t != "node" {
+                p.push(("type-id", String::new()));
+            }
+            p
+        };
+        let node = meta(&host("node"));
+        for m in NODE_METRICS {
+            out.push(at(m, h as f64 + 0.5, &node));
+        }
+        for t in 0..THREADS {
+            let mut pairs = host("hwthread");
+            pairs[3].1 = t.to_string();
+            let thread = meta(&pairs);
+            for m in CPU_METRICS {
+                out.push(at(m, t as f64 + 0.25, &thread));
+            }
+        }
+    }
+    out
+}
+
 fn memory_figure() {
     let before = LIVE.load(Ordering::Relaxed);
     let store = Store::new(config());
@@ -179,6 +226,22 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
     drop(wal_store);
+
+    // The same samples as a pipeline hands them to its `store` sink (what remote write, OTLP
+    // and `/samples` come to): one metadata set per level, as a receiver's decoder shares them.
+    let mut g = c.benchmark_group("pipeline");
+    g.throughput(Throughput::Elements(lines as u64));
+    let samples = pipeline_samples(T0);
+    let sink = StoreSink {
+        store: Arc::new(Store::new(config())),
+        default_cluster: "bench".into(),
+        hostname: "me".into(),
+        levels: Levels::default(),
+    };
+    g.bench_function("store_sink_per_sample", |bench| {
+        bench.iter(|| sink.accept("p", black_box(&samples)))
+    });
+    g.finish();
 
     let store = Store::new(config());
     let all = series(&store);

@@ -20,6 +20,7 @@ const BUNDLED: &[&str] = &[
     "infiniband",
     "denki",
     "hwmon",
+    "clustercockpit",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
 const TEST_ONLY: &[&str] = &[

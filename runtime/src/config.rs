@@ -14,6 +14,25 @@ use crate::host::{Grants, limits};
 /// The configuration `wasmon run` uses without `--config`; `wasmon config default` prints it.
 pub const DEFAULT: &str = include_str!("default-config.toml");
 
+/// Configurations for a role (`wasmon config default --profile NAME`): `clustercockpit`, a
+/// node sending what cc-metric-collector's example collector config sends.
+pub const PROFILES: &[(&str, &str)] = &[(
+    "clustercockpit",
+    include_str!("profile-clustercockpit.toml"),
+)];
+
+/// The profile named `name`, or an error listing the ones there are.
+pub fn profile(name: &str) -> anyhow::Result<&'static str> {
+    PROFILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+        .ok_or_else(|| {
+            let known: Vec<&str> = PROFILES.iter().map(|(n, _)| *n).collect();
+            anyhow::anyhow!("no profile {name:?} (profiles: {})", known.join(", "))
+        })
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Config {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// The units [`parse`] knows, for error messages.
-const UNITS: &str = "ms, s, m, h, d";
+const UNITS: &str = "ms, s, m (min), h, d";
 
 /// Parses "250ms", "10s", "5m", "2h", "1d", sums such as "1h30m", fractions ("1.5s") and a
 /// bare number (seconds).
@@ -37,7 +37,8 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         let secs = match unit {
             "ms" => n / 1e3,
             "s" => n,
-            "m" => n * 60.0,
+            // `min` as well: the process reader's settings took it before they came here.
+            "m" | "min" => n * 60.0,
             "h" => n * 3600.0,
             "d" => n * 86400.0,
             other => {
@@ -118,6 +119,7 @@ mod tests {
         assert_eq!(parse("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse("2d").unwrap(), Duration::from_secs(2 * 86400));
+        assert_eq!(parse("2min").unwrap(), Duration::from_secs(120));
         for bad in ["h", "3x", "", "fast", "-1s"] {
             assert!(parse(bad).is_err(), "{bad}");
         }

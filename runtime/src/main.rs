@@ -26,6 +26,10 @@ fn main() -> ExitCode {
             listen,
             data_dir,
         } => {
+            // Before any thread starts: what stays resident (see `resident`).
+            wasmon::resident::few_malloc_arenas();
+            wasmon::resident::code_on_demand();
+            wasmon::resident::drop_start_code_later();
             let opts = wasmon::daemon::RunOptions {
                 config,
                 listen,
@@ -60,11 +64,18 @@ fn main() -> ExitCode {
         Command::Pmda { source } => wasmon::cli::pmda::pmda(source),
         Command::Guest { command } => wasmon::cli::guest::guest(command),
         Command::Config {
-            command: ConfigCommand::Default,
-        } => {
-            print!("{}", wasmon::config::DEFAULT);
-            Ok(true)
-        }
+            command: ConfigCommand::Default { profile },
+        } => match profile.as_deref().map(wasmon::config::profile) {
+            None => {
+                print!("{}", wasmon::config::DEFAULT);
+                Ok(true)
+            }
+            Some(Ok(text)) => {
+                print!("{text}");
+                Ok(true)
+            }
+            Some(Err(e)) => Err(e),
+        },
         Command::Config {
             command: ConfigCommand::Check { file },
         } => wasmon::cli::config_check(&file).map(|()| true),

@@ -64,6 +64,8 @@ pub fn version(bin: &Path) -> String {
 
 pub struct Server {
     pub name: String,
+    /// The address it listens on (for clients and routes).
+    pub host: String,
     pub port: u16,
     cluster_port: u16,
     store: PathBuf,
@@ -75,15 +77,120 @@ pub struct Server {
 pub struct Cluster {
     bin: PathBuf,
     pub servers: Vec<Server>,
+    /// The network namespace the last server lives in, when the cluster can be split.
+    pub net: Option<Net>,
+}
+
+/// A network namespace joined to the test's by a veth pair: its server can be cut off from
+/// the others (the link set down: packets dropped, no connection closed) and joined again.
+pub struct Net {
+    pub name: String,
+    veth: String,
+    /// The test's side and the namespace's side of the link.
+    pub outside: String,
+    pub inside: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("running ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Net {
+    /// A namespace and a /24 of its own (from the test's pid, so tests side by side differ).
+    fn create() -> Net {
+        let pid = std::process::id();
+        let net = Net {
+            name: format!("wasmon-{pid}"),
+            veth: format!("wmv{pid}"),
+            outside: format!("10.211.{}.1", pid % 250),
+            inside: format!("10.211.{}.2", pid % 250),
+        };
+        let peer = format!("{}p", net.veth);
+        ip(&["netns", "add", &net.name]);
+        ip(&[
+            "link", "add", &net.veth, "type", "veth", "peer", "name", &peer,
+        ]);
+        ip(&["link", "set", &peer, "netns", &net.name]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", net.outside),
+            "dev",
+            &net.veth,
+        ]);
+        ip(&["link", "set", &net.veth, "up"]);
+        ip(&[
+            "-n",
+            &net.name,
+            "addr",
+            "add",
+            &format!("{}/24", net.inside),
+            "dev",
+            &peer,
+        ]);
+        ip(&["-n", &net.name, "link", "set", &peer, "up"]);
+        ip(&["-n", &net.name, "link", "set", "lo", "up"]);
+        net
+    }
+
+    /// Runs `f` on a thread inside the namespace (where only its server can be reached once
+    /// the link is cut).
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.name);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns(2) on this thread only, with a namespace file we hold open.
+            assert_eq!(
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
 }
 
 impl Cluster {
     /// Starts `n` servers of `bin` under `dir` and waits until JetStream answers on each.
     pub fn start(bin: &Path, dir: &Path, n: usize) -> Cluster {
+        Self::start_in(bin, dir, n, None)
+    }
+
+    /// Three servers, the last one in a network namespace of its own ([`Cluster::cut`]).
+    pub fn start_split(bin: &Path, dir: &Path) -> Cluster {
+        Self::start_in(bin, dir, 3, Some(Net::create()))
+    }
+
+    fn start_in(bin: &Path, dir: &Path, n: usize, net: Option<Net>) -> Cluster {
         std::fs::create_dir_all(dir).unwrap();
+        let host = |i: usize| match &net {
+            Some(net) if i + 1 == n => net.inside.clone(),
+            Some(net) => net.outside.clone(),
+            None => "127.0.0.1".to_string(),
+        };
         let servers = (0..n)
             .map(|i| Server {
                 name: format!("s{i}"),
+                host: host(i),
                 port: free_port(),
                 cluster_port: free_port(),
                 store: dir.join(format!("s{i}")),
@@ -94,6 +201,7 @@ impl Cluster {
         let mut c = Cluster {
             bin: bin.to_path_buf(),
             servers,
+            net,
         };
         for i in 0..n {
             c.launch(i);
@@ -108,7 +216,7 @@ impl Cluster {
             .iter()
             .enumerate()
             .filter(|(j, _)| *j != i)
-            .map(|(_, s)| format!("nats://127.0.0.1:{}", s.cluster_port))
+            .map(|(_, s)| format!("nats://{}:{}", s.host, s.cluster_port))
             .collect();
         let s = &self.servers[i];
         let log = std::fs::OpenOptions::new()
@@ -116,10 +224,27 @@ impl Cluster {
             .append(true)
             .open(&s.log)
             .unwrap();
-        let child = Command::new(&self.bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", &s.port.to_string()])
+        let in_net = self.net.as_ref().filter(|_| i + 1 == self.servers.len());
+        let mut cmd = match in_net {
+            Some(net) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &net.name]).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
+        if let Ok(conf) = std::env::var("WASMON_TEST_NATS_CONF") {
+            let f = s.store.with_extension("conf");
+            std::fs::write(&f, conf).unwrap();
+            cmd.arg("-c").arg(&f);
+        }
+        let child = cmd
+            .args(["-js", "-a", &s.host, "-p", &s.port.to_string()])
             .args(["-n", &s.name, "--cluster_name", "wasmon-test"])
-            .args(["--cluster", &format!("nats://127.0.0.1:{}", s.cluster_port)])
+            .args([
+                "--cluster",
+                &format!("nats://{}:{}", s.host, s.cluster_port),
+            ])
             .args(["--routes", &routes.join(",")])
             .arg("-sd")
             .arg(&s.store)
@@ -130,7 +255,8 @@ impl Cluster {
         // The server dies with the test even when the test panics before dropping it.
         self.servers[i].child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.servers[i].port)).is_err() {
+        let s = &self.servers[i];
+        while std::net::TcpStream::connect((s.host.as_str(), s.port)).is_err() {
             assert!(Instant::now() < deadline, "nats-server s{i} did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -140,7 +266,7 @@ impl Cluster {
     pub fn urls(&self) -> String {
         self.servers
             .iter()
-            .map(|s| format!("nats://127.0.0.1:{}", s.port))
+            .map(Server::url)
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -150,7 +276,7 @@ impl Cluster {
         let urls: Vec<String> = self
             .servers
             .iter()
-            .map(|s| format!("\"nats://127.0.0.1:{}\"", s.port))
+            .map(|s| format!("\"{}\"", s.url()))
             .collect();
         format!("[{}]", urls.join(", "))
     }
@@ -166,7 +292,7 @@ impl Cluster {
             if s.child.is_none() {
                 continue;
             }
-            let url = format!("nats://127.0.0.1:{}", s.port);
+            let url = s.url();
             loop {
                 let ok = rt.block_on(async {
                     let Ok(c) = async_nats::connect(url.as_str()).await else {
@@ -208,6 +334,19 @@ impl Cluster {
     pub fn restart(&mut self, i: usize) {
         assert!(self.servers[i].child.is_none(), "s{i} runs");
         self.launch(i);
+    }
+
+    /// Cuts the last server off from the others and from the test (its namespace's link
+    /// down: packets are dropped, connections stay open until they time out).
+    pub fn cut(&self) {
+        let net = self.net.as_ref().expect("a cluster made by start_split");
+        ip(&["link", "set", &net.veth, "down"]);
+    }
+
+    /// Joins the last server to the others again.
+    pub fn heal(&self) {
+        let net = self.net.as_ref().expect("a cluster made by start_split");
+        ip(&["link", "set", &net.veth, "up"]);
     }
 
     /// SIGSTOP: a hung server (its sockets stay open, it answers nothing).
@@ -280,6 +419,12 @@ impl Cluster {
             }
         }
         None
+    }
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("nats://{}:{}", self.host, self.port)
     }
 }
 

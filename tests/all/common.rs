@@ -5,7 +5,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmon::host::{GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
+use wasmon::host::{
+    DirGrant, Grants, GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld,
+};
 use wasmon::sample::{Kind, Metadata, Sample};
 
 /// One runtime (engine, epoch ticker) for the whole test binary, with no disk cache.
@@ -54,6 +56,21 @@ pub fn with_meta(mut s: Sample, pairs: &[(&str, &str)]) -> Sample {
             .collect(),
     );
     s
+}
+
+/// Grants of the directories `(host, guest)`, each read-only, and nothing else.
+pub fn read_only_grants(dirs: &[(&Path, &str)]) -> Grants {
+    Grants {
+        dirs: dirs
+            .iter()
+            .map(|(host, guest)| DirGrant {
+                host: host.to_path_buf(),
+                guest: guest.to_string(),
+                read_only: true,
+            })
+            .collect(),
+        ..Default::default()
+    }
 }
 
 /// A free loopback port.
@@ -290,6 +307,29 @@ impl DaemonProcess {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+}
+
+/// `POST /api/pipelines/p/samples` of samples `seq` numbered `numbers` (the number is the value,
+/// the resource `r{number % resources}`): a load whose samples a test counts back.
+pub fn post_seq(
+    client: &reqwest::blocking::Client,
+    d: &DaemonProcess,
+    numbers: std::ops::Range<u64>,
+    resources: u64,
+) -> reqwest::blocking::Response {
+    let body: String = numbers
+        .map(|i| {
+            format!(
+                "{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n",
+                i % resources
+            )
+        })
+        .collect();
+    client
+        .post(d.url("/api/pipelines/p/samples"))
+        .body(body)
+        .send()
+        .unwrap()
 }
 
 impl Drop for DaemonProcess {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use wasmon::host::agent_types::{Atom, Pmid};
-use wasmon::host::{AgentInstance, AgentWorld, CallError, DirGrant, Grants, GuestConfig, Image};
+use wasmon::host::{AgentInstance, AgentWorld, CallError, GuestConfig, Image};
 
 use crate::common::*;
 
@@ -30,17 +30,7 @@ fn probe(grants: &[(&Path, &str)], ops: &[String], deadline: Duration) -> AgentI
     let params = serde_json::json!({"domain": DOMAIN, "ops": ops});
     let mut cfg = GuestConfig::new("fsprobe", &params.to_string());
     cfg.deadline = deadline;
-    cfg.grants = Grants {
-        dirs: grants
-            .iter()
-            .map(|(host, guest)| DirGrant {
-                host: host.to_path_buf(),
-                guest: guest.to_string(),
-                read_only: true,
-            })
-            .collect(),
-        ..Default::default()
-    };
+    cfg.grants = read_only_grants(grants);
     Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap()
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmon::host::limits::{EPOCH_TICK, MAX_HANDLES, MAX_LOG_LINES_PER_CALL};
-use wasmon::host::{CallError, DirGrant, Grants, GuestConfig};
+use wasmon::host::{CallError, GuestConfig};
 use wasmon::pipeline::{ChannelSink, Pipeline, Sink, Swap};
 
 use crate::common::*;
@@ -75,14 +75,7 @@ fn a_guest_hoarding_descriptors_is_stopped_at_the_handle_cap() {
     std::fs::write(dir.path().join("x"), "x").unwrap();
     let mut cfg = GuestConfig::new("hoarder", "{}");
     cfg.deadline = Duration::from_secs(10);
-    cfg.grants = Grants {
-        dirs: vec![DirGrant {
-            host: dir.path().to_path_buf(),
-            guest: "/data".into(),
-            read_only: true,
-        }],
-        ..Default::default()
-    };
+    cfg.grants = read_only_grants(&[(dir.path(), "/data")]);
     let mut g = load_with("testing", cfg).unwrap();
     let ask = |n: f64| with_meta(sample("test.fds", "r", n, 1.0), &[("path", "/data/x")]);
     assert_eq!(

@@ -363,19 +363,13 @@ fn agents_are_hot_reloaded_and_a_broken_one_keeps_the_old() {
     std::fs::create_dir(dir.path().join("guests")).unwrap();
     let agent_file = dir.path().join("guests/dyn.wasm");
     std::fs::write(&agent_file, guest_bytes("testing_agent")).unwrap();
-    let config = dir.path().join("wasmon.toml");
     let write_config = |root: &str| {
-        std::fs::write(
-            &config,
-            format!(
-                r#"
-[daemon]
-data-dir = "data"
-guests-dir = "guests"
+        config_file(
+            dir.path(),
+            &format!(
+                r#"guests-dir = "guests"
 watch-interval = "100ms"
-[procfs]
-enabled = false
-[[agent]]
+{NO_PROCFS}[[agent]]
 name = "dyn"
 guest = "dyn"
 domain = 77
@@ -384,10 +378,8 @@ params = {{ domain = 77, root = "{root}" }}
 "#
             ),
         )
-        .unwrap();
     };
-    write_config("bar.dyn");
-    let d = DaemonProcess::start(&config);
+    let d = DaemonProcess::start(&write_config("bar.dyn"));
     let lookup = |name: &str| lookup(&d, name);
     assert_eq!(lookup("bar.dyn.good")["pmid"], "77.0.0");
     assert_eq!(lookup("baz.dyn.good")["error"], "Unknown metric name");

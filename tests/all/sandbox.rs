@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wasmon::host::{CallError, DirGrant, Grants, GuestConfig, limits::EPOCH_TICK};
+use wasmon::host::{CallError, GuestConfig, limits::EPOCH_TICK};
 
 use crate::common::*;
 
@@ -121,14 +121,7 @@ fn a_guest_cannot_open_a_file_it_was_not_granted() {
     let open = |path: &str| with_meta(sample("test.open", "r", -1.0, 1.0), &[("path", path)]);
 
     let mut cfg = GuestConfig::new("fs", "{}");
-    cfg.grants = Grants {
-        dirs: vec![DirGrant {
-            host: dir.path().to_path_buf(),
-            guest: "/data".into(),
-            read_only: true,
-        }],
-        ..Default::default()
-    };
+    cfg.grants = read_only_grants(&[(dir.path(), "/data")]);
     let mut granted = load_with("testing", cfg).unwrap();
     assert_eq!(
         granted.handle(&[open("/data/granted.txt")]).unwrap()[0].value,

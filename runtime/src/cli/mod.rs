@@ -105,7 +105,11 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
     /// Print the embedded default configuration, documented field by field.
-    Default,
+    Default {
+        /// A configuration for a role instead: `clustercockpit` (a ClusterCockpit node).
+        #[arg(long)]
+        profile: Option<String>,
+    },
     /// Check a configuration file and report the first problem by field name.
     Check { file: PathBuf },
 }

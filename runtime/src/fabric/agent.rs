@@ -4,7 +4,7 @@
 //! notifier, and data and traps up the tree. [`FabricHandle`] is what the HTTP API and the
 //! command handler see of a running agent. Background tasks end with the shutdown token.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -59,11 +59,17 @@ impl TrapThresholds {
     }
 }
 
-impl Drop for TrapThresholds {
-    fn drop(&mut self) {
+impl TrapThresholds {
+    fn remove(&mut self) {
         for h in self.handles.drain(..) {
             let _ = self.notifier.remove(h, None);
         }
+    }
+}
+
+impl Drop for TrapThresholds {
+    fn drop(&mut self) {
+        self.remove();
     }
 }
 
@@ -279,243 +285,348 @@ pub async fn run_agent(
     // own): the guard cancels them when the run returns or panics.
     let shutdown = shutdown.child_token();
     let _helpers = shutdown.clone().drop_guard();
-    let cfg = handle.cfg.clone();
-    cfg.check().map_err(anyhow::Error::msg)?;
-    let me = handle.me.clone();
-    let (source, mut pacer) = open_source(&cfg)?;
-    let schema = source.schema().to_vec();
-    let _ = handle.schema.set(schema.clone());
-    let mut trap_cfg = (cfg.traps.clone(), cfg.change.clone());
-    let thresholds = cfg.thresholds(&schema).map_err(anyhow::Error::msg)?;
-    let mut notify_thr =
-        TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &thresholds.trap)?;
-    let engine = Engine::new(&schema, thresholds, source.can_clear());
-    let attach_names: Vec<String> = cfg.attach.clone();
-
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<Sample>>(PIPELINE_QUEUE);
-    let mut deliver = deliver;
-    std::thread::Builder::new()
-        .name("fabric-samples".into())
-        .spawn(move || {
-            for batch in rx {
-                deliver(batch);
-            }
-        })?;
-
-    let Some((client, buckets)) = connect(&cfg, &health, &shutdown).await else {
+    let Some(mut agent) = Agent::start(handle, notifier, deliver, &shutdown, &health).await? else {
         return Ok(());
     };
-    let _ = handle.client.set(client.clone());
-    let _ = handle.buckets.set(buckets.clone());
-    ownership::spawn_watchers(&buckets, handle.view.clone(), shutdown.clone());
-    super::tree::spawn(
-        handle.clone(),
-        notifier.clone(),
-        tx.clone(),
-        shutdown.clone(),
-    )
-    .await?;
-    tracing::info!(agent = %me, parent = %cfg.parent, fabric = %cfg.name, "fabric agent running");
-    health.working();
+    while agent.pacer.next_epoch(agent.last_epoch, &shutdown).await {
+        agent.epoch().await?;
+        agent.renew_lease().await?;
+    }
+    Ok(())
+}
 
-    // KV operations must not hold an epoch up for long while the server is away.
-    let kv_timeout = cfg
-        .epoch
-        .min(cfg.lease / 2)
-        .clamp(Duration::from_millis(200), Duration::from_secs(2));
-    let mut work = Some(Work {
-        source,
-        engine,
-        out: Output::default(),
-    });
-    let mut last_epoch = 0u64;
-    let mut healthy_since: Option<Instant> = None;
-    let mut renewed: Option<Instant> = None;
-    let mut ids: HashMap<String, usize> = HashMap::new();
-    loop {
-        if !pacer.next_epoch(last_epoch, &shutdown).await {
+/// A running agent's state between epochs. Its `Work` is not `Sync`: the steps that wait
+/// take `&mut self`, so an agent's future stays `Send`.
+struct Agent {
+    handle: Arc<FabricHandle>,
+    notifier: Arc<Notifier>,
+    cfg: FabricConfig,
+    me: String,
+    schema: Vec<CounterDesc>,
+    /// The trap and change thresholds: the configuration's and those commands added.
+    trap_cfg: (BTreeMap<String, u64>, BTreeMap<String, u64>),
+    notify_thr: TrapThresholds,
+    /// Samples for the pipeline's thread.
+    tx: crossbeam_channel::Sender<Vec<Sample>>,
+    buckets: ownership::Buckets,
+    /// KV operations must not hold an epoch up for long while the server is away.
+    kv_timeout: Duration,
+    pacer: Pacer,
+    /// The source and engine, away on a blocking thread while they read.
+    work: Option<Work>,
+    last_epoch: u64,
+    /// Since when the lease has been renewed without a miss.
+    healthy_since: Option<Instant>,
+    renewed: Option<Instant>,
+    /// Node index by name, in the source's topology.
+    ids: HashMap<String, usize>,
+}
+
+impl Agent {
+    /// Step 1: opens the source, sets the thresholds up, starts the pipeline's thread, connects to
+    /// NATS (retrying until it answers), and starts the ownership watchers and the tree. `None`
+    /// when `shutdown` came first.
+    async fn start(
+        handle: Arc<FabricHandle>,
+        notifier: Arc<Notifier>,
+        mut deliver: Box<dyn FnMut(Vec<Sample>) + Send>,
+        shutdown: &CancellationToken,
+        health: &crate::supervise::Health,
+    ) -> anyhow::Result<Option<Agent>> {
+        let cfg = handle.cfg.clone();
+        cfg.check().map_err(anyhow::Error::msg)?;
+        let me = handle.me.clone();
+        let (source, pacer) = open_source(&cfg)?;
+        let schema = source.schema().to_vec();
+        let _ = handle.schema.set(schema.clone());
+        let thresholds = cfg.thresholds(&schema).map_err(anyhow::Error::msg)?;
+        let notify_thr =
+            TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &thresholds.trap)?;
+        let engine = Engine::new(&schema, thresholds, source.can_clear());
+
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<Sample>>(PIPELINE_QUEUE);
+        std::thread::Builder::new()
+            .name("fabric-samples".into())
+            .spawn(move || {
+                for batch in rx {
+                    deliver(batch);
+                }
+            })?;
+
+        let Some((client, buckets)) = connect(&cfg, health, shutdown).await else {
+            return Ok(None);
+        };
+        let _ = handle.client.set(client.clone());
+        let _ = handle.buckets.set(buckets.clone());
+        ownership::spawn_watchers(&buckets, handle.view.clone(), shutdown.clone());
+        super::tree::spawn(
+            handle.clone(),
+            notifier.clone(),
+            tx.clone(),
+            shutdown.clone(),
+        )
+        .await?;
+        tracing::info!(agent = %me, parent = %cfg.parent, fabric = %cfg.name, "fabric agent running");
+        health.working();
+        Ok(Some(Agent {
+            kv_timeout: cfg
+                .epoch
+                .min(cfg.lease / 2)
+                .clamp(Duration::from_millis(200), Duration::from_secs(2)),
+            trap_cfg: (cfg.traps.clone(), cfg.change.clone()),
+            handle,
+            notifier,
+            cfg,
+            me,
+            schema,
+            notify_thr,
+            tx,
+            buckets,
+            pacer,
+            work: Some(Work {
+                source,
+                engine,
+                out: Output::default(),
+            }),
+            last_epoch: 0,
+            healthy_since: None,
+            renewed: None,
+            ids: HashMap::new(),
+        }))
+    }
+
+    /// One epoch: the topology, discovery, the owned ports read and processed, the results
+    /// published. An epoch this agent cannot be sure of what it owns is skipped.
+    async fn epoch(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let lease_fresh = self.renewed.is_some_and(|t| t.elapsed() < self.cfg.lease);
+        let (mut w, topo) = self.topology().await?;
+        if !self.discover(&topo, lease_fresh).await {
+            // Not sure what is ours: skip the epoch (the next rates span the gap).
+            self.work = Some(w);
+            self.last_epoch = w_epoch(&self.pacer, self.last_epoch);
             return Ok(());
         }
-        let started = Instant::now();
-        'work: {
-            let lease_fresh = renewed.is_some_and(|t| t.elapsed() < cfg.lease);
-            // 2. The topology as the source sees it now.
-            let mut w = work.take().expect("work is put back every epoch");
-            let (w, topo) = tokio::task::spawn_blocking(move || {
-                w.source.refresh();
-                let t = topology(&*w.source);
-                (w, t)
-            })
-            .await?;
-            if ids.len() != topo.names.len() {
-                ids = topo
-                    .names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| (n.clone(), i))
-                    .collect();
+        let owned = self.owned();
+        let missing_nodes: Vec<String> = owned
+            .iter()
+            .filter(|&&n| !topo.present[n])
+            .map(|&n| topo.names[n].clone())
+            .collect();
+        self.apply_thresholds(&mut w)?;
+        // Step 6: the owned ports read and processed, cleared first when a command asked.
+        let fresh = self.handle.clear.swap(false, Relaxed);
+        let ports: Vec<u32> = owned
+            .iter()
+            .flat_map(|&n| w.source.node_ports(n).map(|x| x as u32))
+            .collect();
+        let me = self.me.clone();
+        let (w, result) = tokio::task::spawn_blocking(move || {
+            let r = w.run(&me, ports, fresh);
+            (w, r)
+        })
+        .await?;
+        self.work = Some(w);
+        let ep = match result {
+            Ok(ep) => ep,
+            Err(e) => {
+                tracing::warn!(error = %e, "fabric: reading counters failed");
+                self.last_epoch = w_epoch(&self.pacer, self.last_epoch);
+                return Ok(());
             }
-            let (owners_current, leases_current) = {
-                let v = crate::util::lock(&handle.view);
-                (v.owners_current, v.leases_current)
-            };
-            // 3. Lapsed leases, judged only after a lease period of our own good health.
-            let judging = owners_current
-                && leases_current
-                && healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
-            let lapsed = if judging {
-                ownership::lapsed(&buckets, &handle.view, &me, cfg.lease, kv_timeout).await
-            } else {
-                HashSet::new()
-            };
-            // 4. Discovery.
-            let fresh = ownership::owners_fresh(&buckets, &handle.view, kv_timeout).await;
-            let may_count = lease_fresh && owners_current && fresh;
-            if !may_count {
-                tracing::info!(
-                    lease_fresh,
-                    owners_current,
-                    view_fresh = fresh,
-                    "fabric: not counting this epoch"
-                );
-            }
-            if may_count {
-                let attach: Vec<usize> = if attach_names.is_empty() {
-                    (0..topo.names.len()).collect()
-                } else {
-                    attach_names
-                        .iter()
-                        .filter_map(|n| ids.get(n).copied())
-                        .collect()
-                };
-                let d = ownership::discover(
-                    &buckets,
-                    &handle.view,
-                    &topo,
-                    &attach,
-                    &me,
-                    &lapsed,
-                    kv_timeout,
-                )
-                .await;
-                if d.claimed > 0 || d.errors > 0 {
-                    tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
-                }
-            }
-            // 5. The ports of the nodes this agent owns.
-            let mut owned: Vec<usize> = {
-                let v = crate::util::lock(&handle.view);
-                v.owners
-                    .iter()
-                    .filter(|(_, r)| r.owner.agent == me)
-                    .filter_map(|(n, _)| ids.get(n).copied())
-                    .collect()
-            };
-            owned.sort_unstable();
-            let missing_nodes: Vec<String> = owned
+        };
+        self.last_epoch = match &self.pacer {
+            Pacer::Sim(_) => ep.epoch,
+            Pacer::Timer(_) => self.last_epoch + 1,
+        };
+        self.publish(ep, owned.len(), missing_nodes, started).await;
+        Ok(())
+    }
+
+    /// Step 2: the topology as the source sees it now (read on a blocking thread), and the node
+    /// indices by name renewed when it changed size.
+    async fn topology(&mut self) -> anyhow::Result<(Work, Topology)> {
+        let mut w = self.work.take().expect("work is put back every epoch");
+        let (w, topo) = tokio::task::spawn_blocking(move || {
+            w.source.refresh();
+            let t = topology(&*w.source);
+            (w, t)
+        })
+        .await?;
+        if self.ids.len() != topo.names.len() {
+            self.ids = topo
+                .names
                 .iter()
-                .filter(|&&n| !topo.present[n])
-                .map(|&n| topo.names[n].clone())
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
                 .collect();
-            if !may_count {
-                // Not sure what is ours: skip the epoch (the next rates span the gap).
-                work = Some(w);
-                last_epoch = w_epoch(&pacer, last_epoch);
-                break 'work;
-            }
-            // 6. Thresholds or a clear asked for by a command.
-            let mut w = w;
-            if let Some((traps, change)) = crate::util::lock(&handle.new_thresholds).take() {
-                trap_cfg.0.extend(traps);
-                trap_cfg.1.extend(change);
-                let c = FabricConfig {
-                    traps: trap_cfg.0.clone(),
-                    change: trap_cfg.1.clone(),
-                    ..cfg.clone()
-                };
-                match c.thresholds(&schema) {
-                    Ok(t) => {
-                        drop(notify_thr);
-                        notify_thr =
-                            TrapThresholds::register(&notifier, &cfg.subscriber, &schema, &t.trap)?;
-                        w.engine.set_thresholds(t);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "fabric: thresholds refused"),
-                }
-            }
-            let fresh = handle.clear.swap(false, Relaxed);
-            let ports: Vec<u32> = {
-                let mut p = Vec::new();
-                for &n in &owned {
-                    p.extend(w.source.node_ports(n).map(|x| x as u32));
-                }
-                p
-            };
-            let me2 = me.clone();
-            let (w, result) = tokio::task::spawn_blocking(move || {
-                let r = w.run(&me2, ports, fresh);
-                (w, r)
-            })
-            .await?;
-            work = Some(w);
-            let ep = match result {
-                Ok(ep) => ep,
-                Err(e) => {
-                    tracing::warn!(error = %e, "fabric: reading counters failed");
-                    last_epoch = w_epoch(&pacer, last_epoch);
-                    break 'work;
-                }
-            };
-            last_epoch = match &pacer {
-                Pacer::Sim(_) => ep.epoch,
-                Pacer::Timer(_) => last_epoch + 1,
-            };
-            let epoch_no = if ep.epoch > 0 { ep.epoch } else { last_epoch };
-            // 7. Results: histograms kept, traps and data up, samples to the pipeline.
-            {
-                let mut h = crate::util::lock(&handle.hist);
-                if h.len() >= HISTORY {
-                    h.pop_front();
-                }
-                h.push_back((epoch_no, ep.hist));
-            }
-            super::tree::publish_epoch(
-                &handle, &notifier, &tx, epoch_no, ep.ts_ns, ep.entries, ep.traps,
-            )
-            .await;
-            let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
-            {
-                let mut s = crate::util::lock(&handle.status);
-                s.epoch = epoch_no;
-                s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
-                s.lag_ms = lag_ms;
-                s.nodes = owned.len() as u32;
-                s.ports = ep.ports;
-                s.ports_missing = ep.missing;
-                s.missing_nodes = missing_nodes.into_iter().take(MISSING_LISTED).collect();
-            }
-            tracing::debug!(
-                epoch = epoch_no,
-                read = ep.read,
-                missing = ep.missing,
-                nodes = owned.len(),
-                "fabric epoch"
-            );
         }
-        // 8. The lease, renewed with this epoch's status (what `fabric status` shows).
-        let lease_value = {
+        Ok((w, topo))
+    }
+
+    /// Steps 3 and 4: lapsed leases (judged only after a lease period of our own good health) and
+    /// discovery; whether this epoch may count (the lease, the owners and the view current).
+    async fn discover(&mut self, topo: &Topology, lease_fresh: bool) -> bool {
+        let (handle, cfg, me) = (&self.handle, &self.cfg, &self.me);
+        let (owners_current, leases_current) = {
+            let v = crate::util::lock(&handle.view);
+            (v.owners_current, v.leases_current)
+        };
+        let judging = owners_current
+            && leases_current
+            && self.healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
+        let lapsed = if judging {
+            ownership::lapsed(&self.buckets, &handle.view, me, cfg.lease, self.kv_timeout).await
+        } else {
+            HashSet::new()
+        };
+        let fresh = ownership::owners_fresh(&self.buckets, &handle.view, self.kv_timeout).await;
+        let may_count = lease_fresh && owners_current && fresh;
+        if !may_count {
+            tracing::info!(
+                lease_fresh,
+                owners_current,
+                view_fresh = fresh,
+                "fabric: not counting this epoch"
+            );
+            return false;
+        }
+        let attach: Vec<usize> = if cfg.attach.is_empty() {
+            (0..topo.names.len()).collect()
+        } else {
+            cfg.attach
+                .iter()
+                .filter_map(|n| self.ids.get(n).copied())
+                .collect()
+        };
+        let d = ownership::discover(
+            &self.buckets,
+            &handle.view,
+            topo,
+            &attach,
+            me,
+            &lapsed,
+            self.kv_timeout,
+        )
+        .await;
+        if d.claimed > 0 || d.errors > 0 {
+            tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
+        }
+        true
+    }
+
+    /// Step 5: the nodes this agent owns, by index, ascending.
+    fn owned(&self) -> Vec<usize> {
+        let mut owned: Vec<usize> = {
+            let v = crate::util::lock(&self.handle.view);
+            v.owners
+                .iter()
+                .filter(|(_, r)| r.owner.agent == self.me)
+                .filter_map(|(n, _)| self.ids.get(n).copied())
+                .collect()
+        };
+        owned.sort_unstable();
+        owned
+    }
+
+    /// Thresholds a command asked for, added to the ones in force: the engine's and the
+    /// notifier's mirrors replaced (refused ones logged, the old ones kept).
+    fn apply_thresholds(&mut self, w: &mut Work) -> anyhow::Result<()> {
+        let Some((traps, change)) = crate::util::lock(&self.handle.new_thresholds).take() else {
+            return Ok(());
+        };
+        self.trap_cfg.0.extend(traps);
+        self.trap_cfg.1.extend(change);
+        let c = FabricConfig {
+            traps: self.trap_cfg.0.clone(),
+            change: self.trap_cfg.1.clone(),
+            ..self.cfg.clone()
+        };
+        match c.thresholds(&self.schema) {
+            Ok(t) => {
+                // The old mirrors go before the new ones are added (same names).
+                self.notify_thr.remove();
+                self.notify_thr = TrapThresholds::register(
+                    &self.notifier,
+                    &self.cfg.subscriber,
+                    &self.schema,
+                    &t.trap,
+                )?;
+                w.engine.set_thresholds(t);
+            }
+            Err(e) => tracing::warn!(error = %e, "fabric: thresholds refused"),
+        }
+        Ok(())
+    }
+
+    /// Step 7: results, histograms kept, traps and data up the tree, samples to the pipeline, and
+    /// the status `fabric status` shows.
+    async fn publish(
+        &mut self,
+        ep: Epoch,
+        nodes: usize,
+        missing_nodes: Vec<String>,
+        started: Instant,
+    ) {
+        let handle = &self.handle;
+        let epoch_no = if ep.epoch > 0 {
+            ep.epoch
+        } else {
+            self.last_epoch
+        };
+        {
+            let mut h = crate::util::lock(&handle.hist);
+            if h.len() >= HISTORY {
+                h.pop_front();
+            }
+            h.push_back((epoch_no, ep.hist));
+        }
+        super::tree::publish_epoch(
+            handle,
+            &self.notifier,
+            &self.tx,
+            epoch_no,
+            ep.ts_ns,
+            ep.entries,
+            ep.traps,
+        )
+        .await;
+        let lag_ms = (crate::procfs::now_ns() - ep.ts_ns) as f64 / 1e6;
+        {
             let mut s = crate::util::lock(&handle.status);
+            s.epoch = epoch_no;
+            s.epoch_ms = started.elapsed().as_secs_f64() * 1e3;
+            s.lag_ms = lag_ms;
+            s.nodes = nodes as u32;
+            s.ports = ep.ports;
+            s.ports_missing = ep.missing;
+            s.missing_nodes = missing_nodes.into_iter().take(MISSING_LISTED).collect();
+        }
+        tracing::debug!(
+            epoch = epoch_no,
+            read = ep.read,
+            missing = ep.missing,
+            nodes,
+            "fabric epoch"
+        );
+    }
+
+    /// Step 8: the lease, renewed with this epoch's status (what `fabric status` shows).
+    async fn renew_lease(&mut self) -> anyhow::Result<()> {
+        let lease_value = {
+            let mut s = crate::util::lock(&self.handle.status);
             s.ts_ns = crate::procfs::now_ns();
             serde_json::to_vec(&*s)?
         };
-        match tokio::time::timeout(kv_timeout, buckets.leases.put(&me, lease_value.into())).await {
+        let put = self.buckets.leases.put(&self.me, lease_value.into());
+        match tokio::time::timeout(self.kv_timeout, put).await {
             Ok(Ok(_)) => {
                 let now = Instant::now();
-                renewed = Some(now);
-                healthy_since.get_or_insert(now);
+                self.renewed = Some(now);
+                self.healthy_since.get_or_insert(now);
             }
             other => {
-                healthy_since = None;
+                self.healthy_since = None;
                 let why = match other {
                     Ok(Err(e)) => e.to_string(),
                     _ => "timed out".into(),
@@ -523,6 +634,7 @@ pub async fn run_agent(
                 tracing::warn!(error = %why, "fabric: lease not renewed");
             }
         }
+        Ok(())
     }
 }
 

@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::lineproto::{FieldValue, Line, Text, for_each_line};
-use crate::store::{Level, LevelCacheGuard, MetricInfo, Pending, Store, StoreError, WalBatch};
+use crate::store::{
+    GroupWrite, Level, LevelCacheGuard, MetricInfo, Pending, Queued, Store, StoreError,
+};
 use crate::util::eq_bytes;
 
 /// A rejected line of a body.
@@ -89,27 +91,34 @@ pub fn ingest(
         store,
         default_cluster,
         now,
-        out: IngestOutcome::default(),
+        errors: Vec::new(),
         // Lines are rarely shorter than 50 bytes.
-        batch: store.batch_for(body.len() / 50),
+        write: store.group_write(body.len() / 50),
         metrics: MetricCache::default(),
         levels: store.level_cache(default_cluster.unwrap_or_default()),
-        target: None,
         last_tags: None,
-        items: Vec::with_capacity(64),
         name: String::new(),
     };
     for_each_line(body, |res| match res {
         Ok(line) => st.line(line),
-        Err(e) => st.out.errors.push(LineError {
+        Err(e) => st.errors.push(LineError {
             line: e.line,
             reason: format!("column {}: {}", e.column, e.kind),
         }),
     });
-    st.flush();
-    let mut out = std::mem::take(&mut st.out);
-    out.errors.sort_by_key(|e| e.line);
-    match store.submit(&mut st.batch) {
+    let written = st.write.finish(&*st.levels);
+    let mut errors = st.errors;
+    errors.extend(written.refused.into_iter().map(|(item, e)| LineError {
+        line: item.line,
+        reason: e.to_string(),
+    }));
+    errors.sort_by_key(|e| e.line);
+    let mut out = IngestOutcome {
+        stored: written.stored,
+        errors,
+        wal_seq: 0,
+    };
+    match written.wal {
         Ok(seq) => out.wal_seq = seq,
         Err(e) => out.errors.push(LineError {
             line: 0,
@@ -120,6 +129,7 @@ pub fn ingest(
 }
 
 /// A line resolved to a sample of the current target level.
+#[derive(Clone)]
 struct Item<'a> {
     line: usize,
     name: Cow<'a, str>,
@@ -128,24 +138,35 @@ struct Item<'a> {
     value: f64,
 }
 
+impl Queued for Item<'_> {
+    #[inline(always)]
+    fn pending(&self) -> Pending<'_> {
+        Pending {
+            name: &self.name,
+            metric: self.metric,
+            ts: self.ts,
+            value: self.value,
+        }
+    }
+}
+
 /// The per-body state of [`ingest`]. Lines from cc-metric-collector come grouped by host
 /// and component, and the same tag sections come back every interval: a line's tag section
 /// (as raw text: equal text means equal tags) is looked up in the store's level cache, most
 /// lines repeat the previous line's and skip even that, and consecutive samples of one level
-/// are written under one lock. No allocation per line.
+/// go to the store's grouped write (one lock of the level per group). No allocation per line.
 struct Ingest<'a, 's> {
     store: &'s Store,
     default_cluster: Option<&'s str>,
     now: i64,
-    out: IngestOutcome,
-    batch: WalBatch,
+    /// Lines refused before the store saw them.
+    errors: Vec<LineError>,
+    /// Samples queued by level, a level named by its handle in `levels`.
+    write: GroupWrite<'s, u32, Item<'a>>,
     metrics: MetricCache<'a>,
     levels: LevelCacheGuard<'s>,
-    /// The level (a handle of `levels`) the pending `items` belong to.
-    target: Option<u32>,
     /// The previous line's tag section and its level.
     last_tags: Option<(&'a str, u32)>,
-    items: Vec<Item<'a>>,
     /// Scratch for component names (type + type-id), reused across lines.
     name: String,
 }
@@ -154,17 +175,8 @@ impl<'a> Ingest<'a, '_> {
     #[inline]
     fn line(&mut self, line: &Line<'a>) {
         match self.resolve(line) {
-            Ok((target, item)) => {
-                if self.target != Some(target) {
-                    // Start loading the new level's series, then write the old one's: its
-                    // page stores complete while the next lines are parsed.
-                    self.levels.level(target).prefetch();
-                    self.flush();
-                    self.target = Some(target);
-                }
-                self.items.push(item);
-            }
-            Err(reason) => self.out.errors.push(LineError {
+            Ok((target, item)) => self.write.push(&*self.levels, &target, item),
+            Err(reason) => self.errors.push(LineError {
                 line: line.line,
                 reason,
             }),
@@ -184,8 +196,8 @@ impl<'a> Ingest<'a, '_> {
             Some(target) => (target, self.sample(line)?),
             None => {
                 let (level, item) = self.resolve_tags(line)?;
-                // Pending items refer to a handle that an insert may invalidate.
-                self.flush();
+                // Queued items refer to a handle that an insert may invalidate.
+                self.write.flush(&*self.levels);
                 (self.levels.insert(tags_raw, level), item)
             }
         };
@@ -257,7 +269,10 @@ impl<'a> Ingest<'a, '_> {
         // forwarding sink sends for a resource such as `lo`).
         let component = match (typ, typ_id) {
             (None, _) => None,
-            (Some(t), _) if t == "node" => None,
+            // A node's `stype` is no level in cc-metric-store (it reads a subtype only under a
+            // component): cc-metric-collector's netstat and nfsiostat send
+            // `type=node,stype=network,stype-id=eth0`, stored at the node.
+            (Some(t), _) if t == "node" => return Ok((level, item)),
             (Some(t), id) => Some((t, id)),
         };
         let Some((typ, typ_id)) = component else {
@@ -280,36 +295,6 @@ impl<'a> Ingest<'a, '_> {
             level = level.child(&self.name).map_err(|e| e.to_string())?;
         }
         Ok((level, item))
-    }
-
-    /// Writes the pending items into their level.
-    fn flush(&mut self) {
-        let Some(target) = self.target.take() else {
-            return;
-        };
-        fn get<'x>(it: &'x Item<'_>) -> Pending<'x> {
-            Pending {
-                name: &it.name,
-                metric: it.metric,
-                ts: it.ts,
-                value: it.value,
-            }
-        }
-        let (items, out) = (&self.items, &mut self.out);
-        self.store.write_group(
-            &mut self.batch,
-            self.levels.level(target),
-            items,
-            get,
-            |i, r| match r {
-                Ok(()) => out.stored += 1,
-                Err(e) => out.errors.push(LineError {
-                    line: items[i].line,
-                    reason: e.to_string(),
-                }),
-            },
-        );
-        self.items.clear();
     }
 }
 
@@ -473,6 +458,16 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
         assert_eq!(read(&["a", "h"], 60), vec![2.0, 3.0]);
         assert_eq!(read(&["b", "h", "socket0"], 60), vec![10.0]);
         assert_eq!(read(&["b", "h"], 60), vec![11.0]);
+        // cc-metric-collector's netstat: a node's stype is no level (cc-metric-store's reading).
+        let out = ingest(
+            &s,
+            b"m,cluster=a,host=n,type=node,stype=network,stype-id=eth0,unit=bytes value=4 180\n",
+            None,
+            0,
+        );
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let node = s.read(&selector(&["a", "n"]), "m", 180, 181, 0).unwrap();
+        assert_eq!(node.data, vec![4.0]);
         // A tag section that failed is not remembered as good: it fails again.
         for _ in 0..2 {
             let out = ingest(

@@ -218,15 +218,30 @@ const FETCH: usize = 256;
 const FETCH_EXPIRES: std::time::Duration = std::time::Duration::from_secs(1);
 /// How much longer than that a fetch may go unanswered before the consumer's leader is taken
 /// for hung: its heartbeat or its last messages arrive within milliseconds otherwise.
-const FETCH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+const FETCH_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long one request of setting the consumer up (stream and consumer look-up) may take.
 const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// A subscription's consumer name when it names none.
 const DEFAULT_DURABLE: &str = "wasmon";
-/// Pauses between attempts to set the consumer up again: short at first (a stream whose
-/// leader is being elected answers within a second or so), growing while it stays away.
+/// Pauses between attempts to set the consumer up again, or to fetch again after a fetch
+/// failed: short at first (a consumer whose leader is being elected answers again as soon as
+/// the survivors have elected one), growing while it stays away.
 const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long fetches may fail before the consumer is set up again (looked up, created when it
+/// was deleted): longer than a leader election takes (nats-server's followers wait 4-9 s for
+/// a lost leader), so an election is waited out by fetching again, which reaches the new
+/// leader at once, rather than by the look-ups' round trips.
+const SETUP_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the last acknowledgement of a batch waits for the consumer leader's answer, and
+/// how long unconfirmed acknowledgements are sent again (after each fetch): acknowledgements
+/// sent while the consumer's leader is being elected are lost, and the server would deliver
+/// those messages again only after its ack wait (30 s); the new leader takes them at once.
+const ACK_CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+const ACK_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+/// Unconfirmed messages kept for acknowledging again at most (a few batches): past it the
+/// oldest are left to the server's redelivery.
+const ACK_RETRY_MAX: usize = 4 * FETCH;
 
 /// A durable pull consumer on `sc.stream`, until `shutdown`: fetch, store, wait for the WAL,
 /// acknowledge. Errors (NATS restarting, the stream missing) are logged once and retried.
@@ -238,7 +253,7 @@ async fn run_consumer(
     health: crate::supervise::Health,
 ) {
     use async_nats::jetstream::consumer::pull;
-    let mut js = async_nats::jetstream::new(client);
+    let mut js = async_nats::jetstream::new(client.clone());
     // Setting the consumer up again after a fault must not wait out the default 5 s per
     // request: a stream or consumer whose leader is being elected is asked again sooner.
     js.set_timeout(SETUP_TIMEOUT);
@@ -293,7 +308,23 @@ async fn run_consumer(
         if std::mem::replace(&mut failing, false) {
             health.working();
         }
+        // Since when fetches have failed (no consumer leader, a hung one).
+        let mut failing_since: Option<std::time::Instant> = None;
+        // Stored messages whose acknowledgement the consumer's leader has not confirmed, and
+        // since when.
+        let mut unconfirmed: Vec<async_nats::jetstream::Message> = Vec::new();
+        let mut unconfirmed_since = std::time::Instant::now();
         loop {
+            if let Some(since) = failing_since {
+                if since.elapsed() >= SETUP_AGAIN_AFTER {
+                    continue 'setup;
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(RETRY_MAX);
+            }
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 b = consumer.fetch().max_messages(FETCH).expires(FETCH_EXPIRES).messages() => b,
@@ -302,21 +333,24 @@ async fn run_consumer(
                 Ok(m) => m,
                 Err(e) => {
                     fail(e.to_string(), &mut failing);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => {}
-                    }
-                    pause = (pause * 2).min(RETRY_MAX);
-                    continue 'setup;
+                    failing_since.get_or_insert_with(std::time::Instant::now);
+                    continue;
                 }
             };
             let mut got = Vec::new();
             let mut wal_seq = 0;
+            let mut error = None;
             // A hung consumer leader (stopped, its socket open) never ends the batch: past
-            // its expiry and a grace the consumer is set up again (and the stall said).
+            // its expiry and a grace the fetch is abandoned (and the stall said).
             let drained = tokio::time::timeout(FETCH_EXPIRES + FETCH_GRACE, async {
                 while let Some(m) = messages.next().await {
-                    let Ok(m) = m else { break };
+                    let m = match m {
+                        Ok(m) => m,
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    };
                     let now = chrono::Utc::now().timestamp();
                     let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
                     for e in out.errors.iter().take(5) {
@@ -329,18 +363,24 @@ async fn run_consumer(
             .await
             .is_ok();
             if !drained {
-                fail(
-                    format!(
-                        "no answer to a fetch within {:?}",
-                        FETCH_EXPIRES + FETCH_GRACE
-                    ),
-                    &mut failing,
-                );
+                error = Some(format!(
+                    "no answer to a fetch within {:?}",
+                    FETCH_EXPIRES + FETCH_GRACE
+                ));
+            }
+            if let Some(e) = &error {
+                fail(e.clone(), &mut failing);
+                failing_since.get_or_insert_with(std::time::Instant::now);
+            }
+            if !unconfirmed.is_empty() && got.is_empty() && error.is_none() {
+                // The leader answers again: acknowledge what it did not confirm.
+                if acknowledge(&client, &unconfirmed).await.is_ok()
+                    || unconfirmed_since.elapsed() >= ACK_RETRY_FOR
+                {
+                    unconfirmed.clear();
+                }
             }
             if got.is_empty() {
-                if !drained {
-                    continue 'setup;
-                }
                 continue;
             }
             // Acknowledge only what the WAL holds: a crash before this re-delivers them.
@@ -348,19 +388,59 @@ async fn run_consumer(
                 tracing::error!(error = %e, "WAL commit failed: messages left unacknowledged");
                 continue;
             }
-            for m in got {
-                if let Err(e) = m.ack().await {
-                    fail(format!("ack: {e}"), &mut failing);
+            if unconfirmed.is_empty() {
+                unconfirmed_since = std::time::Instant::now();
+            }
+            unconfirmed.extend(got);
+            match acknowledge(&client, &unconfirmed).await {
+                Ok(()) => unconfirmed.clear(),
+                Err(e) => {
+                    fail(e, &mut failing);
+                    if unconfirmed_since.elapsed() >= ACK_RETRY_FOR {
+                        unconfirmed.clear();
+                    }
+                    let over = unconfirmed.len().saturating_sub(ACK_RETRY_MAX);
+                    unconfirmed.drain(..over);
                 }
             }
-            if !drained {
-                continue 'setup;
+            if error.is_some() {
+                continue;
             }
+            failing_since = None;
             if std::mem::replace(&mut failing, false) {
                 health.working();
             }
             pause = RETRY_FIRST;
         }
+    }
+}
+
+/// Acknowledges messages: each, then the last one again as a request, which the consumer's
+/// leader answers after it has taken the ones before (one connection, in order). An error
+/// says the acknowledgements may be lost (a leader being elected): the caller sends them
+/// again after its next fetch; past [`ACK_RETRY_FOR`] the server delivers them again (stored
+/// once more, the same values at the same times).
+async fn acknowledge(
+    client: &async_nats::Client,
+    got: &[async_nats::jetstream::Message],
+) -> Result<(), String> {
+    for m in got {
+        if let Err(e) = m.ack().await {
+            return Err(format!("ack: {e}"));
+        }
+    }
+    let Some(reply) = got.last().and_then(|m| m.reply.clone()) else {
+        return Ok(());
+    };
+    match tokio::time::timeout(
+        ACK_CONFIRM_TIMEOUT,
+        client.request(reply, bytes::Bytes::from_static(b"+ACK")),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("ack not confirmed: {e}")),
+        Err(_) => Err(format!("ack not confirmed within {ACK_CONFIRM_TIMEOUT:?}")),
     }
 }
 

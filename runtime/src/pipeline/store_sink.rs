@@ -1,15 +1,15 @@
 //! The built-in `store` sink: a pipeline's output written into the buffer store at each
-//! sample's level (`sample::Level::of`: cluster, host, component), one WAL record per batch
-//! and one lock of a level per run of samples that share it. The route of a sample from a
-//! receiver to the store is pipeline -> store, through here. Knows the store's write API and
-//! the samples' sets ([`super::levels`]); owns no data but what it remembers of levels.
+//! sample's level (`sample::Level::of`: cluster, host, component) through the store's grouped
+//! write (`store::GroupWrite`, line protocol's ingest takes the same). The route of a sample
+//! from a receiver to the store is pipeline -> store, through here. Knows the store's write
+//! API and the samples' sets ([`super::levels`]); owns no data but what it remembers of levels.
 
 use std::sync::Arc;
 
 use super::Sink;
 use super::levels::{Levels, Sets};
 use crate::sample::{Level, Sample};
-use crate::store::{Pending, Store};
+use crate::store::{Held, Pending, Store};
 use crate::util::eq_bytes;
 
 /// Pipeline output into the store, at the sample's [`Level`].
@@ -28,28 +28,6 @@ type LastLevel<'a> = Option<(
 )>;
 
 impl StoreSink {
-    /// Writes `group` into `level` under one lock and empties it; how many were refused.
-    fn write(
-        &self,
-        pipeline: &str,
-        batch: &mut crate::store::WalBatch,
-        level: Option<&crate::store::Level>,
-        group: &mut Vec<Pending>,
-    ) -> usize {
-        let mut refused = 0;
-        if let Some(level) = level {
-            self.store
-                .write_group(batch, level, group, |p| *p, |i, r| {
-                    if let Err(e) = r {
-                        refused += 1;
-                        tracing::debug!(pipeline, metric = group[i].name, error = %e, "store refused a sample");
-                    }
-                });
-        }
-        group.clear();
-        refused
-    }
-
     /// `s`'s level: `last`'s when the path is the same, else looked up (and kept in `last`);
     /// `None` when the store refuses the path.
     fn level_of<'a>(
@@ -109,19 +87,16 @@ impl Sink for StoreSink {
         "store"
     }
 
-    /// One WAL record for the batch, and the level looked up once for a run of samples
-    /// that share it (a receiver's request comes grouped by series and host): a WAL append
-    /// and a tree walk per sample cost more than the write itself.
+    /// One grouped write of the store for the batch (one WAL record, one lock of a level per
+    /// run of samples that share it), and the level looked up once per metadata set and
+    /// resource (a receiver's request comes grouped by series and host): a WAL append and a
+    /// tree walk per sample cost more than the write itself.
     fn accept(&self, pipeline: &str, samples: &[Sample]) {
         let mut refused = 0usize;
-        let mut batch = self.store.batch_for(samples.len());
+        let mut write = self.store.group_write(samples.len());
         let mut last: LastLevel = None;
-        // The level being written. Samples of one level go in as a group: one lock of the
-        // level per group.
-        let mut level: Option<Arc<crate::store::Level>> = None;
         let mut sets = Sets::default();
         let mut metrics = Metrics::default();
-        let mut group: Vec<Pending> = Vec::new();
         for s in samples {
             let l = match sets.get(s) {
                 Some(l) => l,
@@ -139,28 +114,29 @@ impl Sink for StoreSink {
                     },
                 },
             };
-            if !level.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, l)) {
-                // Its slots load while the old group is written and the new one gathered
-                // (as line protocol's ingest does).
-                l.prefetch();
-                refused += self.write(pipeline, &mut batch, level.as_deref(), &mut group);
-                level = Some(l.clone());
-            }
             match metrics.get(&self.store, s.name) {
-                Ok(metric) => group.push(Pending {
-                    name: s.name.as_str(),
-                    metric,
-                    ts: s.timestamp_ns.div_euclid(1_000_000_000),
-                    value: s.value,
-                }),
+                Ok(metric) => write.push(
+                    &Held,
+                    l,
+                    Pending {
+                        name: s.name.as_str(),
+                        metric,
+                        ts: s.timestamp_ns.div_euclid(1_000_000_000),
+                        value: s.value,
+                    },
+                ),
                 Err(e) => {
                     refused += 1;
                     tracing::debug!(pipeline, metric = %s.name, error = %e, "store refused a sample");
                 }
             }
         }
-        refused += self.write(pipeline, &mut batch, level.as_deref(), &mut group);
-        if let Err(e) = self.store.submit(&mut batch) {
+        let written = write.finish(&Held);
+        for (p, e) in &written.refused {
+            tracing::debug!(pipeline, metric = p.name, error = %e, "store refused a sample");
+        }
+        refused += written.refused.len();
+        if let Err(e) = written.wal {
             tracing::warn!(pipeline, error = %e, "the store's WAL refused a batch");
         }
         if refused > 0 {

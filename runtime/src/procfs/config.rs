@@ -16,7 +16,7 @@ pub struct ProcfsConfig {
     pub enabled: bool,
     /// How often /proc is read ("5s", "200ms", "1m" or seconds as a number). Also the window
     /// over which CPU use is averaged for the CPU-hog detector.
-    #[serde(with = "duration")]
+    #[serde(with = "crate::duration::serde")]
     pub interval: Duration,
     /// Subscriber that owns the CPU-hog and limit thresholds and receives their notifications
     /// (watch it with `GET /api/notify/watch?subscriber=...`).
@@ -91,10 +91,10 @@ pub struct BlockedConfig {
     /// `futex` for a futex wait). Empty: wchan is not read.
     pub wchan: Vec<String>,
     /// How long a thread must stay blocked before it fires.
-    #[serde(with = "duration")]
+    #[serde(with = "crate::duration::serde")]
     pub after: Duration,
     /// Alarms within this window of the first are delivered as one batch ("0s": no batching).
-    #[serde(with = "duration")]
+    #[serde(with = "crate::duration::serde")]
     pub batch_window: Duration,
     /// Subscriber that owns the threshold and receives the alarms.
     pub subscriber: String,
@@ -158,52 +158,4 @@ pub struct LimitConfig {
 
 fn rising() -> Direction {
     Direction::Rising
-}
-
-/// Durations as "250ms", "5s", "2m", "1h" or a number of seconds.
-pub(crate) mod duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        if d.subsec_millis() == 0 && d.subsec_nanos() == 0 {
-            s.serialize_str(&format!("{}s", d.as_secs()))
-        } else {
-            s.serialize_str(&format!("{}ms", d.as_millis()))
-        }
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Secs(f64),
-        Text(String),
-    }
-
-    pub fn parse(t: &str) -> Option<Duration> {
-        let t = t.trim();
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let n: f64 = num.parse().ok()?;
-        let secs = match unit.trim() {
-            "ms" => n / 1000.0,
-            "s" | "" => n,
-            "m" | "min" => n * 60.0,
-            "h" => n * 3600.0,
-            _ => return None,
-        };
-        Duration::try_from_secs_f64(secs).ok()
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Secs(s) => Duration::try_from_secs_f64(s).map_err(D::Error::custom),
-            Raw::Text(t) => {
-                parse(&t).ok_or_else(|| D::Error::custom(format!("bad duration {t:?}")))
-            }
-        }
-    }
 }

@@ -135,6 +135,10 @@ pub struct SinkConfig {
     /// them; cc-metric-store does not: set `false` for it.
     #[serde(default = "yes")]
     pub gzip: bool,
+    /// Line protocol (`http`, `nats`, `jetstream`): these metadata keys of a sample go as tags
+    /// too, beside the level's (cc-metric-collector's `meta_as_tags`; its `device` and `unit`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meta_as_tags: Vec<String>,
     /// Retries back off from 100 ms up to this, with full jitter, without end.
     #[serde(
         default = "default_max_backoff",

@@ -188,20 +188,26 @@ impl Forwarder {
         self.counters
             .accepted
             .fetch_add(samples.len() as u64, Relaxed);
-        let (kind, gzip, batch) = {
+        let (kind, gzip, batch, tags) = {
             let s = crate::util::read(&self.settings);
-            (s.cfg.kind, s.cfg.gzip, s.cfg.batch_size)
+            (
+                s.cfg.kind,
+                s.cfg.gzip,
+                s.cfg.batch_size,
+                s.cfg.meta_as_tags.clone(),
+            )
         };
         for chunk in samples.chunks(batch) {
-            self.queue_chunk(kind, gzip, chunk);
+            self.queue_chunk(kind, gzip, &tags, chunk);
         }
         self.wake.notify_one();
     }
 
-    fn queue_chunk(&self, kind: SinkType, gzip: bool, chunk: &[Sample]) {
+    fn queue_chunk(&self, kind: SinkType, gzip: bool, tags: &[String], chunk: &[Sample]) {
         let cx = Context {
             default_cluster: &self.default_cluster,
             hostname: &self.hostname,
+            meta_as_tags: tags,
         };
         let mut enc = match kind {
             SinkType::RemoteWrite => encode::remote_write(chunk),
@@ -215,8 +221,8 @@ impl Forwarder {
         };
         if enc.bytes.len() > MAX_RECORD_BYTES && chunk.len() > 1 {
             let (a, b) = chunk.split_at(chunk.len() / 2);
-            self.queue_chunk(kind, gzip, a);
-            self.queue_chunk(kind, gzip, b);
+            self.queue_chunk(kind, gzip, tags, a);
+            self.queue_chunk(kind, gzip, tags, b);
             return;
         }
         self.counters

@@ -7,7 +7,7 @@
 //! | http (line protocol) | 2xx | transport errors, timeouts, 5xx, 408, 425, 429, and 401/403/404 (wrong credentials or URL: the config's fault, not the batch's) | other 4xx (400: a malformed batch) |
 //! | remote-write | 2xx | as http | other 4xx, as the spec says |
 //! | nats | the server read it (flush) | not connected, flush failed | never |
-//! | jetstream | PubAck (a duplicate too) | no PubAck in time, not connected, no stream | a message over the server's size limit |
+//! | jetstream | PubAck (a duplicate too) | no PubAck within `timeout` or 10 s (the message is published again every 250 ms meanwhile, same `Nats-Msg-Id`), not connected, no stream | a message over the server's size limit |
 //! | guest | each request as http, nats or jetstream above | as those | as those, and a request the host cannot send (a header it owns, a suffix that makes no URL or subject) |
 
 use std::time::Duration;
@@ -63,8 +63,8 @@ struct Conn {
     js: Option<async_nats::jetstream::Context>,
     /// The stream was found or created since this connection was made.
     stream_ready: bool,
-    /// Publishes answered "no responders" in a row since.
-    no_stream: u32,
+    /// Since when publishes have been answered "no responders" only.
+    no_stream_since: Option<std::time::Instant>,
 }
 
 /// Why a transport could not be built; names the field at fault.
@@ -295,14 +295,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// "No responders" answers in a row before the stream is looked up again: a leader election
-/// answers so for a few seconds; a deleted stream for good.
-const NO_STREAM_BEFORE_LOOKUP: u32 = 5;
+/// How long a publish may go on being answered "no responders" before the stream is looked
+/// up (and created) again: a stream whose leader is being elected has no responders until the
+/// new leader runs (nats-server's followers wait 4-9 s for a lost leader, then campaign); a
+/// deleted stream has none for good.
+const NO_STREAM_BEFORE_LOOKUP: Duration = Duration::from_secs(10);
 
-/// How long a JetStream publish waits for its PubAck before the record is retried (with the
-/// same `Nats-Msg-Id`, so a stream that stored it drops the copy), unless the sink's
-/// `timeout` is shorter: a cluster whose stream leader died elects another within seconds.
-const PUBACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one attempt re-publishes a message at most (the sink's `timeout` when shorter):
+/// long enough to span a leader election (4-9 s), short enough that a sink whose cluster has
+/// no quorum says so (the forwarder's one warning) within seconds and backs off.
+const PUBLISH_ATTEMPT: Duration = Duration::from_secs(10);
+
+/// How long looking the stream up or creating it may take: the cluster's meta leader answers,
+/// and it may be the server that just died.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a JetStream publish waits for its PubAck before the same message (same
+/// `Nats-Msg-Id`) is published again, while the earlier copies' PubAcks are still awaited.
+/// A stream whose leader died or hangs answers nothing, or "no responders", until the
+/// survivors have elected another; the first copy published after that is acknowledged, so
+/// delivery resumes within this of the election rather than after the sink's `timeout` and a
+/// backoff. A PubAck takes milliseconds otherwise (benches/README.md: p99 24 ms with 3
+/// replicas), and a copy published early is dropped by the stream's de-duplication.
+const REPUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 impl Nats {
     async fn connection(&self) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
@@ -317,14 +332,14 @@ impl Nats {
                 .map_err(|e| e.to_string())?;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
-                js.set_timeout(self.cfg.timeout.min(PUBACK_TIMEOUT));
+                js.set_timeout(self.cfg.timeout.min(LOOKUP_TIMEOUT));
                 js
             });
             *conn = Some(Conn {
                 client,
                 js,
                 stream_ready: false,
-                no_stream: 0,
+                no_stream_since: None,
             });
         }
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
@@ -392,6 +407,7 @@ impl Nats {
             }
         }
         let limit = conn.client.server_info().max_payload;
+        let client = conn.client.clone();
         drop(conn);
         if limit > 0 && payload.len() > limit {
             return Outcome::Refused(format!(
@@ -400,39 +416,81 @@ impl Nats {
             ));
         }
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-        let ack = match js
-            .publish_with_headers(subject, headers, payload.clone())
+        self.publish_until_acked(&client, js, subject, headers, payload)
             .await
-        {
-            Ok(f) => f,
-            Err(e) => return Outcome::Retry(e.to_string()),
-        };
-        match ack.await {
-            Ok(_) => {
-                if let Some(c) = self.conn.lock().await.as_mut() {
-                    c.no_stream = 0;
-                }
-                Outcome::Delivered
-            }
-            Err(e) => {
-                // "No responders" is a stream being given a new leader (seconds, on a
-                // cluster) or a stream deleted meanwhile: publish again a few times, then
-                // look for the stream (and create it) again. Looking it up asks the cluster's
-                // meta leader, which may be the server that died; a PubAck that did not come
-                // says nothing about the stream.
-                use async_nats::jetstream::context::PublishErrorKind;
-                if let Some(c) = self.conn.lock().await.as_mut()
-                    && e.kind() == PublishErrorKind::StreamNotFound
+    }
+
+    /// Publishes the message, and again every [`REPUBLISH_EVERY`] with the same headers (its
+    /// `Nats-Msg-Id`), until one copy's PubAck comes or [`PUBLISH_ATTEMPT`] (the sink's
+    /// `timeout` when shorter) has passed.
+    async fn publish_until_acked(
+        &self,
+        client: &async_nats::Client,
+        mut js: async_nats::jetstream::Context,
+        subject: String,
+        headers: async_nats::HeaderMap,
+        payload: &bytes::Bytes,
+    ) -> Outcome {
+        use async_nats::jetstream::context::PublishErrorKind;
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        use std::future::IntoFuture;
+        use tokio::time::Instant;
+        // Every copy's PubAck is awaited until the attempt ends.
+        let attempt = self.cfg.timeout.min(PUBLISH_ATTEMPT);
+        js.set_timeout(attempt);
+        let deadline = Instant::now() + attempt;
+        let mut acks = FuturesUnordered::new();
+        let (mut copies, mut last) = (0u32, String::from("no answer"));
+        while Instant::now() < deadline {
+            if client.connection_state() == async_nats::connection::State::Connected {
+                match js
+                    .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                    .await
                 {
-                    c.no_stream += 1;
-                    if c.no_stream >= NO_STREAM_BEFORE_LOOKUP {
-                        c.stream_ready = false;
-                        c.no_stream = 0;
+                    Ok(f) => {
+                        acks.push(f.into_future());
+                        copies += 1;
                     }
+                    Err(e) => last = e.to_string(),
                 }
-                Outcome::Retry(e.to_string())
+            } else {
+                last = format!("not connected to {}", self.cfg.url);
+            }
+            let tick = tokio::time::sleep_until((Instant::now() + REPUBLISH_EVERY).min(deadline));
+            tokio::pin!(tick);
+            loop {
+                tokio::select! {
+                    _ = &mut tick => break,
+                    Some(r) = acks.next(), if !acks.is_empty() => match r {
+                        Ok(_) => {
+                            if let Some(c) = self.conn.lock().await.as_mut() {
+                                c.no_stream_since = None;
+                            }
+                            return Outcome::Delivered;
+                        }
+                        Err(e) => {
+                            last = e.to_string();
+                            // "No responders" for longer than an election takes: the stream
+                            // may be gone; the next attempt looks it up (creates it) again.
+                            // A PubAck that did not come says nothing about the stream.
+                            if e.kind() == PublishErrorKind::StreamNotFound
+                                && let Some(c) = self.conn.lock().await.as_mut()
+                            {
+                                let since = *c.no_stream_since.get_or_insert_with(std::time::Instant::now);
+                                if since.elapsed() >= NO_STREAM_BEFORE_LOOKUP {
+                                    c.stream_ready = false;
+                                    c.no_stream_since = None;
+                                    return Outcome::Retry(last);
+                                }
+                            }
+                        }
+                    },
+                }
             }
         }
+        Outcome::Retry(format!(
+            "no PubAck within {attempt:?} ({copies} copies published): {last}"
+        ))
     }
 }
 

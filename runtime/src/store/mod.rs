@@ -1,11 +1,13 @@
 //! The buffer store (cc-metric-store's memory store): a tree of levels (cluster → host →
 //! component → sub-component), each holding one buffer chain per metric. Owns writes, reads
 //! with aggregation over children, stats, free/retention and the metric registry; persistence
-//! lives in `wal`, `snapshot` and `workers`; the tree and its locking in `level`.
+//! lives in `wal`, `snapshot` and `workers`; the tree and its locking in `level`; the grouped
+//! write every receiver's samples take into the store in `grouped`.
 
 mod buffer;
 pub mod codec;
 pub mod config;
+mod grouped;
 mod level;
 mod level_cache;
 mod page;
@@ -24,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
 pub use config::{Aggregation, ArchiveConfig, LTTB_MIN_POINTS, MetricConfig, StoreConfig};
+pub use grouped::{GroupWrite, Held, LevelKeys, Pending, Queued, Written};
 pub use query::{ReadResult, Stats, lttb};
 pub use selector::{SelectorElement, selector};
 pub use wal::WalBatch;
@@ -282,55 +285,6 @@ impl Store {
         }
     }
 
-    /// Writes several samples into one level (one lock acquisition) and records them in
-    /// `batch`; `result(i, r)` reports each item's outcome.
-    #[inline]
-    pub fn write_group<T>(
-        &self,
-        batch: &mut WalBatch,
-        level: &Level,
-        items: &[T],
-        get: impl Fn(&T) -> Pending<'_> + Copy,
-        mut result: impl FnMut(usize, Result<(), StoreError>),
-    ) {
-        let wal = self.wal.is_some();
-        let mut rejected = 0;
-        level.write_group(
-            items,
-            |it| {
-                let p = get(it);
-                (p.metric, p.ts, p.value)
-            },
-            &self.pool,
-            |i, r| {
-                match &r {
-                    Ok(()) => {
-                        batch.samples += 1;
-                        if wal {
-                            let it = get(&items[i]);
-                            batch.push(&level.wal_path, it.metric.id, it.name, it.ts, it.value);
-                        }
-                    }
-                    Err(_) => rejected += 1,
-                }
-                result(i, r)
-            },
-        );
-        if rejected > 0 {
-            self.counters
-                .samples_rejected
-                .fetch_add(rejected, Ordering::Relaxed);
-        }
-    }
-
-    /// An empty batch sized for about `samples` samples (no allocation without a WAL).
-    pub fn batch_for(&self, samples: usize) -> WalBatch {
-        match self.wal {
-            Some(_) => WalBatch::with_capacity(samples * 16 + 1024),
-            None => WalBatch::default(),
-        }
-    }
-
     /// Hands a batch to the WAL (no wait). Returns the sequence number to wait for.
     pub fn submit(&self, batch: &mut WalBatch) -> Result<u64, StoreError> {
         let n = std::mem::take(&mut batch.samples);
@@ -479,15 +433,6 @@ pub struct Usage {
     pub pooled_buffers: usize,
     /// Heap bytes of the whole tree: levels, series, open and closed buffers, pooled pages.
     pub bytes: usize,
-}
-
-/// One sample for [`Store::write_group`]: a resolved metric for an already known level.
-#[derive(Debug, Clone, Copy)]
-pub struct Pending<'a> {
-    pub name: &'a str,
-    pub metric: MetricInfo,
-    pub ts: i64,
-    pub value: f64,
 }
 
 /// One sample for [`Store::write_batch`].

@@ -14,7 +14,7 @@ use serde_json::Value;
 use wasmon::fleet::{Manifest, buckets};
 
 use super::*;
-use crate::common::{DaemonProcess, NatsServer, free_port, guest_bytes};
+use crate::common::{DaemonProcess, NatsServer, free_port, guest_bytes, post_seq};
 
 /// Numbered samples into pipeline `p` of each daemon until stopped: (stop, sent per daemon).
 fn produce(
@@ -37,19 +37,7 @@ fn produce(
         while !st.load(Ordering::Relaxed) {
             for (d, n) in ds.iter().zip(&se) {
                 let first = n.load(Ordering::Relaxed);
-                let body: String = (first..first + per_batch)
-                    .map(|i| {
-                        format!(
-                            "{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n",
-                            i % 5
-                        )
-                    })
-                    .collect();
-                let r = client
-                    .post(d.url("/api/pipelines/p/samples"))
-                    .body(body)
-                    .send()
-                    .unwrap();
+                let r = post_seq(&client, d, first..first + per_batch, 5);
                 assert!(r.status().is_success(), "{}", r.text().unwrap());
                 n.fetch_add(per_batch, Ordering::Relaxed);
             }

@@ -88,10 +88,11 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     }
 
     // `up` moves to the central, without a token yet; `gone` is removed.
-    replace_file(
-        &node_toml,
-        node_config("\"up\"", &[sink_def("up", central.port, "batch-size = 10")]).as_bytes(),
-    );
+    // The node's sinks reconfigured: `up` and `defs`.
+    let reconfigure = |defs: &[String]| {
+        replace_file(&node_toml, node_config("\"up\"", defs).as_bytes());
+    };
+    reconfigure(&[sink_def("up", central.port, "batch-size = 10")]);
     let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     assert_eq!(out["sinks"]["stopped"], json!(["gone"]), "{out}");
@@ -122,18 +123,13 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     assert!(kept[0]["bytes"].as_u64().unwrap() > 0, "{kept:?}");
 
     // Now with its token: the queue drains into the new central.
-    replace_file(
-        &node_toml,
-        node_config(
-            "\"up\"",
-            &[sink_def(
-                "up",
-                central.port,
-                &format!("batch-size = 10\ntoken-file = \"{}\"", token_file.display()),
-            )],
-        )
-        .as_bytes(),
+    let with_token = format!("token-file = \"{}\"", token_file.display());
+    let up = sink_def(
+        "up",
+        central.port,
+        &format!("batch-size = 10\n{with_token}"),
     );
+    reconfigure(std::slice::from_ref(&up));
     let out = node.reload();
     assert_eq!(out["sinks"]["reconfigured"], json!(["up"]), "{out}");
     wait_until(
@@ -160,24 +156,9 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
 
     // The removed sink's queue is still on disk: configured again, it sends what it held
     // (to the same series and slots: the central's values do not change).
-    let with_token = format!("token-file = \"{}\"", token_file.display());
     let gone_dir = tmp.path().join("node/sinks/gone");
     assert!(gone_dir.is_dir());
-    replace_file(
-        &node_toml,
-        node_config(
-            "\"up\"",
-            &[
-                sink_def(
-                    "up",
-                    central.port,
-                    &format!("batch-size = 10\n{with_token}"),
-                ),
-                sink_def("gone", central.port, &with_token),
-            ],
-        )
-        .as_bytes(),
-    );
+    reconfigure(&[up.clone(), sink_def("gone", central.port, &with_token)]);
     let out = node.reload();
     assert_eq!(out["sinks"]["started"], json!(["gone"]), "{out}");
     assert!(kept_queues(&node).is_empty());
@@ -194,18 +175,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     assert_all_there("central", &[(0, total)], &values, base);
 
     // Removed again, it stays kept until it is deleted on purpose.
-    replace_file(
-        &node_toml,
-        node_config(
-            "\"up\"",
-            &[sink_def(
-                "up",
-                central.port,
-                &format!("batch-size = 10\n{with_token}"),
-            )],
-        )
-        .as_bytes(),
-    );
+    reconfigure(std::slice::from_ref(&up));
     let out = node.reload();
     assert_eq!(out["sinks"]["stopped"], json!(["gone"]), "{out}");
     assert_eq!(kept_queues(&node)[0]["name"], "gone");

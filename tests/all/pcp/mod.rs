@@ -9,6 +9,7 @@ mod hostile;
 mod linux;
 mod metricsets;
 mod mmv;
+pub(crate) mod nfsclient;
 mod pmda;
 mod procagent;
 mod proxy;
@@ -219,29 +220,17 @@ fn ok(tool: &str, port: u16, args: &[&str]) -> String {
     stdout(&o)
 }
 
-/// wasmon with the linux, foo and mmv agents and its PCP port on a free port.
+/// A wasmon serving PCP on `pcp`.
 struct Wasmon {
     daemon: DaemonProcess,
     pcp: u16,
     _dir: tempfile::TempDir,
 }
 
+/// [`wasmon_with`] the foo and mmv agents too (mmv's files in `mmv_dir`).
 fn wasmon(mmv_dir: &Path) -> Wasmon {
-    ensure_pcp();
-    let dir = tempfile::tempdir().unwrap();
-    let pcp = free_port();
-    let config = config_file(
-        dir.path(),
-        &format!(
-            r#"{NO_PROCFS}
-[[agent]]
-name = "linux"
-native = "linux"
-
-[[agent]]
-name = "proc"
-native = "proc"
-
+    wasmon_with(&format!(
+        r#"
 [[agent]]
 name = "foo"
 guest = "foo"
@@ -262,11 +251,32 @@ domain = 70
 pmns = "root {{ mmv 70:*:* }}"
 params = {{ dir = "mmv", root = "mmv" }}
 grants = {{ mapped = [{{ name = "mmv", host = "{}" }}] }}
+"#,
+        mmv_dir.display()
+    ))
+}
 
+/// wasmon with the native linux and proc agents, then `agents` (more `[[agent]]` tables), its
+/// PCP port on a free port.
+fn wasmon_with(agents: &str) -> Wasmon {
+    ensure_pcp();
+    let dir = tempfile::tempdir().unwrap();
+    let pcp = free_port();
+    let config = config_file(
+        dir.path(),
+        &format!(
+            r#"{NO_PROCFS}
+[[agent]]
+name = "linux"
+native = "linux"
+
+[[agent]]
+name = "proc"
+native = "proc"
+{agents}
 [pcp]
 listen = "127.0.0.1:{pcp}"
-"#,
-            mmv_dir.display()
+"#
         ),
     );
     let daemon = DaemonProcess::start(&config);

@@ -133,7 +133,7 @@ fn proc_agent_matches_pcps_proc_pmda_descriptors_instances_and_values() {
             .windows(7)
             .any(|w| w == b"000001 ")
     });
-    let w = wasmon_with_proc();
+    let w = wasmon_with("");
     let names: Vec<String> = ok("pminfo", reference.port, &["proc"])
         .lines()
         .map(str::to_string)
@@ -233,43 +233,6 @@ fn proc_agent_matches_pcps_proc_pmda_descriptors_instances_and_values() {
     drop(w.daemon);
 }
 
-/// wasmon with the linux and proc agents on a free PCP port.
-fn wasmon_with_proc() -> Wasmon {
-    ensure_pcp();
-    let dir = tempfile::tempdir().unwrap();
-    let pcp = free_port();
-    let config = dir.path().join("wasmon.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[daemon]
-data-dir = "data"
-[procfs]
-enabled = false
-
-[[agent]]
-name = "linux"
-native = "linux"
-
-[[agent]]
-name = "proc"
-native = "proc"
-
-[pcp]
-listen = "127.0.0.1:{pcp}"
-"#
-        ),
-    )
-    .unwrap();
-    let daemon = DaemonProcess::start(&config);
-    Wasmon {
-        daemon,
-        pcp,
-        _dir: dir,
-    }
-}
-
 /// A PCP python front-end (`pcp ps`, `pcp pidstat`) against `localhost:port`: Debian's
 /// python3 first on PATH (its `pcp` module), the timestamps of its rows cut.
 fn front_end(port: u16, args: &[&str]) -> (bool, String) {
@@ -352,7 +315,7 @@ fn pcp_ps_and_pidstat_show_the_same_rows_as_against_pmdaproc() {
                 .any(|w| w == b"000001 ")
         });
     }
-    let w = wasmon_with_proc();
+    let w = wasmon_with("");
     let kids = Kids::spawn();
     for run in front_end_runs(&kids) {
         let args: Vec<&str> = run.iter().map(String::as_str).collect();

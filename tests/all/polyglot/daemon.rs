@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use super::{built, cached_runtime, work};
-use crate::common::{DaemonProcess, NO_PROCFS, config_file, guest_bytes, replace_file};
+use crate::common::{DaemonProcess, NO_PROCFS, config_file, guest_bytes, post_seq, replace_file};
 
 fn config(dir: &Path, stages: &[(&str, &str)]) -> std::path::PathBuf {
     let mut text = format!(
@@ -47,19 +47,7 @@ fn a_python_guest_hot_replaces_a_rust_one_under_load_losing_and_doubling_nothing
             let client = reqwest::blocking::Client::new();
             let mut next = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let body: String = (next..next + 20)
-                    .map(|i| {
-                        format!(
-                            "{{\"name\":\"seq\",\"resource\":\"r{}\",\"value\":{i}}}\n",
-                            i % 7
-                        )
-                    })
-                    .collect();
-                let r = client
-                    .post(d.url("/api/pipelines/p/samples"))
-                    .body(body)
-                    .send()
-                    .unwrap();
+                let r = post_seq(&client, &d, next..next + 20, 7);
                 assert_eq!(r.status(), 200);
                 next += 20;
                 sent.store(next, Ordering::Relaxed);

@@ -16,6 +16,8 @@ use crate::sample::{Component, Level, Sample, sanitize_metric_name, split_id};
 pub struct Context<'a> {
     pub default_cluster: &'a str,
     pub hostname: &'a str,
+    /// Metadata keys sent as tags too (`meta-as-tags`).
+    pub meta_as_tags: &'a [String],
 }
 
 /// A batch's encoding and what it holds.
@@ -29,8 +31,8 @@ pub struct Encoded {
     pub oldest_ns: i64,
 }
 
-/// Line protocol: `name,cluster=..,hostname=..[,type=..,type-id=..[,subtype=..,stype-id=..]]
-/// value=V SECONDS`. A resource-only component (`cpu0`) goes as `type=cpu,type-id=0` where it
+/// Line protocol: `name,cluster=..,hostname=..[,type=..,type-id=..[,stype=..,stype-id=..]]
+/// [,KEY=.. for each `meta_as_tags` key the sample has] value=V SECONDS`. A resource-only component (`cpu0`) goes as `type=cpu,type-id=0` where it
 /// ends in digits and as `type=lo` alone otherwise; both name the same level at the receiver.
 pub fn line_protocol(samples: &[Sample], cx: &Context) -> Encoded {
     let mut out = Vec::with_capacity(samples.len() * 64);
@@ -52,7 +54,8 @@ pub fn line_protocol(samples: &[Sample], cx: &Context) -> Encoded {
                 ok &= tag(&mut out, "type", kind);
                 ok &= tag(&mut out, "type-id", id);
                 if let Some((st, sid)) = level.sub {
-                    ok &= tag(&mut out, "subtype", st);
+                    // `stype`: cc-metric-store (cc-backend's metricstore) reads no `subtype`.
+                    ok &= tag(&mut out, "stype", st);
                     ok &= tag(&mut out, "stype-id", sid);
                 }
             }
@@ -64,6 +67,18 @@ pub fn line_protocol(samples: &[Sample], cx: &Context) -> Encoded {
                 _ => ok &= tag(&mut out, "type", r),
             },
             None => {}
+        }
+        // The level's own tags are written once, from the level; a node-level sample's `type`
+        // (`node`) and `stype` (netstat's `network`) name no level, and go as plain tags when
+        // asked.
+        let (component, sub) = (level.component.is_some(), level.sub.is_some());
+        for key in cx.meta_as_tags {
+            let own = matches!(key.as_str(), "cluster" | "hostname" | "host")
+                || (component && matches!(key.as_str(), "type" | "type-id"))
+                || (sub && matches!(key.as_str(), "stype" | "subtype" | "stype-id"));
+            if let Some(v) = s.metadata.get(key).filter(|_| !own) {
+                ok &= tag(&mut out, key, v);
+            }
         }
         if !ok {
             // One sample a receiver would refuse must not cost its batch (a 400 dead-letters

@@ -17,6 +17,7 @@ fn sample(name: &str, resource: &str, value: f64, ts_s: i64, meta: &[(&str, &str
 const CX: Context = Context {
     default_cluster: "local",
     hostname: "node7",
+    meta_as_tags: &[],
 };
 
 /// What the line-protocol sink sends lands, through wasmon's own `/api/write` ingest, at the
@@ -200,5 +201,51 @@ fn remote_write_request_shape() {
             l(&[("__name__", "mem"), ("rack_slot", "3")]),
             vec![(3.0, 10_000)]
         )
+    );
+}
+
+/// cc-metric-collector's shapes: `stype` (cc-metric-store reads no `subtype`) and the
+/// `meta-as-tags` keys, each written once (the level's own tags come from the level).
+#[test]
+fn meta_as_tags_and_stype_as_cc_metric_store_reads_them() {
+    let tags: Vec<String> = ["type", "type-id", "stype", "stype-id", "device", "unit"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let cx = Context {
+        default_cluster: "c",
+        hostname: "n1",
+        meta_as_tags: &tags,
+    };
+    let net = [
+        ("type", "node"),
+        ("stype", "network"),
+        ("stype-id", "eth0"),
+        ("unit", "bytes"),
+    ];
+    let flops = [
+        ("type", "socket"),
+        ("type-id", "1"),
+        ("stype", "core"),
+        ("stype-id", "3"),
+        ("unit", "F/s"),
+    ];
+    let batch = vec![
+        sample("net_bytes_in", "eth0", 5.0, 100, &net),
+        sample("flops", "", 1.5, 100, &flops),
+        sample(
+            "io_reads",
+            "sda",
+            2.0,
+            100,
+            &[("type", "node"), ("device", "sda")],
+        ),
+    ];
+    let text = String::from_utf8(line_protocol(&batch, &cx).bytes).unwrap();
+    assert_eq!(
+        text,
+        "net_bytes_in,cluster=c,hostname=n1,type=node,stype=network,stype-id=eth0,unit=bytes value=5.0 100\n\
+         flops,cluster=c,hostname=n1,type=socket,type-id=1,stype=core,stype-id=3,unit=F/s value=1.5 100\n\
+         io_reads,cluster=c,hostname=n1,type=node,device=sda value=2.0 100\n"
     );
 }

@@ -1,0 +1,105 @@
+//! cc-metric-collector's arithmetic, one function per formula, over PCP's values: plain
+//! numbers in, plain numbers out, so each is tested on its own (the transformer only picks
+//! the inputs and remembers the previous ones).
+//!
+//! Where PCP's units differ from the files cc-metric-collector reads, the row's `factor`
+//! bridges them (PCP's CPU milliseconds are USER_HZ ticks × 1000 / USER_HZ, so cpustat's
+//! `ticks / seconds / USER_HZ × 100` is `milliseconds / seconds × 0.1`).
+
+/// A counter's change per second × `factor`: cpustat's percentages (`factor` 0.1 on PCP's
+/// milliseconds), netstat's `_bw` rates. `None` without a positive time step (the first
+/// sample, or two samples of the same poll).
+pub fn rate(
+    prev: f64,
+    prev_ns: i64,
+    now: f64,
+    now_ns: i64,
+    wrap: Option<u32>,
+    factor: f64,
+) -> Option<f64> {
+    let dt = (now_ns - prev_ns) as f64 / 1e9;
+    if dt <= 0.0 {
+        return None;
+    }
+    Some(diff(prev, now, wrap) / dt * factor)
+}
+
+/// A counter's change since the previous read (iostat's `io_*`). cc-metric-collector reads
+/// the kernel's 64-bit fields, which do not wrap; PCP narrows some to 32 bits (`wrap = 32`),
+/// so a value below the previous one is a 32-bit wrap there, put back as the kernel had it.
+pub fn diff(prev: f64, now: f64, wrap: Option<u32>) -> f64 {
+    match wrap {
+        Some(bits) if now < prev => now + 2f64.powi(bits as i32) - prev,
+        _ => now - prev,
+    }
+}
+
+/// diskstat's `disk_free` and `disk_total`: bytes as whole gigabytes (10^9, rounded down, as
+/// Go's integer division does); `bytes` is PCP's Kbyte value × the row's factor 1024.
+pub fn gbytes(bytes: f64) -> f64 {
+    (bytes / 1e9).floor()
+}
+
+/// diskstat's per-filesystem use in whole percent from whole gigabytes: `100 × (total − free)
+/// / total`, rounded down; `None` for a filesystem under 1 GB (cc-metric-collector skips it).
+pub fn used_percent(total_gb: f64, free_gb: f64) -> Option<f64> {
+    if total_gb <= 0.0 {
+        return None;
+    }
+    Some((100.0 * (total_gb - free_gb) / total_gb).floor())
+}
+
+/// The shortest decimal the 32-bit float `v` stands for, as a 64-bit float: a `cpu MHz` of
+/// `2596.122` that PCP keeps as a float is 2596.1220703125 when widened, 2596.122 here, as
+/// cc-metric-collector parses the text.
+pub fn from_f32(v: f64) -> f64 {
+    (v as f32).to_string().parse().unwrap_or(v)
+}
+
+/// The type id of an instance: its trailing digits (`cpu12` is hwthread 12, `node1` memory
+/// domain 1); `None` when it has none.
+pub fn type_id(instance: &str) -> Option<&str> {
+    let digits = instance.len()
+        - instance
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .len();
+    (digits > 0).then(|| &instance[instance.len() - digits..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_milliseconds_per_second_are_cpustat_percent() {
+        // 250 ticks of 10 ms over 5 s: cc-metric-collector's 250 / 5 / 100 × 100 = 50 %.
+        let v = rate(1_000.0, 0, 1_000.0 + 2_500.0, 5_000_000_000, None, 0.1).unwrap();
+        assert!((v - 250.0 / 5.0 / 100.0 * 100.0).abs() < 1e-12, "{v}");
+        assert_eq!(rate(1.0, 5, 2.0, 5, None, 1.0), None);
+    }
+
+    #[test]
+    fn a_32_bit_wrap_is_put_back() {
+        assert_eq!(diff(4_294_967_290.0, 4.0, Some(32)), 10.0);
+        assert_eq!(diff(10.0, 4.0, None), -6.0);
+    }
+
+    #[test]
+    fn gigabytes_and_percent_round_down() {
+        assert_eq!(gbytes(1_999_999_999.0), 1.0);
+        assert_eq!(used_percent(3.0, 1.0), Some(66.0));
+        assert_eq!(used_percent(0.0, 0.0), None);
+    }
+
+    #[test]
+    fn a_widened_float_is_its_decimal_again() {
+        assert_eq!(from_f32(2596.122f32 as f64), 2596.122);
+    }
+
+    #[test]
+    fn type_ids_are_trailing_digits() {
+        assert_eq!(type_id("cpu12"), Some("12"));
+        assert_eq!(type_id("node0"), Some("0"));
+        assert_eq!(type_id("eth"), None);
+    }
+}

@@ -1,0 +1,276 @@
+//! The `clustercockpit` transformer: PCP's names in, cc-metric-collector's out. Each row of
+//! its mapping table (`table.rs`) names a cc-metric-collector metric, the PCP metric(s) it is
+//! computed from, the formula (`formula.rs`), and the tags that put it at its level
+//! (`type`, `type-id`, `stype`, `stype-id`, `device`, `unit` in the sample's metadata, which
+//! the store sink and the line protocol of an `http` sink read). Samples no row reads are
+//! dropped: the output is what cc-metric-collector would send, and nothing else.
+//!
+//! ```json
+//! {"metrics": [
+//!   {"from": "kernel.percpu.cpu.user", "to": "cpu_user", "formula": "rate",
+//!    "factor": 0.1, "type": "hwthread", "unit": "Percent"},
+//!   {"from": "kernel.all.load", "instance": "1 minute", "to": "load_one"}
+//! ]}
+//! ```
+//!
+//! A poll's samples share one timestamp; counts, sums and maxima are taken over the samples
+//! of one timestamp, and rates and differences against the previous poll's value of the same
+//! metric and instance (so, as in cc-metric-collector, whose `Init` reads the first values,
+//! the first poll only sets the baseline for them).
+
+use std::collections::HashMap;
+
+use wasmon_guest::{
+    FxBuildHasher, Input, Key, Kind, Metadata, Params, Sample, Str, Transformer, intern, same,
+};
+
+pub mod formula;
+pub mod table;
+
+use table::{Formula, Row};
+
+/// Series whose previous value is kept (rates, differences): a node's CPUs, disks and
+/// interfaces are hundreds to a few thousand; instances that come and go (job ids, mounts)
+/// must not grow the instance without end, so past this the memory starts over (one poll of
+/// rates is then skipped).
+const MAX_SERIES: usize = 1 << 16;
+
+type Map<K, V> = HashMap<K, V, FxBuildHasher>;
+
+pub struct ClusterCockpit {
+    rows: Vec<Row>,
+    /// PCP name -> a range of `targets`.
+    by_name: Map<Key, (usize, usize)>,
+    /// (row, which of the row's `from`), grouped by PCP name.
+    targets: Vec<(usize, usize)>,
+    /// (row, instance) -> previous value and timestamp.
+    prev: Map<(usize, Key), (f64, i64)>,
+    /// (row, instance) -> the output's metadata, built once.
+    meta: Map<(usize, Key), Metadata>,
+    keys: Keys,
+}
+
+/// The tag names, interned once.
+struct Keys {
+    kind: Str,
+    kind_id: Str,
+    stype: Str,
+    stype_id: Str,
+    device: Str,
+    unit: Str,
+    node: Str,
+    empty: Str,
+}
+
+impl Transformer for ClusterCockpit {
+    fn configure(params: &Params) -> Result<Self, String> {
+        let rows = table::parse(params)?;
+        let mut grouped: Vec<(Str, usize, usize)> = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            for (slot, name) in r.from.iter().enumerate() {
+                grouped.push((name.clone(), i, slot));
+            }
+        }
+        grouped.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut by_name: Map<Key, (usize, usize)> = Map::default();
+        for (j, (name, _, _)) in grouped.iter().enumerate() {
+            by_name.entry(Key(name.clone())).or_insert((j, j)).1 = j + 1;
+        }
+        Ok(ClusterCockpit {
+            rows,
+            by_name,
+            targets: grouped.into_iter().map(|(_, i, slot)| (i, slot)).collect(),
+            prev: Map::default(),
+            meta: Map::default(),
+            keys: Keys {
+                kind: intern("type"),
+                kind_id: intern("type-id"),
+                stype: intern("stype"),
+                stype_id: intern("stype-id"),
+                device: intern("device"),
+                unit: intern("unit"),
+                node: intern("node"),
+                empty: intern(""),
+            },
+        })
+    }
+
+    fn handle(&mut self, input: impl Input, out: &mut Vec<Sample>) {
+        let mut run: Vec<Sample> = Vec::with_capacity(input.len());
+        for s in input {
+            if run.last().is_some_and(|l| l.timestamp_ns != s.timestamp_ns) {
+                self.poll(&run, out);
+                run.clear();
+            }
+            run.push(s);
+        }
+        if !run.is_empty() {
+            self.poll(&run, out);
+        }
+    }
+}
+
+impl ClusterCockpit {
+    /// The rows' outputs for one poll (samples of one timestamp).
+    fn poll(&mut self, run: &[Sample], out: &mut Vec<Sample>) {
+        let ts = run[0].timestamp_ns;
+        let first = out.len();
+        let mut counts: Map<usize, usize> = Map::default();
+        // used-percent-max: per row, per instance, [total, free].
+        let mut filesystems: Map<usize, Map<Key, [Option<f64>; 2]>> = Map::default();
+        if self.prev.len() > MAX_SERIES {
+            self.prev.clear();
+        }
+        for s in run {
+            let Some(&(start, end)) = self.by_name.get(&Key(s.name.clone())) else {
+                continue;
+            };
+            for j in start..end {
+                let (ri, slot) = self.targets[j];
+                let row = &self.rows[ri];
+                if !row.takes(&s.resource) {
+                    continue;
+                }
+                let value = match row.formula {
+                    Formula::Value if row.f32 => Some(formula::from_f32(s.value) * row.factor),
+                    Formula::Value => Some(s.value * row.factor),
+                    Formula::Gbytes => Some(formula::gbytes(s.value * row.factor)),
+                    Formula::Rate | Formula::Diff => {
+                        let key = (ri, Key(s.resource.clone()));
+                        let now = (s.value, s.timestamp_ns);
+                        match self.prev.insert(key, now) {
+                            None => None,
+                            Some((v, t)) if row.formula == Formula::Rate => {
+                                formula::rate(v, t, s.value, s.timestamp_ns, row.wrap, row.factor)
+                            }
+                            Some((v, _)) => Some(formula::diff(v, s.value, row.wrap) * row.factor),
+                        }
+                    }
+                    Formula::Count => {
+                        *counts.entry(ri).or_default() += 1;
+                        None
+                    }
+                    Formula::UsedPercentMax => {
+                        filesystems
+                            .entry(ri)
+                            .or_default()
+                            .entry(Key(s.resource.clone()))
+                            .or_default()[slot] = Some(s.value);
+                        None
+                    }
+                    Formula::Sum => None,
+                };
+                if let Some(v) = value {
+                    self.emit(ri, &s.resource, v, ts, out);
+                }
+            }
+        }
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_unstable();
+        for (ri, n) in counts {
+            self.emit(ri, "", n as f64, ts, out);
+        }
+        let mut filesystems: Vec<_> = filesystems.into_iter().collect();
+        filesystems.sort_unstable_by_key(|(ri, _)| *ri);
+        for (ri, fs) in filesystems {
+            let f = self.rows[ri].factor;
+            let max = fs
+                .values()
+                .filter_map(|[total, free]| {
+                    formula::used_percent(
+                        formula::gbytes((*total)? * f),
+                        formula::gbytes((*free)? * f),
+                    )
+                })
+                .fold(0.0, f64::max);
+            self.emit(ri, "", max, ts, out);
+        }
+        self.sums(first, ts, out);
+    }
+
+    /// `sum` rows over this poll's outputs (`out[first..]`), per type id.
+    fn sums(&mut self, first: usize, ts: i64, out: &mut Vec<Sample>) {
+        for ri in 0..self.rows.len() {
+            let row = &self.rows[ri];
+            if row.formula != Formula::Sum {
+                continue;
+            }
+            let mut by_id: Vec<(Str, f64)> = Vec::new();
+            for s in &out[first..] {
+                if !row.of.iter().any(|n| same(n, &s.name))
+                    || s.metadata.get("type") != Some(&*row.level)
+                {
+                    continue;
+                }
+                let id: Str = match s.metadata.get("type-id") {
+                    Some(id) => id.into(),
+                    None => self.keys.empty.clone(),
+                };
+                match by_id.iter_mut().find(|(i, _)| same(i, &id)) {
+                    Some((_, sum)) => *sum += s.value,
+                    None => by_id.push((id, s.value)),
+                }
+            }
+            for (id, sum) in by_id {
+                self.emit(ri, &id, sum, ts, out);
+            }
+        }
+    }
+
+    /// Pushes row `ri`'s output for `instance`; an instance a sub-node level cannot place
+    /// (no trailing digits for its `type-id`) is left out.
+    fn emit(&mut self, ri: usize, instance: &str, value: f64, ts: i64, out: &mut Vec<Sample>) {
+        let row = &self.rows[ri];
+        let per_instance = !same(&row.level, &self.keys.node) || row.stype.is_some() || row.device;
+        let resource: Str = if per_instance {
+            instance.into()
+        } else {
+            self.keys.empty.clone()
+        };
+        let key = (ri, Key(resource.clone()));
+        let metadata = match self.meta.get(&key) {
+            Some(m) => m.clone(),
+            None => {
+                let Some(m) = self.metadata(row, &resource) else {
+                    return;
+                };
+                if self.meta.len() > MAX_SERIES {
+                    self.meta.clear();
+                }
+                self.meta.insert(key, m.clone());
+                m
+            }
+        };
+        out.push(Sample {
+            name: row.to.clone(),
+            resource,
+            unit: row.unit.clone().unwrap_or_else(|| self.keys.empty.clone()),
+            kind: Kind::Gauge,
+            value,
+            timestamp_ns: ts,
+            metadata,
+        });
+    }
+
+    /// The tags of `row`'s output for `instance`, in cc-metric-collector's order.
+    fn metadata(&self, row: &Row, instance: &Str) -> Option<Metadata> {
+        let k = &self.keys;
+        let mut tags = vec![(k.kind.clone(), row.level.clone())];
+        if !same(&row.level, &k.node) {
+            tags.push((k.kind_id.clone(), formula::type_id(instance)?.into()));
+        }
+        if let Some(st) = &row.stype {
+            tags.push((k.stype.clone(), st.clone()));
+            tags.push((k.stype_id.clone(), instance.clone()));
+        }
+        if row.device {
+            tags.push((k.device.clone(), instance.clone()));
+        }
+        if let Some(u) = &row.unit {
+            tags.push((k.unit.clone(), u.clone()));
+        }
+        Some(Metadata::new(tags))
+    }
+}
+
+wasmon_guest::export_transformer!(ClusterCockpit);

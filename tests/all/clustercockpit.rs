@@ -1,0 +1,11 @@
+//! The ClusterCockpit profile (issue 30): the `clustercockpit` transformer's formulas, one
+//! test each, through the real component; and a node on the profile against a central.
+
+#[path = "clustercockpit/tree.rs"]
+mod tree;
+
+#[path = "clustercockpit/node.rs"]
+mod node;
+
+#[path = "clustercockpit/formulas.rs"]
+mod formulas;

@@ -1,0 +1,336 @@
+//! The `clustercockpit` transformer's formulas, one test each, through the bundled component:
+//! PCP samples in (as the linux agent's polls send them: one timestamp per poll, the instance
+//! as the resource), cc-metric-collector's samples out, with the values its collectors'
+//! arithmetic gives for the same kernel figures.
+
+use serde_json::{Value, json};
+use wasmon::host::TransformerInstance;
+use wasmon::sample::Sample;
+
+use crate::common::*;
+
+/// Why loading with `params` was refused.
+fn refused(params: Value) -> String {
+    match load("clustercockpit", params) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn guest(rows: Value) -> TransformerInstance {
+    load("clustercockpit", json!({ "metrics": rows })).unwrap()
+}
+
+/// The profile's parameters for stage `stage` of pipeline `pipeline`.
+fn profile_params(pipeline: usize, stage: usize) -> Value {
+    let text = wasmon::config::profile("clustercockpit").unwrap();
+    let config: Value = toml::from_str(text).unwrap();
+    config["pipeline"][pipeline]["transformer"][stage]["params"].clone()
+}
+
+/// (name, tags as `k=v` joined by `,`, value) of each output, for comparing whole.
+fn seen(out: &[Sample]) -> Vec<(String, String, f64)> {
+    out.iter()
+        .map(|s| {
+            let tags: Vec<String> = s.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            (s.name.to_string(), tags.join(","), s.value)
+        })
+        .collect()
+}
+
+fn one(name: &str, tags: &str, v: f64) -> (String, String, f64) {
+    (name.into(), tags.into(), v)
+}
+
+/// loadavg, memstat, numastats: the value as PCP has it, × factor; the tags put it at its
+/// level (hwthread and memoryDomain ids from the instance), a device or a node's stype
+/// named by the instance; instance filters as cc-metric-collector's device lists.
+#[test]
+fn value_takes_its_level_and_tags_from_the_instance() {
+    let mut g = guest(json!([
+        {"from": "kernel.all.load", "instance": "5 minute", "to": "load_five"},
+        {"from": "mem.numa.alloc.hit", "to": "numastats_numa_hit", "type": "memoryDomain"},
+        {"from": "hinv.hugepagesize", "to": "mem_hugepages_size", "factor": 0.0009765625, "unit": "kB"},
+        {"from": "network.interface.in.bytes", "to": "net_bytes_in", "stype": "network", "unit": "bytes", "include": ["eth0", "ib0"]},
+        {"from": "disk.dev.read", "to": "io_reads_total", "device": true, "exclude": ["loop"]},
+    ]));
+    let out = g
+        .handle(&[
+            sample("kernel.all.load", "1 minute", 0.5, 10.0),
+            sample("kernel.all.load", "5 minute", 0.25, 10.0),
+            sample("mem.numa.alloc.hit", "node1", 7e6, 10.0),
+            sample("hinv.hugepagesize", "", 2_097_152.0, 10.0),
+            sample("network.interface.in.bytes", "lo", 1.0, 10.0),
+            sample("network.interface.in.bytes", "ib0", 2.0, 10.0),
+            sample("disk.dev.read", "loop3", 4.0, 10.0),
+            sample("disk.dev.read", "nvme0n1", 5.0, 10.0),
+            sample("unmapped.metric", "", 6.0, 10.0),
+        ])
+        .unwrap();
+    assert_eq!(
+        seen(&out),
+        vec![
+            one("load_five", "type=node", 0.25),
+            one("numastats_numa_hit", "type=memoryDomain,type-id=1", 7e6),
+            one("mem_hugepages_size", "type=node,unit=kB", 2048.0),
+            one(
+                "net_bytes_in",
+                "type=node,stype=network,stype-id=ib0,unit=bytes",
+                2.0
+            ),
+            one("io_reads_total", "type=node,device=nvme0n1", 5.0),
+        ]
+    );
+    assert_eq!(&*out[2].unit, "kB");
+}
+
+/// cpustat: `(ticks now − ticks before) / seconds / USER_HZ × 100`, which on PCP's
+/// milliseconds (ticks × 1000 / USER_HZ) is ms per second × 0.1; the first poll is only the
+/// baseline, as cpustat's Init read is.
+#[test]
+fn rate_is_cpustat_percent_from_pcp_milliseconds() {
+    let mut g = guest(json!([
+        {"from": "kernel.percpu.cpu.user", "to": "cpu_user", "formula": "rate", "factor": 0.1, "type": "hwthread", "unit": "Percent"},
+        {"from": "network.interface.out.bytes", "to": "net_bytes_out_bw", "formula": "rate", "stype": "network"},
+    ]));
+    let poll = |t: f64, user_ticks: [u64; 2], bytes: f64| {
+        let mut s: Vec<Sample> = user_ticks
+            .iter()
+            .enumerate()
+            .map(|(c, ticks)| {
+                sample(
+                    "kernel.percpu.cpu.user",
+                    &format!("cpu{c}"),
+                    (ticks * 10) as f64,
+                    t,
+                )
+            })
+            .collect();
+        s.push(sample("network.interface.out.bytes", "eth0", bytes, t));
+        s
+    };
+    assert!(
+        g.handle(&poll(100.0, [1_000, 5_000], 1e9))
+            .unwrap()
+            .is_empty()
+    );
+    let out = g.handle(&poll(104.0, [1_250, 5_400], 1e9 + 4e6)).unwrap();
+    let cc = |ticks: f64, dt: f64| ticks / dt / 100.0 * 100.0;
+    assert_eq!(seen(&out)[0].1, "type=hwthread,type-id=0,unit=Percent");
+    let values: Vec<f64> = out.iter().map(|s| s.value).collect();
+    let want = [cc(250.0, 4.0), cc(400.0, 4.0), 4e6 / 4.0];
+    for (got, want) in values.iter().zip(want) {
+        assert!((got - want).abs() < 1e-9, "{values:?} vs {want}");
+    }
+    assert_eq!(values.len(), 3);
+}
+
+/// iostat: each counter's change since the last read, as an integer; a PCP counter kept in
+/// 32 bits (`wrap = 32`) that wrapped is put back as the kernel's 64-bit field had it.
+#[test]
+fn diff_is_iostat_and_undoes_32_bit_wraps() {
+    let mut g = guest(json!([
+        {"from": "disk.dev.avactive", "to": "io_ioops_ms", "formula": "diff", "device": true, "wrap": 32},
+        {"from": "disk.dev.read", "to": "io_reads", "formula": "diff", "device": true},
+    ]));
+    let kernel = [4_294_967_290u64, 4_294_967_300];
+    let mut values = Vec::new();
+    for (t, k) in kernel.iter().enumerate() {
+        let pcp = (*k as u32) as f64;
+        let reads = 100.0 + 7.0 * t as f64;
+        let out = g
+            .handle(&[
+                sample("disk.dev.avactive", "sda", pcp, t as f64),
+                sample("disk.dev.read", "sda", reads, t as f64),
+            ])
+            .unwrap();
+        values.extend(seen(&out));
+    }
+    assert_eq!(
+        values,
+        vec![
+            one(
+                "io_ioops_ms",
+                "type=node,device=sda",
+                (kernel[1] - kernel[0]) as f64
+            ),
+            one("io_reads", "type=node,device=sda", 7.0)
+        ]
+    );
+}
+
+/// cpustat's `num_cpus`: the CPU lines of /proc/stat, PCP's per-CPU instances.
+#[test]
+fn count_is_num_cpus() {
+    let mut g =
+        guest(json!([{"from": "kernel.percpu.cpu.user", "to": "num_cpus", "formula": "count"}]));
+    let batch: Vec<Sample> = (0..6)
+        .map(|c| sample("kernel.percpu.cpu.user", &format!("cpu{c}"), 1.0, 3.0))
+        .collect();
+    assert_eq!(
+        seen(&g.handle(&batch).unwrap()),
+        vec![one("num_cpus", "type=node", 6.0)]
+    );
+}
+
+/// cpustat's `cpu_used` (with `cpu_idle` collected): the sum of the other percentages of the
+/// same hwthread or node in the same read.
+#[test]
+fn sum_is_cpu_used_per_hwthread() {
+    let mut g = guest(json!([
+        {"from": "kernel.percpu.cpu.user", "to": "cpu_user", "formula": "rate", "factor": 0.1, "type": "hwthread"},
+        {"from": "kernel.percpu.cpu.sys", "to": "cpu_system", "formula": "rate", "factor": 0.1, "type": "hwthread"},
+        {"to": "cpu_used", "formula": "sum", "of": ["cpu_user", "cpu_system"], "type": "hwthread", "unit": "Percent"},
+    ]));
+    let poll = |t: f64, ms: [[f64; 2]; 2]| -> Vec<Sample> {
+        (0..2)
+            .flat_map(|c| {
+                [
+                    sample("kernel.percpu.cpu.user", &format!("cpu{c}"), ms[c][0], t),
+                    sample("kernel.percpu.cpu.sys", &format!("cpu{c}"), ms[c][1], t),
+                ]
+            })
+            .collect()
+    };
+    g.handle(&poll(0.0, [[0.0, 0.0], [0.0, 0.0]])).unwrap();
+    let out = g
+        .handle(&poll(2.0, [[600.0, 200.0], [100.0, 50.0]]))
+        .unwrap();
+    let used: Vec<_> = seen(&out)
+        .into_iter()
+        .filter(|(n, ..)| n == "cpu_used")
+        .collect();
+    // cpu0: (600 + 200) ms / 2 s × 0.1 = 40 %; cpu1: 7.5 %.
+    assert_eq!(
+        used,
+        vec![
+            one("cpu_used", "type=hwthread,type-id=0,unit=Percent", 40.0),
+            one("cpu_used", "type=hwthread,type-id=1,unit=Percent", 7.5)
+        ]
+    );
+}
+
+/// diskstat: `disk_free` in whole GB (10^9, rounded down) of statfs's free blocks, and
+/// `part_max_used`, the fullest filesystem's whole percent of whole GB, loop devices left
+/// out.
+#[test]
+fn gbytes_and_used_percent_max_are_diskstat() {
+    let mut g = guest(json!([
+        {"from": "filesys.free", "to": "disk_free", "formula": "gbytes", "factor": 1024, "device": true, "unit": "GBytes", "exclude": ["loop"]},
+        {"from": ["filesys.capacity", "filesys.free"], "to": "part_max_used", "formula": "used-percent-max", "factor": 1024, "unit": "percent", "exclude": ["loop"]},
+    ]));
+    // (device, capacity, free) in Kbyte, as PCP's filesys.* has them.
+    let fs = [
+        ("/dev/sda1", 97_656_250.0, 29_296_875.0), // 100 GB, 30 GB free: 70 %
+        ("/dev/sdb1", 2_929_687.0, 195_312.0),     // 2 GB (2.999...), 0 GB (0.199...) free: 100 %
+        ("/dev/loop0", 1_000_000.0, 0.0),
+    ];
+    let batch: Vec<Sample> = fs
+        .iter()
+        .flat_map(|(d, cap, free)| {
+            [
+                sample("filesys.capacity", d, *cap, 1.0),
+                sample("filesys.free", d, *free, 1.0),
+            ]
+        })
+        .collect();
+    let out = g.handle(&batch).unwrap();
+    let gb = |kb: f64| ((kb * 1024.0) as u64 / 1_000_000_000) as f64;
+    let used =
+        |cap: f64, free: f64| ((100 * (gb(cap) as u64 - gb(free) as u64)) / gb(cap) as u64) as f64;
+    assert_eq!(
+        seen(&out),
+        vec![
+            one(
+                "disk_free",
+                "type=node,device=/dev/sda1,unit=GBytes",
+                gb(fs[0].2)
+            ),
+            one(
+                "disk_free",
+                "type=node,device=/dev/sdb1,unit=GBytes",
+                gb(fs[1].2)
+            ),
+            one(
+                "part_max_used",
+                "type=node,unit=percent",
+                used(fs[1].1, fs[1].2).max(used(fs[0].1, fs[0].2))
+            ),
+        ]
+    );
+    assert_eq!(out[2].value, 100.0);
+}
+
+/// cpufreq_cpuinfo and loadavg parse decimal text; PCP keeps those values as 32-bit floats,
+/// so `f32` gives back the decimal (2593.906, not 2593.906005859375).
+#[test]
+fn f32_values_are_their_decimal_text() {
+    let mut g = guest(
+        json!([{"from": "hinv.cpu.clock", "to": "cpufreq", "type": "hwthread", "unit": "MHz", "f32": true}]),
+    );
+    let pcp = 2593.906f32 as f64;
+    assert_ne!(pcp, 2593.906);
+    let out = g
+        .handle(&[sample("hinv.cpu.clock", "cpu7", pcp, 1.0)])
+        .unwrap();
+    assert_eq!(
+        seen(&out),
+        vec![one("cpufreq", "type=hwthread,type-id=7,unit=MHz", 2593.906)]
+    );
+}
+
+/// memstat's mem_used as the profile computes it: Ceilometer's arithmetic with the
+/// profile's expression, then the profile's clustercockpit row: MemTotal − MemFree − Buffers
+/// − Cached − Shmem, in kB.
+#[test]
+fn arithmetic_computes_mem_used_as_the_profile_says() {
+    let mut arithmetic = load("arithmetic", profile_params(1, 0)).unwrap();
+    let mut tag = load("clustercockpit", profile_params(1, 1)).unwrap();
+    let meminfo = [
+        ("mem.physmem", 16_318_412.0),
+        ("mem.util.free", 3_120_004.0),
+        ("mem.util.bufmem", 310_228.0),
+        ("mem.util.cached", 6_012_440.0),
+        ("mem.util.shmem", 412_300.0),
+    ];
+    let batch: Vec<Sample> = meminfo
+        .iter()
+        .map(|(n, v)| sample(n, "", *v, 5.0))
+        .collect();
+    assert!(arithmetic.handle(&batch).unwrap().is_empty());
+    let out = tag.handle(&arithmetic.flush().unwrap()).unwrap();
+    let want = 16_318_412.0 - 3_120_004.0 - 310_228.0 - 6_012_440.0 - 412_300.0;
+    assert_eq!(seen(&out), vec![one("mem_used", "type=node,unit=kB", want)]);
+}
+
+/// The profile's table is accepted; a bad row is refused naming the row and field.
+#[test]
+fn the_profiles_table_loads_and_bad_rows_are_named() {
+    load("clustercockpit", profile_params(0, 0)).unwrap();
+    for (row, says) in [
+        (
+            json!({"from": "a", "to": "b", "formula": "ratee"}),
+            "metrics[1].formula",
+        ),
+        (
+            json!({"from": "a", "to": "b", "typ": "node"}),
+            "metrics[1].typ",
+        ),
+        (json!({"from": "a"}), "metrics[1].to"),
+        (
+            json!({"from": "a", "to": "b", "type": "cpu"}),
+            "metrics[1].type",
+        ),
+        (json!({"from": ["a", "b"], "to": "b"}), "metrics[1].from"),
+        (
+            json!({"from": "a", "to": "b", "wrap": 31}),
+            "metrics[1].wrap",
+        ),
+        (json!({"to": "b", "formula": "sum"}), "metrics[1].of"),
+    ] {
+        let e = refused(json!({"metrics": [{"from": "a", "to": "b"}, row.clone()]}));
+        assert!(e.contains(says), "{row}: {e}");
+    }
+    let e = refused(json!({"metric": []}));
+    assert!(e.contains("`metric`"), "{e}");
+}

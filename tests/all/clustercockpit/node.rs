@@ -1,0 +1,359 @@
+//! A node on `wasmon config default --profile clustercockpit`, reading a captured tree whose
+//! state changes once (snapshot A, then B), forwards to a central wasmon; the central's
+//! `/api/query` answers cc-metric-collector's names at its levels with the values its
+//! collectors compute from A and B (`tree.rs`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::tree::{self, Expected};
+use crate::common::*;
+
+/// The node's poll interval: the central stores at the same step, so each poll has its slot.
+const STEP: i64 = 2;
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap()
+}
+
+/// Every value the central holds for `metric` at one level, by timestamp.
+fn series(
+    central: &DaemonProcess,
+    metric: &str,
+    typ: &str,
+    tid: &str,
+    from: i64,
+) -> Vec<(i64, f64)> {
+    let mut q = json!({"metric": metric, "host": hostname()});
+    if typ != "node" {
+        q["type"] = typ.into();
+        q["type-ids"] = json!([tid]);
+    }
+    let body = json!({"cluster": "testcluster", "from": from, "to": chrono::Utc::now().timestamp() + 10,
+        "queries": [q], "with-stats": false, "with-padding": false});
+    let resp: Value = reqwest::blocking::Client::new()
+        .post(central.url("/api/query"))
+        .json(&body)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let r = &resp["results"][0][0];
+    let Some(data) = r["data"].as_array() else {
+        return Vec::new();
+    };
+    let start = r["from"].as_i64().unwrap();
+    data.iter()
+        .enumerate()
+        .filter_map(|(k, v)| Some((start + k as i64 * STEP, v.as_f64()?)))
+        .collect()
+}
+
+fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Points `link` at `target` in one rename, so a poll reads all of A or all of B.
+fn point(link: &Path, target: &Path) {
+    let tmp = link.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    std::fs::rename(&tmp, link).unwrap();
+}
+
+/// The profile with the node's state in `dir`, its lines to `url` and to `capture` too, every
+/// 2 s, reading `root`.
+fn node_config(dir: &Path, url: &str, capture: &str, root: &Path) -> String {
+    let out = output_ok(std::process::Command::new(wasmon_bin()).args([
+        "config",
+        "default",
+        "--profile",
+        "clustercockpit",
+    ]));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let edits = [
+        (
+            "data-dir = \"wasmon-data\"",
+            format!("data-dir = \"{}\"", dir.display()),
+        ),
+        (
+            "url = \"http://localhost:8080/api/write\"",
+            format!("url = \"{url}\""),
+        ),
+        (
+            "poll-interval = \"10s\"",
+            format!("poll-interval = \"{STEP}s\""),
+        ),
+        (
+            "native = \"linux\"\n",
+            format!("native = \"linux\"\nroot = \"{}\"\n", root.display()),
+        ),
+    ];
+    let mut text = text;
+    for (from, to) in edits {
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "the profile has one {from:?}"
+        );
+        text = text.replace(from, &to);
+    }
+    let sinks = "sinks = [\"central\"]";
+    assert_eq!(
+        text.matches(sinks).count(),
+        2,
+        "the profile's two pipelines send to central"
+    );
+    text = text.replace(sinks, "sinks = [\"central\", \"capture\"]");
+    text.push_str(&format!(
+        "\n[[sink]]\nname = \"capture\"\ntype = \"http\"\nurl = \"{capture}\"\ngzip = false\n\
+         meta-as-tags = [\"type\", \"type-id\", \"stype\", \"stype-id\", \"device\", \"unit\"]\n"
+    ));
+    text
+}
+
+/// An HTTP server that keeps every body POSTed to it (the line protocol a sink sends) and
+/// answers 204; its URL and the bodies' lines.
+fn capture() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api/write", listener.local_addr().unwrap());
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let keep = lines.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().map_while(Result::ok) {
+            let keep = keep.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut w = conn;
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((k, v)) = line.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    r.read_exact(&mut body).unwrap();
+                    let text = String::from_utf8(body).unwrap();
+                    keep.lock()
+                        .unwrap()
+                        .extend(text.lines().map(str::to_string));
+                    w.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                        .unwrap();
+                }
+            });
+        }
+    });
+    (url, lines)
+}
+
+/// A line's name, tags, value.
+fn parse(line: &str) -> (String, BTreeMap<String, String>, f64) {
+    let parts: Vec<&str> = line.split(' ').collect();
+    assert_eq!(parts.len(), 3, "{line}");
+    let mut tags = parts[0].split(',');
+    let name = tags.next().unwrap().to_string();
+    let tags = tags
+        .map(|t| {
+            let (k, v) = t.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let value = parts[1].strip_prefix("value=").unwrap().parse().unwrap();
+    (name, tags, value)
+}
+
+/// Whether `values` (a series' values, poll by poll) hold `want` as cc-metric-collector would
+/// send it: a change (rate, difference) in exactly one poll, 0 in the polls before and after
+/// it (they read equal files); an absolute value as the last one.
+fn holds(name: &str, values: &[f64], want: f64) -> bool {
+    let eq = |x: f64| (x - want).abs() <= 1e-9 * want.abs().max(1.0);
+    let change = name.ends_with("_bw") || name.starts_with("io_") || name.starts_with("cpu_");
+    if change {
+        let moved: Vec<f64> = values.iter().copied().filter(|x| *x != 0.0).collect();
+        values.len() >= 3 && moved.len() == 1 && eq(moved[0])
+    } else {
+        values.last().is_some_and(|x| eq(*x))
+    }
+}
+
+#[test]
+fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, root) = (
+        tmp.path().join("A"),
+        tmp.path().join("B"),
+        tmp.path().join("root"),
+    );
+    tree::write(&a, 0);
+    tree::write(&b, 1);
+    point(&root, &a);
+    let central_toml = tmp.path().join("central.toml");
+    std::fs::write(
+        &central_toml,
+        format!(
+            "[daemon]\ndata-dir = \"{}\"\n\n[store]\ndefault-frequency = {STEP}\n",
+            tmp.path().join("central").display()
+        ),
+    )
+    .unwrap();
+    let central = DaemonProcess::start(&central_toml);
+    let (capture_url, lines) = capture();
+    let node_toml = tmp.path().join("node.toml");
+    let config = node_config(
+        &tmp.path().join("node"),
+        &central.url("/api/write"),
+        &capture_url,
+        &root,
+    );
+    std::fs::write(&node_toml, config).unwrap();
+    let node = DaemonProcess::start(&node_toml);
+    let t0 = chrono::Utc::now().timestamp() - 5;
+
+    // Two polls of A (rates between them are 0), then B between two polls.
+    let polls = || series(&central, "num_cpus", "node", "", t0).len();
+    wait(
+        "two polls of A at the central",
+        Duration::from_secs(60),
+        || polls() >= 2,
+    );
+    let last = series(&central, "num_cpus", "node", "", t0)
+        .last()
+        .unwrap()
+        .0;
+    // The poll stamped `last` ran within [last, last + 1): the next one is ~STEP later, so
+    // 1.3 s after `last` falls between two polls.
+    let swap_at = last * 1000 + 1300;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    assert!(
+        now_ms < swap_at + 400,
+        "the test saw the poll too late to swap between polls"
+    );
+    std::thread::sleep(Duration::from_millis((swap_at - now_ms).max(0) as u64));
+    point(&root, &b);
+    let n = polls();
+    wait(
+        "two polls of B after the change",
+        Duration::from_secs(60),
+        || polls() >= n + 3,
+    );
+    drop(node);
+
+    // The time step of the poll pair A -> B, from one rate (hwthread 0's user time): every
+    // other rate of that pair must agree with it exactly.
+    let lines: Vec<(String, BTreeMap<String, String>, f64)> =
+        lines.lock().unwrap().iter().map(|l| parse(l)).collect();
+    let mut at_one = Expected::new();
+    tree::cpustat(&a, &b, 1.0, &mut at_one);
+    let user0 = at_one[&(
+        "cpu_user".into(),
+        "hwthread".into(),
+        "0".into(),
+        String::new(),
+    )]
+        .0;
+    let moved: Vec<f64> = lines
+        .iter()
+        .filter(|(n, t, v)| {
+            n == "cpu_user" && t.get("type-id").map(String::as_str) == Some("0") && *v != 0.0
+        })
+        .map(|(_, _, v)| *v)
+        .collect();
+    assert_eq!(moved.len(), 1, "one poll pair saw the change: {moved:?}");
+    let dt = user0 / moved[0];
+    assert!(
+        (1.0..=(3 * STEP) as f64).contains(&dt),
+        "dt {dt} s for a {STEP} s poll"
+    );
+
+    let mut want = Expected::new();
+    tree::cpustat(&a, &b, dt, &mut want);
+    tree::loadavg(&b, &mut want);
+    tree::memstat(&b, &mut want);
+    tree::iostat(&a, &b, &mut want);
+    tree::numastats(&b, &mut want);
+    tree::cpufreq_cpuinfo(&b, &mut want);
+    // netstat's include_devices: every interface but loopback (the profile's default).
+    tree::netstat(&a, &b, dt, &["eth0", "ib0"], &mut want);
+
+    let mut failures = Vec::new();
+    // On the wire: every series with its tags, as cc-metric-collector's sinks write them.
+    for ((name, typ, tid, dev), (v, unit)) in &want {
+        let of_series: Vec<&(String, BTreeMap<String, String>, f64)> = lines
+            .iter()
+            .filter(|(n, t, _)| {
+                n == name
+                    && t.get("type") == Some(typ)
+                    && t.get("type-id").map_or("", String::as_str) == tid
+                    && (dev.is_empty()
+                        || t.get("device") == Some(dev)
+                        || t.get("stype-id") == Some(dev))
+            })
+            .collect();
+        let values: Vec<f64> = of_series.iter().map(|(_, _, v)| *v).collect();
+        let tags_ok = of_series.iter().all(|(_, t, _)| {
+            t.get("unit").map_or("", String::as_str) == unit
+                && t.get("cluster").map(String::as_str) == Some("testcluster")
+                && t.get("hostname") == Some(&hostname())
+                && (!name.starts_with("net_")
+                    || t.get("stype").map(String::as_str) == Some("network"))
+        });
+        if !holds(name, &values, *v) || !tags_ok {
+            let tags: Vec<_> = of_series.iter().map(|(_, t, _)| t).take(1).collect();
+            failures.push(format!(
+                "lines {name} {typ}{tid} {dev}: want {v} {unit:?}, got {values:?} {tags:?}"
+            ));
+        }
+    }
+    let names: std::collections::BTreeSet<&String> = want.keys().map(|(n, ..)| n).collect();
+    for (n, t, _) in &lines {
+        if !names.contains(n) {
+            failures.push(format!(
+                "lines: {n} {t:?} is not what cc-metric-collector sends"
+            ));
+        }
+    }
+    // At the central: each series with a level of its own. (Series told apart only by a
+    // device or a node's stype share the node's level, in cc-metric-store as in wasmon.)
+    for ((name, typ, tid, dev), (v, _)) in &want {
+        if dev.is_empty() {
+            let values: Vec<f64> = series(&central, name, typ, tid, t0)
+                .iter()
+                .map(|(_, v)| *v)
+                .collect();
+            if !holds(name, &values, *v) {
+                failures.push(format!(
+                    "central {name} {typ}{tid}: want {v}, got {values:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} series differ:\n{}",
+        failures.len(),
+        want.len(),
+        failures.join("\n")
+    );
+}
