@@ -22,7 +22,7 @@ use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pcp_wire::{Client, free_port, pdu, pmids, pminfo, reference_pmcd};
+use pcp_wire::{Client, free_port, pdu, pmcd_with, pmids, pminfo};
 use wasmon::linux::{LinuxAgent, table};
 use wasmon::namespace::Agent;
 
@@ -146,7 +146,12 @@ fn fetch_pdu(ids: &[u32]) -> Vec<u8> {
 }
 
 fn fetches(n: usize) {
-    let Some(pmcd) = reference_pmcd() else {
+    // pmdaproc refuses per-process values to a client that did not authenticate over its
+    // local socket unless it runs with `-A`: the installed pmcd.conf with that flag added.
+    let conf = std::fs::read_to_string("/etc/pcp/pmcd/pmcd.conf")
+        .unwrap_or_default()
+        .replace("pmdaproc -d 3\n", "pmdaproc -d 3 -A\n");
+    let Some(pmcd) = pmcd_with((!conf.is_empty()).then_some(conf.as_str())) else {
         eprintln!("collect: no reference pmcd: no fetch figures");
         return;
     };
@@ -158,9 +163,9 @@ fn fetches(n: usize) {
         .collect();
     let proc = pmids(pmcd.port, "proc");
     println!(
-        "| fetch | metrics | wasmon wall | pmcd wall | ratio | wasmon CPU | pmcd CPU | ratio |"
+        "| fetch | metrics | wasmon wall | pmcd wall | ratio | wasmon CPU | pmcd CPU | ratio | RESULT bytes wasmon / pmcd |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (what, ids) in [
         ("linux (domain 60)", &linux),
         ("proc.* (all processes)", &proc),
@@ -169,14 +174,16 @@ fn fetches(n: usize) {
         let mut buf = Vec::new();
         let mut run = |port: u16, pid: u32| {
             let mut c = Client::connect(port);
-            measure(pid, n, || {
-                c.fetch(&req, &mut buf);
-            })
+            let mut bytes = 0;
+            let (wall, cpu) = measure(pid, n, || {
+                bytes = c.fetch(&req, &mut buf);
+            });
+            (wall, cpu, bytes)
         };
-        let (ww, wc) = run(wasmon.pcp, wasmon.child.id());
-        let (pw, pc) = run(pmcd.port, pmcd.child.id());
+        let (ww, wc, wb) = run(wasmon.pcp, wasmon.child.id());
+        let (pw, pc, pb) = run(pmcd.port, pmcd.child.id());
         println!(
-            "| {what} | {} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms | {:.2} ms | {:.2}x |",
+            "| {what} | {} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms | {:.2} ms | {:.2}x | {wb} / {pb} |",
             ids.len(),
             ww.as_secs_f64() * 1e3,
             pw.as_secs_f64() * 1e3,

@@ -76,6 +76,7 @@ impl Drop for Pmcd {
     }
 }
 
+#[allow(dead_code)] // `collect` starts its own pmcd.conf
 pub fn reference_pmcd() -> Option<Pmcd> {
     pmcd_with(None)
 }
@@ -102,6 +103,9 @@ pub fn pmcd_with(conf: Option<&str>) -> Option<Pmcd> {
         .arg(run.path().join("pmcd.log"))
         .args(&extra)
         .env("PCP_RUN_DIR", run.path())
+        // Start its PMDAs as its own children (not through an already running pmdaroot of
+        // another pmcd), so their CPU counts as this pmcd's.
+        .env("PMCD_ROOT_AGENT", "0")
         .current_dir(run.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

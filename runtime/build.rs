@@ -17,6 +17,9 @@ const BUNDLED: &[&str] = &[
     "mmv",
     "otlp",
     "jsonl",
+    "infiniband",
+    "denki",
+    "hwmon",
     "clustercockpit",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).

@@ -1,7 +1,8 @@
 //! Guests bundled in the binary, and how a guest reference in config or on the command line
 //! resolves to component bytes: a path (anything ending in `.wasm` or containing `/`), else
-//! `NAME.wasm` in the guests directory, else the bundled guest `NAME`. Also what each bundled
-//! agent brings to its `[[agent]]` entry ([`agent_defaults`]).
+//! `NAME.wasm` in the guests directory, else the bundled guest `NAME`: compiled into the binary
+//! (Rust), or built from its embedded sources on first use (C and Python, `kit::bundled`).
+//! Also what each bundled agent brings to its `[[agent]]` entry ([`agent_defaults`]).
 
 use std::path::{Path, PathBuf};
 
@@ -27,12 +28,50 @@ pub struct AgentDefaults {
 
 /// The bundled agents' defaults (another language's agent, built into guests-dir under one of
 /// these names, gets them too).
-pub const AGENT_DEFAULTS: &[AgentDefaults] = &[AgentDefaults {
-    guest: "foo",
-    domain: 44,
-    pmns: "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n",
-    dirs: &[],
-}];
+pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
+    AgentDefaults {
+        guest: "foo",
+        domain: 44,
+        pmns: "root { foo }\nfoo {\n    version 44:0:1\n    count   44:*:*\n    memory  44:0:2\n}\n",
+        dirs: &[],
+    },
+    // pmdainfiniband's domain.
+    AgentDefaults {
+        guest: "infiniband",
+        domain: 91,
+        pmns: "root { infiniband 91:*:* }",
+        dirs: &["/sys"],
+    },
+    // pmdadenki's domain.
+    AgentDefaults {
+        guest: "denki",
+        domain: 156,
+        pmns: "root { denki 156:*:* }",
+        dirs: &["/sys"],
+    },
+    // No PCP agent has these names: a domain PCP's stdpmid leaves unassigned (159-240).
+    AgentDefaults {
+        guest: "hwmon",
+        domain: 180,
+        pmns: "root { hwmon 180:*:* }",
+        dirs: &["/sys"],
+    },
+    // C, built from source on first use: pmdanfsclient's domain and names.
+    AgentDefaults {
+        guest: "nfsclient",
+        domain: 62,
+        pmns: "root { nfsclient 62:*:* }\n",
+        dirs: &["/proc"],
+    },
+    // Python, built from source on first use (`wasmon guest prepare slurm`): PCP's own slurm
+    // PMDA (domain 23) asks slurmctld, so this one takes an end-user domain.
+    AgentDefaults {
+        guest: "slurm",
+        domain: 490,
+        pmns: "root { slurm 490:*:* }\n",
+        dirs: &["/sys/fs/cgroup"],
+    },
+];
 
 /// The defaults of the bundled agent `guest` (a bare name, not a path).
 pub fn agent_defaults(guest: &str) -> Option<&'static AgentDefaults> {
@@ -64,9 +103,12 @@ pub struct Source {
     pub origin: Origin,
 }
 
-/// Names of the bundled guests.
+/// Names of the bundled guests (compiled in, and built from source on first use).
 pub fn bundled_names() -> impl Iterator<Item = &'static str> {
-    BUNDLED.iter().map(|(n, _)| *n)
+    BUNDLED
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(crate::kit::bundled::names())
 }
 
 /// Resolves `reference`; relative paths are taken from `base` (the config file's directory).
@@ -91,11 +133,27 @@ pub fn resolve(reference: &str, guests_dir: Option<&Path>, base: &Path) -> Resul
             });
         }
     }
-    match BUNDLED.iter().find(|(n, _)| *n == reference) {
-        Some((name, bytes)) => Ok(Source {
+    if let Some((name, bytes)) = BUNDLED.iter().find(|(n, _)| *n == reference) {
+        return Ok(Source {
             bytes: bytes.to_vec(),
             origin: Origin::Bundled(name),
-        }),
+        });
+    }
+    let built = crate::kit::bundled::component(
+        reference,
+        &crate::kit::bundled::cache_dir(),
+        &crate::kit::toolchains_dir(),
+        false,
+    )?;
+    match built {
+        Some(path) => {
+            let bytes = std::fs::read(&path)
+                .with_context(|| format!("reading guest {}", path.display()))?;
+            Ok(Source {
+                bytes,
+                origin: Origin::File(path),
+            })
+        }
         None => bail!(
             "no guest named {reference:?}: not a .wasm path, not in the guests directory, and not bundled (bundled: {})",
             bundled_names().collect::<Vec<_>>().join(", ")

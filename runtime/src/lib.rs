@@ -51,6 +51,7 @@ pub mod notify;
 pub mod pcp;
 pub mod pipeline;
 pub mod procfs;
+pub mod resident;
 pub mod sample;
 pub mod sink;
 pub mod store;

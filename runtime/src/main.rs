@@ -26,6 +26,10 @@ fn main() -> ExitCode {
             listen,
             data_dir,
         } => {
+            // Before any thread starts: what stays resident (see `resident`).
+            wasmon::resident::few_malloc_arenas();
+            wasmon::resident::code_on_demand();
+            wasmon::resident::drop_start_code_later();
             let opts = wasmon::daemon::RunOptions {
                 config,
                 listen,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::{Child, NsError, Pmid};
+use crate::agent::{Child, MetricDesc, NsError, Pmid, Semantics, ValueType};
 
 /// Leaves by full dotted name.
 #[derive(Debug, Default, Clone)]
@@ -91,6 +91,100 @@ impl Names {
             Err(NsError::UnknownName)
         }
     }
+}
+
+/// One metric of an agent whose metrics are a fixed table.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// Full dotted name.
+    pub name: &'static str,
+    pub cluster: u32,
+    pub item: u32,
+    pub value_type: ValueType,
+    pub semantics: Semantics,
+    /// Units as PCP writes them (`byte`, `count`, `millidegC`...; empty when none).
+    pub units: &'static str,
+    /// Instance domain serial, `None` for a singular metric.
+    pub indom: Option<u32>,
+    pub help: &'static str,
+}
+
+/// An agent's metrics: names, PMIDs and descriptors from one table.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    domain: u32,
+    names: Names,
+    metrics: &'static [Metric],
+}
+
+impl Catalog {
+    pub fn new(domain: u32, metrics: &'static [Metric]) -> Catalog {
+        let names = Names::new(metrics.iter().map(|m| {
+            (
+                m.name.to_string(),
+                Pmid {
+                    domain,
+                    cluster: m.cluster,
+                    item: m.item,
+                },
+            )
+        }));
+        Catalog {
+            domain,
+            names,
+            metrics,
+        }
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The metric of a PMID of this domain.
+    pub fn metric(&self, id: Pmid) -> Option<&'static Metric> {
+        if id.domain != self.domain {
+            return None;
+        }
+        self.metrics
+            .iter()
+            .find(|m| m.cluster == id.cluster && m.item == id.item)
+    }
+
+    pub fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError> {
+        let m = self.metric(id).ok_or(NsError::UnknownPmid)?;
+        Ok(MetricDesc {
+            id,
+            value_type: m.value_type,
+            semantics: m.semantics,
+            units: m.units.into(),
+            indom: m.indom,
+            help: m.help.into(),
+        })
+    }
+}
+
+/// Implements [`crate::agent::Agent`]'s namespace callbacks and `describe` for a type with a
+/// `catalog: Catalog` field; the type implements `configure` and `fetch` itself in
+/// `impl ... { fn configure ... fn fetch ... }` passed as the second argument.
+#[macro_export]
+macro_rules! catalog_agent {
+    ($ty:ty, { $($rest:tt)* }) => {
+        impl $crate::agent::Agent for $ty {
+            fn lookup_name(&mut self, name: &str) -> Result<$crate::agent::Pmid, $crate::agent::NsError> {
+                self.catalog.names().lookup(name)
+            }
+            fn names_of(&mut self, id: $crate::agent::Pmid) -> Result<Vec<String>, $crate::agent::NsError> {
+                self.catalog.names().names_of(id)
+            }
+            fn children(&mut self, name: &str) -> Result<Vec<$crate::agent::Child>, $crate::agent::NsError> {
+                self.catalog.names().children(name)
+            }
+            fn describe(&mut self, id: $crate::agent::Pmid) -> Result<$crate::agent::MetricDesc, $crate::agent::NsError> {
+                self.catalog.describe(id)
+            }
+            $($rest)*
+        }
+    };
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `wasmon guest new|build|check`: the guest author's kit (`crate::kit`) on the command line.
+//! `wasmon guest new|build|prepare|check`: the guest author's kit (`crate::kit`) on the command line.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,15 @@ pub enum GuestCommand {
         out_dir: Option<PathBuf>,
         /// Where pip/npm toolchains are installed (default: $WASMON_TOOLCHAINS, else
         /// ~/.cache/wasmon/toolchains).
+        #[arg(long)]
+        toolchains: Option<PathBuf>,
+    },
+    /// Build the bundled guests written in C or Python (all of them, or NAMES) into the cache
+    /// a daemon of this user reads them from, installing componentize-py when missing: what a
+    /// daemon asks for when `guest = "slurm"` is not built yet.
+    Prepare {
+        names: Vec<String>,
+        /// Where pip toolchains are installed (as for `build`).
         #[arg(long)]
         toolchains: Option<PathBuf>,
     },
@@ -68,6 +77,25 @@ pub fn guest(cmd: GuestCommand) -> Result<bool> {
                 eprintln!("{} is up to date", built.path.display());
             }
             println!("{}", built.path.display());
+            Ok(true)
+        }
+        GuestCommand::Prepare { names, toolchains } => {
+            let toolchains = toolchains.unwrap_or_else(kit::toolchains_dir);
+            let names: Vec<String> = if names.is_empty() {
+                kit::bundled::names().map(String::from).collect()
+            } else {
+                names
+            };
+            let cache = kit::bundled::cache_dir();
+            for name in &names {
+                match kit::bundled::component(name, &cache, &toolchains, true)? {
+                    Some(path) => println!("{}", path.display()),
+                    None => anyhow::bail!(
+                        "{name:?} is not a bundled guest built from source (those are: {})",
+                        kit::bundled::names().collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            }
             Ok(true)
         }
         GuestCommand::Check { file, no_link } => check_file(&file, !no_link),

@@ -71,11 +71,7 @@ pub fn build(dir: &Path, out_dir: Option<&Path>, toolchains: &Path) -> Result<Bu
     let out = out_dir.join(format!("{}.wasm", m.name));
     let stamp = out_dir.join(format!("{}.wasm.sources", m.name));
     let hash = source_hash(dir, &m)?;
-    // Rust: cargo knows best what changed (dependencies, lock file); always ask it.
-    if m.lang != Lang::Rust
-        && out.exists()
-        && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == hash)
-    {
+    if is_current(&m, &out, &stamp, &hash) {
         return Ok(Built {
             path: out,
             rebuilt: false,
@@ -112,6 +108,24 @@ pub fn build(dir: &Path, out_dir: Option<&Path>, toolchains: &Path) -> Result<Bu
         path: out,
         rebuilt: true,
     })
+}
+
+/// Whether `out` was built from sources hashing as `hash`. Rust: cargo knows best what changed
+/// (dependencies, lock file); it is always asked.
+fn is_current(m: &Manifest, out: &Path, stamp: &Path, hash: &str) -> bool {
+    m.lang != Lang::Rust
+        && out.exists()
+        && std::fs::read_to_string(stamp).is_ok_and(|s| s.trim() == hash)
+}
+
+/// `out_dir/NAME.wasm` when it was built from the guest in `dir` as it is now (no toolchain
+/// run), else `None`.
+pub(super) fn current(dir: &Path, out_dir: &Path) -> Result<Option<PathBuf>> {
+    let m = Manifest::load(dir)?;
+    let out = out_dir.join(format!("{}.wasm", m.name));
+    let stamp = out_dir.join(format!("{}.wasm.sources", m.name));
+    let hash = source_hash(dir, &m)?;
+    Ok(is_current(&m, &out, &stamp, &hash).then_some(out))
 }
 
 /// Hash of everything a build reads.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+pub mod bundled;
 mod build;
 mod scaffold;
 mod scaffold_agent;

@@ -37,10 +37,10 @@ pub fn toolchains_dir() -> PathBuf {
 }
 
 /// An exclusive lock on `dir/.lock` while installing (tests and users may build at once).
-struct Lock(std::fs::File);
+pub(super) struct Lock(std::fs::File);
 
 impl Lock {
-    fn take(dir: &Path) -> Result<Lock> {
+    pub(super) fn take(dir: &Path) -> Result<Lock> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(".lock");
         let f = std::fs::OpenOptions::new()
@@ -92,12 +92,20 @@ fn on_path(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether `componentize-py` of the pinned version is installed in `DIR/python`.
+pub fn componentize_py_installed(dir: &Path) -> bool {
+    let venv = dir.join("python");
+    venv.join(format!(".componentize-py-{COMPONENTIZE_PY}"))
+        .exists()
+        && venv.join("bin").join("componentize-py").exists()
+}
+
 /// `componentize-py`, installed into `DIR/python` (a venv) when missing.
 pub fn componentize_py(dir: &Path) -> Result<PathBuf> {
     let venv = dir.join("python");
     let exe = venv.join("bin").join("componentize-py");
     let stamp = venv.join(format!(".componentize-py-{COMPONENTIZE_PY}"));
-    if stamp.exists() && exe.exists() {
+    if componentize_py_installed(dir) {
         return Ok(exe);
     }
     let _lock = Lock::take(dir)?;

@@ -40,6 +40,7 @@ mod numa;
 mod pressure;
 mod scsi;
 mod slabinfo;
+mod sock_diag;
 mod sockstat;
 mod softnet;
 mod stat;

@@ -13,7 +13,7 @@
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 
-use super::{Ctx, Group, Metric, read::Root};
+use super::{Ctx, Group, Metric, read::Root, sock_diag};
 use crate::namespace::{Value, Values};
 
 /// Most bytes read from one socket table: ~1.7 million sockets of ~150 bytes, beyond any
@@ -125,7 +125,22 @@ impl Group for NetConn {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
+        let live = ctx.root.is_live();
         for (i, (cluster, rel)) in FILES.iter().enumerate() {
+            // The live host's TCP tables through netlink: the same counts for a fraction of
+            // the kernel's time (see `sock_diag`); the file when netlink cannot answer.
+            let family = match *cluster {
+                TCP => Some(libc::AF_INET),
+                TCP6 => Some(libc::AF_INET6),
+                _ => None,
+            };
+            if live
+                && let Some(f) = family
+                && let Some(c) = sock_diag::tcp_states(f, &mut self.buf)
+            {
+                self.counts[i] = Some(c);
+                continue;
+            }
             let mut c = [0u32; TCP_STATES];
             let ok = for_each_line(ctx.root, rel, &mut self.buf, |line| match *cluster {
                 TCP | TCP6 => {

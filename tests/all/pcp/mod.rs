@@ -9,6 +9,7 @@ mod hostile;
 mod linux;
 mod metricsets;
 mod mmv;
+pub(crate) mod nfsclient;
 mod pmda;
 mod procagent;
 mod proxy;

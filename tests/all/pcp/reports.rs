@@ -1,25 +1,31 @@
 //! PCP's report tools against wasmon's native linux agent and the reference pmcd:
-//! pcp-mpstat (CPU utilisation per CPU, interrupts and softirqs per CPU) and pmstat. Values
+//! pcp-mpstat (CPU utilisation per CPU, interrupts and softirqs per CPU), pmstat, pcp-free,
+//! pcp-iostat and pcp-dstat. Values
 //! change between runs, so the reports are compared by shape: the same header lines, the
 //! same rows (CPUs) in the same order, the same number of columns, and no column without a
 //! value (`?`, `None`, empty) where pmcd's report has one.
 
 use super::*;
 
-/// Runs pcp-mpstat (a Python tool: Debian's python3 has PCP's module) against `port`.
+/// Runs pcp-mpstat against `port`.
 fn mpstat(port: u16, args: &[&str]) -> String {
+    pcp_tool("mpstat", port, args)
+}
+
+/// Runs `pcp TOOL` (a Python tool: Debian's python3 has PCP's module) against `port`.
+fn pcp_tool(tool: &str, port: u16, args: &[&str]) -> String {
     let o = Command::new("/usr/bin/python3")
-        .arg("/usr/lib/pcp/bin/pcp-mpstat")
+        .arg(format!("/usr/lib/pcp/bin/pcp-{tool}"))
         .args(args)
         // The host as `pcp -h HOST mpstat` passes it: pcp-mpstat has no -h of its own.
         .env("PCP_HOST", format!("localhost:{port}"))
         .env("PCP_DERIVED_CONFIG", "")
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("pcp-mpstat: {e}"));
+        .unwrap_or_else(|e| panic!("pcp-{tool}: {e}"));
     assert!(
         o.status.success(),
-        "pcp-mpstat {args:?} on {port}: {}\n{}",
+        "pcp-{tool} {args:?} on {port}: {}\n{}",
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
@@ -140,6 +146,70 @@ fn pmstat_reports_what_pmcds_report_shows() {
     let (_, rows) = shape(&ours, pmstat_row);
     assert_eq!(rows.len(), 2, "{ours}");
     let diffs = compare("pmstat", &ours, &theirs, pmstat_row, &[]);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    drop(w.daemon);
+}
+
+/// A data row of numbers after a name (pcp-free's `Mem:`, pcp-iostat's devices).
+fn named_row(f: &[&str]) -> bool {
+    f.len() > 3
+        && f[0] != "#"
+        && f[1..]
+            .iter()
+            .all(|x| *x == "?" || x.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+#[test]
+fn pcp_free_and_iostat_report_what_pmcds_reports_show() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let mut diffs = Vec::new();
+    for (tool, args) in [
+        ("free", &[][..]),
+        ("free", &["-w", "-t"][..]),
+        ("iostat", &["-s", "2", "-t", "1"][..]),
+        ("iostat", &["-s", "2", "-t", "1", "-x", "dm"][..]),
+    ] {
+        let ours = pcp_tool(tool, w.pcp, args);
+        let theirs = pcp_tool(tool, pmcd, args);
+        assert!(
+            !ours.contains("Unknown metric"),
+            "pcp-{tool} {args:?}:\n{ours}"
+        );
+        // Rows are named by their first column (Mem, Swap, Total; a device).
+        diffs.extend(compare(
+            &format!("pcp-{tool} {args:?}"),
+            &ours,
+            &theirs,
+            named_row,
+            &[0],
+        ));
+    }
+    let (_, rows) = shape(&pcp_tool("free", w.pcp, &[]), named_row);
+    assert!(rows.len() >= 2, "pcp-free gave no Mem and Swap rows");
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    drop(w.daemon);
+}
+
+/// A data row of pcp-dstat (its `|` separators made blanks): numbers with unit suffixes.
+fn dstat_row(f: &[&str]) -> bool {
+    f.len() > 5
+        && f.iter()
+            .all(|x| *x == "?" || x.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+#[test]
+fn pcp_dstat_reports_what_pmcds_report_shows() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let args = ["-cdngy", "--disk-util", "1", "2"];
+    // A value and the next group's first run together across `|` ("0|3679k"): split there.
+    let run = |port| pcp_tool("dstat", port, &args).replace('|', " ");
+    let ours = run(w.pcp);
+    let theirs = run(pmcd);
+    let (_, rows) = shape(&ours, dstat_row);
+    assert!(rows.len() >= 2, "pcp-dstat gave no rows:\n{ours}");
+    let diffs = compare("pcp-dstat", &ours, &theirs, dstat_row, &[]);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
     drop(w.daemon);
 }

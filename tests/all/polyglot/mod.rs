@@ -7,6 +7,7 @@
 //! hash of their sources, so a second run rebuilds nothing. A toolchain that cannot be
 //! installed fails the test that needs it, naming it.
 
+mod agents;
 mod checks;
 mod daemon;
 mod exporters;
@@ -56,6 +57,13 @@ pub fn wasmon() -> Command {
     c
 }
 
+/// Points a daemon (or any `wasmon`) at the same caches: the bundled C and Python guests it
+/// builds from source on first use, and the pip toolchain the Python ones need.
+pub fn cache_env(cmd: &mut Command) {
+    cmd.env("WASMON_TOOLCHAINS", toolchains())
+        .env("XDG_CACHE_HOME", work().join("cache"));
+}
+
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output()
         .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
@@ -63,7 +71,7 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Installs what a language's toolchain needs from Debian (the pip and npm parts the kit
 /// installs itself).
-fn ensure_system_toolchain(lang: &str) {
+pub fn ensure_system_toolchain(lang: &str) {
     let works = |prog: &str, args: &[&str]| {
         Command::new(prog)
             .args(args)

@@ -1,0 +1,188 @@
+//! The bundled agents written in C (`nfsclient`) and Python (`slurm`): one poll (a fetch of
+//! every metric they serve, as a polling `[[agent]]` asks) through the sandbox, against a
+//! native Rust read and parse of the same files in the same run (issue 30: C ≤ 2× native, the
+//! Python agent's figure stated). `cargo bench -p wasmon-benches --bench poly_agents`; the
+//! components are built from `guests/` by the kit, toolchains in `target/guest-toolchains`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use wasmon::host::agent_types::Pmid;
+use wasmon::host::{AgentInstance, AgentWorld, DirGrant, GuestConfig, Image, Runtime};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn load(
+    rt: &std::sync::Arc<Runtime>,
+    lang: &str,
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> AgentInstance {
+    let target = repo().join("target");
+    let built = wasmon::kit::build(
+        &repo().join("guests").join(lang).join(name),
+        Some(&target.join("polyglot/built").join(lang)),
+        &target.join("guest-toolchains"),
+    )
+    .unwrap_or_else(|e| panic!("building {lang}/{name}: {e:#}"));
+    let compiled = rt
+        .compile(&std::fs::read(&built.path).unwrap(), name)
+        .unwrap();
+    let mut cfg = GuestConfig::new(name, "{}");
+    cfg.grants.dirs = vec![DirGrant {
+        host: host.to_path_buf(),
+        guest: guest.into(),
+        read_only: true,
+    }];
+    cfg.memory = 256 << 20;
+    cfg.deadline = Duration::from_secs(5);
+    Image::<AgentWorld>::load(rt, &compiled, cfg).unwrap()
+}
+
+fn pmids(domain: u32, clusters: &[(u32, u32, u32)]) -> Vec<Pmid> {
+    clusters
+        .iter()
+        .flat_map(|&(cluster, first, last)| {
+            (first..=last).map(move |item| Pmid {
+                domain,
+                cluster,
+                item,
+            })
+        })
+        .collect()
+}
+
+/// A mountstats of `n` NFS mounts (the mixed fixture's three, renamed) among its other mounts.
+fn mountstats(n: usize, dir: &Path) {
+    let mixed =
+        std::fs::read_to_string(repo().join("tests/fixtures/nfsclient/mixed/mountstats")).unwrap();
+    let mut text = String::new();
+    for i in 0..n.div_ceil(3) {
+        text.push_str(&mixed.replace(" mounted on /", &format!(" mounted on /n{i}/")));
+    }
+    std::fs::write(dir.join("mountstats"), text).unwrap();
+}
+
+/// The native baseline: read the file and parse every number of every NFS mount's lines into
+/// a vector per mount, keyed by mount point (what the agent does, without the metric table).
+fn native_mountstats(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut mounts: Vec<(String, Vec<u64>)> = Vec::new();
+    let mut nfs = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("device ") {
+            nfs = rest.contains("nfs statvers=") || rest.contains("nfs4 statvers=");
+            if nfs {
+                let point = rest.split(' ').nth(3).unwrap_or("").to_string();
+                mounts.push((point, Vec::with_capacity(720)));
+            }
+            continue;
+        }
+        if let (true, Some((_, v))) = (nfs, mounts.last_mut()) {
+            let body = line.split_once(':').map_or(line, |(_, b)| b);
+            v.extend(
+                body.split([' ', '\t'])
+                    .filter_map(|w| w.parse::<u64>().ok()),
+            );
+        }
+    }
+    mounts.iter().map(|(_, v)| v.len()).sum()
+}
+
+/// The native baseline of slurm: the same five files of each job directory, parsed.
+fn native_slurm(base: &Path) -> usize {
+    let mut n = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(base).unwrap().flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with("job_") && !(name.len() == 14 && name.starts_with('s')) {
+            continue;
+        }
+        for f in [
+            "memory.current",
+            "memory.peak",
+            "memory.max",
+            "cpu.stat",
+            "cpuset.cpus",
+            "io.stat",
+        ] {
+            if let Ok(t) = std::fs::read_to_string(e.path().join(f)) {
+                n += t
+                    .split(|c: char| c.is_whitespace() || c == '=')
+                    .filter(|w| w.parse::<u64>().is_ok())
+                    .count();
+            }
+        }
+    }
+    n
+}
+
+fn nfsclient(c: &mut Criterion) {
+    let rt = Runtime::new(None).unwrap();
+    let ids = pmids(
+        62,
+        &[
+            (0, 1, 2),
+            (1, 1, 37),
+            (2, 1, 1),
+            (3, 1, 2),
+            (4, 1, 1),
+            (5, 1, 27),
+            (6, 1, 8),
+            (7, 1, 30),
+            (8, 1, 612),
+        ],
+    );
+    for mounts in [3usize, 30, 300] {
+        let dir = tempfile::tempdir().unwrap();
+        mountstats(mounts, dir.path());
+        let mut agent = load(&rt, "c", "nfsclient", dir.path(), "/proc/self");
+        let sets = agent.fetch(&ids).unwrap();
+        let values: usize = sets
+            .iter()
+            .map(|s| s.values.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        assert!(
+            values >= 700 * mounts,
+            "{values} values for {mounts} mounts"
+        );
+        c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_c_guest"), |b| {
+            b.iter(|| agent.fetch(&ids).unwrap())
+        });
+        let path = dir.path().join("mountstats");
+        c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_native"), |b| {
+            b.iter(|| native_mountstats(&path))
+        });
+    }
+}
+
+fn slurm(c: &mut Criterion) {
+    let rt = Runtime::new(Some(repo().join("target/polyglot/components"))).unwrap();
+    let tree = repo().join("tests/fixtures/slurm/node");
+    let base = tree.join("system.slice/slurmstepd.scope");
+    let ids = pmids(490, &[(0, 0, 0), (1, 1, 14)]);
+    let mut agent = load(&rt, "python", "slurm", &tree, "/sys/fs/cgroup");
+    assert!(agent.fetch(&ids).unwrap().iter().all(|s| s.values.is_ok()));
+    c.bench_function("slurm_poll_4_jobs_python_guest", |b| {
+        b.iter(|| agent.fetch(&ids).unwrap())
+    });
+    c.bench_function("slurm_poll_4_jobs_native", |b| {
+        b.iter(|| native_slurm(&base))
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3));
+    targets = nfsclient, slurm
+}
+criterion_main!(benches);

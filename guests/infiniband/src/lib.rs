@@ -1,0 +1,419 @@
+//! `infiniband`: host channel adapters and their ports from `/sys/class/infiniband`, under the
+//! names and PMIDs of PCP's pmdainfiniband (domain 91), which asks the same figures of the
+//! fabric with MADs where this agent reads the kernel's sysfs copy of them.
+//!
+//! Instances: HCAs by device name (`mlx5_0`, indom 0) and ports as `DEVICE:PORT` (`mlx5_0:1`,
+//! indom 1). Counters come from `ports/N/counters_ext` (the 64-bit counters older kernels keep
+//! apart) when the file is there, else from `ports/N/counters` (64-bit on current kernels
+//! where the HCA has extended counters); `hw_counters` give `infiniband.port.diag.*`. The data
+//! counters count 4-octet words: [`data_bytes`] is the one place they become bytes.
+//!
+//! A file that is absent, unreadable or not a number (`N/A (no PMA)`) gives that instance no
+//! value for that metric, nothing else; no HCA at all gives no instances.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use wasmon_guest::Params;
+use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon_guest::names::{Catalog, Metric};
+use wasmon_guest::sysfs;
+
+pub const DOMAIN: u32 = 91;
+const HCA: Option<u32> = Some(0);
+const PORT: Option<u32> = Some(1);
+
+/// The class directory, as the sandbox sees it.
+const CLASS: &str = "/sys/class/infiniband";
+
+/// Octets in one unit of `port_rcv_data` / `port_xmit_data` (IBA's PortRcvData counts
+/// 32-bit words).
+const DATA_WORD_OCTETS: u64 = 4;
+
+/// The one place data words become bytes.
+pub fn data_bytes(words: u64) -> u64 {
+    words.wrapping_mul(DATA_WORD_OCTETS)
+}
+
+use Semantics::{Counter, Discrete};
+use ValueType::{Int32, Int64, Text, Uint64};
+
+#[allow(clippy::too_many_arguments)] // one row of the table
+const fn m(
+    name: &'static str,
+    cluster: u32,
+    item: u32,
+    value_type: ValueType,
+    semantics: Semantics,
+    units: &'static str,
+    indom: Option<u32>,
+    help: &'static str,
+) -> Metric {
+    Metric {
+        name,
+        cluster,
+        item,
+        value_type,
+        semantics,
+        units,
+        indom,
+        help,
+    }
+}
+
+/// Every metric: pmdainfiniband's names, PMIDs, types and units; help in our words.
+#[rustfmt::skip]
+pub static METRICS: &[Metric] = &[
+    m("infiniband.hca.type", 0, 0, Text, Discrete, "", HCA, "Kind of node the adapter is (CA, Switch, Router, iWARP RNIC), from node_type"),
+    m("infiniband.hca.ca_type", 0, 1, Text, Discrete, "", HCA, "Adapter model as the driver names it (hca_type)"),
+    m("infiniband.hca.numports", 0, 2, Int32, Discrete, "", HCA, "How many ports the adapter has"),
+    m("infiniband.hca.fw_ver", 0, 3, Text, Discrete, "", HCA, "Firmware version of the adapter"),
+    m("infiniband.hca.hw_ver", 0, 4, Text, Discrete, "", HCA, "Hardware revision of the adapter (hw_rev)"),
+    m("infiniband.hca.node_guid", 0, 5, Text, Discrete, "", HCA, "Globally unique identifier of the adapter's node"),
+    m("infiniband.hca.system_guid", 0, 6, Text, Discrete, "", HCA, "Globally unique identifier of the system image (sys_image_guid)"),
+    m("infiniband.hca.board_id", 0, 17, Text, Discrete, "", HCA, "Board identifier the vendor gave the adapter"),
+    m("infiniband.port.lid", 0, 9, Int32, Discrete, "", PORT, "Local identifier the subnet manager assigned to the port"),
+    m("infiniband.port.state", 0, 10, Text, Discrete, "", PORT, "Logical state of the port (Down, Initializing, Armed, Active)"),
+    m("infiniband.port.phystate", 0, 11, Text, Discrete, "", PORT, "Physical state of the port's link (Polling, Link Up, ...)"),
+    m("infiniband.port.rate", 0, 12, Int32, Discrete, "", PORT, "Data rate of the port in Gbit/s, all lanes together"),
+    m("infiniband.port.linkspeed", 0, 14, Text, Discrete, "", PORT, "Signalling rate of one lane of the link"),
+    m("infiniband.port.linkwidth", 0, 15, Int32, Discrete, "", PORT, "Lanes in the link (1, 4, 8 or 12)"),
+    m("infiniband.port.sm_lid", 0, 26, Uint64, Discrete, "", PORT, "Local identifier of the port's subnet manager"),
+    m("infiniband.port.lmc", 0, 27, Uint64, Discrete, "", PORT, "LID mask count: how many low bits of the LID select a path"),
+    m("infiniband.port.link_layer", 0, 30, Text, Discrete, "", PORT, "Link layer of the port (InfiniBand or Ethernet)"),
+    m("infiniband.port.capmask", 0, 32, Uint64, Discrete, "", PORT, "Capability mask the port advertises"),
+    m("infiniband.port.node_desc", 0, 33, Text, Discrete, "", PORT, "Description of the node the port belongs to"),
+    m("infiniband.port.in.bytes", 1, 0, Int64, Counter, "byte", PORT, "Octets received in data packets on every virtual lane, link packets excluded"),
+    m("infiniband.port.in.packets", 1, 1, Int64, Counter, "count", PORT, "Data packets received on every virtual lane, erroneous ones included"),
+    m("infiniband.port.out.bytes", 1, 2, Int64, Counter, "byte", PORT, "Octets sent in data packets on every virtual lane, link packets excluded"),
+    m("infiniband.port.out.packets", 1, 3, Int64, Counter, "count", PORT, "Data packets sent on every virtual lane"),
+    m("infiniband.port.in.errors.drop", 1, 4, Int32, Counter, "count", PORT, "Received packets the switch relay could not forward and discarded"),
+    m("infiniband.port.out.errors.drop", 1, 5, Int32, Counter, "count", PORT, "Outbound packets discarded because the port was down or congested"),
+    m("infiniband.port.total.bytes", 1, 6, Int64, Counter, "byte", PORT, "infiniband.port.in.bytes plus infiniband.port.out.bytes"),
+    m("infiniband.port.total.packets", 1, 7, Int64, Counter, "count", PORT, "infiniband.port.in.packets plus infiniband.port.out.packets"),
+    m("infiniband.port.total.errors.drop", 1, 8, Int32, Counter, "count", PORT, "Inbound and outbound packets dropped, together"),
+    m("infiniband.port.in.errors.filter", 1, 9, Int32, Counter, "count", PORT, "Received packets discarded by raw-packet filtering or partition key checks"),
+    m("infiniband.port.in.errors.local", 1, 10, Int32, Counter, "count", PORT, "Received packets with local physical errors, malformed, or lost to buffer overrun"),
+    m("infiniband.port.in.errors.remote", 1, 11, Int32, Counter, "count", PORT, "Received packets marked bad by a remote end (EBP delimiter)"),
+    m("infiniband.port.out.errors.filter", 1, 12, Int32, Counter, "count", PORT, "Packets not sent because of raw-packet filtering or partition key checks"),
+    m("infiniband.port.total.errors.filter", 1, 13, Int32, Counter, "count", PORT, "Inbound and outbound packets filtered, together"),
+    m("infiniband.port.total.errors.link", 1, 14, Int32, Counter, "count", PORT, "Times the link went down after its recovery failed"),
+    m("infiniband.port.total.errors.recover", 1, 15, Int32, Counter, "count", PORT, "Times the link recovered from errors"),
+    m("infiniband.port.total.errors.integrity", 1, 16, Int32, Counter, "count", PORT, "Times local physical errors passed their threshold"),
+    m("infiniband.port.total.errors.vl15", 1, 17, Int32, Counter, "count", PORT, "Management (VL15) packets dropped for want of resources"),
+    m("infiniband.port.total.errors.overrun", 1, 18, Int32, Counter, "count", PORT, "Times buffer overruns persisted across flow control updates"),
+    m("infiniband.port.total.errors.symbol", 1, 19, Int32, Counter, "count", PORT, "Minor errors detected on the link's physical lanes"),
+    m("infiniband.port.in.ucast_packets", 1, 22, Int64, Counter, "count", PORT, "Unicast packets received"),
+    m("infiniband.port.in.mcast_packets", 1, 23, Int64, Counter, "count", PORT, "Multicast packets received"),
+    m("infiniband.port.out.ucast_packets", 1, 24, Int64, Counter, "count", PORT, "Unicast packets sent"),
+    m("infiniband.port.out.mcast_packets", 1, 25, Int64, Counter, "count", PORT, "Multicast packets sent"),
+    m("infiniband.port.out.data", 1, 26, Int64, Counter, "byte", PORT, "The raw transmit data counter, in the 4-octet words it counts"),
+    m("infiniband.port.in.data", 1, 27, Int64, Counter, "byte", PORT, "The raw receive data counter, in the 4-octet words it counts"),
+    m("infiniband.port.diag.rq.dup", 4, 45, Uint64, Counter, "count", PORT, "Duplicate requests the receive queues saw (hw_counters rq_num_dup)"),
+    m("infiniband.port.diag.rq.lle", 4, 46, Uint64, Counter, "count", PORT, "Receive-queue local length errors"),
+    m("infiniband.port.diag.rq.lpe", 4, 47, Uint64, Counter, "count", PORT, "Receive-queue local protection errors"),
+    m("infiniband.port.diag.rq.lqpoe", 4, 48, Uint64, Counter, "count", PORT, "Receive-queue local QP operation errors"),
+    m("infiniband.port.diag.rq.oos", 4, 49, Uint64, Counter, "count", PORT, "Receive-queue out-of-sequence requests"),
+    m("infiniband.port.diag.rq.rae", 4, 50, Uint64, Counter, "count", PORT, "Receive-queue remote access errors"),
+    m("infiniband.port.diag.rq.rire", 4, 51, Uint64, Counter, "count", PORT, "Receive-queue remote invalid request errors"),
+    m("infiniband.port.diag.rq.rnr", 4, 52, Uint64, Counter, "count", PORT, "Receive-queue receiver-not-ready events"),
+    m("infiniband.port.diag.rq.wrfe", 4, 53, Uint64, Counter, "count", PORT, "Receive-queue work requests flushed in error"),
+    m("infiniband.port.diag.sq.bre", 4, 54, Uint64, Counter, "count", PORT, "Send-queue bad response errors"),
+    m("infiniband.port.diag.sq.lle", 4, 55, Uint64, Counter, "count", PORT, "Send-queue local length errors"),
+    m("infiniband.port.diag.sq.lpe", 4, 56, Uint64, Counter, "count", PORT, "Send-queue local protection errors"),
+    m("infiniband.port.diag.sq.lqpoe", 4, 57, Uint64, Counter, "count", PORT, "Send-queue local QP operation errors"),
+    m("infiniband.port.diag.sq.mwbe", 4, 58, Uint64, Counter, "count", PORT, "Send-queue memory window bind errors"),
+    m("infiniband.port.diag.sq.oos", 4, 59, Uint64, Counter, "count", PORT, "Send-queue out-of-sequence responses"),
+    m("infiniband.port.diag.sq.rae", 4, 60, Uint64, Counter, "count", PORT, "Send-queue remote access errors"),
+    m("infiniband.port.diag.sq.rire", 4, 61, Uint64, Counter, "count", PORT, "Send-queue remote invalid request errors"),
+    m("infiniband.port.diag.sq.rnr", 4, 62, Uint64, Counter, "count", PORT, "Send-queue receiver-not-ready retries exhausted"),
+    m("infiniband.port.diag.sq.roe", 4, 63, Uint64, Counter, "count", PORT, "Send-queue remote operation errors"),
+    m("infiniband.port.diag.sq.rree", 4, 64, Uint64, Counter, "count", PORT, "Send-queue RNR retries exceeded"),
+    m("infiniband.port.diag.sq.to", 4, 65, Uint64, Counter, "count", PORT, "Send-queue transport timeouts"),
+    m("infiniband.port.diag.sq.tree", 4, 66, Uint64, Counter, "count", PORT, "Send-queue transport retries exceeded"),
+    m("infiniband.port.diag.sq.wrfe", 4, 67, Uint64, Counter, "count", PORT, "Send-queue work requests flushed in error"),
+];
+
+/// A counter file and, where older kernels keep a 64-bit copy apart, its `counters_ext` name.
+fn ext_name(counter: &str) -> Option<&'static str> {
+    Some(match counter {
+        "port_rcv_data" => "port_rcv_data_64",
+        "port_xmit_data" => "port_xmit_data_64",
+        "port_rcv_packets" => "port_rcv_packets_64",
+        "port_xmit_packets" => "port_xmit_packets_64",
+        "unicast_rcv_packets" => "port_unicast_rcv_packets",
+        "unicast_xmit_packets" => "port_unicast_xmit_packets",
+        "multicast_rcv_packets" => "port_multicast_rcv_packets",
+        "multicast_xmit_packets" => "port_multicast_xmit_packets",
+        _ => return None,
+    })
+}
+
+/// How a cluster-1 item is made from counter files.
+enum Source {
+    Counter(&'static str),
+    DataBytes(&'static str),
+    Sum(&'static str, &'static str),
+    SumDataBytes,
+}
+
+fn counter_source(item: u32) -> Option<Source> {
+    use Source::*;
+    Some(match item {
+        0 => DataBytes("port_rcv_data"),
+        1 => Counter("port_rcv_packets"),
+        2 => DataBytes("port_xmit_data"),
+        3 => Counter("port_xmit_packets"),
+        4 => Counter("port_rcv_switch_relay_errors"),
+        5 => Counter("port_xmit_discards"),
+        6 => SumDataBytes,
+        7 => Sum("port_rcv_packets", "port_xmit_packets"),
+        8 => Sum("port_rcv_switch_relay_errors", "port_xmit_discards"),
+        9 => Counter("port_rcv_constraint_errors"),
+        10 => Counter("port_rcv_errors"),
+        11 => Counter("port_rcv_remote_physical_errors"),
+        12 => Counter("port_xmit_constraint_errors"),
+        13 => Sum("port_rcv_constraint_errors", "port_xmit_constraint_errors"),
+        14 => Counter("link_downed"),
+        15 => Counter("link_error_recovery"),
+        16 => Counter("local_link_integrity_errors"),
+        17 => Counter("VL15_dropped"),
+        18 => Counter("excessive_buffer_overrun_errors"),
+        19 => Counter("symbol_error"),
+        22 => Counter("unicast_rcv_packets"),
+        23 => Counter("multicast_rcv_packets"),
+        24 => Counter("unicast_xmit_packets"),
+        25 => Counter("multicast_xmit_packets"),
+        26 => Counter("port_xmit_data"),
+        27 => Counter("port_rcv_data"),
+        _ => return None,
+    })
+}
+
+/// One port of one HCA.
+struct Port {
+    instance: String,
+    dir: PathBuf,
+    /// Counter files read in this fetch (a total reads each of its halves once).
+    counters: HashMap<&'static str, Option<u64>>,
+}
+
+impl Port {
+    fn counter(&mut self, name: &'static str) -> Option<u64> {
+        let dir = &self.dir;
+        *self.counters.entry(name).or_insert_with(|| {
+            let ext = ext_name(name)
+                .and_then(|e| sysfs::read_u64(&dir.join("counters_ext").join(e)).ok());
+            ext.or_else(|| sysfs::read_u64(&dir.join("counters").join(name)).ok())
+        })
+    }
+
+    fn attr(&self, name: &str) -> Option<String> {
+        sysfs::read_line(&self.dir.join(name)).ok()
+    }
+
+    /// `4: ACTIVE` -> 4.
+    fn coded(&self, name: &str) -> Option<u64> {
+        self.attr(name)?.split(':').next()?.trim().parse().ok()
+    }
+
+    /// `40 Gb/sec (4X QDR)`: the rate in Gbit/s, and the lane count.
+    fn rate(&self) -> Option<(f64, u32)> {
+        let text = self.attr("rate")?;
+        let gbps: f64 = text.split_whitespace().next()?.parse().ok()?;
+        let width = text
+            .split('(')
+            .nth(1)
+            .and_then(|w| w.split('X').next())
+            .and_then(|w| w.trim().parse().ok())
+            .unwrap_or(1);
+        Some((gbps, width))
+    }
+
+    fn value(&mut self, metric: &Metric, node_desc: &Option<String>) -> Option<Atom> {
+        const STATES: &[&str] = &["Unknown", "Down", "Initializing", "Armed", "Active"];
+        const PHYS: &[&str] = &[
+            "No change",
+            "Sleep",
+            "Polling",
+            "Disabled",
+            "Port Configuration Training",
+            "Link Up",
+            "Error Recovery",
+            "PHY Test",
+        ];
+        let int = |v: u64| Some(Atom::Int(v as i64));
+        match (metric.cluster, metric.item) {
+            (0, 9) => int(sysfs::parse_u64(&self.attr("lid")?)?),
+            (0, 10) => Some(Atom::Text(
+                STATES
+                    .get(self.coded("state")? as usize)
+                    .unwrap_or(&"Unknown")
+                    .to_string(),
+            )),
+            (0, 11) => Some(Atom::Text(
+                PHYS.get(self.coded("phys_state")? as usize)
+                    .unwrap_or(&"Unknown")
+                    .to_string(),
+            )),
+            (0, 12) => int(self.rate()?.0 as u64),
+            (0, 14) => {
+                let (gbps, width) = self.rate()?;
+                Some(Atom::Text(format!(
+                    "{:.1} Gbps",
+                    gbps / f64::from(width.max(1))
+                )))
+            }
+            (0, 15) => int(u64::from(self.rate()?.1)),
+            (0, 26) => Some(Atom::Uint(sysfs::parse_u64(&self.attr("sm_lid")?)?)),
+            (0, 27) => Some(Atom::Uint(sysfs::parse_u64(&self.attr("lid_mask_count")?)?)),
+            (0, 30) => Some(Atom::Text(self.attr("link_layer")?)),
+            (0, 32) => Some(Atom::Uint(sysfs::parse_u64(&self.attr("cap_mask")?)?)),
+            (0, 33) => Some(Atom::Text(node_desc.clone()?)),
+            (1, item) => {
+                let v = match counter_source(item)? {
+                    Source::Counter(c) => self.counter(c)?,
+                    Source::DataBytes(c) => data_bytes(self.counter(c)?),
+                    Source::Sum(a, b) => self.counter(a)?.wrapping_add(self.counter(b)?),
+                    Source::SumDataBytes => data_bytes(
+                        self.counter("port_rcv_data")?
+                            .wrapping_add(self.counter("port_xmit_data")?),
+                    ),
+                };
+                int(v)
+            }
+            (4, _) => {
+                let file = metric.name.rsplit('.').next()?;
+                let queue = metric.name.split('.').nth(3)?;
+                let path = self
+                    .dir
+                    .join("hw_counters")
+                    .join(format!("{queue}_num_{file}"));
+                Some(Atom::Uint(sysfs::read_u64(&path).ok()?))
+            }
+            _ => None,
+        }
+    }
+}
+
+pub struct Infiniband {
+    catalog: Catalog,
+    /// What the sandbox's `/` is: `/` in the sandbox, a captured tree natively.
+    root: PathBuf,
+}
+
+impl Infiniband {
+    /// The agent reading `root`'s `sys/class/infiniband`.
+    pub fn at(root: &Path) -> Infiniband {
+        Infiniband {
+            catalog: Catalog::new(DOMAIN, METRICS),
+            root: root.to_path_buf(),
+        }
+    }
+
+    fn class(&self) -> PathBuf {
+        sysfs::under(&self.root, CLASS)
+    }
+
+    /// HCAs by name, sorted.
+    fn hcas(&self) -> Vec<(String, PathBuf)> {
+        let class = self.class();
+        sysfs::list(&class)
+            .into_iter()
+            .map(|name| {
+                let dir = class.join(&name);
+                (name, dir)
+            })
+            .collect()
+    }
+
+    fn hca_value(dir: &Path, metric: &Metric) -> Option<Atom> {
+        const NODE_TYPES: &[&str] = &["Unknown", "CA", "Switch", "Router", "iWARP RNIC"];
+        let attr = |name: &str| sysfs::read_line(&dir.join(name)).ok();
+        let text = |name: &str| attr(name).map(Atom::Text);
+        match metric.item {
+            0 => {
+                let code: usize = attr("node_type")?.split(':').next()?.trim().parse().ok()?;
+                Some(Atom::Text(
+                    NODE_TYPES.get(code).unwrap_or(&"Unknown").to_string(),
+                ))
+            }
+            1 => text("hca_type"),
+            2 => {
+                let ports = sysfs::list(&dir.join("ports"));
+                (!ports.is_empty()).then_some(Atom::Int(ports.len() as i64))
+            }
+            3 => text("fw_ver"),
+            4 => text("hw_rev"),
+            5 => text("node_guid"),
+            6 => text("sys_image_guid"),
+            17 => text("board_id"),
+            _ => None,
+        }
+    }
+
+    /// The values of one metric: one per HCA or port that has it.
+    fn values(&self, metric: &Metric, ports: &mut [(Port, Option<String>)]) -> Vec<Value> {
+        if metric.indom == HCA {
+            return self
+                .hcas()
+                .into_iter()
+                .filter_map(|(name, dir)| Some(Value::new(name, Self::hca_value(&dir, metric)?)))
+                .collect();
+        }
+        ports
+            .iter_mut()
+            .filter_map(|(p, desc)| {
+                let v = p.value(metric, desc)?;
+                Some(Value::new(p.instance.clone(), v))
+            })
+            .collect()
+    }
+
+    fn ports(&self) -> Vec<(Port, Option<String>)> {
+        let mut out = Vec::new();
+        for (hca, dir) in self.hcas() {
+            let desc = sysfs::read_line(&dir.join("node_desc")).ok();
+            for port in sysfs::list(&dir.join("ports")) {
+                out.push((
+                    Port {
+                        instance: format!("{hca}:{port}"),
+                        dir: dir.join("ports").join(&port),
+                        counters: HashMap::new(),
+                    },
+                    desc.clone(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// One fetch: each port's files are read at most once whatever is asked.
+    pub fn fetch_ids(&self, ids: &[Pmid]) -> Vec<ValueSet> {
+        let mut ports = None;
+        ids.iter()
+            .map(|&id| {
+                let values = match self.catalog.metric(id) {
+                    None => Err(NsError::UnknownPmid),
+                    Some(metric) => {
+                        let ports = ports.get_or_insert_with(|| self.ports());
+                        Ok(self.values(metric, ports))
+                    }
+                };
+                ValueSet { id, values }
+            })
+            .collect()
+    }
+}
+
+wasmon_guest::catalog_agent!(Infiniband, {
+    fn configure(_params: &Params) -> Result<Self, String> {
+        Ok(Infiniband::at(Path::new("/")))
+    }
+
+    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
+        self.fetch_ids(ids)
+    }
+});
+
+wasmon_guest::export_agent!(Infiniband);
