@@ -628,7 +628,8 @@ mod tests {
         let c = Config::parse(DEFAULT).unwrap();
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
-        assert_eq!(c.agents.len(), 4);
+        // linux, proc, foo, mmv, and the guest collectors gated by `when-present`.
+        assert_eq!(c.agents.len(), 7);
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 

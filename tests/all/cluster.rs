@@ -102,16 +102,25 @@ fn ip(args: &[&str]) {
 }
 
 impl Net {
-    /// A namespace and a /24 of its own (from the test's pid, so tests side by side differ).
+    /// A namespace and a /24 of its own, from the test process's pid and a count of the splits
+    /// it made: tests in one process (the two server versions run side by side) and test
+    /// processes side by side each get their own.
     fn create() -> Net {
+        static SPLITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SPLITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 8;
         let pid = std::process::id();
         let net = Net {
-            name: format!("wasmon-{pid}"),
-            veth: format!("wmv{pid}"),
-            outside: format!("10.211.{}.1", pid % 250),
-            inside: format!("10.211.{}.2", pid % 250),
+            name: format!("wasmon-{pid}-{n}"),
+            veth: format!("wmv{pid}{n}"),
+            outside: format!("10.{}.{}.1", 211 + n, pid % 250),
+            inside: format!("10.{}.{}.2", 211 + n, pid % 250),
         };
         let peer = format!("{}p", net.veth);
+        // A namespace left behind by a test process that died with this pid: not ours to keep.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &net.name])
+            .output();
+        let _ = Command::new("ip").args(["link", "del", &net.veth]).output();
         ip(&["netns", "add", &net.name]);
         ip(&[
             "link", "add", &net.veth, "type", "veth", "peer", "name", &peer,

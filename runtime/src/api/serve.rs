@@ -109,7 +109,11 @@ impl Running {
                     (Some(i), Some(p)) => format!(", every {:?} -> {p}", i),
                     _ => String::new(),
                 };
-                format!("{} ({kind}, domain {domain}{polled})", a.name)
+                let gated = match &a.when_present {
+                    Some(path) => format!(", when {path} exists"),
+                    None => String::new(),
+                };
+                format!("{} ({kind}, domain {domain}{polled}{gated})", a.name)
             })
             .collect();
         let sinks = c
@@ -131,7 +135,7 @@ mod tests {
 
     #[test]
     fn the_default_config_is_summarised_in_one_line_each() {
-        let c: crate::config::Config = toml::from_str(crate::config::DEFAULT).unwrap();
+        let c = crate::config::Config::parse(crate::config::DEFAULT).unwrap();
         let r = Running::of(&c);
         assert_eq!(
             r.pipelines,
@@ -141,7 +145,10 @@ mod tests {
         assert_eq!(
             r.agents,
             "linux (native linux, domain 60, every 10s -> host); proc (native proc, domain 3); \
-             foo (guest foo, domain 44); mmv (guest mmv, domain 70)"
+             foo (guest foo, domain 44); mmv (guest mmv, domain 70); infiniband (guest \
+             infiniband, domain 91, when /sys/class/infiniband exists); denki (guest denki, \
+             domain 156, when /sys/class/powercap/intel-rapl:0 exists); hwmon (guest hwmon, \
+             domain 180, when /sys/class/hwmon/hwmon0 exists)"
         );
         assert_eq!(r.sinks, "none");
     }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-pub mod bundled;
 mod build;
+pub mod bundled;
 mod scaffold;
 mod scaffold_agent;
 mod scaffold_exporter;

@@ -77,12 +77,7 @@ fn reference(mountstats: &Path, run: &Path) -> (std::process::Child, u16) {
 /// wasmon serving the bundled nfsclient (built from its embedded source into the test's
 /// cache; its domain and PMNS its own) with `host` granted at `guest`, and `more` config;
 /// returns it and its PCP port.
-pub fn wasmon_nfsclient(
-    dir: &Path,
-    host: &Path,
-    guest: &str,
-    more: &str,
-) -> (DaemonProcess, u16) {
+pub fn wasmon_nfsclient(dir: &Path, host: &Path, guest: &str, more: &str) -> (DaemonProcess, u16) {
     crate::polyglot::ensure_system_toolchain("c");
     let pcp = free_port();
     let config = config_file(
