@@ -11,23 +11,16 @@
 //! `cargo bench -p wasmon-benches --bench clustercockpit`; `CC_ROUNDS` intervals (default 200),
 //! `CC_GUESTS_DIR` a directory of the guests' components to use instead of the bundled ones.
 
+#[path = "thread_cpu.rs"]
+mod thread_cpu;
 use std::time::Duration;
+use thread_cpu::thread_cpu;
 
 use wasmon::host::{GuestConfig, Image, Runtime, TransformerInstance, TransformerWorld};
 use wasmon::linux::{LinuxAgent, table};
 use wasmon::namespace::Agent;
 use wasmon::sample::Sample;
 use wasmon::sink::encode::{Context, line_protocol};
-
-fn thread_cpu() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 /// read(2)-family calls this process has made.
 fn syscr() -> u64 {

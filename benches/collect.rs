@@ -18,9 +18,12 @@ mod pcp_wire;
 #[path = "release.rs"]
 mod release;
 
+#[path = "thread_cpu.rs"]
+mod thread_cpu;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use thread_cpu::thread_cpu;
 
 use pcp_wire::{Client, free_port, pdu, pmcd_with, pmids, pminfo};
 use wasmon::linux::{LinuxAgent, table};
@@ -244,17 +247,6 @@ fn scrape(n: usize) {
     }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// Thread CPU time now.
-fn thread_cpu() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// This host's /proc and /sys files the agent reads, with the per-CPU ones made for `ncpu`.

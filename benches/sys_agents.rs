@@ -81,8 +81,20 @@ fn agents(c: &mut Criterion) {
         (infiniband::DOMAIN, infiniband::METRICS),
         infiniband::Infiniband::at(root),
     );
-    bench_agent(c, "denki", root, (denki::DOMAIN, denki::METRICS), denki::Denki::at(root));
-    bench_agent(c, "hwmon", root, (hwmon::DOMAIN, hwmon::METRICS), hwmon::Hwmon::at(root));
+    bench_agent(
+        c,
+        "denki",
+        root,
+        (denki::DOMAIN, denki::METRICS),
+        denki::Denki::at(root),
+    );
+    bench_agent(
+        c,
+        "hwmon",
+        root,
+        (hwmon::DOMAIN, hwmon::METRICS),
+        hwmon::Hwmon::at(root),
+    );
 }
 
 criterion_group!(benches, agents);
