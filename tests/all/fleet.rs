@@ -6,6 +6,7 @@
 //! (same code, another sha256), so every step is a real publish of real bytes.
 
 mod agents;
+mod cluster;
 mod exporters;
 mod restart;
 mod rollout;

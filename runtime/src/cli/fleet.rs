@@ -214,8 +214,14 @@ pub async fn fleet_cli(a: FleetArgs) -> Result<()> {
                 bail!("{}: not a WebAssembly component", file.display());
             }
             let key = key.as_deref().map(read_key).transpose()?;
-            let b = open(&a).await?;
-            let sequence = buckets::next_sequence(&b, guest).await?;
+            // Until the release is written nothing reaches a daemon: a stored component that
+            // no release names is deleted by a later publish's collection.
+            let nothing = || format!("nothing was published to fleet {}", a.name);
+            let b = open(&a).await.with_context(nothing)?;
+            let sequence = buckets::next_sequence(&b, guest)
+                .await
+                .with_context(|| format!("reading the releases of {guest}"))
+                .with_context(nothing)?;
             let mut m = Manifest::new(guest, &group, &bytes, &publisher(), sequence);
             if let Some(k) = &key {
                 m.sign(&a.name, k);

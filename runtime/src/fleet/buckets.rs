@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, object_store};
-use tokio::io::AsyncReadExt;
 
 use super::manifest::{Manifest, Reason, Refusal};
 
@@ -39,6 +38,10 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Clone)]
 pub struct Buckets {
     pub components: object_store::ObjectStore,
+    /// The components' stream and bucket name, for listing without a consumer.
+    components_stream: jetstream::stream::Stream,
+    components_name: String,
+    js: jetstream::Context,
     pub releases: kv::Store,
     pub health: kv::Store,
 }
@@ -138,8 +141,15 @@ pub async fn open(
             })?,
         },
     };
+    let components_stream = js
+        .get_stream(format!("OBJ_{name}"))
+        .await
+        .map_err(|e| anyhow::anyhow!("opening object store {name}: {e}"))?;
     Ok(Buckets {
         components,
+        components_stream,
+        components_name: name,
+        js: js.clone(),
         releases: kv_bucket(js, releases_bucket(fleet), want).await?,
         health: kv_bucket(js, health_bucket(fleet), want).await?,
     })
@@ -167,15 +177,24 @@ pub async fn publish(b: &Buckets, manifest: &Manifest, bytes: &[u8]) -> anyhow::
         b.components
             .put(meta, &mut reader)
             .await
-            .map_err(|e| anyhow::anyhow!("storing the component: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("storing the component: {e}; no release was written"))?;
     }
     let key = release_key(&manifest.guest, &manifest.group);
-    let rev = b
-        .releases
-        .put(&key, serde_json::to_vec(manifest)?.into())
-        .await
-        .map_err(|e| anyhow::anyhow!("writing release {key}: {e}"))?;
-    Ok(rev)
+    let value = serde_json::to_vec(manifest)?;
+    let failed = match b.releases.put(&key, value.clone().into()).await {
+        Ok(rev) => return Ok(rev),
+        Err(e) => e,
+    };
+    // A write whose acknowledgement was lost may be stored all the same (a leader that wrote
+    // it and died before answering): read back, so that the publisher is told what is true.
+    match b.releases.entry(&key).await {
+        Ok(Some(e)) if e.value.as_ref() == value.as_slice() => Ok(e.revision),
+        Ok(_) => anyhow::bail!("writing release {key}: {failed}; the release was not written"),
+        Err(e) => anyhow::bail!(
+            "writing release {key}: {failed}; whether it was written is unknown (reading it \
+             back: {e}): `wasmon fleet status` shows it once the cluster answers"
+        ),
+    }
 }
 
 /// Deletes the release of `guest` for `group`: daemons that ran it go back to another
@@ -210,21 +229,14 @@ pub struct Collected {
 /// yet written the release that names it. Daemons keep what they run on disk, so a daemon
 /// rolling back to a deleted version does not need its object.
 pub async fn collect_garbage(b: &Buckets, grace: Duration) -> anyhow::Result<Collected> {
-    use futures_util::StreamExt;
     let referenced: std::collections::HashSet<String> = all_entries(&b.releases)
         .await?
         .into_iter()
         .filter_map(|(_, v)| Some(Manifest::parse(&v).ok()?.sha256))
         .collect();
-    let mut list = b
-        .components
-        .list()
-        .await
-        .map_err(|e| anyhow::anyhow!("listing the components: {e}"))?;
     let cutoff = chrono::Utc::now().timestamp() - grace.as_secs() as i64;
     let mut stale = Vec::new();
-    while let Some(info) = list.next().await {
-        let info = info.map_err(|e| anyhow::anyhow!("listing the components: {e}"))?;
+    for info in objects(b).await? {
         let old_enough = info.modified.is_none_or(|t| t.unix_timestamp() <= cutoff);
         if !info.deleted && old_enough && !referenced.contains(&info.name) {
             stale.push((info.name, info.size as u64));
@@ -283,25 +295,8 @@ pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, Fetch
             )
             .into());
         }
-        let obj = b
-            .components
-            .get(&m.sha256)
-            .await
-            .map_err(|e| Transient(format!("object {}: {e}", m.sha256)))?;
-        let mut bytes = Vec::with_capacity(m.size as usize);
-        // Never more than the manifest's size plus one byte: a longer object is refused.
-        obj.take(m.size + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| {
-                // The client checks the object's digest at its end: a mismatch is tampering.
-                let s = e.to_string();
-                if s.contains("digest") {
-                    FetchError::Refused(Refusal::new(Reason::Tampered, s))
-                } else {
-                    FetchError::Transient(Transient(format!("reading object {}: {s}", m.sha256)))
-                }
-            })?;
+        // Never more than the manifest's size: a longer object is refused.
+        let bytes = read_chunks(b, &info, m.size).await?;
         m.check_bytes(&bytes)?;
         Ok(bytes)
     };
@@ -311,18 +306,115 @@ pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, Fetch
     }
 }
 
-/// Every value of a bucket (key, bytes); keys whose value cannot be read are skipped.
-pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    use futures_util::StreamExt;
-    let mut keys: Vec<String> = match store.keys().await {
-        Ok(k) => k.filter_map(|k| async move { k.ok() }).collect().await,
-        Err(e) => anyhow::bail!("listing keys: {e}"),
-    };
-    keys.sort();
+/// The chunks of an object, one message get after another (`next_by_subj` from the sequence
+/// after the last chunk read), without a consumer (see [`subjects`]); more than `limit` bytes
+/// or chunks other than the metadata says are tampering.
+async fn read_chunks(
+    b: &Buckets,
+    info: &object_store::ObjectInfo,
+    limit: u64,
+) -> Result<Vec<u8>, FetchError> {
+    use base64::Engine as _;
+    let subject = format!("$O.{}.C.{}", b.components_name, info.nuid);
+    let api = format!("STREAM.MSG.GET.OBJ_{}", b.components_name);
+    let transient =
+        |e: String| FetchError::Transient(Transient(format!("object {}: {e}", info.name)));
+    let tampered = |e: String| FetchError::Refused(Refusal::new(Reason::Tampered, e));
+    let mut out = Vec::with_capacity(limit as usize);
+    let mut seq = 1u64;
+    for chunk in 0..info.chunks {
+        let v: serde_json::Value =
+            b.js.request(
+                api.clone(),
+                &serde_json::json!({ "seq": seq, "next_by_subj": subject }),
+            )
+            .await
+            .map_err(|e| transient(format!("chunk {chunk}: {e}")))?;
+        if let Some(e) = v.get("error") {
+            // A chunk the metadata counts and the stream lacks: not readable now (a replica
+            // catching up) or never (purged); retried either way, as a timeout is.
+            return Err(transient(format!("chunk {chunk}: {e}")));
+        }
+        let msg = &v["message"];
+        let at = msg["seq"]
+            .as_u64()
+            .ok_or_else(|| transient(format!("chunk {chunk}: no sequence in {v}")))?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(msg["data"].as_str().unwrap_or(""))
+            .map_err(|e| tampered(format!("chunk {chunk}: {e}")))?;
+        if (out.len() + data.len()) as u64 > limit {
+            return Err(tampered(format!(
+                "the object's chunks hold more than the {limit} bytes the manifest says"
+            )));
+        }
+        out.extend_from_slice(&data);
+        seq = at + 1;
+    }
+    Ok(out)
+}
+
+/// Keys (or objects) one listing returns at most: a fleet has a few guests times a few
+/// groups, and a health entry per daemon and guest; more is a bucket filled by someone else.
+const MAX_LISTED: usize = 1_000_000;
+
+/// The subjects under `filter` that hold a message, read from the stream's info. No consumer
+/// is created: nats-server 2.9.10, with one server of a cluster down, places some ephemeral
+/// consumers on that server and never answers their creation (a `wasmon fleet status` then
+/// timed out on every try for as long as the server was away).
+async fn subjects(stream: &jetstream::stream::Stream, filter: &str) -> anyhow::Result<Vec<String>> {
+    use futures_util::TryStreamExt;
+    let mut info = stream
+        .info_with_subjects(filter)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?;
     let mut out = Vec::new();
-    for k in keys {
-        if let Ok(Some(v)) = store.get(&k).await {
-            out.push((k, v.to_vec()));
+    while let Some((subject, _)) = info
+        .try_next()
+        .await
+        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?
+    {
+        if out.len() == MAX_LISTED {
+            anyhow::bail!("listing {filter}: more than {MAX_LISTED} subjects");
+        }
+        out.push(subject);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The objects of the components store (deleted ones included, flagged), from their
+/// metadata messages, without a consumer (see [`subjects`]).
+pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo>> {
+    let filter = format!("$O.{}.M.>", b.components_name);
+    let mut out = Vec::new();
+    for subject in subjects(&b.components_stream, &filter).await? {
+        let m = b
+            .components_stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {subject}: {e}"))?;
+        // An entry that is not object metadata is skipped (it names nothing to delete).
+        if let Ok(info) = serde_json::from_slice::<object_store::ObjectInfo>(&m.payload) {
+            out.push(info);
+        }
+    }
+    Ok(out)
+}
+
+/// Every value of a bucket (key, bytes), without a consumer (see [`subjects`]); deleted
+/// keys and keys whose value cannot be read are skipped.
+pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let prefix = format!("$KV.{}.", store.name);
+    let keys = subjects(&store.stream, &format!("{prefix}>"))
+        .await
+        .map_err(|e| anyhow::anyhow!("listing keys: {e}"))?;
+    let mut out = Vec::new();
+    for subject in keys {
+        let Some(k) = subject.strip_prefix(&prefix) else {
+            continue;
+        };
+        if let Ok(Some(v)) = store.get(k).await {
+            out.push((k.to_string(), v.to_vec()));
         }
     }
     Ok(out)

@@ -17,7 +17,7 @@ use super::*;
 use crate::common::{DaemonProcess, NatsServer, free_port, guest_bytes, post_seq};
 
 /// Numbered samples into pipeline `p` of each daemon until stopped: (stop, sent per daemon).
-fn produce(
+pub(super) fn produce(
     daemons: &[Arc<DaemonProcess>],
     per_batch: u64,
     pause: Duration,
@@ -48,7 +48,7 @@ fn produce(
 }
 
 /// Every sample value the daemon printed (its stdout sink), checked for doubles.
-fn printed(d: &DaemonProcess, expect: u64) -> HashSet<u64> {
+pub(super) fn printed(d: &DaemonProcess, expect: u64) -> HashSet<u64> {
     let mut seen = HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while (seen.len() as u64) < expect && Instant::now() < deadline {
