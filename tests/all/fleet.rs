@@ -7,6 +7,7 @@
 
 mod agents;
 mod exporters;
+mod real_agent;
 mod restart;
 mod rollout;
 
