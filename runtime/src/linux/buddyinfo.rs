@@ -125,7 +125,7 @@ impl Group for BuddyInfo {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
     use crate::namespace::{Agent, LabelsOf};
 
     /// Two nodes: node 0 with DMA, DMA32 and Normal, node 1 with Normal and Movable.
@@ -139,8 +139,7 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
 
     #[test]
     fn every_zone_order_and_node_is_an_instance() {
-        let dir = tree(&[("proc/buddyinfo", TWO_NODES)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/buddyinfo", TWO_NODES)]);
         let pages = fetch_f64(&mut a, "mem.buddyinfo.pages");
         assert_eq!(pages.len(), 5 * 11);
         assert_eq!(pages[0], ("DMA::order0::node0".to_string(), 1.0));
@@ -170,11 +169,10 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
 
     #[test]
     fn an_older_kernel_with_fewer_orders_and_junk_lines() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/buddyinfo",
             "Node 0, zone   Normal 5 4 3\nNode x, zone DMA 1 2 3\ngarbage\nNode 0, zone HighMem 9\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
         let pages = fetch_f64(&mut a, "mem.buddyinfo.pages");
         let want = [
             ("Normal::order0::node0", 5.0),
@@ -190,8 +188,7 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
                 .map(|(n, v)| (n.to_string(), *v))
                 .collect::<Vec<_>>()
         );
-        let empty = tree(&[]);
-        let mut a = LinuxAgent::with_root(empty.path());
+        let (_empty, mut a) = agent(&[]);
         assert!(fetch_f64(&mut a, "mem.buddyinfo.total").is_empty());
     }
 

@@ -91,13 +91,12 @@ impl Group for FcHost {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
 
     #[test]
     fn hosts_with_statistics_and_their_counters() {
         let s = "sys/class/fc_host/host1/statistics";
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             (&format!("{s}/rx_frames"), "0x10\n"),
             (&format!("{s}/tx_frames"), "0x20\n"),
             (&format!("{s}/rx_words"), "0x100\n"),
@@ -106,30 +105,15 @@ mod tests {
             (&format!("{s}/fcp_input_requests"), "0x9\n"),
             ("sys/class/fc_host/host2/port_name", "0x5001\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "hinv.nfchost"), Some(1.0));
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.in.frames"),
-            vec![("host1".into(), 16.0)]
+        a.expect(
+            "hinv.nfchost 1
+            fchost.in.frames host1=16
+            fchost.out.frames host1=32
+            fchost.in.bytes host1=1024
+            fchost.out.bytes host1=0
+            fchost.nos_count host1=0",
         );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.out.frames"),
-            vec![("host1".into(), 32.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.in.bytes"),
-            vec![("host1".into(), 1024.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.out.bytes"),
-            vec![("host1".into(), 0.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.nos_count"),
-            vec![("host1".into(), 0.0)]
-        );
-        let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("sys/class/net/lo/mtu", "65536\n")]);
         assert_eq!(one(&mut a, "hinv.nfchost"), Some(0.0));
         assert!(fetch_f64(&mut a, "fchost.in.frames").is_empty());
     }

@@ -169,13 +169,12 @@ impl Group for Tape {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch, fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch, one};
     use crate::namespace::Value;
 
     #[test]
     fn scsi_entries_map_to_their_block_devices() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             (
                 "proc/scsi/scsi",
                 "Attached devices:\nHost: scsi0 Channel: 00 Id: 00 Lun: 00\n  Vendor: ATA      Model: Samsung SSD 860  Rev: 4B6Q\n  Type:   Direct-Access                    ANSI  SCSI revision: 05\nHost: scsi1 Channel: 00 Id: 00 Lun: 00\n  Vendor: HL-DT-ST Model: DVDRAM GH24NSD1  Rev: LG00\n  Type:   CD-ROM                           ANSI  SCSI revision: 05\nHost: scsi2 Channel: 00 Id: 03 Lun: 00\n  Vendor: HP       Model: Ultrium 6-SCSI   Rev: 35GD\n  Type:   Sequential-Access                ANSI  SCSI revision: 06\n",
@@ -194,7 +193,6 @@ mod tests {
             ("sys/class/scsi_tape/nst0/stats/read_cnt", "12\n"),
             ("sys/class/scsi_tape/st0a/stats/read_cnt", "12\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         // The tape drive has no block device: not listed.
         assert_eq!(
             fetch(&mut a, "hinv.map.scsi"),
@@ -206,23 +204,15 @@ mod tests {
                 ("scsi1:0:0:0 CD-ROM".to_string(), Value::Text("sr0".into())),
             ]
         );
-        assert_eq!(one(&mut a, "hinv.ntape"), Some(1.0));
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.read_cnt"),
-            [("st0".into(), 12.0)]
+        a.expect(
+            "hinv.ntape 1
+            tape.dev.read_cnt st0=12
+            tape.dev.write_byte_cnt st0=1048576
+            tape.dev.in_flight st0=1
+            tape.dev.io_ns st0=0",
         );
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.write_byte_cnt"),
-            [("st0".into(), 1048576.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.in_flight"),
-            [("st0".into(), 1.0)]
-        );
-        assert_eq!(fetch_f64(&mut a, "tape.dev.io_ns"), [("st0".into(), 0.0)]);
         // sysfs without tapes: none.
-        let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("sys/class/net/lo/mtu", "65536\n")]);
         assert_eq!(one(&mut a, "hinv.ntape"), Some(0.0));
         assert!(fetch(&mut a, "hinv.map.scsi").is_empty());
     }

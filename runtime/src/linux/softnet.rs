@@ -94,8 +94,7 @@ impl Group for SoftNet {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
 
     #[test]
     fn per_cpu_rows_follow_the_online_cpus_and_old_kernels_lack_columns() {
@@ -106,8 +105,7 @@ mod tests {
 000000ff 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001 00000000 00000000 00000002
 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000003
 ";
-        let dir = tree(&[("proc/stat", stat), ("proc/net/softnet_stat", sn)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/stat", stat), ("proc/net/softnet_stat", sn)]);
         assert_eq!(
             one(&mut a, "network.softnet.processed"),
             Some(16.0 + 255.0 + 1.0)
@@ -129,10 +127,11 @@ mod tests {
 
         // A 2.6.32 kernel: 10 columns, no flow limit.
         let old = "00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000003 00000004\n";
-        let dir = tree(&[("proc/stat", "cpu0 1\n"), ("proc/net/softnet_stat", old)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.softnet.received_rps"), Some(4.0));
-        assert_eq!(one(&mut a, "network.softnet.flow_limit_count"), None);
+        let (_dir, mut a) = agent(&[("proc/stat", "cpu0 1\n"), ("proc/net/softnet_stat", old)]);
+        a.expect(
+            "network.softnet.received_rps 4
+            network.softnet.flow_limit_count -",
+        );
         assert!(fetch_f64(&mut a, "network.softnet.percpu.flow_limit_count").is_empty());
     }
 }

@@ -67,8 +67,7 @@ impl Group for TtySerial {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
 
     #[test]
     fn ports_with_a_uart_and_their_counters() {
@@ -79,8 +78,7 @@ serinfo:1.0 driver revision:
 2: uart:16550A port:000003E8 irq:4 tx:0 rx:0
 x: uart:16550A port:000003E8 irq:4 tx:9
 ";
-        let dir = tree(&[("proc/tty/driver/serial", serial)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/tty/driver/serial", serial)]);
         assert_eq!(
             fetch_f64(&mut a, "tty.serial.tx"),
             vec![("0".into(), 1234.0), ("2".into(), 0.0)]
@@ -89,8 +87,7 @@ x: uart:16550A port:000003E8 irq:4 tx:9
         assert_eq!(fetch_f64(&mut a, "tty.serial.brk")[0].1, 3.0);
         assert_eq!(fetch_f64(&mut a, "tty.serial.irq")[1], ("2".into(), 4.0));
         // Unreadable or absent: no values.
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert!(fetch_f64(&mut a, "tty.serial.rx").is_empty());
     }
 }

@@ -544,7 +544,7 @@ impl Group for VmStat {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
     use crate::namespace::{Agent, NsError};
 
     /// A 2.6.32-era file: zone-split steal and scan counters, `nr_slab` already split in
@@ -597,19 +597,20 @@ workingset_refault_file 76
 
     #[test]
     fn an_old_kernel_sums_zone_counters_and_lacks_new_keys() {
-        let dir = tree(&[("proc/vmstat", OLD)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "mem.vmstat.nr_free_pages"), Some(1000.0));
-        assert_eq!(one(&mut a, "mem.vmstat.nr_slab"), Some(500.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgsteal_total"), Some(10.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_kswapd_total"), Some(60.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_direct_total"), Some(300.0));
-        assert_eq!(one(&mut a, "mem.vmstat.kswapd_steal"), Some(77.0));
-        // Keys this kernel does not write: no value, not 0.
-        assert_eq!(one(&mut a, "mem.vmstat.thp_fault_alloc"), None);
-        assert_eq!(one(&mut a, "mem.vmstat.workingset_refault"), None);
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(7.0));
-        assert_eq!(one(&mut a, "swap.pagesout"), Some(9.0));
+        let (_dir, mut a) = agent(&[("proc/vmstat", OLD)]);
+        a.expect(
+            "mem.vmstat.nr_free_pages 1000
+            mem.vmstat.nr_slab 500
+            mem.vmstat.pgsteal_total 10
+            mem.vmstat.pgscan_kswapd_total 60
+            mem.vmstat.pgscan_direct_total 300
+            mem.vmstat.kswapd_steal 77
+            # Keys this kernel does not write: no value, not 0.
+            mem.vmstat.thp_fault_alloc -
+            mem.vmstat.workingset_refault -
+            swap.pagesin 7
+            swap.pagesout 9",
+        );
         for name in ["swap.in", "swap.out"] {
             let id = a.lookup_name(name).unwrap();
             assert_eq!(a.fetch(&[id])[0].1, Err(NsError::AppVersion), "{name}");
@@ -618,38 +619,41 @@ workingset_refault_file 76
 
     #[test]
     fn a_new_kernel_with_keys_pmdalinux_does_not_know() {
-        let dir = tree(&[("proc/vmstat", NEW)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "mem.vmstat.nr_slab"), Some(188416.0));
-        assert_eq!(one(&mut a, "mem.vmstat.thp_split"), Some(4.0));
-        // pgsteal_anon is not a 6.0.3 key, so it is not summed; pgsteal_file is.
-        assert_eq!(one(&mut a, "mem.vmstat.pgsteal_total"), Some(84.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_kswapd_total"), Some(50.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_direct_total"), Some(6.0));
-        // 6.0.3's table crosses these two PMIDs; the names follow the PMIDs.
-        assert_eq!(one(&mut a, "mem.vmstat.balloon_deflate"), Some(11.0));
-        assert_eq!(one(&mut a, "mem.vmstat.balloon_inflate"), Some(22.0));
-        // swap.pagesin is 32 bits wide, as pmdalinux's atom.
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(1.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pswpin"), Some(8589934593.0));
+        let (_dir, mut a) = agent(&[("proc/vmstat", NEW)]);
+        a.expect(
+            "mem.vmstat.nr_slab 188416
+            mem.vmstat.thp_split 4
+            # pgsteal_anon is not a 6.0.3 key, so it is not summed; pgsteal_file is.
+            mem.vmstat.pgsteal_total 84
+            mem.vmstat.pgscan_kswapd_total 50
+            mem.vmstat.pgscan_direct_total 6
+            # 6.0.3's table crosses these two PMIDs; the names follow the PMIDs.
+            mem.vmstat.balloon_deflate 11
+            mem.vmstat.balloon_inflate 22
+            # swap.pagesin is 32 bits wide, as pmdalinux's atom.
+            swap.pagesin 1
+            mem.vmstat.pswpin 8589934593",
+        );
     }
 
     #[test]
     fn without_proc_vmstat_swap_counts_come_from_proc_stat() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/stat",
             "cpu  1 2 3 4\npage 5543 12345\nswap 1 2\nintr 1\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(1.0));
-        assert_eq!(one(&mut a, "swap.pagesout"), Some(2.0));
-        assert_eq!(one(&mut a, "swap.in"), Some(5543.0));
-        assert_eq!(one(&mut a, "swap.out"), Some(12345.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgpgin"), None);
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "swap.in"), None);
-        assert_eq!(one(&mut a, "mem.vmstat.nr_dirty"), None);
+        a.expect(
+            "swap.pagesin 1
+            swap.pagesout 2
+            swap.in 5543
+            swap.out 12345
+            mem.vmstat.pgpgin -",
+        );
+        let (_dir, mut a) = agent(&[]);
+        a.expect(
+            "swap.in -
+            mem.vmstat.nr_dirty -",
+        );
     }
 
     #[test]

@@ -307,7 +307,7 @@ impl Group for ZoneInfo {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
     use super::{ZONEINFO, ZONEINFO_PROTECTION};
     use crate::namespace::{Agent, LabelsOf};
 
@@ -342,8 +342,7 @@ mod tests {
             text += &zone(node, "Normal", 7_000_000, 8_000_000, false);
             text += &zone(node, "Movable", 0, 0, false);
         }
-        let dir = tree(&[("proc/zoneinfo", &text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/zoneinfo", &text)]);
         let kb = super::super::meminfo::page_size() as f64 / 1024.0;
         let free = fetch_f64(&mut a, "mem.zoneinfo.free");
         let names: Vec<&str> = free.iter().map(|(n, _)| n.as_str()).collect();
@@ -420,8 +419,7 @@ mod tests {
                 100 + node
             );
         }
-        let dir = tree(&[("proc/zoneinfo", &text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (dir, mut a) = agent(&[("proc/zoneinfo", &text)]);
         let kb = super::super::meminfo::page_size() as f64 / 1024.0;
         let free = fetch_f64(&mut a, "mem.zoneinfo.free");
         assert_eq!(free.len(), 4);
