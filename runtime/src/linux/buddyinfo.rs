@@ -6,12 +6,9 @@
 //! Owns this cluster's parsing and its instances' labels.
 
 use super::indom::BUDDYINFO;
+use super::rows::instance;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{LabelsOf, Value, Values};
-
-/// Most instances kept: far above a real host (64 nodes x 5 zones x 11 orders = 3,520), so
-/// a hostile file cannot grow the list without bound.
-const MAX_BUDDIES: usize = 65_536;
 
 struct Buddy {
     name: String,
@@ -54,16 +51,14 @@ impl BuddyInfo {
                 // strtoul: a missing or bad count is 0.
                 let pages = counts.get(order).and_then(|c| c.parse().ok()).unwrap_or(0);
                 let name = format!("{zone}::order{order}::node{node}");
-                let full = self.buddies.len() >= MAX_BUDDIES;
-                match self.buddies.iter_mut().find(|b| b.name == name) {
-                    Some(b) => b.pages = Some(pages),
-                    None if !full => self.buddies.push(Buddy {
-                        name,
-                        zone: zone.to_string(),
-                        order: order as u32,
-                        pages: Some(pages),
-                    }),
-                    None => {}
+                let new = || Buddy {
+                    name: name.clone(),
+                    zone: zone.to_string(),
+                    order: order as u32,
+                    pages: None,
+                };
+                if let Some(b) = instance(&mut self.buddies, &name, |b| &b.name, new) {
+                    b.pages = Some(pages);
                 }
             }
         }

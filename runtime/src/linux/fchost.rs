@@ -8,8 +8,9 @@
 //!
 //! Owns this directory only.
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
-use crate::namespace::{Value, Values};
+use crate::namespace::Values;
 
 /// (item, statistics file, left shift): words are 4 bytes.
 const FIELDS: [(u32, &str, u32); 8] = [
@@ -27,9 +28,9 @@ const NFCHOST: u32 = 16;
 
 #[derive(Default)]
 pub struct FcHost {
-    hosts: Vec<(String, [u64; 8])>,
-    /// The root has `/sys`: `hinv.nfchost` is 0 without Fibre Channel, nothing without sysfs.
-    sys: bool,
+    /// Present when the root has `/sys`: `hinv.nfchost` is 0 without Fibre Channel,
+    /// nothing without sysfs.
+    hosts: Rows<8>,
 }
 
 /// C's `strtoull(s, NULL, 0)`: `0x` hex, leading `0` octal, else decimal; junk is 0.
@@ -55,8 +56,7 @@ impl Group for FcHost {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.hosts.clear();
-        self.sys = ctx.root.exists("sys");
+        self.hosts.reset(ctx.root.exists("sys"));
         for host in ctx.root.list("sys/class/fc_host") {
             let stats = format!("sys/class/fc_host/{host}/statistics");
             if host.starts_with('.') || !ctx.root.exists(&stats) {
@@ -69,23 +69,15 @@ impl Group for FcHost {
                     c[item as usize] = if v == u64::MAX { 0 } else { v << shift };
                 }
             }
-            self.hosts.push((host, c));
+            self.hosts.push(host, c);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        if m.item == NFCHOST {
-            if !self.sys {
-                return;
-            }
-            out.push((String::new(), Value::Uint(self.hosts.len() as u64)));
-            return;
+        match m.item {
+            NFCHOST => self.hosts.count(out),
+            i => self.hosts.column(i as usize, out),
         }
-        out.extend(
-            self.hosts
-                .iter()
-                .map(|(n, c)| (n.clone(), Value::Uint(c[m.item as usize]))),
-        );
     }
 }
 

@@ -52,6 +52,17 @@ struct Row {
 }
 
 impl Table {
+    /// Reads and parses `rel` (`/proc/interrupts` when `interrupts`, else
+    /// `/proc/softirqs`); unreadable: no rows, no values.
+    fn refresh(&mut self, ctx: &Ctx, rel: &str, interrupts: bool) {
+        if ctx.root.read(rel, &mut self.buf).is_ok() {
+            self.parse(interrupts);
+        } else {
+            self.ok = false;
+            self.rows.clear();
+        }
+    }
+
     /// pmdalinux's `column_to_cpuid`: the column itself when its header CPU has that number,
     /// else the column whose CPU has the column's number, else 0.
     fn map_columns(&mut self) {
@@ -321,13 +332,7 @@ impl Group for Interrupts {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        let t = &mut self.0;
-        if ctx.root.read("proc/interrupts", &mut t.buf).is_ok() {
-            t.parse(true);
-        } else {
-            t.ok = false;
-            t.rows.clear();
-        }
+        self.0.refresh(ctx, "proc/interrupts", true);
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
@@ -378,13 +383,7 @@ impl Group for SoftIrqs {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        let t = &mut self.0;
-        if ctx.root.read("proc/softirqs", &mut t.buf).is_ok() {
-            t.parse(false);
-        } else {
-            t.ok = false;
-            t.rows.clear();
-        }
+        self.0.refresh(ctx, "proc/softirqs", false);
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {

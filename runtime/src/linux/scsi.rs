@@ -6,6 +6,7 @@
 //! pmdalinux reads the scsi_device directory outside its stats path; here it is read under
 //! the root like everything else. Owns these two clusters only.
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
 
@@ -116,8 +117,8 @@ const NTAPE: u32 = 16;
 
 #[derive(Default)]
 pub struct Tape {
-    devs: Vec<(String, [u64; 10])>,
-    sysfs: bool,
+    /// Present when the root has `/sys/class`.
+    devs: Rows<10>,
 }
 
 impl Group for Tape {
@@ -126,8 +127,7 @@ impl Group for Tape {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.devs.clear();
-        self.sysfs = ctx.root.path("sys/class").is_dir();
+        self.devs.reset(ctx.root.path("sys/class").is_dir());
         for dev in ctx.root.list("sys/class/scsi_tape") {
             // Only stN: nstN, stNa, ... share stN's statistics.
             if !dev.starts_with("st") || !dev.ends_with(|c: char| c.is_ascii_digit()) {
@@ -145,24 +145,15 @@ impl Group for Tape {
                     *slot = text[..digits].parse().unwrap_or(0);
                 }
             }
-            self.devs.push((dev, counts));
+            self.devs.push(dev, counts);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        if m.item == NTAPE {
+        match m.item {
             // A host with sysfs and no tapes has 0 (as pmcd answers); no sysfs, no value.
-            if !self.sysfs {
-                return;
-            }
-            out.push((String::new(), Value::Uint(self.devs.len() as u64)));
-        } else if (m.item as usize) < TAPE_FIELDS.len() {
-            let i = m.item as usize;
-            out.extend(
-                self.devs
-                    .iter()
-                    .map(|(n, c)| (n.clone(), Value::Uint(c[i]))),
-            );
+            NTAPE => self.devs.count(out),
+            i => self.devs.column(i as usize, out),
         }
     }
 }

@@ -7,6 +7,7 @@
 //!
 //! Owns this file only (it reads `/proc/stat`'s CPU names, not its values).
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
 
@@ -20,7 +21,7 @@ const MAX_CPUS: usize = 65_536;
 pub struct SoftNet {
     buf: String,
     /// (CPU name, counters of [`COLUMNS`]).
-    rows: Vec<(String, [u64; 6])>,
+    rows: Rows<6>,
     /// How many of [`COLUMNS`] the last line had.
     have: usize,
 }
@@ -42,7 +43,7 @@ impl Group for SoftNet {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.rows.clear();
+        self.rows.reset(true);
         self.have = 0;
         let cpus = match ctx.root.read("proc/stat", &mut self.buf) {
             Ok(t) => online_cpus(t),
@@ -70,7 +71,7 @@ impl Group for SoftNet {
                 self.have = 0;
             }
             let name = cpus.get(n).cloned().unwrap_or_else(|| format!("cpu{n}"));
-            self.rows.push((name, COLUMNS.map(|c| cols[c])));
+            self.rows.push(name, COLUMNS.map(|c| cols[c]));
         }
     }
 
@@ -80,14 +81,9 @@ impl Group for SoftNet {
             return;
         }
         if m.item < 6 {
-            let total = self.rows.iter().fold(0u64, |a, r| a.wrapping_add(r.1[col]));
-            out.push((String::new(), Value::Uint(total)));
+            out.push((String::new(), Value::Uint(self.rows.total(col))));
         } else {
-            out.extend(
-                self.rows
-                    .iter()
-                    .map(|(n, r)| (n.clone(), Value::Uint(r[col]))),
-            );
+            self.rows.column(col, out);
         }
     }
 }
