@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{DaemonProcess, dies_with_test};
+use crate::common::{DaemonProcess, dies_with_test, output_ok};
 
 fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap()
@@ -193,16 +193,7 @@ fn the_readmes_threshold_example_fires_on_the_default_config() {
     let with_pid = |l: &str| l.replace("4768", &pid);
 
     let on = OnDefault::start();
-    let run = |l: &str| -> String {
-        let out = on.sh(l);
-        assert!(
-            out.status.success(),
-            "{l}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = |l: &str| String::from_utf8(output_ok(&mut on.command(l)).stdout).unwrap();
     // The process reader's detectors own thresholds of their own (subscriber wasmon.procfs).
     let before = run(&ls[0]).lines().count();
     let handles: Vec<String> = adds
