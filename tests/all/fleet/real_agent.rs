@@ -17,15 +17,8 @@ use crate::common::{DaemonProcess, NatsServer, free_port, guest_bytes};
 
 const GUEST: &str = "hwmon";
 
-/// This daemon's health entry for the hwmon guest, from `fleet status --json`.
 fn health(url: &str) -> Value {
-    status(url)["daemons"]
-        .as_array()
-        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
-        .and_then(|d| d["guests"].as_array())
-        .and_then(|g| g.iter().find(|g| g["guest"] == GUEST))
-        .cloned()
-        .unwrap_or(Value::Null)
+    solo_health(url, GUEST)
 }
 
 /// `hwmon.temp` through `/api/fetch`: the whole answer for the one metric.
@@ -172,14 +165,9 @@ fn a_real_agent_swapped_and_rolled_back_under_polling_answers_every_fetch() {
 
     let log = d.stderr.lock().unwrap().clone();
     let stood_in = log.matches("the previous version answers").count();
-    let h = health(&url);
-    let rb = &h["rolled-back"];
-    assert_eq!(rb["to"], good.as_str(), "{h}");
-    assert_eq!(rb["reason"], "quarantined", "{h}");
     // The polls did reach the trapping version: its failures were real calls, answered
     // by the good version.
-    let n = |k: &str| rb[k].as_u64().unwrap_or(0);
-    assert!(n("calls") >= 2 && n("failures") >= 2, "{h}");
+    assert_quarantine_rollback(&health(&url), &good, 2);
     assert!(
         http_wrong.is_empty(),
         "{} of {http_n} fetches answered wrongly, the first: {}",
