@@ -401,9 +401,19 @@ pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo
     Ok(out)
 }
 
-/// Every value of a bucket (key, bytes), without a consumer (see [`subjects`]); deleted
-/// keys and keys whose value cannot be read are skipped.
-pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+/// One key's latest entry, as the stream's leader has it.
+pub struct Latest {
+    pub key: String,
+    pub revision: u64,
+    pub operation: kv::Operation,
+    pub value: Vec<u8>,
+}
+
+/// Every key's latest entry (deletions included), without a consumer (see [`subjects`]),
+/// read from the stream's leader, not with a direct get: with `allow_direct` any replica
+/// answers, and one that was down answered an old value after it came back (2.9.10). A key
+/// that cannot be read fails the whole listing.
+pub async fn latest(store: &kv::Store) -> anyhow::Result<Vec<Latest>> {
     let prefix = format!("$KV.{}.", store.name);
     let keys = subjects(&store.stream, &format!("{prefix}>"))
         .await
@@ -413,9 +423,32 @@ pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u
         let Some(k) = subject.strip_prefix(&prefix) else {
             continue;
         };
-        if let Ok(Some(v)) = store.get(k).await {
-            out.push((k.to_string(), v.to_vec()));
-        }
+        let m = store
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {k}: {e}"))?;
+        let operation = match m.headers.get("KV-Operation").map(|v| v.as_str()) {
+            Some("DEL") => kv::Operation::Delete,
+            Some("PURGE") => kv::Operation::Purge,
+            _ => kv::Operation::Put,
+        };
+        out.push(Latest {
+            key: k.to_string(),
+            revision: m.sequence,
+            operation,
+            value: m.payload.to_vec(),
+        });
     }
     Ok(out)
+}
+
+/// Every value of a bucket (key, bytes), as [`latest`] reads them; deleted keys are skipped.
+pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    Ok(latest(store)
+        .await?
+        .into_iter()
+        .filter(|e| e.operation == kv::Operation::Put)
+        .map(|e| (e.key, e.value))
+        .collect())
 }

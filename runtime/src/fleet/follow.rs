@@ -205,30 +205,12 @@ impl Fleet {
 
     /// Reads every release entry (replacing what the task knew).
     async fn resync(&self, b: &Buckets) -> Result<(), String> {
+        // Strict: a key that cannot be listed or read fails the resync (the session starts
+        // again), since a release missing from the list reads as withdrawn.
         let work = async {
-            // Strict: a key that cannot be listed or read fails the resync (the session
-            // starts again), since a release missing from the list reads as withdrawn.
-            let keys: Vec<Result<String, _>> = b
-                .releases
-                .keys()
+            buckets::latest(&b.releases)
                 .await
-                .map_err(|e| e.to_string())?
-                .collect()
-                .await;
-            let mut keys = keys
-                .into_iter()
-                .collect::<Result<Vec<String>, _>>()
-                .map_err(|e| format!("listing the releases: {e}"))?;
-            keys.sort();
-            let mut entries = Vec::new();
-            for k in keys {
-                match b.releases.entry(&k).await {
-                    Ok(Some(e)) => entries.push(e),
-                    Ok(None) => {}
-                    Err(e) => return Err(format!("reading release {k}: {e}")),
-                }
-            }
-            Ok::<_, String>(entries)
+                .map_err(|e| format!("reading the releases: {e:#}"))
         };
         let entries = tokio::time::timeout(buckets::OP_TIMEOUT, work)
             .await

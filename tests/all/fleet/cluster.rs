@@ -231,7 +231,12 @@ fn fleet_on_a_cluster_survives_the_loss_of_a_server(bin: PathBuf) {
                 let b = wasmon::fleet::buckets::open(&async_nats::jetstream::new(c), FLEET, None)
                     .await
                     .ok()?;
-                Some(b.releases.get("xform.all").await.ok()??.to_vec())
+                let all = wasmon::fleet::buckets::all_entries(&b.releases)
+                    .await
+                    .ok()?;
+                all.into_iter()
+                    .find(|(k, _)| k == "xform.all")
+                    .map(|(_, v)| v)
             })
             .unwrap_or_default();
         !release.is_empty()
