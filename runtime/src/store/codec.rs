@@ -207,6 +207,18 @@ pub fn round_to_digits(v: f64, digits: u32) -> f64 {
     scaled(v, e).map_or(v, |d| scale_back(d, e))
 }
 
+/// [`encode`]s `values` rounded to `digits` significant digits first (0: every bit kept).
+pub fn encode_rounded(values: &[f64], digits: u32, out: &mut Vec<u8>) {
+    if digits == 0 {
+        return encode(values, out);
+    }
+    let mut v = [0f64; MAX_VALUES];
+    for (d, s) in v.iter_mut().zip(values) {
+        *d = round_to_digits(*s, digits);
+    }
+    encode(&v[..values.len().min(MAX_VALUES)], out);
+}
+
 /// The smallest exponent at which `x` is a decimal.
 fn min_exp(x: f64) -> Option<i32> {
     (0..=MAX_EXP).find(|&k| fits(x, k).is_some())
@@ -259,10 +271,21 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
     // number of decimals); values that need more become exceptions.
     // An odd stride, so a period in the series does not make every sample alike.
     let stride = m.div_ceil(EXP_SAMPLES) | 1;
+    // An exponent at which the largest value leaves the exact-integer range would make every
+    // other value an exception: one long value (1/3 is a decimal of 16 digits) among short
+    // ones is an exception instead.
+    // The bound is the largest sampled decimal (a huge value that is no decimal at all is an
+    // exception either way).
+    let max = v
+        .iter()
+        .step_by(stride)
+        .filter(|x| min_exp(**x).is_some())
+        .fold(0f64, |a, x| a.max(x.abs()));
+    let usable = |k: &i32| max * POW10[*k as usize] < EXACT_INT;
     let (mut e, mut misses, mut tried) = (0, 0, 0);
     for x in v.iter().step_by(stride) {
         tried += 1;
-        match min_exp(*x) {
+        match min_exp(*x).filter(usable) {
             Some(k) => e = e.max(k),
             None => misses += 1,
         }
@@ -284,7 +307,7 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
                     if exceptions.len() * 8 >= m {
                         return None;
                     }
-                    if let Some(k) = min_exp(*x).filter(|k| *k > e && retries > 0) {
+                    if let Some(k) = min_exp(*x).filter(|k| *k > e && retries > 0 && usable(k)) {
                         retries -= 1;
                         e = k;
                         continue 'pass;

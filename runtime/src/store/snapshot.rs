@@ -158,9 +158,12 @@ fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
     for b in older {
         put(b.block, b.lo, b.hi, &b.encoded());
     }
+    // The open block whole (its frozen part and raw tail): one buffer in the file.
+    let mut page = [0f64; BUFFER_CAP];
+    let lo = c.open_values(&mut page);
     let mut enc = Vec::new();
-    codec::encode(head.values(), &mut enc);
-    put(head.block, head.lo, head.hi, &enc);
+    codec::encode(&page[lo as usize..head.hi as usize], &mut enc);
+    put(head.block, lo, head.hi, &enc);
 }
 
 fn compress(src: &Path, archive_dir: &Path, level: u32) -> std::io::Result<()> {
