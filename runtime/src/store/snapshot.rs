@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::buffer::{BUFFER_CAP, Buf, Chain, Closed};
+use super::buffer::{BUFFER_CAP, Chain, Closed};
 use super::codec;
 use super::wal::{self, string, sync_dir, take};
 use super::{Store, StoreError, walk};
@@ -325,7 +325,7 @@ fn decode_series(store: &Store, mut p: &[u8], raw: bool) -> Option<()> {
             older.push(Closed::from_encoded(block, lo, hi, bytes)?);
         } else {
             codec::decode(bytes, &mut values[..len]).ok()?;
-            head = Some(Buf::from_values(block, lo, &values[..len], &store.pool));
+            head = Some((block, lo, len));
         }
     }
     if !p.is_empty() {
@@ -337,7 +337,17 @@ fn decode_series(store: &Store, mut p: &[u8], raw: bool) -> Option<()> {
         tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
         return Some(());
     };
-    let Some(chain) = Chain::from_parts(m.id, freq, phase, older, head?) else {
+    let (block, lo, len) = head?;
+    let Some(chain) = Chain::from_parts(
+        m.id,
+        freq,
+        phase,
+        older,
+        block,
+        lo,
+        &values[..len],
+        &store.pool,
+    ) else {
         return Some(());
     };
     level.put_chain(chain, &store.pool);

@@ -95,21 +95,34 @@ impl Chain {
 
     /// A chain from restored buffers (ascending blocks, the head's after every closed one);
     /// `None` if the step or phase is out of range or the blocks are out of order.
+    ///
+    /// The open block comes as its values from slot offset `lo` (what a snapshot holds): all
+    /// but the last up to [`FREEZE`] of them are frozen at once, as appends would have left it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
         id: u32,
         freq: u16,
         phase: u16,
-        older: Vec<Closed>,
-        head: Buf,
+        mut older: Vec<Closed>,
+        block: i32,
+        lo: u16,
+        values: &[f64],
+        pool: &Pool,
     ) -> Option<Chain> {
-        if freq == 0 || phase >= freq {
+        if freq == 0 || phase >= freq || values.is_empty() {
             return None;
         }
         let ordered = older.windows(2).all(|w| w[0].block < w[1].block)
-            && older.last().is_none_or(|b| b.block < head.block);
+            && older.last().is_none_or(|b| b.block < block);
         if !ordered {
             return None;
         }
+        let tail = (values.len() - 1) % FREEZE + 1;
+        let split = values.len() - tail;
+        if split > 0 {
+            older.push(Closed::frozen(block, lo, &values[..split]));
+        }
+        let head = Buf::from_values(block, lo + split as u16, &values[split..], pool);
         Some(Chain {
             id,
             freq,

@@ -6,6 +6,13 @@
 use super::pool::Pool;
 use super::{BUFFER_CAP, CAP, Page, codec, pieces};
 
+thread_local! {
+    /// Where a read that adds (rather than copies) decodes a buffer first: one per thread, so
+    /// a read of many series does not clear a 4 KiB array on the stack for each buffer.
+    static SCRATCH: std::cell::RefCell<[f64; BUFFER_CAP]> =
+        const { std::cell::RefCell::new([0.0; BUFFER_CAP]) };
+}
+
 /// A closed buffer: encoded, or (after a late write landed in it) a raw page until the chain
 /// encodes it again. The one whose block is the head's is the frozen part of the open block.
 pub(crate) struct Closed {
@@ -187,28 +194,32 @@ impl Closed {
                     pieces::decode_range(bytes, a - lo, out);
                     return;
                 }
-                let mut tmp = [0f64; BUFFER_CAP];
-                pieces::decode_range(bytes, a - lo, &mut tmp[..b - a]);
-                data(out, &tmp[..b - a]);
+                SCRATCH.with_borrow_mut(|tmp| {
+                    let part = &mut tmp[..b - a];
+                    pieces::decode_range(bytes, a - lo, part);
+                    data(out, part);
+                })
             }
             Form::Packed(bytes) => {
                 if let Some(v) = codec::constant(bytes) {
                     return fill(out, v);
                 }
+                // Only the slots asked for are unpacked. The chain's own bytes; see `open`.
                 let (lo, hi) = (self.lo as usize, self.hi as usize);
-                if copy && (a, b) == (lo, hi) {
-                    // The whole buffer into the answer: no copy through a scratch array.
-                    if codec::decode(bytes, out).is_err() {
+                if copy {
+                    // Straight into the answer: no copy through a scratch array.
+                    if codec::decode_range(bytes, hi - lo, a - lo, out).is_err() {
                         out.fill(f64::NAN);
                     }
                     return;
                 }
-                let mut tmp = [0f64; BUFFER_CAP];
-                // The chain's own bytes; see `open`.
-                if codec::decode(bytes, &mut tmp[..hi - lo]).is_err() {
-                    return fill(out, f64::NAN);
-                }
-                data(out, &tmp[a - lo..b - lo]);
+                SCRATCH.with_borrow_mut(|tmp| {
+                    let part = &mut tmp[..b - a];
+                    if codec::decode_range(bytes, hi - lo, a - lo, part).is_err() {
+                        return fill(out, f64::NAN);
+                    }
+                    data(out, part);
+                })
             }
         }
     }

@@ -32,7 +32,6 @@ const CAP: i64 = BUFFER_CAP as i64;
 pub(crate) use chain::Chain;
 pub use chain::{MAX_FREQUENCY, Newest};
 pub(crate) use closed::Closed;
-pub(crate) use open::Buf;
 pub(crate) use pool::Pool;
 
 #[cfg(test)]

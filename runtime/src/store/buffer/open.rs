@@ -85,7 +85,7 @@ impl Buf {
     }
 
     /// An open buffer holding `values` from slot offset `lo` (a restored head).
-    pub(crate) fn from_values(block: i32, lo: u16, values: &[f64], pool: &Pool) -> Buf {
+    pub(super) fn from_values(block: i32, lo: u16, values: &[f64], pool: &Pool) -> Buf {
         let n = values.len();
         let mut b = Buf {
             data: alloc_slots(cap_for(n), pool),

@@ -56,29 +56,27 @@ pub(super) fn new(values: &[f64]) -> Box<[u8]> {
 /// Appends `values` as a new piece, then merges the last pieces while `MERGE` of them have
 /// the same length.
 pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64]) {
-    let mut out = Vec::with_capacity(bytes.len() + HEAD + 16 + values.len() * 2);
-    out.extend_from_slice(bytes);
+    let mut out = std::mem::take(bytes).into_vec();
+    out.reserve(HEAD + 16 + values.len() * 2);
     put(&mut out, values);
     loop {
-        let pieces: Vec<(usize, usize, usize)> = {
-            let mut at = 0;
-            each(&out)
-                .map(|(_, n, body)| {
-                    let p = (at, n, body.len());
-                    at += HEAD + body.len();
-                    p
-                })
-                .collect()
-        };
-        let k = pieces.len();
-        if k < MERGE || pieces[k - MERGE..].iter().any(|p| p.1 != pieces[k - 1].1) {
+        // The last `MERGE` pieces: (byte offset, slots), oldest first.
+        let mut last = [(0usize, 0usize); MERGE];
+        let (mut k, mut at) = (0usize, 0usize);
+        for (_, n, body) in each(&out) {
+            last[k % MERGE] = (at, n);
+            k += 1;
+            at += HEAD + body.len();
+        }
+        if k < MERGE {
             break;
         }
-        let from = pieces[k - MERGE].0;
-        let slots: usize = pieces[k - MERGE..].iter().map(|p| p.1).sum();
-        if slots > BUFFER_CAP {
+        let newest = last[(k - 1) % MERGE].1;
+        if last.iter().any(|p| p.1 != newest) || newest * MERGE > BUFFER_CAP {
             break;
         }
+        let from = last[k % MERGE].0;
+        let slots = newest * MERGE;
         let mut tmp = [0f64; BUFFER_CAP];
         decode(&out[from..], &mut tmp[..slots]);
         out.truncate(from);
@@ -91,7 +89,6 @@ pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64]) {
 /// that overlap them are decoded. A piece that does not decode (a bug) reads as gaps.
 pub(super) fn decode_range(bytes: &[u8], a: usize, out: &mut [f64]) {
     let b = a + out.len();
-    let mut tmp = [0f64; BUFFER_CAP];
     for (start, n, body) in each(bytes) {
         let end = start + n;
         if end <= a {
@@ -102,13 +99,7 @@ pub(super) fn decode_range(bytes: &[u8], a: usize, out: &mut [f64]) {
         }
         let (x, y) = (start.max(a), end.min(b));
         let dst = &mut out[x - a..y - a];
-        if (x, y) == (start, end) {
-            if codec::decode(body, dst).is_err() {
-                dst.fill(f64::NAN);
-            }
-        } else if codec::decode(body, &mut tmp[..n]).is_ok() {
-            dst.copy_from_slice(&tmp[x - start..y - start]);
-        } else {
+        if codec::decode_range(body, n, x - start, dst).is_err() {
             dst.fill(f64::NAN);
         }
     }

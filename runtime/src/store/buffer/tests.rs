@@ -1,6 +1,6 @@
 use super::chain::slot_of;
 use super::closed::Form;
-use super::open::MIN_SLOTS;
+use super::open::{Buf, MIN_SLOTS};
 use super::*;
 
 #[test]
@@ -411,4 +411,24 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     assert!(matches!(older[0].form, Form::Packed(_)));
     assert_eq!((older[0].lo, older[0].hi), (3, 400));
     check(&c);
+}
+
+#[test]
+fn a_restored_open_block_is_frozen_but_its_tail() {
+    // What a snapshot's open block becomes: pieces and a raw tail of up to 32, as if appended.
+    let pool = Pool::new(8);
+    let values: Vec<f64> = (0..300).map(|i| i as f64 * 0.5).collect();
+    let mut c = Chain::from_parts(0, 1, 0, Vec::new(), 0, 5, &values, &pool).unwrap();
+    assert_eq!(c.parts().1.values().len(), 12);
+    assert_eq!((c.buffer_count(), c.span()), (1, (5, 305)));
+    assert!(c.heap_bytes() < 300 * 2, "{}", c.heap_bytes());
+    let mut out = vec![0.0; 300];
+    c.copy_into(5, 305, &mut out);
+    assert_eq!(out, values);
+    // Appends go on from the tail.
+    c.write(305, 1.0, &pool).unwrap();
+    assert_eq!(c.latest(), Some((305, 1.0)));
+    // Out-of-order blocks are refused.
+    let closed = Closed::packed(3, 0, 1, vec![3].into_boxed_slice());
+    assert!(Chain::from_parts(0, 1, 0, vec![closed], 2, 0, &values, &pool).is_none());
 }
