@@ -64,6 +64,12 @@ fn capture(dir: &Path) -> Vec<Series> {
     cfg.retention_in_memory = Duration::ZERO;
     cfg.wal = false;
     let store = Store::open(cfg, tmp.path()).expect("restore the capture");
+    let u = store.usage();
+    println!(
+        "capture restored by this build: usage {} ({:.3} bytes/sample)",
+        serde_json::to_string(&u).unwrap(),
+        u.bytes as f64 / u.samples.max(1) as f64
+    );
     let mut out = Vec::new();
     walk(
         &store,
