@@ -140,6 +140,38 @@ pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool)
     t.elapsed()
 }
 
+/// Guest `guest`'s health entry on the daemon `solo`, from `fleet status --json` (`Null`
+/// while it has none).
+pub fn guest_health(url: &str, guest: &str) -> Value {
+    let s = status(url);
+    s["daemons"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
+        .and_then(|d| d["guests"].as_array())
+        .and_then(|g| g.iter().find(|g| g["guest"] == guest))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// `h` (a guest's health entry) says version `trap` was rolled back and `good` runs.
+pub fn rolled_back(h: &Value, trap: &str, good: &str) -> bool {
+    h["rolled-back"]["from"] == trap && h["running"] == good
+}
+
+/// `h` says the rollback went to `good` because the version was quarantined after at least
+/// `failures` failed calls.
+pub fn assert_quarantined_rollback(h: &Value, good: &str, failures: u64) {
+    let rb = &h["rolled-back"];
+    assert_eq!(rb["to"], good, "{h}");
+    assert_eq!(rb["reason"], "quarantined", "{h}");
+    let count = |k: &str| rb[k].as_u64().unwrap_or(0);
+    assert!(
+        count("calls") >= failures && count("failures") >= failures,
+        "{h}"
+    );
+    assert!(count("quarantines") >= 1, "{h}");
+}
+
 /// The hash the daemon's pipeline `p` runs at its first stage.
 pub fn running(d: &DaemonProcess) -> String {
     let v: Value = d.get("/api/pipelines").unwrap().json().unwrap();
