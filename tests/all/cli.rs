@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::process::Command;
 
-use crate::common::spawn_piped;
-
 use serde_json::Value;
+
+use crate::common::spawn_piped;
 
 fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
     transform_bytes(args, stdin.as_bytes())
@@ -13,7 +13,7 @@ fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
 
 fn transform_bytes(args: &[&str], stdin: &[u8]) -> (Option<i32>, Vec<Value>, String) {
     let mut child = spawn_piped(
-        &mut Command::new(crate::common::wasmon_bin())
+        Command::new(crate::common::wasmon_bin())
             .arg("transform")
             .args(args),
     );
@@ -182,7 +182,7 @@ fn transform_abandons_a_sleeping_guest_at_its_deadline() {
     use std::io::BufRead;
     let testing = crate::common::guest_path("testing");
     let mut child = spawn_piped(
-        &mut Command::new(crate::common::wasmon_bin())
+        Command::new(crate::common::wasmon_bin())
             .args(["transform", "--deadline", "100ms", "--guest"])
             .arg(&testing),
     );

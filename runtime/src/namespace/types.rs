@@ -388,7 +388,8 @@ mod tests {
     #[test]
     fn pmid_limits() {
         // Each bad text with the part it names: domain, cluster, item, or the shape.
-        let refused: [(&str, fn(&PmidParseError) -> bool); 8] = [
+        type Names = fn(&PmidParseError) -> bool;
+        let refused: [(&str, Names); 8] = [
             ("511.0.0", |e| matches!(e, PmidParseError::Domain(_))),
             ("1.4096.0", |e| matches!(e, PmidParseError::Cluster(_))),
             ("1.0.1024", |e| matches!(e, PmidParseError::Item(_))),

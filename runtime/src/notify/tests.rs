@@ -7,11 +7,7 @@ use std::time::Duration;
 use super::*;
 
 fn quiet() -> Notifier {
-    Notifier::new(NotifierConfig {
-        queue_capacity: 1024,
-        log: false,
-        ..Default::default()
-    })
+    Notifier::quiet(1024)
 }
 
 /// Drain everything queued for `sub` (notifications only).
@@ -330,11 +326,7 @@ fn invalid_specs_are_rejected() {
 
 #[test]
 fn stalled_subscriber_drops_are_counted_exactly_and_reported_in_order() {
-    let n = Notifier::new(NotifierConfig {
-        queue_capacity: 8,
-        log: false,
-        ..Default::default()
-    });
+    let n = Notifier::quiet(8);
     rising(&n, "slow", "m", "1", 1.0);
     rising(&n, "fast", "m", "1", 1.0);
     let sent = 1000u64;
@@ -365,11 +357,7 @@ fn stalled_subscriber_drops_are_counted_exactly_and_reported_in_order() {
 
 #[tokio::test]
 async fn concurrent_slow_consumer_sees_exact_drop_reports() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 16,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(16));
     rising(&n, "s", "m", "1", 1.0);
     let sub = n.subscriber("s");
     let guard = sub.attach().unwrap();
@@ -485,11 +473,7 @@ fn notification_json_round_trips() {
 
 #[test]
 fn many_threads_ingesting_fire_exactly_once_per_instance() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 100_000,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(100_000));
     n.add("g", ThresholdSpec::rising(Selector::any("m"), 10.0))
         .unwrap();
     let barrier = Arc::new(std::sync::Barrier::new(4));

@@ -188,7 +188,7 @@ pub fn transform(guest: &Path, params: &serde_json::Value, input: &str) -> Vec<s
     let p = dir.path().join("params.json");
     std::fs::write(&p, params.to_string()).unwrap();
     let mut child = spawn_piped(
-        &mut wasmon()
+        wasmon()
             .args([
                 "transform",
                 "--deadline",
