@@ -7,6 +7,7 @@
 
 mod agents;
 mod exporters;
+mod real_agent;
 mod restart;
 mod rollout;
 
@@ -98,6 +99,28 @@ pub fn status(nats: &str) -> Value {
     }
 }
 
+/// The health entry of daemon `solo` for `guest`, from `fleet status --json` (`null` while
+/// there is none).
+pub fn solo_health(url: &str, guest: &str) -> Value {
+    status(url)["daemons"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
+        .and_then(|d| d["guests"].as_array())
+        .and_then(|g| g.iter().find(|g| g["guest"] == guest))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Checks that health `h` reports a rollback to `good` for quarantine, after at least `min`
+/// calls and failures of the failed version.
+pub fn assert_quarantine_rollback(h: &Value, good: &str, min: u64) {
+    let rb = &h["rolled-back"];
+    assert_eq!(rb["to"], good, "{h}");
+    assert_eq!(rb["reason"], "quarantined", "{h}");
+    let n = |k: &str| rb[k].as_u64().unwrap_or(0);
+    assert!(n("calls") >= min && n("failures") >= min, "{h}");
+}
+
 /// The view of one version of `xform` in a status.
 pub fn version<'a>(s: &'a Value, hash: &str) -> Option<&'a Value> {
     s["guests"]["xform"]
@@ -138,38 +161,6 @@ pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool)
         std::thread::sleep(Duration::from_millis(100));
     }
     t.elapsed()
-}
-
-/// Guest `guest`'s health entry on the daemon `solo`, from `fleet status --json` (`Null`
-/// while it has none).
-pub fn guest_health(url: &str, guest: &str) -> Value {
-    let s = status(url);
-    s["daemons"]
-        .as_array()
-        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
-        .and_then(|d| d["guests"].as_array())
-        .and_then(|g| g.iter().find(|g| g["guest"] == guest))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// `h` (a guest's health entry) says version `trap` was rolled back and `good` runs.
-pub fn rolled_back(h: &Value, trap: &str, good: &str) -> bool {
-    h["rolled-back"]["from"] == trap && h["running"] == good
-}
-
-/// `h` says the rollback went to `good` because the version was quarantined after at least
-/// `failures` failed calls.
-pub fn assert_quarantined_rollback(h: &Value, good: &str, failures: u64) {
-    let rb = &h["rolled-back"];
-    assert_eq!(rb["to"], good, "{h}");
-    assert_eq!(rb["reason"], "quarantined", "{h}");
-    let count = |k: &str| rb[k].as_u64().unwrap_or(0);
-    assert!(
-        count("calls") >= failures && count("failures") >= failures,
-        "{h}"
-    );
-    assert!(count("quarantines") >= 1, "{h}");
 }
 
 /// The hash the daemon's pipeline `p` runs at its first stage.

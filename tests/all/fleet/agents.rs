@@ -31,9 +31,8 @@ fn fetch_good(d: &DaemonProcess) -> Result<f64, String> {
     }
 }
 
-/// This daemon's health entry for the agent guest, from `fleet status --json`.
 fn agent_health(url: &str) -> Value {
-    guest_health(url, AGENT)
+    solo_health(url, AGENT)
 }
 
 #[test]
@@ -106,12 +105,14 @@ params = {{ domain = 77, root = "ag" }}
         Duration::from_secs(20),
         || {
             let _ = fetch_good(&d);
-            rolled_back(&agent_health(&url), &trap, &good)
+            let h = agent_health(&url);
+            h["rolled-back"]["from"] == trap.as_str() && h["running"] == good.as_str()
         },
     );
     eprintln!("trap_agent rolled back {took:?} after its publish");
     let h = agent_health(&url);
-    assert_quarantined_rollback(&h, &good, 2);
+    assert_quarantine_rollback(&h, &good, 2);
+    assert!(h["rolled-back"]["quarantines"].as_u64() >= Some(1), "{h}");
     assert!(
         h["refused"]
             .as_array()
