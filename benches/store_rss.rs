@@ -15,7 +15,8 @@
 //!    page-outs at 15 and 60 s) its RSS and the store's `usage` are read.
 //!
 //! `cargo bench -p wasmon-benches --bench store_rss -- CAPTURE` (`WASMON_BIN`: the daemon,
-//! default `target/release/wasmon`, built when missing).
+//! default `target/release/wasmon`, built when missing). `STORE_RSS_CHURN=0` repeats only the
+//! series that lived through the window: a host whose processes do not come and go.
 
 #[path = "release.rs"]
 mod release;
@@ -148,6 +149,7 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(90),
     );
+    let churn = std::env::var("STORE_RSS_CHURN").map_or(true, |v| v != "0");
     let bin = release::binary();
     let cfg = store_config();
     let retention = cfg.retention_in_memory.as_secs() as i64;
@@ -192,11 +194,15 @@ fn main() {
         for c in 0..copies {
             let shift = start + c * window - t0;
             for s in &series {
+                if c > 0 && !whole(s) && !churn {
+                    continue;
+                }
                 let mut path: Vec<String> = s.path.clone();
-                if c > 0 && !whole(s) {
-                    if let Some(last) = path.last_mut() {
-                        *last = format!("{last}~{c}");
-                    }
+                if c > 0
+                    && !whole(s)
+                    && let Some(last) = path.last_mut()
+                {
+                    *last = format!("{last}~{c}");
                 }
                 let p: Vec<&str> = path.iter().map(String::as_str).collect();
                 let level = store.level(&p).unwrap();

@@ -572,13 +572,13 @@ fn decode_values(
                         .wrapping_add(min_delta)
                         .wrapping_add(src.get(i - 1) as i64);
                 }
-                for (j, o) in dst.iter_mut().enumerate() {
-                    if j > 0 {
-                        d = d
-                            .wrapping_add(min_delta)
-                            .wrapping_add(src.get(from + j - 1) as i64);
-                    }
-                    *o = scale_back(d, e);
+                // One loop per sign of `e` (what `scale_back` computes): integers convert
+                // without a division by 1.
+                let p = POW10[e.unsigned_abs() as usize];
+                match e.signum() {
+                    0 => running(dst, d, min_delta, &src, from, |d| d as f64),
+                    1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
+                    _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
                 }
             } else {
                 // Each value from its own bit offset: no dependency between iterations.
@@ -616,6 +616,27 @@ fn decode_values(
         f => return Err(DecodeError::ValueForm(f)),
     }
     Ok(())
+}
+
+/// Delta-mode values into `dst`: `d` is the integer of present value `from`, each next one
+/// adds `min_delta` and its packed delta.
+#[inline(always)]
+fn running(
+    dst: &mut [f64],
+    mut d: i64,
+    min_delta: i64,
+    src: &Packed<'_>,
+    from: usize,
+    conv: impl Fn(i64) -> f64,
+) {
+    for (j, o) in dst.iter_mut().enumerate() {
+        if j > 0 {
+            d = d
+                .wrapping_add(min_delta)
+                .wrapping_add(src.get(from + j - 1) as i64);
+        }
+        *o = conv(d);
+    }
 }
 
 /// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).
