@@ -333,6 +333,20 @@ impl PidDir {
         count_entries_fd(&self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?, dents)
     }
 
+    /// The size `fstat` gives the directory `leaf` once opened (the open is what checks
+    /// that this process may list it). On procfs since Linux 6.2, a `fd` directory's size is
+    /// the number of open descriptors: no listing needed.
+    pub(crate) fn dir_size(&self, leaf: &CStr) -> io::Result<u64> {
+        let fd = self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open and `st` is a valid destination.
+        if unsafe { libc::fstat(fd.0, &mut st) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st.st_size as u64)
+    }
+
     /// The target of the symlink `leaf` into `out` (at most `PATH_MAX` bytes).
     pub(crate) fn readlink(&self, leaf: &CStr, out: &mut Vec<u8>) -> io::Result<()> {
         out.clear();

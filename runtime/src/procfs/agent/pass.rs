@@ -105,8 +105,15 @@ const MAX_WORKERS: usize = 4;
 /// it saves on a handful of processes).
 const PARALLEL_MIN: usize = 32;
 
-/// Names by pid (with the start time they belong to).
-type NameCache = HashMap<u32, (u64, Arc<Names>)>;
+/// What a pass keeps of a process for the next: the start time its entry belongs to, its
+/// names, and its resident size in pages at the last pass (which orders the next pass's work).
+struct Known {
+    start: u64,
+    names: Arc<Names>,
+    rss: u64,
+}
+
+type NameCache = HashMap<u32, Known>;
 
 /// The reader and what outlives one pass: names by pid (read once per process, as pmdaproc
 /// does: a command line that changes later keeps its first name), the workers' buffers.
@@ -114,7 +121,11 @@ pub struct Pass {
     pub reader: ProcReader,
     names: NameCache,
     pids: Vec<u32>,
+    /// Indexes into `pids` in the order the workers take them.
+    order: Vec<u32>,
     workers: Vec<Worker>,
+    /// Whether this root's `PID/fd` directories give their descriptor count as their size.
+    fd_by_size: bool,
     /// Processes left out of the last pass because they were gone (or torn).
     pub skipped: u32,
     /// Passes run so far (a fetch is one pass, whatever its metrics).
@@ -132,18 +143,17 @@ struct Worker {
 }
 
 impl Pass {
-    pub fn new(reader: ProcReader) -> Pass {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Pass::with_workers(reader, n)
-    }
-
     /// A pass reading with at most `workers` threads (1: the calling thread only).
     pub fn with_workers(reader: ProcReader, workers: usize) -> Pass {
         let root = reader.root().to_path_buf();
+        let mut probe = ProcReader::with_root(&root);
+        let fd_by_size = fd_dir_size_counts(&mut probe);
         Pass {
+            fd_by_size,
             reader,
             names: HashMap::new(),
             pids: Vec::new(),
+            order: Vec::new(),
             workers: (0..workers.clamp(1, MAX_WORKERS))
                 .map(|_| Worker {
                     reader: ProcReader::with_root(&root),
@@ -170,12 +180,22 @@ impl Pass {
             return Err(e);
         }
         pids.sort_unstable();
+        // The biggest processes first (by their size at the last pass; new ones first of
+        // all): the page-table walk of a large process's `smaps_rollup` would otherwise be
+        // the last piece of work while the other threads idle.
+        let weight = |pid: &u32| self.names.get(pid).map_or(u64::MAX, |k| k.rss);
+        self.order.clear();
+        self.order.extend(0..pids.len() as u32);
+        self.order
+            .sort_by_key(|&i| std::cmp::Reverse(weight(&pids[i as usize])));
         let next = AtomicUsize::new(0);
         let job = Job {
             pids: &pids,
+            order: &self.order,
             next: &next,
             need,
             names: &self.names,
+            fd_by_size: self.fd_by_size,
         };
         let threads = if pids.len() < PARALLEL_MIN {
             1
@@ -210,10 +230,15 @@ impl Pass {
             match p {
                 Some(p) => {
                     let start = p.stat.as_ref().map_or(0, |s| s.get(22));
-                    if let Some(names) = &p.names
-                        && self.names.get(&p.pid).is_none_or(|(s, _)| *s != start)
-                    {
-                        self.names.insert(p.pid, (start, names.clone()));
+                    let rss = p.stat.as_ref().map_or(0, |s| s.get(24));
+                    match self.names.get_mut(&p.pid) {
+                        Some(k) if k.start == start => k.rss = rss,
+                        _ => {
+                            if let Some(names) = &p.names {
+                                let names = names.clone();
+                                self.names.insert(p.pid, Known { start, names, rss });
+                            }
+                        }
                     }
                     out.push(p);
                 }
@@ -233,9 +258,28 @@ impl Pass {
 /// names known before the pass.
 struct Job<'a> {
     pids: &'a [u32],
+    order: &'a [u32],
     next: &'a AtomicUsize,
     need: Need,
     names: &'a NameCache,
+    fd_by_size: bool,
+}
+
+/// Whether `ROOT/PID/fd` directories give their descriptor count as their size (procfs on
+/// Linux 6.2 and later): this process's own directory sized and listed agree. A root that is
+/// not this host's procfs (a captured tree, another pid namespace's) has no directory of this
+/// process, and is listed.
+fn fd_dir_size_counts(reader: &mut ProcReader) -> bool {
+    let Ok(dir) = reader.open_pid(std::process::id()) else {
+        return false;
+    };
+    let mut dents = vec![0; 8192];
+    // Another thread may open or close a descriptor between the two reads: a few tries.
+    (0..3).any(|_| {
+        let size = dir.dir_size(c"fd");
+        let listed = dir.count(c"fd", &mut dents);
+        matches!((size, listed), (Ok(s), Ok(n)) if s > 0 && s == u64::from(n))
+    })
 }
 
 impl Worker {
@@ -244,7 +288,9 @@ impl Worker {
     fn work(&mut self, job: &Job) {
         self.done.clear();
         loop {
-            let i = job.next.fetch_add(1, Ordering::Relaxed);
+            let next = job.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = job.order.get(next) else { break };
+            let i = i as usize;
             let Some(&pid) = job.pids.get(i) else { break };
             let p = self.process(pid, job);
             self.done.push((i, p));
@@ -252,12 +298,7 @@ impl Worker {
     }
 
     /// A non-empty file's bytes, parsed.
-    fn parsed<T>(
-        &mut self,
-        dir: &PidDir,
-        leaf: &CStr,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Option<T> {
+    fn parsed<T>(&mut self, dir: &PidDir, leaf: &CStr, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         let n = dir.read(leaf, &mut self.buf, SMALL_CAP).ok()?;
         (n > 0).then(|| f(&self.buf[..n]))
     }
@@ -276,7 +317,7 @@ impl Worker {
         };
         let start = stat.as_ref().map_or(0, |s| s.get(22));
         let names = match job.names.get(&pid) {
-            Some((s, n)) if *s == start => n.clone(),
+            Some(k) if k.start == start => k.names.clone(),
             _ => Arc::new(self.names_of(&dir, pid)),
         };
         let mut p = Proc {
@@ -301,7 +342,11 @@ impl Worker {
             p.smaps = self.parsed(&dir, c"smaps_rollup", |b| parse_keyed(b, &SMAPS_KEYS));
         }
         if need.has(Need::FD) {
-            p.fd = dir.count(c"fd", &mut self.dents).ok();
+            p.fd = if job.fd_by_size {
+                dir.dir_size(c"fd").ok().map(|n| n as u32)
+            } else {
+                dir.count(c"fd", &mut self.dents).ok()
+            };
         }
         if need.has(Need::OOM) {
             p.oom = self.parsed(&dir, c"oom_score", |b| files::num(b).0 as u32);
@@ -332,7 +377,9 @@ impl Worker {
         }
         if need.has(Need::ENVIRON) {
             // Always a value: empty when unreadable (as pmdaproc answers).
-            let n = dir.read(c"environ", &mut self.buf, ENVIRON_CAP).unwrap_or(0);
+            let n = dir
+                .read(c"environ", &mut self.buf, ENVIRON_CAP)
+                .unwrap_or(0);
             p.environ = Some(nul_joined(&self.buf[..n]));
         }
         if need.has(Need::MAPS) {
