@@ -66,6 +66,47 @@ pub fn type_id(instance: &str) -> Option<&str> {
     (digits > 0).then(|| &instance[instance.len() - digits..])
 }
 
+/// tempstat's metric name for the hwmon sensor `instance` (`CHIP:LABEL` as the `hwmon` agent
+/// names it: the chip's `name`, `-N` after it when several chips share it, and the label or
+/// the file stem `tempN` when the sensor has none), with the first `temp` in it replaced by
+/// `word` (`max_temp`, `crit_temp` for the limits). cc-metric-collector's rules: coretemp's
+/// `Core N` and `Package id N` are `temp_` + label; else `chip_label`, or the chip alone
+/// without a label; lower case, spaces as `_`, and `temp_` in front when `temp` is not in it.
+/// The kernel refuses `-` in a chip's name, so a `-N` suffix is the agent's.
+pub fn hwmon_temp_name(instance: &str, word: &str) -> Option<String> {
+    let (chip, label) = instance.split_once(':')?;
+    let chip = match chip.rsplit_once('-') {
+        Some((c, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => c,
+        _ => chip,
+    };
+    let stem = label
+        .strip_prefix("temp")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let label = if stem { "" } else { label };
+    let name = match (chip.is_empty(), label.is_empty()) {
+        (true, true) => return None,
+        _ if chip == "coretemp"
+            && (label.starts_with("Core ") || label.starts_with("Package id ")) =>
+        {
+            format!("temp_{label}")
+        }
+        (false, false) => format!("{chip}_{label}"),
+        (false, true) => chip.to_string(),
+        (true, false) => label.to_string(),
+    };
+    let mut name = name.to_lowercase().replace(' ', "_");
+    if !name.contains("temp") {
+        name.insert_str(0, "temp_");
+    }
+    Some(name.replacen("temp", word, 1))
+}
+
+/// A value cc-metric-collector reads as an integer and divides by 1000 in integers (tempstat's
+/// millidegrees): the agent's `raw / 1000.0`, truncated toward zero as Go's `/` does.
+pub fn whole(v: f64) -> f64 {
+    v.trunc()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +142,29 @@ mod tests {
         assert_eq!(type_id("cpu12"), Some("12"));
         assert_eq!(type_id("node0"), Some("0"));
         assert_eq!(type_id("eth"), None);
+    }
+
+    #[test]
+    fn hwmon_sensors_are_named_as_tempstat_names_them() {
+        let n = |i: &str| hwmon_temp_name(i, "temp");
+        assert_eq!(n("coretemp-0:Core 3").as_deref(), Some("temp_core_3"));
+        assert_eq!(
+            n("coretemp:Package id 0").as_deref(),
+            Some("temp_package_id_0")
+        );
+        assert_eq!(n("nvme:Composite").as_deref(), Some("temp_nvme_composite"));
+        assert_eq!(n("acpitz:temp1").as_deref(), Some("temp_acpitz"));
+        assert_eq!(n("k10temp:Tctl").as_deref(), Some("k10temp_tctl"));
+        assert_eq!(
+            hwmon_temp_name("k10temp:Tctl", "max_temp").as_deref(),
+            Some("k10max_temp_tctl")
+        );
+        assert_eq!(
+            hwmon_temp_name("coretemp-1:Core 0", "crit_temp").as_deref(),
+            Some("crit_temp_core_0")
+        );
+        assert_eq!(n("no-colon"), None);
+        assert_eq!(whole(45.999), 45.0);
+        assert_eq!(whole(-1.5), -1.0);
     }
 }

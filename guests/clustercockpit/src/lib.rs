@@ -47,6 +47,10 @@ pub struct ClusterCockpit {
     prev: Map<(usize, Key), (f64, i64)>,
     /// (row, instance) -> the output's metadata, built once.
     meta: Map<(usize, Key), Metadata>,
+    /// (row, instance) -> the output's name, for rows that name it by instance (`hwmon-temp`).
+    names: Map<(usize, Key), Option<Str>>,
+    /// The PCP names rows read as `join` tags.
+    join_names: Vec<Str>,
     keys: Keys,
 }
 
@@ -76,8 +80,16 @@ impl Transformer for ClusterCockpit {
         for (j, (name, _, _)) in grouped.iter().enumerate() {
             by_name.entry(Key(name.clone())).or_insert((j, j)).1 = j + 1;
         }
+        let mut join_names: Vec<Str> = Vec::new();
+        for j in rows.iter().filter_map(|r| r.join.as_ref()) {
+            if !join_names.iter().any(|n| same(n, &j.from)) {
+                join_names.push(j.from.clone());
+            }
+        }
         Ok(ClusterCockpit {
             rows,
+            names: Map::default(),
+            join_names,
             by_name,
             targets: grouped.into_iter().map(|(_, i, slot)| (i, slot)).collect(),
             prev: Map::default(),
@@ -121,6 +133,15 @@ impl ClusterCockpit {
         if self.prev.len() > MAX_SERIES {
             self.prev.clear();
         }
+        // `join` tags: the other metric's value per instance in this poll.
+        let mut joined: Map<(Key, Key), f64> = Map::default();
+        if !self.join_names.is_empty() {
+            for s in run {
+                if self.join_names.iter().any(|n| same(n, &s.name)) {
+                    joined.insert((Key(s.name.clone()), Key(s.resource.clone())), s.value);
+                }
+            }
+        }
         for s in run {
             let Some(&(start, end)) = self.by_name.get(&Key(s.name.clone())) else {
                 continue;
@@ -131,9 +152,30 @@ impl ClusterCockpit {
                 if !row.takes(&s.resource) {
                     continue;
                 }
+                let tag = match &row.join {
+                    None => None,
+                    Some(j) => {
+                        let key = (Key(j.from.clone()), Key(s.resource.clone()));
+                        match joined.get(&key) {
+                            Some(&v) if v != 0.0 => Some(if j.hex {
+                                format!("0x{:x}", v as u64)
+                            } else {
+                                format!("{v}")
+                            }),
+                            _ => continue,
+                        }
+                    }
+                };
+                if row.baseline {
+                    let key = (ri, Key(s.resource.clone()));
+                    if self.prev.insert(key, (s.value, s.timestamp_ns)).is_none() {
+                        continue;
+                    }
+                }
                 let value = match row.formula {
                     Formula::Value if row.f32 => Some(formula::from_f32(s.value) * row.factor),
                     Formula::Value => Some(s.value * row.factor),
+                    Formula::HwmonTemp => Some(formula::whole(s.value * row.factor)),
                     Formula::Gbytes => Some(formula::gbytes(s.value * row.factor)),
                     Formula::Rate | Formula::Diff => {
                         let key = (ri, Key(s.resource.clone()));
@@ -160,15 +202,15 @@ impl ClusterCockpit {
                     }
                     Formula::Sum => None,
                 };
-                if let Some(v) = value {
-                    self.emit(ri, &s.resource, v, ts, out);
+                if let Some(v) = value.filter(|v| !(row.nonzero && *v == 0.0)) {
+                    self.emit(ri, &s.resource, v, ts, tag, out);
                 }
             }
         }
         let mut counts: Vec<_> = counts.into_iter().collect();
         counts.sort_unstable();
         for (ri, n) in counts {
-            self.emit(ri, "", n as f64, ts, out);
+            self.emit(ri, "", n as f64, ts, None, out);
         }
         let mut filesystems: Vec<_> = filesystems.into_iter().collect();
         filesystems.sort_unstable_by_key(|(ri, _)| *ri);
@@ -183,7 +225,7 @@ impl ClusterCockpit {
                     )
                 })
                 .fold(0.0, f64::max);
-            self.emit(ri, "", max, ts, out);
+            self.emit(ri, "", max, ts, None, out);
         }
         self.sums(first, ts, out);
     }
@@ -212,37 +254,66 @@ impl ClusterCockpit {
                 }
             }
             for (id, sum) in by_id {
-                self.emit(ri, &id, sum, ts, out);
+                self.emit(ri, &id, sum, ts, None, out);
             }
         }
     }
 
-    /// Pushes row `ri`'s output for `instance`; an instance a sub-node level cannot place
-    /// (no trailing digits for its `type-id`) is left out.
-    fn emit(&mut self, ri: usize, instance: &str, value: f64, ts: i64, out: &mut Vec<Sample>) {
+    /// Pushes row `ri`'s output for `instance`, with the row's `join` tag's value when it has
+    /// one; an instance a sub-node level cannot place (no trailing digits for its `type-id`) or
+    /// a `hwmon-temp` row cannot name is left out.
+    fn emit(
+        &mut self,
+        ri: usize,
+        instance: &str,
+        value: f64,
+        ts: i64,
+        joined: Option<String>,
+        out: &mut Vec<Sample>,
+    ) {
         let row = &self.rows[ri];
-        let per_instance = !same(&row.level, &self.keys.node) || row.stype.is_some() || row.device;
+        let per_instance = !same(&row.level, &self.keys.node)
+            || row.stype.is_some()
+            || row.device
+            || !row.split.is_empty()
+            || row.formula == Formula::HwmonTemp;
         let resource: Str = if per_instance {
             instance.into()
         } else {
             self.keys.empty.clone()
         };
         let key = (ri, Key(resource.clone()));
-        let metadata = match self.meta.get(&key) {
-            Some(m) => m.clone(),
-            None => {
-                let Some(m) = self.metadata(row, &resource) else {
+        let name = if row.formula == Formula::HwmonTemp {
+            if self.names.len() > MAX_SERIES {
+                self.names.clear();
+            }
+            let named = self.names.entry(key.clone()).or_insert_with(|| {
+                formula::hwmon_temp_name(&resource, &row.to).map(|n| intern(&n))
+            });
+            match named {
+                Some(n) => n.clone(),
+                None => return,
+            }
+        } else {
+            row.to.clone()
+        };
+        let metadata = match (self.meta.get(&key), &joined) {
+            (Some(m), None) => m.clone(),
+            _ => {
+                let Some(m) = self.metadata(row, &resource, joined) else {
                     return;
                 };
-                if self.meta.len() > MAX_SERIES {
-                    self.meta.clear();
+                if row.join.is_none() {
+                    if self.meta.len() > MAX_SERIES {
+                        self.meta.clear();
+                    }
+                    self.meta.insert(key, m.clone());
                 }
-                self.meta.insert(key, m.clone());
                 m
             }
         };
         out.push(Sample {
-            name: row.to.clone(),
+            name,
             resource,
             unit: row.unit.clone().unwrap_or_else(|| self.keys.empty.clone()),
             kind: Kind::Gauge,
@@ -253,11 +324,24 @@ impl ClusterCockpit {
     }
 
     /// The tags of `row`'s output for `instance`, in cc-metric-collector's order.
-    fn metadata(&self, row: &Row, instance: &Str) -> Option<Metadata> {
+    fn metadata(&self, row: &Row, instance: &Str, joined: Option<String>) -> Option<Metadata> {
         let k = &self.keys;
-        let mut tags = vec![(k.kind.clone(), row.level.clone())];
-        if !same(&row.level, &k.node) {
-            tags.push((k.kind_id.clone(), formula::type_id(instance)?.into()));
+        let level = row
+            .overrides
+            .iter()
+            .find(|(key, _, _)| instance.contains(key.as_str()));
+        let mut tags = Vec::new();
+        match level {
+            Some((_, kind, id)) => {
+                tags.push((k.kind.clone(), kind.clone()));
+                tags.push((k.kind_id.clone(), id.clone()));
+            }
+            None => {
+                tags.push((k.kind.clone(), row.level.clone()));
+                if !same(&row.level, &k.node) {
+                    tags.push((k.kind_id.clone(), formula::type_id(instance)?.into()));
+                }
+            }
         }
         if let Some(st) = &row.stype {
             tags.push((k.stype.clone(), st.clone()));
@@ -265,6 +349,18 @@ impl ClusterCockpit {
         }
         if row.device {
             tags.push((k.device.clone(), instance.clone()));
+        }
+        if !row.split.is_empty() {
+            let parts: Vec<&str> = instance.split(':').collect();
+            if parts.len() != row.split.len() {
+                return None;
+            }
+            for (tag, part) in row.split.iter().zip(parts) {
+                tags.push((tag.clone(), part.into()));
+            }
+        }
+        if let (Some(j), Some(v)) = (&row.join, joined) {
+            tags.push((j.tag.clone(), intern(&v)));
         }
         if let Some(u) = &row.unit {
             tags.push((k.unit.clone(), u.clone()));

@@ -22,6 +22,9 @@ pub enum Formula {
     /// The largest whole percent used of the filesystems, from `from = [total, free]`
     /// (diskstat's `part_max_used`).
     UsedPercentMax,
+    /// A hwmon temperature under tempstat's name for its sensor, `to` replacing the name's
+    /// first `temp` (`temp`, `max_temp`, `crit_temp`), in whole degrees (`formula::whole`).
+    HwmonTemp,
 }
 
 const FORMULAS: &[(&str, Formula)] = &[
@@ -32,6 +35,7 @@ const FORMULAS: &[(&str, Formula)] = &[
     ("sum", Formula::Sum),
     ("gbytes", Formula::Gbytes),
     ("used-percent-max", Formula::UsedPercentMax),
+    ("hwmon-temp", Formula::HwmonTemp),
 ];
 
 /// ClusterCockpit's topology levels (cc-metric-store's `type` tag values).
@@ -47,8 +51,25 @@ const LEVELS: &[&str] = &[
 ];
 
 const FIELDS: &[&str] = &[
-    "from", "to", "formula", "type", "instance", "stype", "device", "unit", "factor", "wrap",
-    "include", "exclude", "of", "f32",
+    "from",
+    "to",
+    "formula",
+    "type",
+    "instance",
+    "stype",
+    "device",
+    "unit",
+    "factor",
+    "wrap",
+    "include",
+    "exclude",
+    "of",
+    "f32",
+    "split",
+    "join",
+    "nonzero",
+    "baseline",
+    "tag-override",
 ];
 
 /// One row of the table.
@@ -80,6 +101,30 @@ pub struct Row {
     /// The PCP metric is a 32-bit float of a decimal text (`hinv.cpu.clock` of cpuinfo's
     /// `cpu MHz`): its value is the shortest decimal that float stands for.
     pub f32: bool,
+    /// Tags naming the instance's `:`-separated parts in order (ibstat's `device` and `port`
+    /// of `mlx5_0:1`).
+    pub split: Vec<Str>,
+    /// A tag whose value is another metric's value for the same instance in the same poll
+    /// (ibstat's `lid`); an instance without it, or where it is 0, is left out (ibstat skips
+    /// ports whose LID is 0x0).
+    pub join: Option<Join>,
+    /// Outputs equal to 0 are left out (tempstat sends no limit the chip reports as 0).
+    pub nonzero: bool,
+    /// The first poll that has an instance only sets its baseline (nfsiostat sends a mount's
+    /// values from its second read on).
+    pub baseline: bool,
+    /// Instances containing a key get that level instead of the row's (tempstat's
+    /// `tag_override`): (substring, type, type-id).
+    pub overrides: Vec<(String, Str, Str)>,
+}
+
+/// See [`Row::join`].
+#[derive(Debug)]
+pub struct Join {
+    pub tag: Str,
+    pub from: Str,
+    /// Written as `0x` and hex digits, as sysfs writes a LID.
+    pub hex: bool,
 }
 
 fn err(i: usize, field: &str, why: impl std::fmt::Display) -> String {
@@ -213,6 +258,87 @@ fn row(i: usize, v: &serde_json::Value) -> Result<Row, String> {
         Some(v) => Err(err(i, field, format!("expected true or false, got {v}"))),
     };
     let device = flag("device")?;
+    let join = match r.get("join") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Object(j)) => {
+            let field = |k: &str| match j.get(k) {
+                Some(serde_json::Value::String(v)) if !v.is_empty() => Ok(v.clone()),
+                other => Err(err(
+                    i,
+                    &format!("join.{k}"),
+                    format!("expected a non-empty string, got {other:?}"),
+                )),
+            };
+            if let Some(k) = j
+                .keys()
+                .find(|k| !["tag", "from", "format"].contains(&k.as_str()))
+            {
+                return Err(err(
+                    i,
+                    &format!("join.{k}"),
+                    "unknown field (known: tag, from, format)",
+                ));
+            }
+            let hex = match j.get("format") {
+                None => false,
+                Some(serde_json::Value::String(f)) if f == "decimal" => false,
+                Some(serde_json::Value::String(f)) if f == "hex" => true,
+                Some(v) => {
+                    return Err(err(
+                        i,
+                        "join.format",
+                        format!("expected \"hex\" or \"decimal\", got {v}"),
+                    ));
+                }
+            };
+            Some(Join {
+                tag: intern(&field("tag")?),
+                from: intern(&field("from")?),
+                hex,
+            })
+        }
+        Some(v) => {
+            return Err(err(
+                i,
+                "join",
+                format!("expected {{ tag, from, format }}, got {v}"),
+            ));
+        }
+    };
+    let overrides = match r.get("tag-override") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Object(o)) => {
+            let mut out = Vec::new();
+            for (key, v) in o {
+                let (Some(t), Some(id)) = (
+                    v.get("type").and_then(|t| t.as_str()),
+                    v.get("type-id").and_then(|t| t.as_str()),
+                ) else {
+                    return Err(err(
+                        i,
+                        &format!("tag-override.{key}"),
+                        format!("expected {{ type, type-id }} strings, got {v}"),
+                    ));
+                };
+                if !LEVELS.contains(&t) {
+                    return Err(err(
+                        i,
+                        &format!("tag-override.{key}.type"),
+                        format!("unknown level {t:?} (known: {})", LEVELS.join(", ")),
+                    ));
+                }
+                out.push((key.clone(), intern(t), intern(id)));
+            }
+            out
+        }
+        Some(v) => {
+            return Err(err(
+                i,
+                "tag-override",
+                format!("expected a table of {{ type, type-id }} by instance text, got {v}"),
+            ));
+        }
+    };
     Ok(Row {
         from,
         to: intern(&to),
@@ -228,6 +354,11 @@ fn row(i: usize, v: &serde_json::Value) -> Result<Row, String> {
         exclude: strings(i, r, "exclude")?,
         of,
         f32: flag("f32")?,
+        split: strings(i, r, "split")?.iter().map(|s| intern(s)).collect(),
+        join,
+        nonzero: flag("nonzero")?,
+        baseline: flag("baseline")?,
+        overrides,
     })
 }
 

@@ -327,10 +327,113 @@ fn the_profiles_table_loads_and_bad_rows_are_named() {
             "metrics[1].wrap",
         ),
         (json!({"to": "b", "formula": "sum"}), "metrics[1].of"),
+        (
+            json!({"from": "a", "to": "b", "join": {"tag": "lid", "from": "c", "format": "octal"}}),
+            "metrics[1].join.format",
+        ),
+        (
+            json!({"from": "a", "to": "b", "tag-override": {"hwmon0": {"type": "cpu", "type-id": "0"}}}),
+            "metrics[1].tag-override.hwmon0.type",
+        ),
+        (
+            json!({"from": "a", "to": "b", "nonzero": "yes"}),
+            "metrics[1].nonzero",
+        ),
     ] {
         let e = refused(json!({"metrics": [{"from": "a", "to": "b"}, row.clone()]}));
         assert!(e.contains(says), "{row}: {e}");
     }
     let e = refused(json!({"metric": []}));
     assert!(e.contains("`metric`"), "{e}");
+}
+
+/// tempstat: the metric is named by the hwmon agent's `CHIP:LABEL` instance as
+/// cc-metric-collector names the sensor (`to` replacing its first `temp`), in whole degrees
+/// (millidegrees / 1000 in integers); `nonzero` drops the limits a chip reports as 0, and
+/// `tag-override` puts the chips it names at a socket.
+#[test]
+fn hwmon_temp_names_sensors_as_tempstat_does() {
+    let over = json!({"coretemp-1": {"type": "socket", "type-id": "1"}});
+    let mut g = guest(json!([
+        {"from": "hwmon.temp", "to": "temp", "formula": "hwmon-temp", "unit": "degC", "tag-override": over},
+        {"from": "hwmon.temp_crit", "to": "crit_temp", "formula": "hwmon-temp", "nonzero": true, "unit": "degC", "tag-override": over},
+    ]));
+    let out = g
+        .handle(&[
+            sample("hwmon.temp", "coretemp-1:Core 4", 48.999, 1.0),
+            sample("hwmon.temp", "nvme:Composite", 38.85, 1.0),
+            sample("hwmon.temp", "acpitz:temp1", 27.8, 1.0),
+            sample("hwmon.temp", "k10temp:Tctl", 61.5, 1.0),
+            sample("hwmon.temp_crit", "coretemp-1:Core 4", 100.0, 1.0),
+            sample("hwmon.temp_crit", "acpitz:temp1", 0.0, 1.0),
+        ])
+        .unwrap();
+    assert_eq!(
+        seen(&out),
+        vec![
+            one("temp_core_4", "type=socket,type-id=1,unit=degC", 48.0),
+            one("temp_nvme_composite", "type=node,unit=degC", 38.0),
+            one("temp_acpitz", "type=node,unit=degC", 27.0),
+            one("k10temp_tctl", "type=node,unit=degC", 61.0),
+            one("crit_temp_core_4", "type=socket,type-id=1,unit=degC", 100.0),
+        ]
+    );
+}
+
+/// ibstat: `split` names the instance's parts (`device`, `port`), `join` tags each port with
+/// its LID from the same poll, in hex as sysfs writes it, and leaves out a port without one.
+#[test]
+fn split_and_join_tag_ibstat_ports_by_device_port_and_lid() {
+    let mut g = guest(json!([
+        {"from": "infiniband.port.in.bytes", "to": "ib_recv", "split": ["device", "port"],
+         "join": {"tag": "lid", "from": "infiniband.port.lid", "format": "hex"}, "unit": "bytes"},
+    ]));
+    let out = g
+        .handle(&[
+            sample("infiniband.port.in.bytes", "mlx5_0:1", 4e9, 1.0),
+            sample("infiniband.port.in.bytes", "mlx5_0:2", 8e9, 1.0),
+            sample("infiniband.port.in.bytes", "mlx5_1:1", 2e9, 1.0),
+            sample("infiniband.port.lid", "mlx5_0:1", 26.0, 1.0),
+            sample("infiniband.port.lid", "mlx5_0:2", 0.0, 1.0),
+        ])
+        .unwrap();
+    assert_eq!(
+        seen(&out),
+        vec![one(
+            "ib_recv",
+            "type=node,device=mlx5_0,port=1,lid=0x1a,unit=bytes",
+            4e9
+        )]
+    );
+}
+
+/// nfsiostat: with `baseline`, an instance's first poll only records it (cc-metric-collector
+/// sends a mount from its second read on); later polls send the value as it is.
+#[test]
+fn baseline_skips_an_instances_first_poll() {
+    let mut g = guest(json!([
+        {"from": "nfsclient.bytes.read.normal", "to": "nfsio_nread", "stype": "filesystem", "baseline": true, "unit": "bytes"},
+    ]));
+    let poll = |t: f64, mounts: &[(&str, f64)]| -> Vec<Sample> {
+        mounts
+            .iter()
+            .map(|(m, v)| sample("nfsclient.bytes.read.normal", m, *v, t))
+            .collect()
+    };
+    assert!(g.handle(&poll(1.0, &[("/home", 10.0)])).unwrap().is_empty());
+    let out = g
+        .handle(&poll(2.0, &[("/home", 12.0), ("/scratch", 5.0)]))
+        .unwrap();
+    assert_eq!(
+        seen(&out),
+        vec![one(
+            "nfsio_nread",
+            "type=node,stype=filesystem,stype-id=/home,unit=bytes",
+            12.0
+        )]
+    );
+    let out = g
+        .handle(&poll(3.0, &[("/home", 13.0), ("/scratch", 6.0)]))
+        .unwrap();
+    assert_eq!(out.len(), 2, "{:?}", seen(&out));
 }

@@ -73,8 +73,8 @@ fn point(link: &Path, target: &Path) {
 }
 
 /// The profile with the node's state in `dir`, its lines to `url` and to `capture` too, every
-/// 2 s, reading `root`.
-fn node_config(dir: &Path, url: &str, capture: &str, root: &Path) -> String {
+/// 2 s, the linux agent reading `root`, the guest agents `guests` (their grants' hosts).
+fn node_config(dir: &Path, url: &str, capture: &str, root: &Path, guests: &Path) -> String {
     let out = output_ok(std::process::Command::new(wasmon_bin()).args([
         "config",
         "default",
@@ -92,10 +92,6 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path) -> String {
             format!("url = \"{url}\""),
         ),
         (
-            "poll-interval = \"10s\"",
-            format!("poll-interval = \"{STEP}s\""),
-        ),
-        (
             "native = \"linux\"\n",
             format!("native = \"linux\"\nroot = \"{}\"\n", root.display()),
         ),
@@ -109,6 +105,24 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path) -> String {
         );
         text = text.replace(from, &to);
     }
+    let every = "poll-interval = \"10s\"";
+    assert_eq!(text.matches(every).count(), 4, "linux and 3 guest agents");
+    text = text.replace(every, &format!("poll-interval = \"{STEP}s\""));
+    for (agent, dir) in [
+        ("hwmon", "sys"),
+        ("infiniband", "sys"),
+        ("nfsclient", "proc"),
+    ] {
+        let entry = format!("guest = \"{agent}\"\n");
+        assert_eq!(text.matches(&entry).count(), 1, "the profile runs {agent}");
+        text = text.replace(
+            &entry,
+            &format!(
+                "{entry}grants = {{ dirs = [{{ host = \"{}\", guest = \"/{dir}\" }}] }}\n",
+                guests.join(dir).display()
+            ),
+        );
+    }
     let sinks = "sinks = [\"central\"]";
     assert_eq!(
         text.matches(sinks).count(),
@@ -118,7 +132,7 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path) -> String {
     text = text.replace(sinks, "sinks = [\"central\", \"capture\"]");
     text.push_str(&format!(
         "\n[[sink]]\nname = \"capture\"\ntype = \"http\"\nurl = \"{capture}\"\ngzip = false\n\
-         meta-as-tags = [\"type\", \"type-id\", \"stype\", \"stype-id\", \"device\", \"unit\"]\n"
+         meta-as-tags = [\"type\", \"type-id\", \"stype\", \"stype-id\", \"device\", \"port\", \"lid\", \"unit\"]\n"
     ));
     text
 }
@@ -209,6 +223,12 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     tree::write(&a, 0);
     tree::write(&b, 1);
     point(&root, &a);
+    // The guest agents' grants are opened once, at their start: their tree is one directory
+    // whose files change (each renamed into place) rather than a link that moves.
+    let guests = tmp.path().join("guests");
+    tree::write_guest_files(&a, 0);
+    tree::write_guest_files(&b, 1);
+    tree::write_guest_files(&guests, 0);
     let central_toml = tmp.path().join("central.toml");
     std::fs::write(
         &central_toml,
@@ -226,6 +246,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
         &central.url("/api/write"),
         &capture_url,
         &root,
+        &guests,
     );
     std::fs::write(&node_toml, config).unwrap();
     let node = DaemonProcess::start(&node_toml);
@@ -252,6 +273,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     );
     std::thread::sleep(Duration::from_millis((swap_at - now_ms).max(0) as u64));
     point(&root, &b);
+    tree::write_guest_files(&guests, 1);
     let n = polls();
     wait(
         "two polls of B after the change",
@@ -296,6 +318,10 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     tree::cpufreq_cpuinfo(&b, &mut want);
     // netstat's include_devices: every interface but loopback (the profile's default).
     tree::netstat(&a, &b, dt, &["eth0", "ib0"], &mut want);
+    tree::tempstat(&b, &mut want);
+    let mut ib_tags = BTreeMap::new();
+    tree::ibstat(&b, &mut want, &mut ib_tags);
+    tree::nfsiostat(&b, &mut want);
 
     let mut failures = Vec::new();
     // On the wire: every series with its tags, as cc-metric-collector's sinks write them.
@@ -318,6 +344,12 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
                 && t.get("hostname") == Some(&hostname())
                 && (!name.starts_with("net_")
                     || t.get("stype").map(String::as_str) == Some("network"))
+                && (!name.starts_with("nfsio_")
+                    || t.get("stype").map(String::as_str) == Some("filesystem"))
+                && (!name.starts_with("ib_")
+                    || ib_tags.get(dev).is_some_and(|(port, lid)| {
+                        t.get("port") == Some(port) && t.get("lid") == Some(lid)
+                    }))
         });
         if !holds(name, &values, *v) || !tags_ok {
             let tags: Vec<_> = of_series.iter().map(|(_, t, _)| t).take(1).collect();

@@ -1,0 +1,436 @@
+//! A chain: all buffers of one series on one time grid, the write path (append, overwrite,
+//! late samples, closing a buffer), reads of a slot range, retention. Owns the grid and the
+//! order of buffers; the buffers' own forms live in `open` and `closed`.
+
+use super::closed::Closed;
+use super::open::Buf;
+use super::pool::Pool;
+use super::{BUFFER_CAP, CAP, StoreError};
+
+/// Where a buffer lies: what [`Chain::bufs`] hands out for both kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) block: i32,
+    pub(crate) lo: u16,
+    pub(crate) hi: u16,
+}
+
+/// All buffers of one series: the open one (`head`) inline, so the hot write path touches the
+/// level's slot and the data only; closed (`older`) buffers oldest first, in an exactly sized
+/// slice (a chain gains a buffer every 512 steps; a Vec's capacity would be dead weight).
+/// Blocks strictly increase; gaps between blocks read as NaN. A chain always holds its head.
+pub(crate) struct Chain {
+    /// The metric (registry id) this series belongs to; next to `freq` so a chain is 40 bytes.
+    pub(crate) id: u32,
+    /// Step in seconds (1 to [`MAX_FREQUENCY`]). Stored per chain so a snapshot taken under
+    /// another config still reads correctly.
+    pub(crate) freq: u16,
+    /// Where the grid starts within a step: slot `k` is the time `k * freq + phase`. The first
+    /// write's time modulo `freq`, fixed for the chain's life (`0..freq`).
+    pub(crate) phase: u16,
+    head: Buf,
+    older: Box<[Closed]>,
+}
+
+/// Largest step a chain holds: its step and phase share the 32 bits a `u32` step had, which
+/// keeps a chain at 40 bytes (the memory goal counts it per series). 65,535 s (18 h) steps
+/// make a 512-slot buffer cover 388 days; cc-metric-store's metrics step in seconds to minutes.
+pub const MAX_FREQUENCY: u64 = u16::MAX as u64;
+
+/// A series' newest value ([`crate::store::Store::for_each_newest`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Newest {
+    /// Its slot's time, seconds.
+    pub ts: i64,
+    pub value: f64,
+    /// The series' step, seconds.
+    pub step: i64,
+    /// The slot written before it in the newest buffer, seconds.
+    pub previous: Option<i64>,
+}
+
+/// Slot index of a timestamp on a grid starting at `phase`: timestamps are rounded to the
+/// nearest step, so jitter of up to half a step either way lands in the intended slot (as
+/// cc-metric-store's buffers start half a step before their first write).
+#[inline]
+pub(crate) fn slot_of(ts: i64, freq: i64, phase: i64) -> i64 {
+    ts.saturating_sub(phase)
+        .saturating_add(freq / 2)
+        .div_euclid(freq)
+}
+
+/// The block of a slot, if it fits the 32-bit block index.
+fn block_of(slot: i64, ts: i64) -> Result<i32, StoreError> {
+    i32::try_from(slot.div_euclid(CAP)).map_err(|_| StoreError::TimestampOutOfRange { ts })
+}
+
+fn insert(older: &mut Box<[Closed]>, i: usize, b: Closed) {
+    let mut v = std::mem::take(older).into_vec();
+    v.reserve_exact(1);
+    v.insert(i, b);
+    *older = v.into_boxed_slice();
+}
+
+impl Chain {
+    /// A chain holding one value; its grid starts at `ts`.
+    pub(crate) fn new(
+        id: u32,
+        freq: u16,
+        ts: i64,
+        value: f64,
+        pool: &Pool,
+    ) -> Result<Chain, StoreError> {
+        let freq = freq.max(1);
+        let phase = ts.rem_euclid(freq as i64);
+        let slot = slot_of(ts, freq as i64, phase);
+        Ok(Chain {
+            id,
+            freq,
+            phase: phase as u16,
+            head: Buf::new(block_of(slot, ts)?, slot, value, pool),
+            older: Box::default(),
+        })
+    }
+
+    /// A chain from restored buffers (ascending blocks, the head's after every closed one);
+    /// `None` if the step or phase is out of range or the blocks are out of order.
+    pub(crate) fn from_parts(
+        id: u32,
+        freq: u16,
+        phase: u16,
+        older: Vec<Closed>,
+        head: Buf,
+    ) -> Option<Chain> {
+        if freq == 0 || phase >= freq {
+            return None;
+        }
+        let ordered = older.windows(2).all(|w| w[0].block < w[1].block)
+            && older.last().is_none_or(|b| b.block < head.block);
+        if !ordered {
+            return None;
+        }
+        Some(Chain {
+            id,
+            freq,
+            phase,
+            head,
+            older: older.into_boxed_slice(),
+        })
+    }
+
+    /// The step as the i64 the arithmetic uses.
+    #[inline]
+    pub(crate) fn step(&self) -> i64 {
+        self.freq as i64
+    }
+
+    /// Where the grid starts within a step.
+    #[inline]
+    pub(crate) fn phase(&self) -> i64 {
+        self.phase as i64
+    }
+
+    /// The slot a timestamp lands in.
+    #[inline]
+    pub(crate) fn slot(&self, ts: i64) -> i64 {
+        slot_of(ts, self.step(), self.phase())
+    }
+
+    /// The time of slot `k`.
+    #[inline]
+    pub(crate) fn time(&self, k: i64) -> i64 {
+        k.saturating_mul(self.step()).saturating_add(self.phase())
+    }
+
+    /// Where the buffers lie, oldest first.
+    pub(crate) fn bufs(&self) -> impl Iterator<Item = Span> + '_ {
+        self.older
+            .iter()
+            .map(|b| Span {
+                block: b.block,
+                lo: b.lo,
+                hi: b.hi,
+            })
+            .chain(std::iter::once(Span {
+                block: self.head.block,
+                lo: self.head.lo,
+                hi: self.head.hi,
+            }))
+    }
+
+    /// The closed buffers, oldest first, and the open one.
+    pub(crate) fn parts(&self) -> (&[Closed], &Buf) {
+        (&self.older, &self.head)
+    }
+
+    pub(crate) fn buffer_count(&self) -> usize {
+        self.older.len() + 1
+    }
+
+    /// Heap bytes this chain holds beyond its own 40: slots, encoded buffers, the slice of
+    /// closed buffers.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.head.heap_bytes()
+            + self.older.len() * std::mem::size_of::<Closed>()
+            + self.older.iter().map(Closed::heap_bytes).sum::<usize>()
+    }
+
+    /// Writes one value into the slot its time belongs to, wherever in the chain that is (a
+    /// new buffer where none covers it); overwrites an existing slot, so re-sending a sample
+    /// is idempotent. Refuses only what is older than the chain and than retention.
+    ///
+    /// The common case, the step after the newest one (or the newest one again) landing in the
+    /// head buffer, is recognised with a multiplication instead of a 64-bit division.
+    #[inline]
+    pub(crate) fn write(&mut self, ts: i64, value: f64, pool: &Pool) -> Result<(), StoreError> {
+        let freq = self.step();
+        let phase = self.phase();
+        let h = &mut self.head;
+        let last = h.block as i64 * CAP + h.hi as i64 - 1;
+        // No overflow on this path: x is exact, and `d` is the distance from `last`'s start.
+        if let Some(d) = ts
+            .checked_sub(phase)
+            .and_then(|t| t.checked_add(freq / 2))
+            .zip(last.checked_mul(freq))
+            .and_then(|(x, base)| x.checked_sub(base))
+        {
+            if (0..freq).contains(&d) {
+                h.set_last(value);
+                return Ok(());
+            }
+            if (freq..2 * freq).contains(&d) && (h.hi as usize) < BUFFER_CAP {
+                h.push(value, pool);
+                return Ok(());
+            }
+        }
+        // Anywhere else in the head buffer (an overwrite or a gap) is still common enough to
+        // stay inline.
+        let slot = slot_of(ts, freq, phase);
+        if slot.div_euclid(CAP) == h.block as i64 {
+            h.set(slot.rem_euclid(CAP) as usize, value, pool);
+            return Ok(());
+        }
+        self.write_slow(ts, slot, value, pool)
+    }
+
+    #[cold]
+    fn write_slow(
+        &mut self,
+        ts: i64,
+        slot: i64,
+        value: f64,
+        pool: &Pool,
+    ) -> Result<(), StoreError> {
+        let block = block_of(slot, ts)?;
+        let off = slot.rem_euclid(CAP) as usize;
+        if block > self.head.block {
+            self.close_head(Buf::new(block, slot, value, pool), pool);
+            return Ok(());
+        }
+        let oldest = self
+            .older
+            .first()
+            .map_or(self.head.first_slot(), Closed::first_slot);
+        if slot < oldest {
+            // Late: a backfill or a lagging forwarder. Kept unless retention already freed
+            // (or is about to free) its time, which would make it a sample nobody can read.
+            let horizon = pool.horizon();
+            if ts < horizon {
+                return Err(StoreError::TooOld {
+                    ts,
+                    oldest: horizon,
+                });
+            }
+        }
+        match self.older.binary_search_by_key(&block, |b| b.block) {
+            Ok(i) => self.older[i].set(off, value, pool),
+            // A gap inside the chain or before it: a new buffer there, blocks stay ascending.
+            Err(i) => {
+                let b = Closed::raw(block, off, value, pool.get());
+                insert(&mut self.older, i, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the head (encoding it) and makes `next` the open buffer; closed buffers a late
+    /// write had opened are encoded again at the same time.
+    fn close_head(&mut self, next: Buf, pool: &Pool) {
+        let digits = pool.precision(self.id);
+        let old = std::mem::replace(&mut self.head, next);
+        let closed = Closed::packed(old.block, old.lo, old.hi, old.encode(digits));
+        old.release(Some(pool));
+        let mut v = std::mem::take(&mut self.older).into_vec();
+        for b in &mut v {
+            b.seal(digits, pool);
+        }
+        v.reserve_exact(1);
+        v.push(closed);
+        self.older = v.into_boxed_slice();
+    }
+
+    /// First written slot and one past the last written slot.
+    pub(crate) fn span(&self) -> (i64, i64) {
+        let first = self
+            .older
+            .first()
+            .map_or(self.head.first_slot(), Closed::first_slot);
+        (first, self.head.end_slot())
+    }
+
+    /// Copies slots `k0..k1` into `out` (len k1-k0), NaN where nothing was written.
+    pub(crate) fn copy_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
+        self.visit(
+            k0,
+            k1,
+            out,
+            |o, s| o.copy_from_slice(s),
+            |o, v| o.fill(v),
+            true,
+        );
+    }
+
+    /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN.
+    pub(crate) fn add_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
+        self.visit(
+            k0,
+            k1,
+            out,
+            |o, s| o.iter_mut().zip(s).for_each(|(a, b)| *a += *b),
+            |o, v| o.iter_mut().for_each(|a| *a += v),
+            false,
+        );
+    }
+
+    /// Walks `k0..k1` buffer by buffer, handing written pieces to `data` (or, for a constant
+    /// closed buffer, its value to `fill`) and gaps to `fill` with NaN. `copy`: `data` copies,
+    /// so a whole closed buffer may be decoded straight into `out`.
+    fn visit(
+        &self,
+        k0: i64,
+        k1: i64,
+        out: &mut [f64],
+        mut data: impl FnMut(&mut [f64], &[f64]),
+        mut fill: impl FnMut(&mut [f64], f64),
+        copy: bool,
+    ) {
+        debug_assert_eq!(out.len() as i64, k1 - k0);
+        let mut k = k0;
+        let first_block = k0.div_euclid(CAP);
+        let start = self
+            .older
+            .partition_point(|b| (b.block as i64) < first_block);
+        // The written part `a..b` of a buffer spanning `first..end`, after a gap from `k`.
+        let clip = |k: i64, first: i64, end: i64| {
+            let a = first.clamp(k, k1);
+            (a, end.clamp(a, k1))
+        };
+        let at = |x: i64| (x - k0) as usize;
+        for b in &self.older[start..] {
+            if k >= k1 || b.block as i64 * CAP >= k1 {
+                break;
+            }
+            if b.end_slot() <= k {
+                continue;
+            }
+            let (a, e) = clip(k, b.first_slot(), b.end_slot());
+            fill(&mut out[at(k)..at(a)], f64::NAN);
+            let off = b.block as i64 * CAP;
+            if e > a {
+                b.visit_range(
+                    (a - off) as usize,
+                    (e - off) as usize,
+                    &mut out[at(a)..at(e)],
+                    &mut data,
+                    &mut fill,
+                    copy,
+                );
+            }
+            k = e;
+        }
+        let h = &self.head;
+        if k < k1 && h.end_slot() > k {
+            let (a, e) = clip(k, h.first_slot(), h.end_slot());
+            fill(&mut out[at(k)..at(a)], f64::NAN);
+            let first = h.first_slot();
+            data(
+                &mut out[at(a)..at(e)],
+                &h.values()[(a - first) as usize..(e - first) as usize],
+            );
+            k = e;
+        }
+        if k < k1 {
+            fill(&mut out[(k - k0) as usize..], f64::NAN);
+        }
+    }
+
+    /// Releases buffers whose written data lies entirely before time `t`. Returns the count
+    /// and whether the whole chain went (then it must be dropped via [`Chain::release`]).
+    pub(crate) fn free_before(&mut self, t: i64, pool: &Pool) -> (usize, bool) {
+        let (freq, phase) = (self.step(), self.phase());
+        let old = |end: i64| (end - 1) * freq + phase < t;
+        let n = self.older.partition_point(|b| old(b.end_slot()));
+        if n > 0 {
+            let mut v = std::mem::take(&mut self.older).into_vec();
+            for b in v.drain(..n) {
+                b.release(pool);
+            }
+            self.older = v.into_boxed_slice();
+        }
+        if self.older.is_empty() && old(self.head.end_slot()) {
+            // The caller releases the head with the chain.
+            return (n + 1, true);
+        }
+        (n, false)
+    }
+
+    /// Whether every buffer (only the head remains after `free_before`) lies before `t`.
+    pub(crate) fn is_expired(&self, t: i64) -> bool {
+        self.older.is_empty() && self.time(self.head.end_slot() - 1) < t
+    }
+
+    /// The head's written slots, newest first, with their slot numbers (NaN skipped).
+    fn head_written(&self) -> impl Iterator<Item = (i64, f64)> + '_ {
+        let b = &self.head;
+        let first = b.first_slot();
+        b.values()
+            .iter()
+            .enumerate()
+            .rev()
+            .map(move |(i, v)| (first + i as i64, *v))
+            .filter(|(_, v)| !v.is_nan())
+    }
+
+    /// Most recent written slot's time and value (NaN slots skipped within the newest buffer).
+    pub(crate) fn latest(&self) -> Option<(i64, f64)> {
+        self.head_written().next().map(|(k, v)| (self.time(k), v))
+    }
+
+    /// [`Chain::latest`], with the series' step and the time of the written slot before it
+    /// in the newest buffer (`None`: the newest buffer holds one value): how often the series
+    /// is written, which the exposition's staleness rule needs.
+    pub(crate) fn newest(&self) -> Option<Newest> {
+        let mut written = self.head_written();
+        let (k, value) = written.next()?;
+        Some(Newest {
+            ts: self.time(k),
+            value,
+            step: self.step(),
+            previous: written.next().map(|(k, _)| self.time(k)),
+        })
+    }
+
+    pub(crate) fn samples(&self) -> usize {
+        self.bufs().map(|b| (b.hi - b.lo) as usize).sum()
+    }
+
+    /// Returns every page to the pool; the count of buffers.
+    pub(crate) fn release(self, pool: &Pool) -> usize {
+        let n = self.buffer_count();
+        for b in self.older.into_vec() {
+            b.release(pool);
+        }
+        self.head.release(Some(pool));
+        n
+    }
+}

@@ -1,0 +1,304 @@
+use super::chain::slot_of;
+use super::closed::Form;
+use super::open::MIN_SLOTS;
+use super::*;
+
+#[test]
+fn write_read_gaps_and_overwrite() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 100, 1.0, &pool).unwrap();
+    c.write(121, 3.0, &pool).unwrap(); // rounds to 120
+    c.write(104, 2.0, &pool).unwrap(); // rounds to 100: overwrite
+    assert_eq!(c.span(), (10, 13));
+    let mut out = vec![0.0; 4];
+    c.copy_into(10, 14, &mut out);
+    assert_eq!(out[0], 2.0);
+    assert!(out[1].is_nan());
+    assert_eq!(out[2], 3.0);
+    assert!(out[3].is_nan());
+}
+
+#[test]
+fn chain_spans_buffers_and_fills_gaps() {
+    // Retention of an hour: the write at t=10 below is decades older than that.
+    let pool = Pool::with_retention(8, 3600);
+    let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
+    for t in 1..1100 {
+        c.write(t, t as f64, &pool).unwrap();
+    }
+    assert_eq!(c.buffer_count(), 3);
+    // Far jump leaves a gap of blocks; a write into the gap creates a page there.
+    c.write(5000, 5.0, &pool).unwrap();
+    c.write(3000, 3.0, &pool).unwrap();
+    let blocks: Vec<i32> = c.bufs().map(|b| b.block).collect();
+    assert_eq!(blocks, vec![0, 1, 2, 5, 9]);
+    let mut out = vec![0.0; 5001];
+    c.copy_into(0, 5001, &mut out);
+    assert_eq!(out[1099], 1099.0);
+    assert!(out[1100].is_nan());
+    assert_eq!(out[3000], 3.0);
+    assert_eq!(out[5000], 5.0);
+    assert_eq!(c.free_before(1024, &pool), (2, false));
+    assert!(matches!(
+        c.write(10, 1.0, &pool),
+        Err(StoreError::TooOld { .. })
+    ));
+    // Closed buffers are encoded: freeing them returns no page.
+    assert_eq!(pool.len(), 0);
+    assert_eq!(c.free_before(i64::MAX, &pool), (3, true));
+    assert_eq!(c.release(&pool), 1);
+    // Only block 5 (a late write's raw page, not yet encoded) held a page; the head holds
+    // one value in a small array.
+    assert_eq!(pool.len(), 1);
+}
+
+#[test]
+fn the_grid_starts_at_the_first_write() {
+    // cc-metric-store's `start` rule: a 60 s chain first written at 1000 has slots at
+    // 1000 + 60k, and a time within half a step of one lands in it.
+    let pool = Pool::new(4);
+    let mut c = Chain::new(0, 60, 1000, 1.0, &pool).unwrap();
+    assert_eq!(c.phase(), 1000 % 60);
+    assert_eq!(c.time(c.span().0), 1000);
+    c.write(1089, 2.0, &pool).unwrap(); // nearer 1060 than 1120
+    c.write(1090, 3.0, &pool).unwrap(); // half a step: the later slot, as cc-metric-store
+    assert_eq!(c.slot(1089), c.slot(1060));
+    assert_eq!(c.slot(1090), c.slot(1120));
+    assert_eq!(c.latest(), Some((1120, 3.0)));
+    // Negative times and a phase keep the same arithmetic.
+    let c = Chain::new(0, 30, -7, 0.0, &pool).unwrap();
+    assert_eq!((c.phase(), c.time(c.span().0)), (23, -7));
+}
+
+#[test]
+fn late_writes_go_where_their_time_belongs() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let pool = Pool::with_retention(8, 86_400);
+    let t0 = now - 3600;
+    let mut c = Chain::new(0, 1, t0, 0.0, &pool).unwrap();
+    // 1,000 older samples in time order after the newest: every one kept, in buffers
+    // created before the head, blocks ascending.
+    for i in 1..=1000 {
+        c.write(t0 - i, -(i as f64), &pool).unwrap();
+    }
+    let blocks: Vec<i32> = c.bufs().map(|b| b.block).collect();
+    assert!(blocks.windows(2).all(|w| w[0] < w[1]), "{blocks:?}");
+    assert_eq!(c.samples(), 1001);
+    // Re-sending is idempotent: same slot, same count.
+    c.write(t0 - 500, -500.0, &pool).unwrap();
+    assert_eq!(c.samples(), 1001);
+    let mut out = vec![0.0; 1001];
+    let k0 = c.slot(t0 - 1000);
+    c.copy_into(k0, k0 + 1001, &mut out);
+    assert_eq!(out[0], -1000.0);
+    assert_eq!(out[500], -500.0);
+    assert_eq!(out[1000], 0.0);
+    // Older than retention: refused.
+    assert!(matches!(
+        c.write(now - 86_400 - 10, 1.0, &pool),
+        Err(StoreError::TooOld { .. })
+    ));
+    // Without retention (0 = keep everything) nothing is too old.
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 1_000_000, 0.0, &pool).unwrap();
+    c.write(5, 1.0, &pool).unwrap();
+    assert_eq!(c.buffer_count(), 2);
+}
+
+#[test]
+fn headers_stay_small() {
+    // The memory goal (bytes per sample including headers) depends on these.
+    assert_eq!(std::mem::size_of::<Buf>(), 16);
+    assert_eq!(std::mem::size_of::<Chain>(), 40);
+}
+
+#[test]
+fn fast_path_agrees_with_division() {
+    // Steps with jitter around the rounding boundary, repeats, gaps and a buffer change.
+    let pool = Pool::new(8);
+    for freq in [1u16, 2, 7, 60] {
+        let f = freq as i64;
+        let mut c = Chain::new(0, freq, 5 * f, 0.0, &pool).unwrap();
+        let mut expect = std::collections::BTreeMap::new();
+        expect.insert(5, 0.0);
+        let mut ts = 5 * f;
+        for i in 1..1500i64 {
+            ts += [f, f, 0, f + f / 2, f - f / 2, 2 * f][(i % 6) as usize];
+            let t = ts + [0, f / 2, -(f / 2), (f - 1) / 2][(i % 4) as usize];
+            c.write(t, i as f64, &pool).unwrap();
+            expect.insert(slot_of(t, f, 0), i as f64);
+        }
+        let (k0, k1) = c.span();
+        let mut out = vec![0.0; (k1 - k0) as usize];
+        c.copy_into(k0, k1, &mut out);
+        for (k, v) in out.iter().enumerate() {
+            match expect.get(&(k0 + k as i64)) {
+                Some(e) => assert_eq!(v, e, "freq {freq} slot {}", k0 + k as i64),
+                None => assert!(v.is_nan()),
+            }
+        }
+    }
+}
+
+#[test]
+fn timestamps_beyond_the_block_range_are_refused() {
+    let pool = Pool::new(1);
+    let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
+    assert!(matches!(
+        c.write(i64::MAX, 1.0, &pool),
+        Err(StoreError::TimestampOutOfRange { .. })
+    ));
+    assert!(Chain::new(0, 1, i64::MIN, 0.0, &pool).is_err());
+}
+
+#[test]
+fn pool_pages_are_reset() {
+    let pool = Pool::new(1);
+    let mut p = pool.get();
+    p[7] = 1.0;
+    pool.put(p);
+    let q = pool.get();
+    assert!(q.iter().all(|v| v.is_nan()));
+}
+
+fn same(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}
+
+#[test]
+fn open_buffer_grows_with_its_samples() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 0, 1.0, &pool).unwrap();
+    assert_eq!(c.heap_bytes(), MIN_SLOTS * 8);
+    for i in 1..5 {
+        c.write(i * 10, i as f64, &pool).unwrap();
+    }
+    assert_eq!(c.heap_bytes(), 8 * 8);
+    for i in 5..300 {
+        c.write(i * 10, i as f64, &pool).unwrap();
+    }
+    assert_eq!(c.heap_bytes(), BUFFER_CAP * 8);
+    // A write before the first slot of the open buffer moves its storage down.
+    let mut c = Chain::new(0, 1, 100, 1.0, &pool).unwrap();
+    c.write(101, 2.0, &pool).unwrap();
+    c.write(90, 3.0, &pool).unwrap();
+    let mut out = vec![0.0; 12];
+    c.copy_into(90, 102, &mut out);
+    assert_eq!((out[0], out[10], out[11]), (3.0, 1.0, 2.0));
+    assert!(out[1..10].iter().all(|v| v.is_nan()));
+    assert_eq!(c.heap_bytes(), 16 * 8);
+}
+
+#[test]
+fn closed_buffers_are_encoded_and_read_back_exactly() {
+    let pool = Pool::new(8);
+    let n = 3 * BUFFER_CAP as i64 + 17;
+    let value = |i: i64| match i % 97 {
+        5 => f64::NAN,
+        6 => -0.0,
+        7 => f64::INFINITY,
+        _ if (600..700).contains(&i) => f64::NAN,
+        _ if i < 512 => 7.0,
+        _ => 20.0 + (i % 50) as f64 / 100.0,
+    };
+    let mut c = Chain::new(0, 1, 0, value(0), &pool).unwrap();
+    for i in 1..n {
+        c.write(i, value(i), &pool).unwrap();
+    }
+    assert_eq!(c.buffer_count(), 4);
+    // Far below 8 bytes a value: the first block is nearly constant, the rest two-decimal.
+    assert!(c.heap_bytes() < 3 * 512 * 2 + 512, "{}", c.heap_bytes());
+    let mut out = vec![0.0; n as usize + 10];
+    c.copy_into(-5, n + 5, &mut out);
+    for i in -5..n + 5 {
+        let want = if (0..n).contains(&i) {
+            value(i)
+        } else {
+            f64::NAN
+        };
+        assert!(same(out[(i + 5) as usize], want), "slot {i}");
+    }
+    // Ranges starting and ending inside closed buffers.
+    let mut part = vec![0.0; 300];
+    c.copy_into(400, 700, &mut part);
+    assert!((0..300).all(|j| same(part[j], value(400 + j as i64))));
+    let mut sum = vec![1.0; 300];
+    c.add_into(400, 700, &mut sum);
+    assert!((0..300).all(|j| same(sum[j], 1.0 + value(400 + j as i64))));
+}
+
+#[test]
+fn a_constant_block_adds_without_decoding() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 1, 0, 2.5, &pool).unwrap();
+    for i in 1..(BUFFER_CAP as i64 + 1) {
+        c.write(i, 2.5, &pool).unwrap();
+    }
+    let (older, _) = c.parts();
+    assert!(matches!(&older[0].form, Form::Packed(b) if codec::constant(b) == Some(2.5)));
+    let mut out = vec![1.0; 10];
+    c.add_into(100, 110, &mut out);
+    assert!(out.iter().all(|v| *v == 3.5));
+}
+
+#[test]
+fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 1, 0, 0.5, &pool).unwrap();
+    for i in 1..1100 {
+        c.write(i, i as f64 / 2.0, &pool).unwrap();
+    }
+    let before = c.heap_bytes();
+    c.write(10, -1.25, &pool).unwrap();
+    c.write(700, 99.0, &pool).unwrap();
+    assert!(c.heap_bytes() > before, "the block is open (raw) now");
+    let mut out = vec![0.0; 1100];
+    c.copy_into(0, 1100, &mut out);
+    assert_eq!(
+        (out[10], out[700], out[11], out[701]),
+        (-1.25, 99.0, 5.5, 350.5)
+    );
+    // The next buffer to close encodes the written-to ones again.
+    for i in 1100..1600 {
+        c.write(i, i as f64 / 2.0, &pool).unwrap();
+    }
+    assert!(
+        c.heap_bytes() < before + 2 * 4096,
+        "{} vs {before}",
+        c.heap_bytes()
+    );
+    let (older, _) = c.parts();
+    assert!(older.iter().all(|b| matches!(b.form, Form::Packed(_))));
+    c.copy_into(0, 1100, &mut out);
+    assert_eq!(
+        (out[10], out[700], out[11], out[701]),
+        (-1.25, 99.0, 5.5, 350.5)
+    );
+}
+
+#[test]
+fn precision_rounds_closed_buffers_only() {
+    let pool = Pool::new(8).with_precision(vec![3]);
+    let value = |i: i64| 1000.0 / (7.0 + i as f64 * 0.001);
+    let mut c = Chain::new(0, 1, 0, value(0), &pool).unwrap();
+    for i in 1..600 {
+        c.write(i, value(i), &pool).unwrap();
+    }
+    let mut out = vec![0.0; 600];
+    c.copy_into(0, 600, &mut out);
+    // The closed buffer holds three significant digits; the open one every bit.
+    assert_eq!(out[0], 143.0);
+    assert_eq!(out[511], codec::round_to_digits(value(511), 3));
+    assert_eq!(out[512].to_bits(), value(512).to_bits());
+    assert!(c.heap_bytes() < 512 + 128 * 8 + 64, "{}", c.heap_bytes());
+    // Another metric id is lossless.
+    let mut c = Chain::new(1, 1, 0, value(0), &pool).unwrap();
+    for i in 1..600 {
+        c.write(i, value(i), &pool).unwrap();
+    }
+    c.copy_into(0, 600, &mut out);
+    assert!((0..600).all(|i| out[i].to_bits() == value(i as i64).to_bits()));
+}
