@@ -66,7 +66,11 @@ impl<const N: usize> Rows<N> {
     /// Each instance's counter `col` (nothing for a column past `N`).
     pub fn column(&self, col: usize, out: &mut Values) {
         if col < N {
-            out.extend(self.rows.iter().map(|(n, r)| (n.clone(), Value::Uint(r[col]))));
+            out.extend(
+                self.rows
+                    .iter()
+                    .map(|(n, r)| (n.clone(), Value::Uint(r[col]))),
+            );
         }
     }
 
@@ -79,9 +83,9 @@ impl<const N: usize> Rows<N> {
 
     /// The sum of counter `col` over the rows (wrapping, as C's unsigned sums).
     pub fn total(&self, col: usize) -> u64 {
-        self.rows
-            .iter()
-            .fold(0u64, |a, (_, r)| a.wrapping_add(r.get(col).copied().unwrap_or(0)))
+        self.rows.iter().fold(0u64, |a, (_, r)| {
+            a.wrapping_add(r.get(col).copied().unwrap_or(0))
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -103,7 +107,9 @@ mod tests {
         }
         assert_eq!(list.len(), MAX_INSTANCES);
         // An existing name is still found when the list is full.
-        instance(&mut list, "i7", |e| &e.0, || unreachable!()).unwrap().1 = 9;
+        instance(&mut list, "i7", |e| &e.0, || unreachable!())
+            .unwrap()
+            .1 = 9;
         assert_eq!(list[7].1, 9);
     }
 
