@@ -20,6 +20,7 @@ const BUNDLED: &[&str] = &[
     "infiniband",
     "denki",
     "hwmon",
+    "lustre",
     "clustercockpit",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).

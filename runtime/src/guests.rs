@@ -56,6 +56,13 @@ pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
         pmns: "root { hwmon 180:*:* }",
         dirs: &["/sys"],
     },
+    // pmdalustre's domain; debugfs (Lustre 2.12 and later) under /sys, else /proc.
+    AgentDefaults {
+        guest: "lustre",
+        domain: 134,
+        pmns: "root { lustre 134:*:* }",
+        dirs: &["/sys", "/proc"],
+    },
     // C, built from source on first use: pmdanfsclient's domain and names.
     AgentDefaults {
         guest: "nfsclient",

@@ -11,14 +11,14 @@ use super::{ok, spawn_pmcd};
 use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port};
 
 /// name -> instance name -> value as pminfo prints it (a missing instance: no value).
-type Values = BTreeMap<String, BTreeMap<String, String>>;
+pub(super) type Values = BTreeMap<String, BTreeMap<String, String>>;
 
 fn fixtures() -> PathBuf {
     crate::polyglot::repo().join("tests/fixtures/nfsclient")
 }
 
-/// `pminfo -f` text -> [`Values`].
-fn values(text: &str) -> Values {
+/// `pminfo -f` text -> [`Values`] (a singular metric's value under the instance "").
+pub(super) fn values(text: &str) -> Values {
     let mut out = Values::new();
     for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
         let mut lines = block.trim().lines();
@@ -30,6 +30,9 @@ fn values(text: &str) -> Values {
                 let (_, after) = rest.split_once(" or \"").unwrap();
                 let (inst, value) = after.split_once("\"] value ").unwrap();
                 insts.insert(inst.to_string(), value.to_string());
+            } else if let Some(value) = l.strip_prefix("value ") {
+                // A singular metric: no instance.
+                insts.insert(String::new(), value.to_string());
             } else {
                 assert!(
                     l.starts_with("No value") || l.starts_with("Error: Metric not supported"),
@@ -43,7 +46,7 @@ fn values(text: &str) -> Values {
 }
 
 /// `pminfo -md` text -> name -> its descriptor lines.
-fn descs(text: &str) -> BTreeMap<String, String> {
+pub(super) fn descs(text: &str) -> BTreeMap<String, String> {
     super::desc_blocks(text).into_iter().collect()
 }
 
