@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::nfsclient::{descs, values};
-use super::{ok, spawn_pmcd};
+use super::nfsclient::side_by_side;
+use super::spawn_pmcd;
 use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port};
 
 /// pmdalustre reading `llite` and `lnet` under a pmcd of its own: the pmcd (killed by the
@@ -73,15 +73,7 @@ fn lustre_answers_as_pmdalustre_on_the_same_tree() {
             .success()
     });
 
-    let want_desc = descs(&ok("pminfo", ref_port, &["-md", "lustre"]));
-    let got_desc = descs(&ok("pminfo", port, &["-md", "lustre"]));
-    assert_eq!(want_desc.len(), 66, "pmdalustre's metrics");
-    assert_eq!(
-        got_desc, want_desc,
-        "names, PMIDs, types, indoms, semantics, units"
-    );
-    let want = values(&ok("pminfo", ref_port, &["-f", "lustre"]));
-    let got = values(&ok("pminfo", port, &["-f", "lustre"]));
+    let (want, got) = side_by_side("lustre", ref_port, port, "lustre", 66);
     let _ = pmcd.kill();
     let _ = pmcd.wait();
     assert_eq!(got, want);

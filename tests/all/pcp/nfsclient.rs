@@ -46,7 +46,7 @@ pub(super) fn values(text: &str) -> Values {
 }
 
 /// `pminfo -md` text -> name -> its descriptor lines.
-pub(super) fn descs(text: &str) -> BTreeMap<String, String> {
+fn descs(text: &str) -> BTreeMap<String, String> {
     super::desc_blocks(text).into_iter().collect()
 }
 
@@ -189,6 +189,27 @@ fn check_ops(label: &str, got: &Values, text: &str) {
     assert_eq!(checked, 612 * mounts.len(), "{label}");
 }
 
+/// `pminfo -md` and `pminfo -f` of `root` from the reference pmcd and from wasmon: the
+/// descriptors must be the same (`metrics` of them); returns both servers' values.
+pub(super) fn side_by_side(
+    label: &str,
+    ref_port: u16,
+    port: u16,
+    root: &str,
+    metrics: usize,
+) -> (Values, Values) {
+    let want_desc = descs(&ok("pminfo", ref_port, &["-md", root]));
+    let got_desc = descs(&ok("pminfo", port, &["-md", root]));
+    assert_eq!(want_desc.len(), metrics, "{label}: the reference's metrics");
+    assert_eq!(
+        got_desc, want_desc,
+        "{label}: names, PMIDs, types, indoms, semantics, units"
+    );
+    let want = values(&ok("pminfo", ref_port, &["-f", root]));
+    let got = values(&ok("pminfo", port, &["-f", root]));
+    (want, got)
+}
+
 /// Both servers on one mountstats; returns wasmon's values.
 fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
     let run = tempfile::tempdir().unwrap();
@@ -201,16 +222,7 @@ fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
             .success()
     });
 
-    let want_desc = descs(&ok("pminfo", ref_port, &["-md", "nfsclient"]));
-    let got_desc = descs(&ok("pminfo", port, &["-md", "nfsclient"]));
-    assert_eq!(want_desc.len(), 720, "{label}: pmdanfsclient's metrics");
-    assert_eq!(
-        got_desc, want_desc,
-        "{label}: names, PMIDs, types, indoms, semantics, units"
-    );
-
-    let want = values(&ok("pminfo", ref_port, &["-f", "nfsclient"]));
-    let got = values(&ok("pminfo", port, &["-f", "nfsclient"]));
+    let (want, got) = side_by_side(label, ref_port, port, "nfsclient", 720);
     let _ = pmcd.kill();
     let _ = pmcd.wait();
     assert_eq!(
