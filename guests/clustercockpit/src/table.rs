@@ -70,6 +70,8 @@ const FIELDS: &[&str] = &[
     "nonzero",
     "baseline",
     "tag-override",
+    "where",
+    "hidden",
 ];
 
 /// One row of the table.
