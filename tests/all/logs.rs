@@ -108,3 +108,47 @@ fn a_bad_level_is_refused_naming_the_field() {
     );
     assert!(err.contains("log.level") && err.contains("loud"), "{err}");
 }
+
+/// Issue 33: the log says once, at start, which config runs with which pipelines, agents and
+/// sinks (the default config, with a forwarding sink added).
+#[test]
+fn the_start_up_log_says_once_which_config_pipelines_agents_and_sinks_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("wasmon.toml");
+    let sink =
+        "\n[[sink]]\nname = \"central\"\ntype = \"http\"\nurl = \"http://127.0.0.1:9/api/write\"\n";
+    std::fs::write(&cfg, format!("{}{sink}", wasmon::config::DEFAULT)).unwrap();
+    let mut d = DaemonProcess::start_with(&cfg, |c| {
+        c.args(["--log-format", "json"]).env_remove("RUST_LOG");
+    });
+    d.signal("-TERM");
+    assert!(d.child.wait().unwrap().success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let log = d.stderr.lock().unwrap().clone();
+    let running: Vec<Value> = json_lines(&log)
+        .into_iter()
+        .filter(|l| l["message"] == "running")
+        .collect();
+    assert_eq!(running.len(), 1, "{log}");
+    let r = &running[0];
+    assert_eq!(r["config"], cfg.display().to_string(), "{r}");
+    assert_eq!(
+        r["pipelines"],
+        "memory [arithmetic] -> store, notify; cpu [arithmetic > rate_of_change] -> store, \
+         notify; host -> store, notify",
+        "{r}"
+    );
+    let agents = r["agents"].as_str().unwrap();
+    for a in [
+        "linux (native linux, domain 60, every 10s -> host)",
+        "proc (native proc, domain 3)",
+        "foo (guest foo, domain 44)",
+        "mmv (guest mmv, domain 70)",
+    ] {
+        assert!(agents.contains(a), "{a} not in {agents}");
+    }
+    assert_eq!(
+        r["sinks"], "central (http http://127.0.0.1:9/api/write)",
+        "{r}"
+    );
+}

@@ -21,7 +21,7 @@ pub struct NotifyArgs {
 
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum NotifyCmd {
-    /// Add a threshold: `add --subscriber me proc.fd.count --instance 4768 --above 40`.
+    /// Add a threshold: `add --subscriber me proc.thread.count --instance 4768 --above 40`.
     Add {
         /// Owner of the threshold (a name you choose; watch it to get the notifications).
         #[arg(long)]

@@ -255,7 +255,10 @@ impl<'a> Ingest<'a, '_> {
         if cluster.is_none() && self.default_cluster.is_none() {
             return Err("no cluster tag and no ?cluster= default".into());
         }
-        let host = host.ok_or("no hostname tag")?;
+        // cc-metric-store stores a line without a host under a host named "" and one with
+        // only a `type-id` under a level named by the id: levels no query finds. Refused here,
+        // each naming the tag (README: "Differences from cc-metric-store").
+        let host = host.ok_or("no hostname tag (`hostname` or `host`): the line names no host")?;
         let item = self.sample(line)?;
         let cluster = match cluster {
             Some(c) => c.as_str(),
@@ -268,7 +271,8 @@ impl<'a> Ingest<'a, '_> {
         // `type` alone names the component by itself, as cc-metric-store reads it (what a
         // forwarding sink sends for a resource such as `lo`).
         let component = match (typ, typ_id) {
-            (None, _) => None,
+            (None, Some(_)) => return Err("tag 'type-id' without 'type'".into()),
+            (None, None) => None,
             // A node's `stype` is no level in cc-metric-store (it reads a subtype only under a
             // component): cc-metric-collector's netstat and nfsiostat send
             // `type=node,stype=network,stype-id=eth0`, stored at the node.
@@ -282,7 +286,8 @@ impl<'a> Ingest<'a, '_> {
             return Ok((level, item));
         };
         let sub = match (styp, styp_id) {
-            (None, _) => None,
+            (None, Some(_)) => return Err("tag 'stype-id' without 'stype'".into()),
+            (None, None) => None,
             (Some(_), None) => return Err("tag 'stype' without 'stype-id'".into()),
             (Some(s), Some(id)) => Some((s, id)),
         };
@@ -478,5 +483,34 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
             );
             assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
         }
+    }
+
+    #[test]
+    fn levels_no_query_finds_are_refused_naming_the_tag() {
+        // cc-metric-store stores these at a level named by the id alone ("3"), at the host with
+        // the stype dropped, at a host named "", or at a level named by the subtype alone;
+        // each is an error here, naming the tag.
+        let s = Store::new(StoreConfig::default());
+        let body = b"m,cluster=c,hostname=h,type-id=3 value=1 60\n\
+m,cluster=c,hostname=h,stype=core,stype-id=1 value=2 60\n\
+m,cluster=c,type=cpu,type-id=0 value=3 60\n\
+m,cluster=c,hostname=h,type=socket,type-id=0,stype-id=1 value=4 60\n\
+m,cluster=c,hostname=h,type=socket,type-id=0,stype=core value=6 60\n\
+m,cluster=c,hostname=h,type=socket,type-id=0 value=5 60\n";
+        let out = ingest(&s, body, None, 0);
+        assert_eq!(out.stored, 1, "{:?}", out.errors);
+        let errors: Vec<String> = out.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [
+                "line 1: tag 'type-id' without 'type'",
+                "line 2: tag 'stype' without a component 'type'",
+                "line 3: no hostname tag (`hostname` or `host`): the line names no host",
+                "line 4: tag 'stype-id' without 'stype'",
+                "line 5: tag 'stype' without 'stype-id'",
+            ]
+        );
+        let r = s.read(&selector(&["c", "h", "socket0"]), "m", 60, 61, 0);
+        assert_eq!(r.unwrap().data, vec![5.0]);
     }
 }
