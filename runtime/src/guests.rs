@@ -63,6 +63,13 @@ pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
         pmns: "root { lustre 134:*:* }",
         dirs: &["/sys", "/proc"],
     },
+    // schedstat, cpufreq and core topology per CPU, which PCP's linux PMDA does not read.
+    AgentDefaults {
+        guest: "cpusys",
+        domain: 181,
+        pmns: "root { cpusys 181:*:* }",
+        dirs: &["/proc", "/sys"],
+    },
     // C, built from source on first use: pmdanfsclient's domain and names.
     AgentDefaults {
         guest: "nfsclient",
