@@ -365,6 +365,68 @@ pub async fn check_stream_replicas(
     Ok(())
 }
 
+/// Opens key-value bucket `bucket`, creating it when absent (file storage, one value per key,
+/// values expiring after `max_age`, none when zero) with `want` replicas (1 when not set); an
+/// existing bucket with another number than `want` is an error naming both.
+pub async fn open_kv_bucket(
+    js: &async_nats::jetstream::Context,
+    bucket: &str,
+    max_age: Duration,
+    want: Option<usize>,
+) -> anyhow::Result<async_nats::jetstream::kv::Store> {
+    let stream = format!("KV_{bucket}");
+    if let Ok(s) = js.get_key_value(bucket).await {
+        check_stream_replicas(js, &stream, want)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        return Ok(s);
+    }
+    let replicas = want.unwrap_or(1);
+    // Laid out as JetStream's key-value convention has it; not `create_key_value`, which in
+    // async-nats 0.42 first asks for the account info and cannot parse nats-server 2.9's
+    // answer.
+    use async_nats::jetstream::stream::{Config, DiscardPolicy, StorageType};
+    let created = js
+        .create_stream(Config {
+            name: stream.clone(),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            max_messages: -1,
+            max_bytes: -1,
+            max_consumers: -1,
+            max_message_size: -1,
+            discard: DiscardPolicy::New,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            storage: StorageType::File,
+            num_replicas: replicas,
+            // Must not exceed max_age; 2 minutes is the server's default otherwise.
+            duplicate_window: if max_age.is_zero() {
+                KV_DUPLICATE_WINDOW
+            } else {
+                max_age.min(KV_DUPLICATE_WINDOW)
+            },
+            ..Default::default()
+        })
+        .await;
+    // Another daemon may have created it meanwhile: the creation's error counts only when
+    // the bucket is not there after all.
+    let s = js.get_key_value(bucket).await.map_err(|e| match created {
+        Err(c) => anyhow::anyhow!("creating bucket {bucket} with {replicas} replica(s): {c}"),
+        Ok(_) => anyhow::anyhow!("opening bucket {bucket}: {e}"),
+    })?;
+    // Another daemon may have created it with another number meanwhile.
+    check_stream_replicas(js, &stream, want)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(s)
+}
+
+/// The server's default duplicate window, which a bucket's may not exceed its max age.
+const KV_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
 #[cfg(test)]
 mod tests {
     use super::*;

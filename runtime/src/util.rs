@@ -1,6 +1,6 @@
 //! Small helpers several parts share: sizes in config files ("64MiB"), this machine's host
-//! name, names safe as NATS keys, the word-wise byte compare of the hot paths, and the
-//! crate's one policy on poisoned locks. A leaf: it imports nothing of the crate, so every
+//! name, names safe as NATS keys, the word-wise byte compare of the hot paths, the protobuf
+//! writes of the encoders, and the crate's one policy on poisoned locks. A leaf: it imports nothing of the crate, so every
 //! part may use it without an arrow running back up.
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -158,6 +158,27 @@ impl TestRng {
     pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// Appends `v` as a protobuf varint.
+pub fn pb_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends the key of protobuf field `field` with wire type `wire` (0 varint, 2 bytes).
+pub fn pb_key(out: &mut Vec<u8>, field: u32, wire: u8) {
+    pb_varint(out, u64::from(field << 3 | u32::from(wire)));
+}
+
+/// Appends protobuf field `field` holding `bytes` (a string, bytes or a nested message).
+pub fn pb_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    pb_key(out, field, 2);
+    pb_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
 }
 
 #[cfg(test)]

@@ -51,6 +51,11 @@ fn both(v: &[f64]) -> Vec<Vec<f64>> {
     vec![v.to_vec(), v.to_vec()]
 }
 
+/// The values of `out`, in order.
+fn values(out: Vec<Sample>) -> Vec<f64> {
+    out.iter().map(|s| s.value).collect()
+}
+
 #[test]
 fn arithmetic_memory_utilisation() {
     let out = publish_then_flush(
@@ -100,24 +105,28 @@ fn arithmetic_nan_division_by_zero_and_missing_meters_give_nothing() {
 
 #[test]
 fn arithmetic_complete_resources_are_emitted_at_the_first_flush_that_sees_them() {
-    let out = publish_then_flush(
-        "100.0 * $(memory.usage) / $(memory)",
-        &[
-            ("memory", 2048.0),
-            ("memory.usage", 512.0),
-            ("memory", 1024.0),
-        ],
-    );
-    assert_eq!(out, both(&[25.0]));
-    let out = publish_then_flush(
-        "100.0 * $(memory.usage) / $(memory)",
-        &[
-            ("memory", 1024.0),
-            ("memory.usage", 512.0),
-            ("cpu_util", 90.0),
-        ],
-    );
-    assert_eq!(out, both(&[50.0]));
+    let cases: [(&[(&str, f64)], f64); 2] = [
+        (
+            &[
+                ("memory", 2048.0),
+                ("memory.usage", 512.0),
+                ("memory", 1024.0),
+            ],
+            25.0,
+        ),
+        (
+            &[
+                ("memory", 1024.0),
+                ("memory.usage", 512.0),
+                ("cpu_util", 90.0),
+            ],
+            50.0,
+        ),
+    ];
+    for (published, want) in cases {
+        let out = publish_then_flush("100.0 * $(memory.usage) / $(memory)", published);
+        assert_eq!(out, both(&[want]), "{published:?}");
+    }
 }
 
 #[test]
@@ -131,14 +140,7 @@ fn arithmetic_later_samples_overwrite_until_flush() {
         ];
         assert!(g.handle(&batch).unwrap().is_empty());
     }
-    assert_eq!(
-        g.flush()
-            .unwrap()
-            .iter()
-            .map(|s| s.value)
-            .collect::<Vec<_>>(),
-        vec![50.0, 50.0]
-    );
+    assert_eq!(values(g.flush().unwrap()), vec![50.0, 50.0]);
 }
 
 #[test]
@@ -151,7 +153,6 @@ fn arithmetic_caches_until_flush_and_clears_after() {
                 .is_empty()
         );
     }
-    let values = |out: Vec<Sample>| out.iter().map(|s| s.value).collect::<Vec<_>>();
     assert_eq!(values(g.flush().unwrap()), vec![1026.0, 1026.0]);
     assert!(g.flush().unwrap().is_empty(), "nothing at a second flush");
     assert!(
@@ -198,14 +199,7 @@ fn arithmetic_meter_names_never_collide() {
         sample("a-b", "r", 3.0, 1.0),
     ])
     .unwrap();
-    assert_eq!(
-        g.flush()
-            .unwrap()
-            .iter()
-            .map(|s| s.value)
-            .collect::<Vec<_>>(),
-        vec![312.0]
-    );
+    assert_eq!(values(g.flush().unwrap()), vec![312.0]);
 }
 
 #[test]
@@ -213,7 +207,7 @@ fn arithmetic_python_operators() {
     let v = |expr: &str| -> Vec<f64> {
         let mut g = arithmetic(expr).unwrap();
         g.handle(&[sample("x", "r", 3.0, 1.0)]).unwrap();
-        g.flush().unwrap().iter().map(|s| s.value).collect()
+        values(g.flush().unwrap())
     };
     assert_eq!(v("-2**2 + $(x)"), vec![-1.0]);
     assert_eq!(v("2**3**2 + $(x) * 0"), vec![512.0]);

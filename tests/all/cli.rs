@@ -1,23 +1,22 @@
 //! The CLI as a guest author uses it.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
+
+use crate::common::spawn_piped;
 
 fn transform(args: &[&str], stdin: &str) -> (Option<i32>, Vec<Value>, String) {
     transform_bytes(args, stdin.as_bytes())
 }
 
 fn transform_bytes(args: &[&str], stdin: &[u8]) -> (Option<i32>, Vec<Value>, String) {
-    let mut child = Command::new(crate::common::wasmon_bin())
-        .arg("transform")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        Command::new(crate::common::wasmon_bin())
+            .arg("transform")
+            .args(args),
+    );
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
     let lines = String::from_utf8(out.stdout)
@@ -182,14 +181,11 @@ fn transform_fails_when_a_guest_call_fails_and_skips_a_line_that_is_not_utf8() {
 fn transform_abandons_a_sleeping_guest_at_its_deadline() {
     use std::io::BufRead;
     let testing = crate::common::guest_path("testing");
-    let mut child = Command::new(crate::common::wasmon_bin())
-        .args(["transform", "--deadline", "100ms", "--guest"])
-        .arg(&testing)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        Command::new(crate::common::wasmon_bin())
+            .args(["transform", "--deadline", "100ms", "--guest"])
+            .arg(&testing),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());

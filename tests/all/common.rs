@@ -128,6 +128,15 @@ pub fn output_err(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Spawns `cmd` with stdin, stdout and stderr piped (for the test to feed and read).
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"))
+}
+
 /// Makes `cmd`'s process die with the thread that spawns it (the test's, or the test
 /// binary's), even when a failed test never stops it: a server left running would load the
 /// machine for the rest of the suite.

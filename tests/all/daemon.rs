@@ -25,6 +25,16 @@ params = {{ tag = "{tag}", mode = "{mode}" }}
     )
 }
 
+/// A directory with `guests/probe.wasm` (the `testing` guest) and a config on it: the
+/// directory (to keep) and the config's path.
+fn probe_dir(watch: &str, tag: &str, mode: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    std::fs::write(dir.path().join("guests/probe.wasm"), guest_bytes("testing")).unwrap();
+    let config = write_config(dir.path(), watch, tag, mode);
+    (dir, config)
+}
+
 fn stage_hash(d: &DaemonProcess) -> String {
     let v: Value = d.get("/api/pipelines").unwrap().json().unwrap();
     v[0]["stages"][0]["hash"].as_str().unwrap().to_string()
@@ -41,11 +51,8 @@ fn post_one(d: &DaemonProcess, value: f64) -> Value {
 
 #[test]
 fn a_changed_guest_file_is_swapped_in_and_a_broken_one_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    let (dir, config) = probe_dir("100ms", "v1", "passthrough");
     let probe = dir.path().join("guests/probe.wasm");
-    std::fs::write(&probe, guest_bytes("testing")).unwrap();
-    let config = write_config(dir.path(), "100ms", "v1", "passthrough");
     let d = DaemonProcess::start(&config);
 
     assert_eq!(post_one(&d, 1.0)["metadata"]["version"], "v1");
@@ -84,11 +91,8 @@ fn a_changed_guest_file_is_swapped_in_and_a_broken_one_is_refused() {
 
 #[test]
 fn sighup_reloads_the_config_and_sigterm_flushes_before_exit() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("guests")).unwrap();
-    std::fs::write(dir.path().join("guests/probe.wasm"), guest_bytes("testing")).unwrap();
     // The watcher is too slow to matter: only SIGHUP reloads.
-    let config = write_config(dir.path(), "1h", "v1", "hold");
+    let (dir, config) = probe_dir("1h", "v1", "hold");
     let mut d = DaemonProcess::start(&config);
 
     let r = d.post(
@@ -122,10 +126,7 @@ fn sighup_reloads_the_config_and_sigterm_flushes_before_exit() {
 
 #[test]
 fn bad_samples_are_named_by_line_and_good_ones_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("guests")).unwrap();
-    std::fs::write(dir.path().join("guests/probe.wasm"), guest_bytes("testing")).unwrap();
-    let config = write_config(dir.path(), "1h", "v1", "passthrough");
+    let (_dir, config) = probe_dir("1h", "v1", "passthrough");
     let d = DaemonProcess::start(&config);
     let r = d.post("/api/pipelines/p/samples", "{\"name\":\"m\",\"value\":1}\n{\"name\":\"m\",\"value\":\"x\"}\nnot json\n{\"name\":\"m\",\"value\":4}\n");
     assert_eq!(r.status(), 400);

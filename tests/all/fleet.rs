@@ -7,6 +7,7 @@
 
 mod agents;
 mod exporters;
+mod real_agent;
 mod restart;
 mod rollout;
 
@@ -96,6 +97,28 @@ pub fn status(nats: &str) -> Value {
             Value::Null
         }
     }
+}
+
+/// The health entry of daemon `solo` for `guest`, from `fleet status --json` (`null` while
+/// there is none).
+pub fn solo_health(url: &str, guest: &str) -> Value {
+    status(url)["daemons"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["node"] == "solo"))
+        .and_then(|d| d["guests"].as_array())
+        .and_then(|g| g.iter().find(|g| g["guest"] == guest))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Checks that health `h` reports a rollback to `good` for quarantine, after at least `min`
+/// calls and failures of the failed version.
+pub fn assert_quarantine_rollback(h: &Value, good: &str, min: u64) {
+    let rb = &h["rolled-back"];
+    assert_eq!(rb["to"], good, "{h}");
+    assert_eq!(rb["reason"], "quarantined", "{h}");
+    let n = |k: &str| rb[k].as_u64().unwrap_or(0);
+    assert!(n("calls") >= min && n("failures") >= min, "{h}");
 }
 
 /// The view of one version of `xform` in a status.

@@ -166,11 +166,7 @@ async fn histogram(
                 "{counter}, epoch {}, {} agents{}\n{}",
                 reply.epoch.unwrap_or(0),
                 reply.agents.len(),
-                if reply.missing.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (missing: {})", reply.missing.join(", "))
-                },
+                reply.missing_note(),
                 hist.render(unit)
             ),
             Some(Err(e)) => e,

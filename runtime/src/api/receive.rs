@@ -104,10 +104,10 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         otlp_memory: otlp::Memory::default(),
     });
     Router::new()
-        .route("/api/pipelines/{name}/prometheus", post(prometheus_named))
-        .route("/api/v1/write", post(prometheus_conventional))
-        .route("/api/pipelines/{name}/otlp", post(otlp_named))
-        .route("/v1/metrics", post(otlp_conventional))
+        .route("/api/pipelines/{name}/prometheus", post(prometheus))
+        .route("/api/v1/write", post(prometheus))
+        .route("/api/pipelines/{name}/otlp", post(otlp))
+        .route("/v1/metrics", post(otlp))
         .with_state(st)
 }
 
@@ -181,29 +181,15 @@ async fn decode_and_send<T: Send + 'static>(
     }
 }
 
-async fn prometheus_named(
-    State(st): State<Arc<Receivers>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    prometheus(st, Some(name), headers, body).await
-}
-
-async fn prometheus_conventional(
-    State(st): State<Arc<Receivers>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    prometheus(st, None, headers, body).await
-}
-
+/// The named route gives the pipeline; the conventional one (no path parameter) the
+/// `[api]` section's default.
 async fn prometheus(
-    st: Arc<Receivers>,
-    name: Option<String>,
+    State(st): State<Arc<Receivers>>,
+    name: Option<Path<String>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let name = name.map(|Path(name)| name);
     let pipeline = match pipeline(&st, name.as_deref(), "prometheus-pipeline") {
         Ok(p) => p,
         Err(r) => return r,
@@ -277,23 +263,6 @@ fn written(h: &mut HeaderMap, samples: usize) {
     }
 }
 
-async fn otlp_named(
-    State(st): State<Arc<Receivers>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    otlp(st, Some(name), headers, body).await
-}
-
-async fn otlp_conventional(
-    State(st): State<Arc<Receivers>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    otlp(st, None, headers, body).await
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Format {
     Protobuf,
@@ -336,12 +305,15 @@ fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     )
 }
 
+/// The named route gives the pipeline; the conventional one (no path parameter) the
+/// `[api]` section's default.
 async fn otlp(
-    st: Arc<Receivers>,
-    name: Option<String>,
+    State(st): State<Arc<Receivers>>,
+    name: Option<Path<String>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let name = name.map(|Path(name)| name);
     let pipeline = match pipeline(&st, name.as_deref(), "otlp-pipeline") {
         Ok(p) => p,
         Err(r) => return r,

@@ -136,11 +136,7 @@ fn print_histogram(counter: &str, r: &Reply) -> anyhow::Result<()> {
         "{counter}, epoch {}, merged from {} agents{}",
         r.epoch.unwrap_or(0),
         r.agents.len(),
-        if r.missing.is_empty() {
-            String::new()
-        } else {
-            format!(" (missing: {})", r.missing.join(", "))
-        }
+        r.missing_note()
     );
     print!("{}", h.render(unit));
     Ok(())

@@ -1,10 +1,13 @@
 //! The daemon's agents and the namespace in front of them: WASM agents wrapped as
 //! [`namespace::Agent`]s (a failed guest call answers PCP's "no agent" for that call only, and
-//! the next call gets a fresh instance), native agents, and the operations the HTTP API and
-//! the offline CLI share: lookup, names-of, children, traverse, fetch by name.
+//! the next call gets a fresh instance; for a while after a swap, the previous version answers
+//! the calls the new one fails), native agents, and the operations the HTTP API and the
+//! offline CLI share: lookup, names-of, children, traverse, fetch by name.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -156,54 +159,129 @@ pub struct Fetched {
     pub error: Option<String>,
 }
 
+/// How long after a swap the agent's previous version answers the calls the new one fails
+/// (traps, deadline, quarantine): as long as the fleet's default rollback window, in which a
+/// quarantine still rolls the new version back, so no fetch in that window is answered with
+/// an error the previous version would not have given. After it, the new version stands alone
+/// and the previous instance's memory is freed at the next swap.
+const HANDOVER: Duration = Duration::from_secs(120);
+
+type Locked = Arc<Mutex<Box<dyn Agent>>>;
+
 /// One agent behind a lock of its own: guest instances take one call at a time, and a slow or
 /// stuck agent holds up only the queries of its own domain (each of its calls ends at its
 /// deadline). A query locks an agent for one call at a time, never two agents at once, so
-/// queries cannot deadlock on each other.
+/// queries cannot deadlock on each other (the previous version is asked only after the new
+/// one's lock is released).
 #[derive(Clone)]
-pub struct SharedAgent(Arc<Mutex<Box<dyn Agent>>>);
+pub struct SharedAgent {
+    agent: Locked,
+    /// Set by this version's first call that did not fail: a swap away from a version that
+    /// never answered hands over to the version before it instead.
+    answered: Arc<AtomicBool>,
+    /// The version this one replaced, and until when it stands in.
+    previous: Option<(Locked, Instant)>,
+    /// Set when the previous version first answered for this one (logged once).
+    stood_in: Arc<AtomicBool>,
+}
+
+fn lock(a: &Locked) -> std::sync::MutexGuard<'_, Box<dyn Agent>> {
+    // A panic in an agent call leaves the agent usable: its next call gets a fresh instance.
+    crate::util::lock(a)
+}
+
+/// A call that failed as a whole: the guest trapped, hit its deadline or is quarantined.
+fn failed<T>(r: &Result<T, NsError>) -> bool {
+    matches!(r, Err(NsError::NoAgent))
+}
 
 impl SharedAgent {
     pub fn new(agent: Box<dyn Agent>) -> SharedAgent {
-        SharedAgent(Arc::new(Mutex::new(agent)))
+        SharedAgent {
+            agent: Arc::new(Mutex::new(agent)),
+            answered: Arc::new(AtomicBool::new(false)),
+            previous: None,
+            stood_in: Arc::new(AtomicBool::new(false)),
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Agent>> {
-        // A panic in an agent call leaves the agent usable: its next call gets a fresh instance.
-        crate::util::lock(&self.0)
+    /// `agent` as the next version of `old` (the same `[[agent]]` entry): `old`, or the
+    /// version `old` was standing in for when `old` never answered, covers its failures for
+    /// [`HANDOVER`].
+    fn succeeding(agent: Box<dyn Agent>, old: &SharedAgent) -> SharedAgent {
+        let mut next = SharedAgent::new(agent);
+        let now = Instant::now();
+        let same = next.label_name().is_some() && next.label_name() == old.label_name();
+        if same {
+            let good = match &old.previous {
+                Some((p, until)) if !old.answered.load(Ordering::Relaxed) && now < *until => {
+                    p.clone()
+                }
+                _ => old.agent.clone(),
+            };
+            next.previous = Some((good, now + HANDOVER));
+        }
+        next
+    }
+
+    /// `f` on this version; when that failed, on the previous one while it stands in.
+    fn call<T>(&self, f: impl Fn(&mut dyn Agent) -> T, failed: impl Fn(&T) -> bool) -> T {
+        let r = f(lock(&self.agent).as_mut());
+        if !failed(&r) {
+            self.answered.store(true, Ordering::Relaxed);
+            return r;
+        }
+        match &self.previous {
+            Some((p, until)) if Instant::now() < *until => {
+                if !self.stood_in.swap(true, Ordering::Relaxed) {
+                    let name = self.label_name().unwrap_or_default();
+                    tracing::warn!(
+                        "agent {name}: a call of its new version failed; the previous version \
+                         answers such calls for {}s after the swap",
+                        HANDOVER.as_secs()
+                    );
+                }
+                f(lock(p).as_mut())
+            }
+            _ => r,
+        }
     }
 }
 
 impl Agent for SharedAgent {
     fn lookup_name(&mut self, name: &str) -> Result<Pmid, NsError> {
-        self.lock().lookup_name(name)
+        self.call(|a| a.lookup_name(name), failed)
     }
     fn names_of(&mut self, id: Pmid) -> Result<Vec<String>, NsError> {
-        self.lock().names_of(id)
+        self.call(|a| a.names_of(id), failed)
     }
     fn children(&mut self, name: &str) -> Result<Vec<Child>, NsError> {
-        self.lock().children(name)
+        self.call(|a| a.children(name), failed)
     }
     fn describe(&mut self, id: Pmid) -> Result<MetricDesc, NsError> {
-        self.lock().describe(id)
+        self.call(|a| a.describe(id), failed)
     }
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
-        self.lock().fetch(ids)
+        self.call(
+            |a| a.fetch(ids),
+            |r| !r.is_empty() && r.iter().all(|(_, v)| failed(v)),
+        )
     }
     fn release(&mut self) {
-        self.lock().release()
+        lock(&self.agent).release()
     }
     fn label_name(&self) -> Option<String> {
-        self.lock().label_name()
+        lock(&self.agent).label_name()
     }
     fn labels(&mut self, of: LabelsOf) -> Vec<(String, serde_json::Value)> {
-        self.lock().labels(of)
+        lock(&self.agent).labels(of)
     }
     fn instance_id(&mut self, indom: u32, name: &str) -> Option<u32> {
-        self.lock().instance_id(indom, name)
+        // `None` is an answer here (a guest has no instance ids of its own), not a failure.
+        lock(&self.agent).instance_id(indom, name)
     }
     fn instances(&mut self, indom: u32) -> Option<Vec<String>> {
-        self.lock().instances(indom)
+        lock(&self.agent).instances(indom)
     }
 }
 
@@ -248,13 +326,22 @@ impl AgentSet {
     }
 
     /// Replaces the namespace and the agents (a reload). `None` keeps the agent running for
-    /// that domain now, with its state. Never waits for a running call.
+    /// that domain now, with its state. A new version of a running agent takes over with the
+    /// old one standing in for its failed calls ([`HANDOVER`]). Never waits for a running call.
     pub fn replace(&self, ns: Namespace, agents: BTreeMap<u32, Option<Box<dyn Agent>>>) {
         let mut running = crate::util::write(&self.agents);
         let mut old = std::mem::take(&mut *running);
         *running = agents
             .into_iter()
-            .filter_map(|(d, a)| Some((d, a.map(SharedAgent::new).or_else(|| old.remove(&d))?)))
+            .filter_map(|(d, a)| {
+                let old = old.remove(&d);
+                let agent = match (a, old) {
+                    (Some(a), Some(old)) => SharedAgent::succeeding(a, &old),
+                    (Some(a), None) => SharedAgent::new(a),
+                    (None, old) => old?,
+                };
+                Some((d, agent))
+            })
             .collect();
         *crate::util::write(&self.ns) = Arc::new(ns);
     }
@@ -262,7 +349,7 @@ impl AgentSet {
     /// Ends every agent's quarantine (the operator asked).
     pub fn release(&self) {
         for a in crate::util::read(&self.agents).values() {
-            a.lock().release();
+            lock(&a.agent).release();
         }
     }
 

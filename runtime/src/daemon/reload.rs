@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::kept::effective_config;
 use super::outcome::{PipelineOutcome, ReloadOutcome};
-use super::polls::{BuiltAgents, agent_domain};
+use super::polls::agent_domain;
 use super::{Daemon, RELOADS_KEPT, Reload};
 use crate::config::{Config, PipelineConfig, StageConfig};
 use crate::guests;
@@ -115,23 +115,20 @@ impl Daemon {
             }
         }
         match self.build_agents(&config) {
-            Ok(BuiltAgents {
-                ns,
-                agents,
-                prints,
-                stats,
-                polls,
-            }) => {
+            Ok(built) => {
                 outcome.agents_started = config
                     .agents
                     .iter()
-                    .filter(|a| agents.get(&agent_domain(a)).is_some_and(Option::is_some))
+                    .filter(|a| {
+                        let domain = agent_domain(a);
+                        built.agents.get(&domain).is_some_and(Option::is_some)
+                    })
                     .map(|a| a.name.clone())
                     .collect();
-                self.agents.replace(ns, agents);
-                *crate::util::lock(&self.agent_prints) = prints;
-                *crate::util::lock(&self.agent_stats) = stats;
-                *crate::util::lock(&self.polls) = polls;
+                self.agents.replace(built.ns, built.agents);
+                *crate::util::lock(&self.agent_prints) = built.prints;
+                *crate::util::lock(&self.agent_stats) = built.stats;
+                *crate::util::lock(&self.polls) = built.polls;
             }
             Err(e) => outcome.agents_error = Some(format!("{e:#}")),
         }

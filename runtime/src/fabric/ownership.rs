@@ -40,64 +40,10 @@ pub async fn open_buckets(
     lease: Duration,
     replicas: Option<usize>,
 ) -> anyhow::Result<Buckets> {
-    async fn get_or_create(
-        js: &jetstream::Context,
-        bucket: String,
-        max_age: Duration,
-        replicas: Option<usize>,
-    ) -> anyhow::Result<kv::Store> {
-        if let Ok(s) = js.get_key_value(&bucket).await {
-            crate::nats::check_stream_replicas(js, &format!("KV_{bucket}"), replicas)
-                .await
-                .map_err(anyhow::Error::msg)?;
-            return Ok(s);
-        }
-        // The bucket's stream, laid out as JetStream's key-value convention has it. Not
-        // `create_key_value`: async-nats 0.42 first asks for the account info, and cannot
-        // parse nats-server 2.9's answer.
-        use jetstream::stream::{Config, DiscardPolicy, StorageType};
-        let created = js
-            .create_stream(Config {
-                name: format!("KV_{bucket}"),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                max_age,
-                max_messages: -1,
-                max_bytes: -1,
-                max_consumers: -1,
-                max_message_size: -1,
-                discard: DiscardPolicy::New,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                storage: StorageType::File,
-                num_replicas: replicas.unwrap_or(1),
-                // Must not exceed max_age; 2 minutes is the server's default otherwise.
-                duplicate_window: if max_age.is_zero() {
-                    Duration::from_secs(120)
-                } else {
-                    max_age.min(Duration::from_secs(120))
-                },
-                ..Default::default()
-            })
-            .await;
-        match created {
-            Ok(_) => {}
-            // Another agent created it meanwhile: fine if it is there now.
-            Err(e) => tracing::debug!(error = %e, bucket, "fabric: creating the bucket"),
-        }
-        let s = js
-            .get_key_value(&bucket)
-            .await
-            .map_err(|e| anyhow::anyhow!("opening bucket {bucket}: {e}"))?;
-        crate::nats::check_stream_replicas(js, &format!("KV_{bucket}"), replicas)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        Ok(s)
-    }
     Ok(Buckets {
-        leases: get_or_create(js, leases_bucket(name), lease, replicas).await?,
-        owners: get_or_create(js, owners_bucket(name), Duration::ZERO, replicas).await?,
+        leases: crate::nats::open_kv_bucket(js, &leases_bucket(name), lease, replicas).await?,
+        owners: crate::nats::open_kv_bucket(js, &owners_bucket(name), Duration::ZERO, replicas)
+            .await?,
     })
 }
 

@@ -297,6 +297,15 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// ` (missing: a, b)` after a histogram's header when agents did not answer, else empty.
+    pub fn missing_note(&self) -> String {
+        if self.missing.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", self.missing.join(", "))
+        }
+    }
+
     /// Add a child's reply: lists joined, histograms added bucket by bucket.
     pub fn merge(&mut self, other: Reply) {
         self.agents.extend(other.agents);

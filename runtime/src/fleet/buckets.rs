@@ -57,55 +57,6 @@ pub enum FetchError {
     Transient(#[from] Transient),
 }
 
-async fn kv_bucket(
-    js: &jetstream::Context,
-    bucket: String,
-    want: Option<usize>,
-) -> anyhow::Result<kv::Store> {
-    let stream = format!("KV_{bucket}");
-    if let Ok(s) = js.get_key_value(&bucket).await {
-        crate::nats::check_stream_replicas(js, &stream, want)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        return Ok(s);
-    }
-    let replicas = want.unwrap_or(1);
-    // Laid out as JetStream's key-value convention has it; not `create_key_value`, which in
-    // async-nats 0.42 first asks for the account info and cannot parse nats-server 2.9's
-    // answer (as in `fabric::ownership`).
-    use jetstream::stream::{Config, DiscardPolicy, StorageType};
-    let created = js
-        .create_stream(Config {
-            name: stream.clone(),
-            subjects: vec![format!("$KV.{bucket}.>")],
-            max_messages_per_subject: 1,
-            max_messages: -1,
-            max_bytes: -1,
-            max_consumers: -1,
-            max_message_size: -1,
-            discard: DiscardPolicy::New,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            storage: StorageType::File,
-            num_replicas: replicas,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await;
-    // Another daemon may have created it meanwhile: the creation's error counts only when
-    // the bucket is not there after all.
-    let s = js.get_key_value(&bucket).await.map_err(|e| match created {
-        Err(c) => anyhow::anyhow!("creating bucket {bucket} with {replicas} replica(s): {c}"),
-        Ok(_) => anyhow::anyhow!("opening bucket {bucket}: {e}"),
-    })?;
-    // Another daemon may have created it with another number meanwhile.
-    crate::nats::check_stream_replicas(js, &stream, want)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    Ok(s)
-}
-
 /// Opens the fleet's buckets, creating those that do not exist with `want` replicas
 /// (`[fleet] replicas`, 1 when not set); when set, an existing bucket with another number is
 /// an error naming both.
@@ -140,8 +91,10 @@ pub async fn open(
     };
     Ok(Buckets {
         components,
-        releases: kv_bucket(js, releases_bucket(fleet), want).await?,
-        health: kv_bucket(js, health_bucket(fleet), want).await?,
+        releases: crate::nats::open_kv_bucket(js, &releases_bucket(fleet), Duration::ZERO, want)
+            .await?,
+        health: crate::nats::open_kv_bucket(js, &health_bucket(fleet), Duration::ZERO, want)
+            .await?,
     })
 }
 

@@ -192,11 +192,7 @@ impl Fleet {
         let baseline = host.usage(&guest, None);
         self.set_overlay(&guest, Some(new));
         if !uses.is_empty() {
-            let h = host.clone();
-            let g = guest.clone();
-            let applied = tokio::task::spawn_blocking(move || h.reapply(&g))
-                .await
-                .unwrap_or_else(|e| Err(e.to_string()));
+            let applied = reapply(host, &guest).await;
             if let Err(e) = applied {
                 self.set_overlay(&guest, before);
                 {
@@ -206,9 +202,7 @@ impl Fleet {
                         None => state.guests.remove(&guest),
                     };
                 }
-                let h = host.clone();
-                let g = guest.clone();
-                let _ = tokio::task::spawn_blocking(move || h.reapply(&g)).await;
+                let _ = reapply(host, &guest).await;
                 return self.refuse(m, &Refusal::new(Reason::Configure, e));
             }
         }
@@ -241,9 +235,7 @@ impl Fleet {
         let to = back.as_ref().map(|c| c.hash.clone());
         self.set_overlay(guest, back.clone());
         let baseline = host.usage(guest, None);
-        let h = host.clone();
-        let g = guest.to_string();
-        let _ = tokio::task::spawn_blocking(move || h.reapply(&g)).await;
+        let _ = reapply(host, guest).await;
         tracing::warn!(guest, from = %current.sha256, to = ?to, detail = %why.detail, "fleet: rolled back");
         self.refuse(&current, &why);
         {
@@ -380,11 +372,7 @@ impl Fleet {
         self.set_overlay(guest, None);
         let baseline = host.usage(guest, None);
         if !host.uses(guest).is_empty() {
-            let h = host.clone();
-            let g = guest.to_string();
-            let applied = tokio::task::spawn_blocking(move || h.reapply(&g))
-                .await
-                .unwrap_or_else(|e| Err(e.to_string()));
+            let applied = reapply(host, guest).await;
             if let Err(e) = applied {
                 self.set_overlay(guest, Some(current.clone()));
                 tracing::warn!(guest, hash = %current.hash, error = %e, "fleet: release withdrawn, but the guest's local version does not apply: the withdrawn version keeps running");
@@ -444,4 +432,12 @@ impl Fleet {
             }
         }
     }
+}
+
+/// `host.reapply(guest)` on the blocking pool (it builds guests): its error, or the task's.
+async fn reapply(host: &Arc<dyn GuestHost>, guest: &str) -> Result<(), String> {
+    let (h, g) = (host.clone(), guest.to_string());
+    tokio::task::spawn_blocking(move || h.reapply(&g))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
 }

@@ -109,20 +109,15 @@ impl Runtime {
             .map_err(anyhow::Error::from)
             .context("creating the wasmtime engine")?;
 
-        let mut transformer_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut transformer_linker)?;
-        super::dirs::add_to_linker(&mut transformer_linker)?;
+        // One linker per world: WASI and the granted directories, then the world's imports.
+        let mut transformer_linker = wasi_linker(&engine)?;
         bindings::transformer::Transformer::add_to_linker::<_, HasSelf<State>>(
             &mut transformer_linker,
             |s| s,
         )?;
-        let mut agent_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut agent_linker)?;
-        super::dirs::add_to_linker(&mut agent_linker)?;
+        let mut agent_linker = wasi_linker(&engine)?;
         bindings::agent::Agent::add_to_linker::<_, HasSelf<State>>(&mut agent_linker, |s| s)?;
-        let mut exporter_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut exporter_linker)?;
-        super::dirs::add_to_linker(&mut exporter_linker)?;
+        let mut exporter_linker = wasi_linker(&engine)?;
         bindings::exporter::Exporter::add_to_linker::<_, HasSelf<State>>(
             &mut exporter_linker,
             |s| s,
@@ -254,6 +249,14 @@ impl Runtime {
         self.engine.precompile_compatibility_hash().hash(&mut h);
         dir.join(format!("{hash}-{:016x}.cwasm", h.finish()))
     }
+}
+
+/// A linker with WASI (preview 2) and the host's directory grants, the imports every world has.
+fn wasi_linker(engine: &Engine) -> Result<Linker<State>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    super::dirs::add_to_linker(&mut linker)?;
+    Ok(linker)
 }
 
 fn store_cached(path: &Path, bytes: &[u8]) -> Result<()> {

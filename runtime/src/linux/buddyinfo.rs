@@ -6,12 +6,9 @@
 //! Owns this cluster's parsing and its instances' labels.
 
 use super::indom::BUDDYINFO;
+use super::rows::instance;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{LabelsOf, Value, Values};
-
-/// Most instances kept: far above a real host (64 nodes x 5 zones x 11 orders = 3,520), so
-/// a hostile file cannot grow the list without bound.
-const MAX_BUDDIES: usize = 65_536;
 
 struct Buddy {
     name: String,
@@ -54,16 +51,14 @@ impl BuddyInfo {
                 // strtoul: a missing or bad count is 0.
                 let pages = counts.get(order).and_then(|c| c.parse().ok()).unwrap_or(0);
                 let name = format!("{zone}::order{order}::node{node}");
-                let full = self.buddies.len() >= MAX_BUDDIES;
-                match self.buddies.iter_mut().find(|b| b.name == name) {
-                    Some(b) => b.pages = Some(pages),
-                    None if !full => self.buddies.push(Buddy {
-                        name,
-                        zone: zone.to_string(),
-                        order: order as u32,
-                        pages: Some(pages),
-                    }),
-                    None => {}
+                let new = || Buddy {
+                    name: name.clone(),
+                    zone: zone.to_string(),
+                    order: order as u32,
+                    pages: None,
+                };
+                if let Some(b) = instance(&mut self.buddies, &name, |b| &b.name, new) {
+                    b.pages = Some(pages);
                 }
             }
         }
@@ -125,7 +120,7 @@ impl Group for BuddyInfo {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
     use crate::namespace::{Agent, LabelsOf};
 
     /// Two nodes: node 0 with DMA, DMA32 and Normal, node 1 with Normal and Movable.
@@ -139,8 +134,7 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
 
     #[test]
     fn every_zone_order_and_node_is_an_instance() {
-        let dir = tree(&[("proc/buddyinfo", TWO_NODES)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/buddyinfo", TWO_NODES)]);
         let pages = fetch_f64(&mut a, "mem.buddyinfo.pages");
         assert_eq!(pages.len(), 5 * 11);
         assert_eq!(pages[0], ("DMA::order0::node0".to_string(), 1.0));
@@ -170,11 +164,10 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
 
     #[test]
     fn an_older_kernel_with_fewer_orders_and_junk_lines() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/buddyinfo",
             "Node 0, zone   Normal 5 4 3\nNode x, zone DMA 1 2 3\ngarbage\nNode 0, zone HighMem 9\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
         let pages = fetch_f64(&mut a, "mem.buddyinfo.pages");
         let want = [
             ("Normal::order0::node0", 5.0),
@@ -190,8 +183,7 @@ Node 1, zone  Movable      7      6      5      4      3      2      1      0   
                 .map(|(n, v)| (n.to_string(), *v))
                 .collect::<Vec<_>>()
         );
-        let empty = tree(&[]);
-        let mut a = LinuxAgent::with_root(empty.path());
+        let (_empty, mut a) = agent(&[]);
         assert!(fetch_f64(&mut a, "mem.buddyinfo.total").is_empty());
     }
 

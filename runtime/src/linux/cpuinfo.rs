@@ -372,7 +372,7 @@ fn online(root: &super::Root, rel: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch, fetch_f64, tree};
+    use super::super::testing::{agent, fetch, fetch_f64};
     use crate::namespace::Value;
 
     const X86: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n\
@@ -395,7 +395,7 @@ cache_alignment\t: 64\n\n";
 
     #[test]
     fn x86_records_on_two_numa_nodes() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("proc/cpuinfo", X86),
             ("sys/devices/system/cpu/cpu0/topology/x", ""),
             ("sys/devices/system/cpu/cpu1/online", "1\n"),
@@ -411,7 +411,6 @@ cache_alignment\t: 64\n\n";
                 "7\n",
             ),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(
             fetch_f64(&mut a, "hinv.cpu.clock"),
             [("cpu0".into(), 2100.0), ("cpu1".into(), 1000.0)]
@@ -425,23 +424,15 @@ cache_alignment\t: 64\n\n";
         );
         assert_eq!(fetch_f64(&mut a, "hinv.cpu.cache")[0].1, 22528.0);
         assert_eq!(fetch_f64(&mut a, "hinv.cpu.cache_alignment")[1].1, 64.0);
-        assert_eq!(
-            fetch_f64(&mut a, "hinv.map.cpu_node"),
-            [("cpu0".into(), 0.0), ("cpu1".into(), 1.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "hinv.node.online"),
-            [("node0".into(), 1.0), ("node1".into(), 0.0)]
+        a.expect(
+            "hinv.map.cpu_node cpu0=0 cpu1=1
+            hinv.node.online node0=1 node1=0",
         );
         assert_eq!(fetch_f64(&mut a, "hinv.cpu.online").len(), 2);
-        assert_eq!(
-            fetch_f64(&mut a, "hinv.cpu.thermal_throttle.core.count"),
-            [("cpu0".into(), 7.0), ("cpu1".into(), 0.0)]
-        );
-        // time_in_state: MHz x ticks summed, ticks summed, max and min MHz.
-        assert_eq!(
-            fetch_f64(&mut a, "hinv.cpu.frequency_scaling.count"),
-            [("cpu1".into(), 51000.0)]
+        a.expect(
+            "hinv.cpu.thermal_throttle.core.count cpu0=7 cpu1=0
+            # time_in_state: MHz x ticks summed, ticks summed, max and min MHz.
+            hinv.cpu.frequency_scaling.count cpu1=51000",
         );
         assert_eq!(
             fetch_f64(&mut a, "hinv.cpu.frequency_scaling.time")[0].1,
@@ -462,8 +453,7 @@ cache_alignment\t: 64\n\n";
         let text = "processor\t: 0\nprocessor\t: 1\nprocessor\t: 2\n\
 Features\t: fp asimd evtstrm  \nCPU implementer\t: 0x41\nCPU variant\t: 0x0\n\
 CPU revision\t: 3\nBogoMIPS\t: 100.00\n";
-        let dir = tree(&[("proc/cpuinfo", text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/cpuinfo", text)]);
         let flags = texts(&mut a, "hinv.cpu.flags");
         assert_eq!(flags.len(), 3);
         assert_eq!(flags[2].1, "fp asimd evtstrm");

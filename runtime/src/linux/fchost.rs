@@ -8,8 +8,9 @@
 //!
 //! Owns this directory only.
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
-use crate::namespace::{Value, Values};
+use crate::namespace::Values;
 
 /// (item, statistics file, left shift): words are 4 bytes.
 const FIELDS: [(u32, &str, u32); 8] = [
@@ -27,9 +28,9 @@ const NFCHOST: u32 = 16;
 
 #[derive(Default)]
 pub struct FcHost {
-    hosts: Vec<(String, [u64; 8])>,
-    /// The root has `/sys`: `hinv.nfchost` is 0 without Fibre Channel, nothing without sysfs.
-    sys: bool,
+    /// Present when the root has `/sys`: `hinv.nfchost` is 0 without Fibre Channel,
+    /// nothing without sysfs.
+    hosts: Rows<8>,
 }
 
 /// C's `strtoull(s, NULL, 0)`: `0x` hex, leading `0` octal, else decimal; junk is 0.
@@ -55,8 +56,7 @@ impl Group for FcHost {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.hosts.clear();
-        self.sys = ctx.root.exists("sys");
+        self.hosts.reset(ctx.root.exists("sys"));
         for host in ctx.root.list("sys/class/fc_host") {
             let stats = format!("sys/class/fc_host/{host}/statistics");
             if host.starts_with('.') || !ctx.root.exists(&stats) {
@@ -69,35 +69,26 @@ impl Group for FcHost {
                     c[item as usize] = if v == u64::MAX { 0 } else { v << shift };
                 }
             }
-            self.hosts.push((host, c));
+            self.hosts.push(host, c);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        if m.item == NFCHOST {
-            if !self.sys {
-                return;
-            }
-            out.push((String::new(), Value::Uint(self.hosts.len() as u64)));
-            return;
+        match m.item {
+            NFCHOST => self.hosts.count(out),
+            i => self.hosts.column(i as usize, out),
         }
-        out.extend(
-            self.hosts
-                .iter()
-                .map(|(n, c)| (n.clone(), Value::Uint(c[m.item as usize]))),
-        );
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
 
     #[test]
     fn hosts_with_statistics_and_their_counters() {
         let s = "sys/class/fc_host/host1/statistics";
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             (&format!("{s}/rx_frames"), "0x10\n"),
             (&format!("{s}/tx_frames"), "0x20\n"),
             (&format!("{s}/rx_words"), "0x100\n"),
@@ -106,30 +97,15 @@ mod tests {
             (&format!("{s}/fcp_input_requests"), "0x9\n"),
             ("sys/class/fc_host/host2/port_name", "0x5001\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "hinv.nfchost"), Some(1.0));
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.in.frames"),
-            vec![("host1".into(), 16.0)]
+        a.expect(
+            "hinv.nfchost 1
+            fchost.in.frames host1=16
+            fchost.out.frames host1=32
+            fchost.in.bytes host1=1024
+            fchost.out.bytes host1=0
+            fchost.nos_count host1=0",
         );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.out.frames"),
-            vec![("host1".into(), 32.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.in.bytes"),
-            vec![("host1".into(), 1024.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.out.bytes"),
-            vec![("host1".into(), 0.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "fchost.nos_count"),
-            vec![("host1".into(), 0.0)]
-        );
-        let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("sys/class/net/lo/mtu", "65536\n")]);
         assert_eq!(one(&mut a, "hinv.nfchost"), Some(0.0));
         assert!(fetch_f64(&mut a, "fchost.in.frames").is_empty());
     }

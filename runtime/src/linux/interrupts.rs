@@ -52,6 +52,17 @@ struct Row {
 }
 
 impl Table {
+    /// Reads and parses `rel` (`/proc/interrupts` when `interrupts`, else
+    /// `/proc/softirqs`); unreadable: no rows, no values.
+    fn refresh(&mut self, ctx: &Ctx, rel: &str, interrupts: bool) {
+        if ctx.root.read(rel, &mut self.buf).is_ok() {
+            self.parse(interrupts);
+        } else {
+            self.ok = false;
+            self.rows.clear();
+        }
+    }
+
     /// pmdalinux's `column_to_cpuid`: the column itself when its header CPU has that number,
     /// else the column whose CPU has the column's number, else 0.
     fn map_columns(&mut self) {
@@ -321,13 +332,7 @@ impl Group for Interrupts {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        let t = &mut self.0;
-        if ctx.root.read("proc/interrupts", &mut t.buf).is_ok() {
-            t.parse(true);
-        } else {
-            t.ok = false;
-            t.rows.clear();
-        }
+        self.0.refresh(ctx, "proc/interrupts", true);
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
@@ -378,13 +383,7 @@ impl Group for SoftIrqs {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        let t = &mut self.0;
-        if ctx.root.read("proc/softirqs", &mut t.buf).is_ok() {
-            t.parse(false);
-        } else {
-            t.ok = false;
-            t.rows.clear();
-        }
+        self.0.refresh(ctx, "proc/softirqs", false);
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
@@ -419,7 +418,7 @@ impl Group for SoftIrqs {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch, fetch_f64, tree};
+    use super::super::testing::{agent, fetch, fetch_f64};
     use super::*;
     use crate::namespace::Agent;
 
@@ -434,8 +433,7 @@ PIN:          0          0   Posted-interrupt notification event\n";
 
     #[test]
     fn lines_cpus_totals_and_labels_as_pmdalinux_names_them() {
-        let dir = tree(&[("proc/interrupts", TWO)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/interrupts", TWO)]);
         let tot = fetch_f64(&mut a, "kernel.all.interrupts.total");
         let names: Vec<&str> = tot.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["0", "8", "NMI", "LOC", "PIN"]);
@@ -476,8 +474,7 @@ PIN:          0          0   Posted-interrupt notification event\n";
     fn offline_cpus_are_named_by_pmdalinux_column_mapping() {
         // CPU1 offline: column 1 holds CPU2, which pmdalinux's mapping calls cpu1's slot.
         let text = "     CPU0 CPU2 CPU3\n  5:  1  2  3  edge x\n";
-        let dir = tree(&[("proc/interrupts", text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/interrupts", text)]);
         let per = fetch_f64(&mut a, "kernel.percpu.interrupts");
         assert_eq!(per, [("5::cpu0".into(), 2.0), ("5::cpu1".into(), 3.0)]);
         assert_eq!(fetch_f64(&mut a, "kernel.all.interrupts.total")[0].1, 6.0);
@@ -486,16 +483,14 @@ PIN:          0          0   Posted-interrupt notification event\n";
     #[test]
     fn short_rows_and_garbage_cost_nothing_else() {
         let text = "  CPU0 CPU1\n  1:  7\n junk: x y\n\n  2: 1 2 z\n";
-        let dir = tree(&[("proc/interrupts", text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/interrupts", text)]);
         let tot = fetch_f64(&mut a, "kernel.all.interrupts.total");
         assert_eq!(
             tot,
             [("1".into(), 7.0), ("junk".into(), 0.0), ("2".into(), 3.0)]
         );
         // A missing file: no values, no error.
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert!(fetch(&mut a, "kernel.all.interrupts.total").is_empty());
         assert!(fetch(&mut a, "kernel.percpu.sirq").is_empty());
     }
@@ -505,8 +500,7 @@ PIN:          0          0   Posted-interrupt notification event\n";
         let text = "                    CPU0       CPU1       \n\
           HI:          0          1\n\
        TIMER:     149035     118548\n";
-        let dir = tree(&[("proc/softirqs", text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/softirqs", text)]);
         assert_eq!(
             fetch_f64(&mut a, "kernel.all.softirqs.total"),
             [("HI".into(), 1.0), ("TIMER".into(), 267583.0)]
@@ -551,8 +545,7 @@ PIN:          0          0   Posted-interrupt notification event\n";
     fn a_1152_cpu_file_parses_whole() {
         let text = big_interrupts(1152, 90);
         assert!(text.len() > 1_000_000);
-        let dir = tree(&[("proc/interrupts", &text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/interrupts", &text)]);
         let per = fetch(&mut a, "kernel.percpu.interrupts");
         assert_eq!(per.len(), 1152 * 90);
         assert_eq!(per.last().unwrap().0, "89::cpu1151");

@@ -63,13 +63,13 @@ impl Group for Ksm {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
 
     #[test]
     fn each_file_is_one_metric_and_a_missing_file_is_no_value() {
         // An older kernel: no merge_across_nodes (before 3.9) nor pages_volatile's sibling
         // files of 5.x; a stray newline and a non-number.
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("sys/kernel/mm/ksm/full_scans", "17\n"),
             ("sys/kernel/mm/ksm/pages_shared", "1024\n"),
             ("sys/kernel/mm/ksm/pages_sharing", "5120\n"),
@@ -80,18 +80,18 @@ mod tests {
             ("sys/kernel/mm/ksm/sleep_millisecs", "20\n"),
             ("sys/kernel/mm/ksm/max_page_sharing", "256\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "mem.ksm.full_scans"), Some(17.0));
-        assert_eq!(one(&mut a, "mem.ksm.merge_across_nodes"), None);
-        assert_eq!(one(&mut a, "mem.ksm.pages_shared"), Some(1024.0));
-        assert_eq!(one(&mut a, "mem.ksm.pages_sharing"), Some(5120.0));
-        assert_eq!(one(&mut a, "mem.ksm.pages_to_scan"), Some(100.0));
-        assert_eq!(one(&mut a, "mem.ksm.pages_unshared"), Some(33.0));
-        assert_eq!(one(&mut a, "mem.ksm.pages_volatile"), Some(0.0));
-        assert_eq!(one(&mut a, "mem.ksm.run_state"), Some(1.0));
-        assert_eq!(one(&mut a, "mem.ksm.sleep_time"), Some(20.0));
-        let empty = tree(&[]);
-        let mut a = LinuxAgent::with_root(empty.path());
+        a.expect(
+            "mem.ksm.full_scans 17
+            mem.ksm.merge_across_nodes -
+            mem.ksm.pages_shared 1024
+            mem.ksm.pages_sharing 5120
+            mem.ksm.pages_to_scan 100
+            mem.ksm.pages_unshared 33
+            mem.ksm.pages_volatile 0
+            mem.ksm.run_state 1
+            mem.ksm.sleep_time 20",
+        );
+        let (_empty, mut a) = agent(&[]);
         assert_eq!(one(&mut a, "mem.ksm.run_state"), None);
     }
 

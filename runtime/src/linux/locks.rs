@@ -77,8 +77,7 @@ impl Group for Locks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
 
     #[test]
     fn kinds_and_access_counted() {
@@ -89,17 +88,17 @@ mod tests {
 5: DELEG  ACTIVE    RW  901 08:01:34 0 EOF\n\
 5: -> POSIX  ADVISORY  WRITE 712 00:19:527 0 EOF\n\
 junk\n";
-        let dir = tree(&[("proc/locks", text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "vfs.locks.posix.count"), Some(2.0));
-        assert_eq!(one(&mut a, "vfs.locks.posix.read"), Some(1.0));
-        assert_eq!(one(&mut a, "vfs.locks.posix.write"), Some(1.0));
-        assert_eq!(one(&mut a, "vfs.locks.flock.write"), Some(1.0));
-        assert_eq!(one(&mut a, "vfs.locks.lease.count"), Some(2.0));
-        assert_eq!(one(&mut a, "vfs.locks.lease.read"), Some(2.0));
-        assert_eq!(one(&mut a, "vfs.locks.lease.write"), Some(1.0));
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/locks", text)]);
+        a.expect(
+            "vfs.locks.posix.count 2
+            vfs.locks.posix.read 1
+            vfs.locks.posix.write 1
+            vfs.locks.flock.write 1
+            vfs.locks.lease.count 2
+            vfs.locks.lease.read 2
+            vfs.locks.lease.write 1",
+        );
+        let (_dir, mut a) = agent(&[]);
         assert_eq!(one(&mut a, "vfs.locks.flock.count"), None);
     }
 }

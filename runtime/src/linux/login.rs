@@ -98,9 +98,11 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("run")).unwrap();
         std::fs::write(dir.path().join("run/utmp"), &utmp).unwrap();
         let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "kernel.all.nusers"), Some(2.0));
-        assert_eq!(one(&mut a, "kernel.all.nroots"), Some(1.0));
-        assert_eq!(one(&mut a, "kernel.all.nsessions"), Some(4.0));
+        a.expect(
+            "kernel.all.nusers 2
+            kernel.all.nroots 1
+            kernel.all.nsessions 4",
+        );
         let dir = tree(&[]);
         let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(one(&mut a, "kernel.all.nsessions"), Some(0.0));

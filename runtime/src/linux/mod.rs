@@ -38,6 +38,7 @@ mod net_snmp;
 mod net_sysfs;
 mod numa;
 mod pressure;
+mod rows;
 mod scsi;
 mod slabinfo;
 mod sock_diag;

@@ -191,7 +191,7 @@ impl Group for NetConn {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
 
     const HEAD: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
 
@@ -214,18 +214,19 @@ mod tests {
         tcp6.push_str(&tcp_line(1, 0x0B));
         tcp6.push_str(&tcp_line(2, 0x0C)); // no such state: not counted
         tcp6.push_str("garbage line\n");
-        let dir = tree(&[("proc/net/tcp", &tcp), ("proc/net/tcp6", &tcp6)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.tcpconn.established"), Some(15_000.0));
-        assert_eq!(one(&mut a, "network.tcpconn.time_wait"), Some(5_000.0));
-        assert_eq!(one(&mut a, "network.tcpconn.listen"), Some(5_000.0));
-        assert_eq!(one(&mut a, "network.tcpconn.close_wait"), Some(5_000.0));
-        assert_eq!(one(&mut a, "network.tcpconn.syn_sent"), Some(0.0));
-        assert_eq!(one(&mut a, "network.tcpconn6.listen"), Some(1.0));
-        assert_eq!(one(&mut a, "network.tcpconn6.closing"), Some(1.0));
-        assert_eq!(one(&mut a, "network.tcpconn6.established"), Some(0.0));
-        // No udp file: no value.
-        assert_eq!(one(&mut a, "network.udpconn.listen"), None);
+        let (_dir, mut a) = agent(&[("proc/net/tcp", &tcp), ("proc/net/tcp6", &tcp6)]);
+        a.expect(
+            "network.tcpconn.established 15000
+            network.tcpconn.time_wait 5000
+            network.tcpconn.listen 5000
+            network.tcpconn.close_wait 5000
+            network.tcpconn.syn_sent 0
+            network.tcpconn6.listen 1
+            network.tcpconn6.closing 1
+            network.tcpconn6.established 0
+            # No udp file: no value.
+            network.udpconn.listen -",
+        );
     }
 
     #[test]
@@ -248,24 +249,25 @@ Num       RefCount Protocol Flags    Type St Inode Path
 ";
         let long = format!("{}\n", "x".repeat(200_000));
         let raw6 = format!("{HEAD}{long}{}", tcp_line(0, 7));
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("proc/net/udp", &udp),
             ("proc/net/udp6", HEAD),
             ("proc/net/raw", &raw),
             ("proc/net/raw6", &raw6),
             ("proc/net/unix", unix),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.udpconn.listen"), Some(2.0));
-        assert_eq!(one(&mut a, "network.udpconn.established"), Some(1.0));
-        assert_eq!(one(&mut a, "network.udpconn6.listen"), Some(0.0));
-        assert_eq!(one(&mut a, "network.rawconn.count"), Some(2.0));
-        // The overlong line is skipped, not counted, and does not stop the count.
-        assert_eq!(one(&mut a, "network.rawconn6.count"), Some(1.0));
-        assert_eq!(one(&mut a, "network.unix.datagram.count"), Some(1.0));
-        assert_eq!(one(&mut a, "network.unix.stream.count"), Some(4.0));
-        assert_eq!(one(&mut a, "network.unix.stream.listen"), Some(1.0));
-        assert_eq!(one(&mut a, "network.unix.stream.established"), Some(2.0));
+        a.expect(
+            "network.udpconn.listen 2
+            network.udpconn.established 1
+            network.udpconn6.listen 0
+            network.rawconn.count 2
+            # The overlong line is skipped, not counted, and does not stop the count.
+            network.rawconn6.count 1
+            network.unix.datagram.count 1
+            network.unix.stream.count 4
+            network.unix.stream.listen 1
+            network.unix.stream.established 2",
+        );
     }
 
     #[test]

@@ -36,49 +36,32 @@ fn parse(text: &str, rows: &mut Vec<(String, Row)>, admit: impl Fn(&str) -> bool
     }
 }
 
-/// The columns (summed) of a cluster-3 item, `None` for items read elsewhere.
+/// Each column alone, to slice one from.
+const COLUMN: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+/// Receive and transmit summed: bytes, packets, errors, drops.
+const BOTH: [[usize; 2]; 4] = [[0, 8], [1, 9], [2, 10], [3, 11]];
+
+/// The columns (summed) of a cluster-3 item, `None` for items read elsewhere: 0-15 the
+/// file's columns, 16-19 the totals of both directions, 20 the multicasts again
+/// (`in.mcasts`).
 fn columns(item: u32) -> Option<&'static [usize]> {
-    Some(match item {
-        0 => &[0],
-        1 => &[1],
-        2 => &[2],
-        3 => &[3],
-        4 => &[4],
-        5 => &[5],
-        6 => &[6],
-        7 => &[7],
-        8 => &[8],
-        9 => &[9],
-        10 => &[10],
-        11 => &[11],
-        12 => &[12],
-        13 => &[13],
-        14 => &[14],
-        15 => &[15],
-        16 => &[0, 8],
-        17 => &[1, 9],
-        18 => &[2, 10],
-        19 => &[3, 11],
-        20 => &[7],
+    let i = item as usize;
+    Some(match i {
+        0..=15 => &COLUMN[i..=i],
+        16..=19 => &BOTH[i - 16],
+        20 => &COLUMN[7..=7],
         _ => return None,
     })
 }
 
-/// The columns of a `network.all` item (cluster 90).
+/// The columns of a `network.all` item (cluster 90): the first four receive columns, the
+/// first four transmit columns, then the totals of both.
 fn all_columns(item: u32) -> Option<&'static [usize]> {
-    Some(match item {
-        0 => &[0],
-        1 => &[1],
-        2 => &[2],
-        3 => &[3],
-        4 => &[8],
-        5 => &[9],
-        6 => &[10],
-        7 => &[11],
-        8 => &[0, 8],
-        9 => &[1, 9],
-        10 => &[2, 10],
-        11 => &[3, 11],
+    let i = item as usize;
+    Some(match i {
+        0..=3 => &COLUMN[i..=i],
+        4..=7 => &COLUMN[i + 4..=i + 4],
+        8..=11 => &BOTH[i - 8],
         _ => return None,
     })
 }

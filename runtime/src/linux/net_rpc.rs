@@ -381,8 +381,7 @@ fn ops_of(indom: u32) -> Option<(&'static [&'static str], usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
     use crate::namespace::Agent;
 
     const CLIENT: &str = "\
@@ -407,10 +406,11 @@ proc4ops 72 0 0 0 40 12 6 1 0 3 9000 30 0 0 0 0 600 0 0 12 0 0 0 8000 0 100 700 
 
     #[test]
     fn an_nfs_client_has_v3_and_v4_ops_and_no_server_values() {
-        let dir = tree(&[("proc/net/rpc/nfs", CLIENT)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "rpc.client.rpccnt"), Some(151360.0));
-        assert_eq!(one(&mut a, "rpc.client.rpcretrans"), Some(2.0));
+        let (_dir, mut a) = agent(&[("proc/net/rpc/nfs", CLIENT)]);
+        a.expect(
+            "rpc.client.rpccnt 151360
+            rpc.client.rpcretrans 2",
+        );
         let v3 = fetch_f64(&mut a, "nfs3.client.reqs");
         assert_eq!(v3.len(), 22);
         assert_eq!(v3[1], ("getattr".into(), 70541.0));
@@ -420,10 +420,12 @@ proc4ops 72 0 0 0 40 12 6 1 0 3 9000 30 0 0 0 0 600 0 0 12 0 0 0 8000 0 100 700 
         assert_eq!(v4.len(), 56);
         assert_eq!(v4[2], ("write".into(), 7.0));
         assert_eq!(v4[18], ("getattr".into(), 11.0));
-        assert_eq!(one(&mut a, "nfs4.client.calls"), Some(40.0));
-        // No proc2 line: the v2 ops count 0, as pmdalinux zeroes them.
-        assert_eq!(one(&mut a, "nfs.client.calls"), Some(0.0));
-        assert_eq!(one(&mut a, "rpc.server.rpccnt"), None);
+        a.expect(
+            "nfs4.client.calls 40
+            # No proc2 line: the v2 ops count 0, as pmdalinux zeroes them.
+            nfs.client.calls 0
+            rpc.server.rpccnt -",
+        );
         assert!(fetch_f64(&mut a, "nfs3.server.reqs").is_empty());
         assert_eq!(one(&mut a, "rpc.server.ra_size"), Some(0.0));
         assert_eq!(a.instance_id(super::indom::NFS4_CLI, "getattr"), Some(18));
@@ -431,16 +433,17 @@ proc4ops 72 0 0 0 40 12 6 1 0 3 9000 30 0 0 0 0 600 0 0 12 0 0 0 8000 0 100 700 
 
     #[test]
     fn an_nfs_server_has_rpc_fh_io_threads_and_v4_ops_from_instance_1() {
-        let dir = tree(&[("proc/net/rpc/nfsd", SERVER)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "rpc.server.rpccnt"), Some(8450.0));
-        assert_eq!(one(&mut a, "rpc.server.rpcbadauth"), Some(2.0));
-        assert_eq!(one(&mut a, "rpc.server.rcnocache"), Some(8422.0));
-        assert_eq!(one(&mut a, "rpc.server.io_read"), Some(1048576.0));
-        assert_eq!(one(&mut a, "rpc.server.th_cnt"), Some(8.0));
-        assert_eq!(one(&mut a, "rpc.server.nettcpconn"), Some(12.0));
-        assert_eq!(one(&mut a, "rpc.server.ra_hits"), Some(11.0));
-        assert_eq!(one(&mut a, "rpc.server.ra_misses"), Some(3.0));
+        let (_dir, mut a) = agent(&[("proc/net/rpc/nfsd", SERVER)]);
+        a.expect(
+            "rpc.server.rpccnt 8450
+            rpc.server.rpcbadauth 2
+            rpc.server.rcnocache 8422
+            rpc.server.io_read 1048576
+            rpc.server.th_cnt 8
+            rpc.server.nettcpconn 12
+            rpc.server.ra_hits 11
+            rpc.server.ra_misses 3",
+        );
         let v4 = fetch_f64(&mut a, "nfs4.server.reqs");
         assert_eq!(v4.len(), 71);
         assert_eq!(v4[0], ("op0-unused".into(), 0.0));
@@ -454,7 +457,9 @@ proc4ops 72 0 0 0 40 12 6 1 0 3 9000 30 0 0 0 0 600 0 0 12 0 0 0 8000 0 100 700 
         );
         let v3 = fetch_f64(&mut a, "nfs3.server.reqs");
         assert_eq!(v3[7], ("write".into(), 200.0));
-        assert_eq!(one(&mut a, "rpc.client.rpccnt"), None);
-        assert_eq!(one(&mut a, "nfs.client.calls"), None);
+        a.expect(
+            "rpc.client.rpccnt -
+            nfs.client.calls -",
+        );
     }
 }

@@ -159,7 +159,7 @@ impl Group for Numa {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
 
     fn meminfo(node: u32, total: u64, free: u64) -> String {
         format!(
@@ -177,7 +177,7 @@ mod tests {
     fn two_nodes_with_meminfo_numastat_and_huge_pages_in_bytes() {
         let m0 = meminfo(0, 16_000_000, 1_000_000);
         let m1 = meminfo(1, 16_500_000, 2_000_000);
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("sys/devices/system/node/node0/meminfo", &m0),
             ("sys/devices/system/node/node1/meminfo", &m1),
             (
@@ -191,7 +191,6 @@ mod tests {
                 "MemTotal: 32500000 kB\nHugepagesize:       2048 kB\n",
             ),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         let n = |v: &[(&str, f64)]| {
             v.iter()
                 .map(|(n, x)| (n.to_string(), *x))
@@ -225,8 +224,7 @@ mod tests {
 
     #[test]
     fn no_sysfs_nodes_means_no_values() {
-        let dir = tree(&[("proc/meminfo", "Hugepagesize: 2048 kB\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/meminfo", "Hugepagesize: 2048 kB\n")]);
         assert!(fetch_f64(&mut a, "mem.numa.util.total").is_empty());
         assert!(fetch_f64(&mut a, "mem.numa.util.hugepagesFreeBytes").is_empty());
     }

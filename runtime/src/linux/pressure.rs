@@ -105,13 +105,12 @@ impl Group for Pressure {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch, fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch, fetch_f64, one};
     use crate::namespace::Agent;
 
     #[test]
     fn some_and_full_lines_of_each_file() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             (
                 "proc/pressure/cpu",
                 "some avg10=82.04 avg60=79.69 avg300=75.87 total=1847763279\n\
@@ -127,17 +126,12 @@ mod tests {
                 "full avg10=1.00 avg60=2.00 avg300=3.00 total=99\n",
             ),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         let cpu = fetch_f64(&mut a, "kernel.all.pressure.cpu.some.avg");
         assert_eq!(cpu[0].0, "10 second");
         assert!((cpu[0].1 - 82.04).abs() < 1e-4 && (cpu[2].1 - 75.87).abs() < 1e-4);
-        assert_eq!(
-            one(&mut a, "kernel.all.pressure.cpu.some.total"),
-            Some(1847763279.0)
-        );
-        assert_eq!(
-            one(&mut a, "kernel.all.pressure.io.full.total"),
-            Some(3772456.0)
+        a.expect(
+            "kernel.all.pressure.cpu.some.total 1847763279
+            kernel.all.pressure.io.full.total 3772456",
         );
         assert_eq!(
             fetch_f64(&mut a, "kernel.all.pressure.io.full.avg")[1].0,
@@ -155,12 +149,13 @@ mod tests {
 
     #[test]
     fn a_malformed_some_line_hides_the_full_line_too() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/pressure/memory",
             "some avg10=x avg60=0 avg300=0 total=1\nfull avg10=0 avg60=0 avg300=0 total=5\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "kernel.all.pressure.memory.some.total"), None);
-        assert_eq!(one(&mut a, "kernel.all.pressure.memory.full.total"), None);
+        a.expect(
+            "kernel.all.pressure.memory.some.total -
+            kernel.all.pressure.memory.full.total -",
+        );
     }
 }

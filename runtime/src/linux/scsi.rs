@@ -6,6 +6,7 @@
 //! pmdalinux reads the scsi_device directory outside its stats path; here it is read under
 //! the root like everything else. Owns these two clusters only.
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
 
@@ -116,8 +117,8 @@ const NTAPE: u32 = 16;
 
 #[derive(Default)]
 pub struct Tape {
-    devs: Vec<(String, [u64; 10])>,
-    sysfs: bool,
+    /// Present when the root has `/sys/class`.
+    devs: Rows<10>,
 }
 
 impl Group for Tape {
@@ -126,8 +127,7 @@ impl Group for Tape {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.devs.clear();
-        self.sysfs = ctx.root.path("sys/class").is_dir();
+        self.devs.reset(ctx.root.path("sys/class").is_dir());
         for dev in ctx.root.list("sys/class/scsi_tape") {
             // Only stN: nstN, stNa, ... share stN's statistics.
             if !dev.starts_with("st") || !dev.ends_with(|c: char| c.is_ascii_digit()) {
@@ -145,37 +145,27 @@ impl Group for Tape {
                     *slot = text[..digits].parse().unwrap_or(0);
                 }
             }
-            self.devs.push((dev, counts));
+            self.devs.push(dev, counts);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        if m.item == NTAPE {
+        match m.item {
             // A host with sysfs and no tapes has 0 (as pmcd answers); no sysfs, no value.
-            if !self.sysfs {
-                return;
-            }
-            out.push((String::new(), Value::Uint(self.devs.len() as u64)));
-        } else if (m.item as usize) < TAPE_FIELDS.len() {
-            let i = m.item as usize;
-            out.extend(
-                self.devs
-                    .iter()
-                    .map(|(n, c)| (n.clone(), Value::Uint(c[i]))),
-            );
+            NTAPE => self.devs.count(out),
+            i => self.devs.column(i as usize, out),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch, fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch, one};
     use crate::namespace::Value;
 
     #[test]
     fn scsi_entries_map_to_their_block_devices() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             (
                 "proc/scsi/scsi",
                 "Attached devices:\nHost: scsi0 Channel: 00 Id: 00 Lun: 00\n  Vendor: ATA      Model: Samsung SSD 860  Rev: 4B6Q\n  Type:   Direct-Access                    ANSI  SCSI revision: 05\nHost: scsi1 Channel: 00 Id: 00 Lun: 00\n  Vendor: HL-DT-ST Model: DVDRAM GH24NSD1  Rev: LG00\n  Type:   CD-ROM                           ANSI  SCSI revision: 05\nHost: scsi2 Channel: 00 Id: 03 Lun: 00\n  Vendor: HP       Model: Ultrium 6-SCSI   Rev: 35GD\n  Type:   Sequential-Access                ANSI  SCSI revision: 06\n",
@@ -194,7 +184,6 @@ mod tests {
             ("sys/class/scsi_tape/nst0/stats/read_cnt", "12\n"),
             ("sys/class/scsi_tape/st0a/stats/read_cnt", "12\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         // The tape drive has no block device: not listed.
         assert_eq!(
             fetch(&mut a, "hinv.map.scsi"),
@@ -206,23 +195,15 @@ mod tests {
                 ("scsi1:0:0:0 CD-ROM".to_string(), Value::Text("sr0".into())),
             ]
         );
-        assert_eq!(one(&mut a, "hinv.ntape"), Some(1.0));
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.read_cnt"),
-            [("st0".into(), 12.0)]
+        a.expect(
+            "hinv.ntape 1
+            tape.dev.read_cnt st0=12
+            tape.dev.write_byte_cnt st0=1048576
+            tape.dev.in_flight st0=1
+            tape.dev.io_ns st0=0",
         );
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.write_byte_cnt"),
-            [("st0".into(), 1048576.0)]
-        );
-        assert_eq!(
-            fetch_f64(&mut a, "tape.dev.in_flight"),
-            [("st0".into(), 1.0)]
-        );
-        assert_eq!(fetch_f64(&mut a, "tape.dev.io_ns"), [("st0".into(), 0.0)]);
         // sysfs without tapes: none.
-        let dir = tree(&[("sys/class/net/lo/mtu", "65536\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("sys/class/net/lo/mtu", "65536\n")]);
         assert_eq!(one(&mut a, "hinv.ntape"), Some(0.0));
         assert!(fetch(&mut a, "hinv.map.scsi").is_empty());
     }

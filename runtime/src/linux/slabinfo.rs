@@ -178,7 +178,7 @@ impl Group for SlabInfo {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
 
     const V21: &str = "\
 slabinfo - version: 2.1
@@ -190,8 +190,7 @@ fake cache (DMA)     100    128     64   64    1 : tunables  120   60    8 : sla
 
     #[test]
     fn version_2_1_with_a_name_holding_a_space() {
-        let dir = tree(&[("proc/slabinfo", V21)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/slabinfo", V21)]);
         let active = fetch_f64(&mut a, "mem.slabinfo.objects.active");
         let names: Vec<&str> = active.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -229,11 +228,10 @@ fake cache (DMA)     100    128     64   64    1 : tunables  120   60    8 : sla
 
     #[test]
     fn version_1_1_lacks_objects_per_slab_and_total_slabs() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/slabinfo",
             "slabinfo - version: 1.1\nkmem_cache 59 78 100 2 2 1\nbad line\nlater 1 1 1 1 1 1\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
         let page = super::super::meminfo::page_size() as f64;
         assert_eq!(
             fetch_f64(&mut a, "mem.slabinfo.slabs.total_size"),
@@ -242,8 +240,7 @@ fake cache (DMA)     100    128     64   64    1 : tunables  120   60    8 : sla
         assert!(fetch_f64(&mut a, "mem.slabinfo.slabs.total").is_empty());
         assert!(fetch_f64(&mut a, "mem.slabinfo.slabs.objects_per_slab").is_empty());
         // An unknown version: no values at all.
-        let dir = tree(&[("proc/slabinfo", "slabinfo - version: 3.0\nx 1 2 3\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/slabinfo", "slabinfo - version: 3.0\nx 1 2 3\n")]);
         assert!(fetch_f64(&mut a, "mem.slabinfo.objects.active").is_empty());
     }
 }

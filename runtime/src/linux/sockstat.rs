@@ -85,30 +85,31 @@ impl Group for SockStat {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::agent;
 
     #[test]
     fn fields_by_protocol_and_name_old_and_new_kernels() {
         // An old kernel: no UDPLITE, no "mem" on UDP; sockstat6 absent.
         let old = "sockets: used 312\nTCP: inuse 20 orphan 1 tw 9 alloc 25 mem 3\nUDP: inuse 4\nRAW: inuse 0\nFRAG: inuse 0 memory 0\n";
-        let dir = tree(&[("proc/net/sockstat", old)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.sockstat.total"), Some(312.0));
-        assert_eq!(one(&mut a, "network.sockstat.tcp.tw"), Some(9.0));
-        assert_eq!(one(&mut a, "network.sockstat.tcp.mem"), Some(3.0));
-        assert_eq!(one(&mut a, "network.sockstat.udp.inuse"), Some(4.0));
-        assert_eq!(one(&mut a, "network.sockstat.udp.mem"), None);
-        assert_eq!(one(&mut a, "network.sockstat.udplite.inuse"), None);
-        assert_eq!(one(&mut a, "network.sockstat.tcp6.inuse"), None);
+        let (_dir, mut a) = agent(&[("proc/net/sockstat", old)]);
+        a.expect(
+            "network.sockstat.total 312
+            network.sockstat.tcp.tw 9
+            network.sockstat.tcp.mem 3
+            network.sockstat.udp.inuse 4
+            network.sockstat.udp.mem -
+            network.sockstat.udplite.inuse -
+            network.sockstat.tcp6.inuse -",
+        );
 
         let new = "sockets: used 81\nTCP: inuse 7 orphan 0 tw 0 alloc 11 mem 11\nUDP: inuse 0 mem 2\nUDPLITE: inuse 0\nRAW: inuse 1\nFRAG: inuse 0 memory 0\n";
         let six = "TCP6: inuse 4\nUDP6: inuse 2\nUDPLITE6: inuse 0\nRAW6: inuse 0\nFRAG6: inuse 1 memory 1024\n";
-        let dir = tree(&[("proc/net/sockstat", new), ("proc/net/sockstat6", six)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.sockstat.udp.mem"), Some(2.0));
-        assert_eq!(one(&mut a, "network.sockstat.raw.inuse"), Some(1.0));
-        assert_eq!(one(&mut a, "network.sockstat.tcp6.inuse"), Some(4.0));
-        assert_eq!(one(&mut a, "network.sockstat.frag6.memory"), Some(1024.0));
+        let (_dir, mut a) = agent(&[("proc/net/sockstat", new), ("proc/net/sockstat6", six)]);
+        a.expect(
+            "network.sockstat.udp.mem 2
+            network.sockstat.raw.inuse 1
+            network.sockstat.tcp6.inuse 4
+            network.sockstat.frag6.memory 1024",
+        );
     }
 }

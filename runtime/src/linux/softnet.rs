@@ -7,6 +7,7 @@
 //!
 //! Owns this file only (it reads `/proc/stat`'s CPU names, not its values).
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
 
@@ -20,7 +21,7 @@ const MAX_CPUS: usize = 65_536;
 pub struct SoftNet {
     buf: String,
     /// (CPU name, counters of [`COLUMNS`]).
-    rows: Vec<(String, [u64; 6])>,
+    rows: Rows<6>,
     /// How many of [`COLUMNS`] the last line had.
     have: usize,
 }
@@ -42,7 +43,7 @@ impl Group for SoftNet {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.rows.clear();
+        self.rows.reset(true);
         self.have = 0;
         let cpus = match ctx.root.read("proc/stat", &mut self.buf) {
             Ok(t) => online_cpus(t),
@@ -70,7 +71,7 @@ impl Group for SoftNet {
                 self.have = 0;
             }
             let name = cpus.get(n).cloned().unwrap_or_else(|| format!("cpu{n}"));
-            self.rows.push((name, COLUMNS.map(|c| cols[c])));
+            self.rows.push(name, COLUMNS.map(|c| cols[c]));
         }
     }
 
@@ -80,22 +81,16 @@ impl Group for SoftNet {
             return;
         }
         if m.item < 6 {
-            let total = self.rows.iter().fold(0u64, |a, r| a.wrapping_add(r.1[col]));
-            out.push((String::new(), Value::Uint(total)));
+            out.push((String::new(), Value::Uint(self.rows.total(col))));
         } else {
-            out.extend(
-                self.rows
-                    .iter()
-                    .map(|(n, r)| (n.clone(), Value::Uint(r[col]))),
-            );
+            self.rows.column(col, out);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
 
     #[test]
     fn per_cpu_rows_follow_the_online_cpus_and_old_kernels_lack_columns() {
@@ -106,8 +101,7 @@ mod tests {
 000000ff 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001 00000000 00000000 00000002
 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000003
 ";
-        let dir = tree(&[("proc/stat", stat), ("proc/net/softnet_stat", sn)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/stat", stat), ("proc/net/softnet_stat", sn)]);
         assert_eq!(
             one(&mut a, "network.softnet.processed"),
             Some(16.0 + 255.0 + 1.0)
@@ -129,10 +123,11 @@ mod tests {
 
         // A 2.6.32 kernel: 10 columns, no flow limit.
         let old = "00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000003 00000004\n";
-        let dir = tree(&[("proc/stat", "cpu0 1\n"), ("proc/net/softnet_stat", old)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "network.softnet.received_rps"), Some(4.0));
-        assert_eq!(one(&mut a, "network.softnet.flow_limit_count"), None);
+        let (_dir, mut a) = agent(&[("proc/stat", "cpu0 1\n"), ("proc/net/softnet_stat", old)]);
+        a.expect(
+            "network.softnet.received_rps 4
+            network.softnet.flow_limit_count -",
+        );
         assert!(fetch_f64(&mut a, "network.softnet.percpu.flow_limit_count").is_empty());
     }
 }

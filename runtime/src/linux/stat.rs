@@ -58,50 +58,38 @@ enum Field {
     VNice,
 }
 
+/// The 13 CPU fields, in the column order of [`ITEMS`].
+const FIELDS: [Field; 13] = {
+    use Field::*;
+    [
+        One(USER),
+        One(NICE),
+        One(SYS),
+        One(IDLE),
+        One(WAIT),
+        Intr,
+        One(SIRQ),
+        One(IRQ),
+        One(STEAL),
+        One(GUEST),
+        VUser,
+        One(GUEST_NICE),
+        VNice,
+    ]
+};
+
+/// Cluster-0 items of each field of [`FIELDS`]: over all CPUs, per CPU, per node.
+const ITEMS: [[u32; 13]; 3] = [
+    [20, 21, 22, 23, 35, 34, 53, 54, 55, 60, 78, 81, 82],
+    [0, 1, 2, 3, 30, 31, 56, 57, 58, 61, 76, 83, 84],
+    [62, 63, 64, 65, 69, 66, 70, 71, 67, 68, 77, 85, 86],
+];
+
 /// Which CPU field a cluster-0 item is, and over what: 0 all, 1 per CPU, 2 per node.
 fn cpu_item(item: u32) -> Option<(u8, Field)> {
-    use Field::*;
-    Some(match item {
-        20 => (0, One(USER)),
-        21 => (0, One(NICE)),
-        22 => (0, One(SYS)),
-        23 => (0, One(IDLE)),
-        35 => (0, One(WAIT)),
-        34 => (0, Intr),
-        53 => (0, One(SIRQ)),
-        54 => (0, One(IRQ)),
-        55 => (0, One(STEAL)),
-        60 => (0, One(GUEST)),
-        78 => (0, VUser),
-        81 => (0, One(GUEST_NICE)),
-        82 => (0, VNice),
-        0 => (1, One(USER)),
-        1 => (1, One(NICE)),
-        2 => (1, One(SYS)),
-        3 => (1, One(IDLE)),
-        30 => (1, One(WAIT)),
-        31 => (1, Intr),
-        56 => (1, One(SIRQ)),
-        57 => (1, One(IRQ)),
-        58 => (1, One(STEAL)),
-        61 => (1, One(GUEST)),
-        76 => (1, VUser),
-        83 => (1, One(GUEST_NICE)),
-        84 => (1, VNice),
-        62 => (2, One(USER)),
-        63 => (2, One(NICE)),
-        64 => (2, One(SYS)),
-        65 => (2, One(IDLE)),
-        69 => (2, One(WAIT)),
-        66 => (2, Intr),
-        70 => (2, One(SIRQ)),
-        71 => (2, One(IRQ)),
-        67 => (2, One(STEAL)),
-        68 => (2, One(GUEST)),
-        77 => (2, VUser),
-        85 => (2, One(GUEST_NICE)),
-        86 => (2, VNice),
-        _ => return None,
+    ITEMS.iter().enumerate().find_map(|(over, items)| {
+        let f = items.iter().position(|&i| i == item)?;
+        Some((over as u8, FIELDS[f]))
     })
 }
 
@@ -214,13 +202,11 @@ impl Group for Stat {
     fn refresh(&mut self, ctx: &Ctx) {
         let mut buf = std::mem::take(&mut self.buf);
         *self = Stat::default();
-        self.ok = match ctx.root.read("proc/stat", &mut buf) {
-            Ok(text) => {
-                self.parse(text);
-                true
-            }
-            Err(_) => false,
-        };
+        self.ok = ctx
+            .root
+            .read("proc/stat", &mut buf)
+            .map(|t| self.parse(t))
+            .is_ok();
         self.buf = buf;
         if self.ok {
             self.nodes(ctx);

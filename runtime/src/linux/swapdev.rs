@@ -81,7 +81,7 @@ impl Group for Swaps {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
 
     const SWAPS: &str = "\
 Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority
@@ -93,8 +93,7 @@ Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority
 
     #[test]
     fn one_instance_per_path_with_sizes_in_kbyte() {
-        let dir = tree(&[("proc/swaps", SWAPS)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/swaps", SWAPS)]);
         let names = ["/dev/nvme0n1p3", "/swapfile", "/dev/zram0"];
         let got = |a: &mut LinuxAgent, m| fetch_f64(a, m);
         let free = got(&mut a, "swapdev.free");
@@ -130,14 +129,11 @@ Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority
 
     #[test]
     fn no_swap_and_no_file_mean_no_instances() {
-        let dir = tree(&[("proc/swaps", "Filename Type Size Used Priority\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/swaps", "Filename Type Size Used Priority\n")]);
         assert!(fetch_f64(&mut a, "swapdev.length").is_empty());
-        let dir = tree(&[("proc/swaps", "/dev/sda2 partition 100\n")]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/swaps", "/dev/sda2 partition 100\n")]);
         assert!(fetch_f64(&mut a, "swapdev.length").is_empty());
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert!(fetch_f64(&mut a, "swapdev.free").is_empty());
     }
 }

@@ -79,13 +79,15 @@ mod tests {
     fn the_five_files_as_32_bit_counts() {
         let dir = tree(&files(true));
         let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "vfs.files.count"), Some(1184.0));
-        // A file-max of 2^63-1 (kernels since 5.x) wraps to -1 as `%d` stores it.
-        assert_eq!(one(&mut a, "vfs.files.max"), Some(-1.0));
-        assert_eq!(one(&mut a, "vfs.inodes.free"), Some(102.0));
-        assert_eq!(one(&mut a, "vfs.dentry.count"), Some(52000.0));
-        assert_eq!(one(&mut a, "vfs.aio.count"), Some(12.0));
-        assert_eq!(one(&mut a, "vfs.aio.max"), Some(65536.0));
+        a.expect(
+            "vfs.files.count 1184
+            # A file-max of 2^63-1 (kernels since 5.x) wraps to -1 as `%d` stores it.
+            vfs.files.max -1
+            vfs.inodes.free 102
+            vfs.dentry.count 52000
+            vfs.aio.count 12
+            vfs.aio.max 65536",
+        );
     }
 
     #[test]

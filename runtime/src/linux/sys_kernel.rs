@@ -56,33 +56,35 @@ impl Group for SysKernel {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
 
     #[test]
     fn files_of_proc_sys_kernel() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("proc/sys/kernel/pid_max", "4194304\n"),
             ("proc/sys/kernel/pty/nr", "3\n"),
             ("proc/sys/kernel/random/entropy_avail", "256\n"),
             ("proc/sys/kernel/random/poolsize", "256\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "kernel.all.pid_max"), Some(4194304.0));
-        assert_eq!(one(&mut a, "kernel.all.nptys"), Some(3.0));
-        assert_eq!(one(&mut a, "kernel.all.entropy.avail"), Some(256.0));
-        assert_eq!(one(&mut a, "kernel.all.entropy.poolsize"), Some(256.0));
+        a.expect(
+            "kernel.all.pid_max 4194304
+            kernel.all.nptys 3
+            kernel.all.entropy.avail 256
+            kernel.all.entropy.poolsize 256",
+        );
     }
 
     #[test]
     fn an_old_kernel_without_poolsize_has_no_entropy_and_the_default_pid_max() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("proc/sys/kernel/random/entropy_avail", "3000\n"),
             ("proc/sys/kernel/pid_max", "garbage\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "kernel.all.entropy.avail"), None);
-        assert_eq!(one(&mut a, "kernel.all.pid_max"), Some(4194304.0));
-        assert_eq!(one(&mut a, "kernel.all.nptys"), None);
+        a.expect(
+            "kernel.all.entropy.avail -
+            kernel.all.pid_max 4194304
+            kernel.all.nptys -",
+        );
     }
 
     #[test]

@@ -84,12 +84,11 @@ impl Group for SysfsKernel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, one, tree};
+    use super::super::testing::{agent, fetch_f64, one};
 
     #[test]
     fn seqnum_and_normal_zone_fragmentation_per_node() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("sys/kernel/uevent_seqnum", "4242\n"),
             (
                 "sys/kernel/debug/extfrag/unusable_index",
@@ -98,14 +97,12 @@ mod tests {
                  Node 1, zone   Normal 0.100 0.100\n",
             ),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(one(&mut a, "sysfs.kernel.uevent_seqnum"), Some(4242.0));
         let f = fetch_f64(&mut a, "sysfs.kernel.debug.extfrag_unusable");
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].0, "node0");
         assert!((f[0].1 - 0.75).abs() < 1e-6 && (f[1].1 - 0.2).abs() < 1e-6);
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert_eq!(one(&mut a, "sysfs.kernel.uevent_seqnum"), None);
     }
 }

@@ -38,3 +38,86 @@ pub fn one(a: &mut LinuxAgent, name: &str) -> Option<f64> {
     assert!(v.len() <= 1, "{name}: {v:?}");
     v.first().map(|(_, x)| *x)
 }
+
+/// An agent reading a root that holds `files` (see [`tree`]); keep the directory alive
+/// while the agent reads it.
+pub fn agent(files: &[(&str, &str)]) -> (tempfile::TempDir, LinuxAgent) {
+    let dir = tree(files);
+    let a = LinuxAgent::with_root(dir.path());
+    (dir, a)
+}
+
+/// Checks many metrics against a table, one metric a line, and lists every mismatch
+/// before failing (one failing line does not hide the others):
+/// - `name 12.5`: exactly one value, equal to the number (`_` separators allowed);
+/// - `name -`: no value;
+/// - `name "text"`: exactly one value, this text;
+/// - `name sda=1 sdb=2`: exactly these instances, in this order, with these values;
+/// - `name !AppVersion`: the fetch fails with this error.
+///
+/// Blank lines and `#` comment lines are skipped.
+impl LinuxAgent {
+    pub fn expect(&mut self, table: &str) {
+        expect(self, table)
+    }
+}
+
+fn expect(a: &mut LinuxAgent, table: &str) {
+    let mut wrong = Vec::new();
+    for line in table.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, want) = line.split_once(' ').unwrap_or((line, ""));
+        let want = want.trim();
+        let Ok(id) = a.lookup_name(name) else {
+            wrong.push(format!("{name}: not a metric name"));
+            continue;
+        };
+        let got = match a.fetch(&[id]).pop().map(|r| r.1) {
+            Some(Ok(v)) => v,
+            Some(Err(e)) if want.strip_prefix('!') == Some(&format!("{e:?}")) => continue,
+            other => {
+                wrong.push(format!("{name}: want {want}, got {other:?}"));
+                continue;
+            }
+        };
+        let ok = match want {
+            "-" => got.is_empty(),
+            _ if want.starts_with('"') => {
+                let text = want.trim_matches('"');
+                matches!(&got[..], [(_, Value::Text(t))] if t == text)
+            }
+            _ if want.contains('=') => {
+                let insts: Vec<(&str, f64)> = want
+                    .split_ascii_whitespace()
+                    .map(|p| {
+                        let (i, v) = p.split_once('=').expect("instance=value");
+                        (i, number(v))
+                    })
+                    .collect();
+                got.len() == insts.len()
+                    && got
+                        .iter()
+                        .zip(&insts)
+                        .all(|((gi, gv), (wi, wv))| gi == wi && gv.as_f64() == Some(*wv))
+            }
+            _ => matches!(&got[..], [(_, v)] if v.as_f64() == Some(number(want))),
+        };
+        if !ok {
+            wrong.push(format!("{name}: want {want}, got {got:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} mismatches:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+fn number(text: &str) -> f64 {
+    text.replace('_', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("{text:?} is not a number"))
+}

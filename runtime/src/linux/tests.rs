@@ -2,7 +2,7 @@
 //! against this machine's /proc, exact values from a synthesized tree, and a missing or
 //! hostile root costing only values. Each group's parser is tested in its own module.
 
-use super::testing::{fetch, fetch_f64, one, tree};
+use super::testing::{agent, fetch, fetch_f64, one};
 use super::*;
 use crate::namespace::{Namespace, Semantics, Value, ValueType};
 
@@ -139,7 +139,7 @@ fn network_interfaces_match_proc_net_dev() {
 /// key costs.
 #[test]
 fn synthesized_tree_exact_values() {
-    let root = tree(&[
+    let (_root, mut a) = agent(&[
         (
             "proc/stat",
             "cpu  100 2 30 4000 5 6 7 8 9 1\ncpu0 60 1 20 2000 3 3 3 4 4 0\n\
@@ -164,42 +164,41 @@ fn synthesized_tree_exact_values() {
         ("sys/devices/system/node/node0/cpulist", "0\n"),
         ("sys/devices/system/node/node1/cpulist", "1\n"),
     ]);
-    let mut a = LinuxAgent::with_root(root.path());
     let s = |v: f64| Some(v);
-    assert_eq!(one(&mut a, "kernel.all.cpu.user"), s(1000.0));
-    assert_eq!(one(&mut a, "kernel.all.cpu.vuser"), s(910.0));
-    assert_eq!(one(&mut a, "kernel.all.cpu.intr"), s(130.0));
-    assert_eq!(one(&mut a, "kernel.all.cpu.steal"), s(80.0));
-    assert_eq!(one(&mut a, "kernel.all.cpu.wait.total"), s(50.0));
-    assert_eq!(
-        fetch_f64(&mut a, "kernel.percpu.cpu.sys"),
-        vec![("cpu0".into(), 200.0), ("cpu1".into(), 100.0)]
+    a.expect(
+        "kernel.all.cpu.user 1000
+        kernel.all.cpu.vuser 910
+        kernel.all.cpu.intr 130
+        kernel.all.cpu.steal 80
+        kernel.all.cpu.wait.total 50
+        kernel.percpu.cpu.sys cpu0=200 cpu1=100
+        kernel.pernode.cpu.guest node0=40 node1=50
+        hinv.nnode 2
+        kernel.all.intr 12345
+        kernel.all.pswitch 777
+        kernel.all.sysfork 42
+        kernel.all.running 3
+        kernel.all.blocked 1
+        kernel.all.boottime 1700000000
+        hinv.ncpu 2",
     );
-    assert_eq!(
-        fetch_f64(&mut a, "kernel.pernode.cpu.guest"),
-        vec![("node0".into(), 40.0), ("node1".into(), 50.0)]
-    );
-    assert_eq!(one(&mut a, "hinv.nnode"), s(2.0));
-    assert_eq!(one(&mut a, "kernel.all.intr"), s(12345.0));
-    assert_eq!(one(&mut a, "kernel.all.pswitch"), s(777.0));
-    assert_eq!(one(&mut a, "kernel.all.sysfork"), s(42.0));
-    assert_eq!(one(&mut a, "kernel.all.running"), s(3.0));
-    assert_eq!(one(&mut a, "kernel.all.blocked"), s(1.0));
-    assert_eq!(one(&mut a, "kernel.all.boottime"), s(1700000000.0));
-    assert_eq!(one(&mut a, "hinv.ncpu"), s(2.0));
     assert_eq!(
         fetch_f64(&mut a, "kernel.all.load")[1],
         ("5 minute".into(), 1.25)
     );
-    assert_eq!(one(&mut a, "kernel.all.runnable"), s(3.0));
-    assert_eq!(one(&mut a, "kernel.all.nprocs"), s(456.0));
-    assert_eq!(one(&mut a, "kernel.all.uptime"), s(12345.67));
-    assert_eq!(one(&mut a, "kernel.all.idletime"), s(999.0));
-    assert_eq!(one(&mut a, "mem.util.used"), s(1536000.0));
+    a.expect(
+        "kernel.all.runnable 3
+        kernel.all.nprocs 456
+        kernel.all.uptime 12345.67
+        kernel.all.idletime 999
+        mem.util.used 1536000",
+    );
     assert_eq!(one(&mut a, "mem.util.other"), s(1536000.0 - 101000.0));
-    assert_eq!(one(&mut a, "mem.util.cache_clean"), s(99985.0));
-    assert_eq!(one(&mut a, "mem.util.available"), s(1024000.0));
-    assert_eq!(one(&mut a, "hinv.physmem"), s(2000.0));
+    a.expect(
+        "mem.util.cache_clean 99985
+        mem.util.available 1024000
+        hinv.physmem 2000",
+    );
     assert_eq!(one(&mut a, "swap.used"), s(512.0 * 1024.0));
     assert_eq!(
         one(&mut a, "mem.util.hugepagesTotalBytes"),
@@ -210,17 +209,12 @@ fn synthesized_tree_exact_values() {
         fetch_f64(&mut a, "network.interface.out.errors")[1],
         ("eth0".into(), 3.0)
     );
-    assert_eq!(
-        fetch_f64(&mut a, "network.interface.total.bytes"),
-        vec![
-            ("lo".into(), 2000.0),
-            ("eth0".into(), 12000.0),
-            ("bond0".into(), 12000.0)
-        ]
+    a.expect(
+        "network.interface.total.bytes lo=2000 eth0=12000 bond0=12000
+        # Loopback and bonds are not counted twice in the host's totals.
+        network.all.in.bytes 5000
+        network.all.total.drops 6",
     );
-    // Loopback and bonds are not counted twice in the host's totals.
-    assert_eq!(one(&mut a, "network.all.in.bytes"), s(5000.0));
-    assert_eq!(one(&mut a, "network.all.total.drops"), s(6.0));
     assert_eq!(
         fetch_f64(&mut a, "network.interface.in.mcasts")[1],
         ("eth0".into(), 9.0)
@@ -269,7 +263,7 @@ fn a_missing_root_has_no_values_and_no_errors() {
 /// Lines that are not what the parser expects cost only their own values.
 #[test]
 fn garbage_lines_cost_only_themselves() {
-    let root = tree(&[
+    let (_root, mut a) = agent(&[
         (
             "proc/stat",
             "cpu  1 2 3\ncpuX 1 2\ncpu0 x y z\nintr\nctxt notanumber\nprocesses 5\n\0\0\n",
@@ -278,16 +272,16 @@ fn garbage_lines_cost_only_themselves() {
         ("proc/meminfo", "MemTotal: lots kB\nMemFree: 10 kB\n:::\n"),
         ("proc/net/dev", "x\ny\nnocolon\n eth0: 1 2\n"),
     ]);
-    let mut a = LinuxAgent::with_root(root.path());
-    assert_eq!(one(&mut a, "kernel.all.cpu.user"), Some(10.0));
-    assert_eq!(one(&mut a, "kernel.all.pswitch"), None);
-    assert_eq!(one(&mut a, "kernel.all.sysfork"), Some(5.0));
+    a.expect(
+        "kernel.all.cpu.user 10
+        kernel.all.pswitch -
+        kernel.all.sysfork 5",
+    );
     assert_eq!(fetch(&mut a, "kernel.all.load"), vec![]);
-    assert_eq!(one(&mut a, "mem.physmem"), None);
-    assert_eq!(one(&mut a, "mem.util.free"), Some(10.0));
-    assert_eq!(
-        fetch_f64(&mut a, "network.interface.in.packets"),
-        vec![("eth0".into(), 2.0)]
+    a.expect(
+        "mem.physmem -
+        mem.util.free 10
+        network.interface.in.packets eth0=2",
     );
 }
 

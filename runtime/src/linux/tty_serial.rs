@@ -4,24 +4,22 @@
 //!
 //! Owns this file only.
 
+use super::rows::Rows;
 use super::{Ctx, Group, Metric};
-use crate::namespace::{Value, Values};
+use crate::namespace::Values;
 
 /// Counters of items 0..=6, by the `key:` that precedes each on a port's line.
 const KEYS: [&str; 7] = ["tx:", "rx:", "fe:", "pe:", "brk:", "oe:", "irq:"];
 
-/// Most ports taken (see `read::MAX_ENTRIES`).
-const MAX_PORTS: usize = 65_536;
-
 #[derive(Default)]
 pub struct TtySerial {
     buf: String,
-    ports: Vec<(String, [u32; 7])>,
+    ports: Rows<7>,
 }
 
 /// `0: uart:16550A port:000003F8 irq:4 tx:12 rx:0 RTS|DTR` -> ("0", counters); `None` for
 /// the `serinfo` header, an unknown UART or a port that is not a number.
-fn port_line(line: &str) -> Option<(String, [u32; 7])> {
+fn port_line(line: &str) -> Option<(String, [u64; 7])> {
     let (port, rest) = line.split_once(':')?;
     let uart = rest
         .split_once("uart:")?
@@ -32,12 +30,13 @@ fn port_line(line: &str) -> Option<(String, [u32; 7])> {
     if n < 0 || uart == "unknown" {
         return None;
     }
-    let mut c = [0u32; 7];
+    // 32-bit counters, as pmdalinux keeps them.
+    let mut c = [0u64; 7];
     for (slot, key) in c.iter_mut().zip(KEYS) {
         // The first `key` anywhere on the line, as pmdalinux's strstr finds it.
         if let Some((_, after)) = line.split_once(key) {
             let digits: &str = &after[..after.bytes().take_while(u8::is_ascii_digit).count()];
-            *slot = digits.parse::<u64>().map(|v| v as u32).unwrap_or(0);
+            *slot = digits.parse::<u64>().map_or(0, |v| u64::from(v as u32));
         }
     }
     Some((port.trim().to_string(), c))
@@ -49,26 +48,22 @@ impl Group for TtySerial {
     }
 
     fn refresh(&mut self, ctx: &Ctx) {
-        self.ports.clear();
+        self.ports.reset(true);
         if let Ok(text) = ctx.root.read("proc/tty/driver/serial", &mut self.buf) {
-            self.ports
-                .extend(text.lines().filter_map(port_line).take(MAX_PORTS));
+            for (port, counts) in text.lines().filter_map(port_line) {
+                self.ports.push(port, counts);
+            }
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        out.extend(
-            self.ports
-                .iter()
-                .map(|(n, c)| (n.clone(), Value::Uint(c[m.item as usize] as u64))),
-        );
+        self.ports.column(m.item as usize, out);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
 
     #[test]
     fn ports_with_a_uart_and_their_counters() {
@@ -79,8 +74,7 @@ serinfo:1.0 driver revision:
 2: uart:16550A port:000003E8 irq:4 tx:0 rx:0
 x: uart:16550A port:000003E8 irq:4 tx:9
 ";
-        let dir = tree(&[("proc/tty/driver/serial", serial)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/tty/driver/serial", serial)]);
         assert_eq!(
             fetch_f64(&mut a, "tty.serial.tx"),
             vec![("0".into(), 1234.0), ("2".into(), 0.0)]
@@ -89,8 +83,7 @@ x: uart:16550A port:000003E8 irq:4 tx:9
         assert_eq!(fetch_f64(&mut a, "tty.serial.brk")[0].1, 3.0);
         assert_eq!(fetch_f64(&mut a, "tty.serial.irq")[1], ("2".into(), 4.0));
         // Unreadable or absent: no values.
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert!(fetch_f64(&mut a, "tty.serial.rx").is_empty());
     }
 }

@@ -140,7 +140,7 @@ fn machine(ctx: &Ctx) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch, tree};
+    use super::super::testing::{agent, fetch};
     use crate::namespace::Value;
 
     fn text(a: &mut LinuxAgent, name: &str) -> Option<String> {
@@ -152,11 +152,10 @@ mod tests {
 
     #[test]
     fn distro_from_release_files_in_pmdalinux_order() {
-        let dir = tree(&[
+        let (_dir, mut a) = agent(&[
             ("etc/debian_version", "12.11\n"),
             ("etc/lsb-release", "DISTRIB_ID=Ubuntu\n"),
         ]);
-        let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(
             text(&mut a, "kernel.uname.distro").as_deref(),
             Some("Debian 12.11")
@@ -165,26 +164,23 @@ mod tests {
         assert_eq!(text(&mut a, "kernel.uname.release"), None);
         assert_eq!(text(&mut a, "pmda.uname"), None);
         assert_eq!(text(&mut a, "pmda.version").as_deref(), Some("6.0.3"));
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "etc/lsb-release",
             "DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE=22.04\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(
             text(&mut a, "kernel.uname.distro").as_deref(),
             Some("Ubuntu")
         );
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "etc/redhat-release",
             "Red Hat Enterprise Linux release 9.2 (Plow)\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
         assert_eq!(
             text(&mut a, "kernel.uname.distro").as_deref(),
             Some("Red Hat Enterprise Linux release 9.2 (Plow)")
         );
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[]);
         assert_eq!(text(&mut a, "kernel.uname.distro").as_deref(), Some("?"));
     }
 

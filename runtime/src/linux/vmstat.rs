@@ -2,7 +2,7 @@
 //! (`swap.pagesin`, `swap.pagesout`, `swap.in`, `swap.out`), which moved from
 //! `/proc/stat` to `/proc/vmstat` in Linux 2.6.
 //!
-//! As pmdalinux 6.0.3: only the keys it knows are kept ([`FIELDS`]); a key this kernel does
+//! As pmdalinux 6.0.3: only the keys it knows are kept ([`fields`]); a key this kernel does
 //! not write has no value; `pgscan_direct_total`, `pgscan_kswapd_total` and `pgsteal_total`
 //! sum every known key with that prefix (0 when none); `nr_slab` (split in 2.6.18) and
 //! `thp_split` (split in 4.5) are the sums of their parts when the kernel lacks them. While
@@ -14,189 +14,6 @@
 
 use super::{Ctx, Group, Metric};
 use crate::namespace::{NsError, Value, Values};
-
-/// The keys pmdalinux 6.0.3 reads, sorted (binary search per line).
-const FIELDS: &[&str] = &[
-    "allocstall",
-    "allocstall_dma",
-    "allocstall_dma32",
-    "allocstall_high",
-    "allocstall_movable",
-    "allocstall_normal",
-    "balloon_deflate",
-    "balloon_inflate",
-    "balloon_migrate",
-    "compact_blocks_moved",
-    "compact_daemon_free_scanned",
-    "compact_daemon_migrate_scanned",
-    "compact_daemon_wake",
-    "compact_fail",
-    "compact_free_scanned",
-    "compact_isolated",
-    "compact_migrate_scanned",
-    "compact_pagemigrate_failed",
-    "compact_pages_moved",
-    "compact_stall",
-    "compact_success",
-    "drop_pagecache",
-    "drop_slab",
-    "htlb_buddy_alloc_fail",
-    "htlb_buddy_alloc_success",
-    "kswapd_high_wmark_hit_quickly",
-    "kswapd_inodesteal",
-    "kswapd_low_wmark_hit_quickly",
-    "kswapd_skip_congestion_wait",
-    "kswapd_steal",
-    "nr_active_anon",
-    "nr_active_file",
-    "nr_anon_pages",
-    "nr_anon_transparent_hugepages",
-    "nr_bounce",
-    "nr_dirtied",
-    "nr_dirty",
-    "nr_dirty_background_threshold",
-    "nr_dirty_threshold",
-    "nr_file_hugepages",
-    "nr_file_pages",
-    "nr_file_pmdmapped",
-    "nr_foll_pin_acquired",
-    "nr_foll_pin_released",
-    "nr_free_cma",
-    "nr_free_pages",
-    "nr_inactive_anon",
-    "nr_inactive_file",
-    "nr_isolated_anon",
-    "nr_isolated_file",
-    "nr_kernel_misc_reclaimable",
-    "nr_kernel_stack",
-    "nr_mapped",
-    "nr_mlock",
-    "nr_page_table_pages",
-    "nr_pages_scanned",
-    "nr_shmem",
-    "nr_shmem_hugepages",
-    "nr_shmem_pmdmapped",
-    "nr_slab",
-    "nr_slab_reclaimable",
-    "nr_slab_unreclaimable",
-    "nr_unevictable",
-    "nr_unstable",
-    "nr_vmscan_immediate_reclaim",
-    "nr_vmscan_write",
-    "nr_writeback",
-    "nr_writeback_temp",
-    "nr_written",
-    "nr_zone_active_anon",
-    "nr_zone_active_file",
-    "nr_zone_inactive_anon",
-    "nr_zone_inactive_file",
-    "nr_zone_unevictable",
-    "nr_zone_write_pending",
-    "nr_zspages",
-    "numa_foreign",
-    "numa_hint_faults",
-    "numa_hint_faults_local",
-    "numa_hit",
-    "numa_huge_pte_updates",
-    "numa_interleave",
-    "numa_local",
-    "numa_miss",
-    "numa_other",
-    "numa_pages_migrated",
-    "numa_pte_updates",
-    "oom_kill",
-    "pageoutrun",
-    "pgactivate",
-    "pgalloc_dma",
-    "pgalloc_dma32",
-    "pgalloc_high",
-    "pgalloc_movable",
-    "pgalloc_normal",
-    "pgdeactivate",
-    "pgfault",
-    "pgfree",
-    "pginodesteal",
-    "pglazyfreed",
-    "pgmajfault",
-    "pgmigrate_fail",
-    "pgmigrate_success",
-    "pgpgin",
-    "pgpgout",
-    "pgrefill_dma",
-    "pgrefill_dma32",
-    "pgrefill_high",
-    "pgrefill_movable",
-    "pgrefill_normal",
-    "pgrotated",
-    "pgscan_direct",
-    "pgscan_direct",
-    "pgscan_direct_dma",
-    "pgscan_direct_dma32",
-    "pgscan_direct_high",
-    "pgscan_direct_movable",
-    "pgscan_direct_normal",
-    "pgscan_direct_throttle",
-    "pgscan_kswapd",
-    "pgscan_kswapd",
-    "pgscan_kswapd_dma",
-    "pgscan_kswapd_dma32",
-    "pgscan_kswapd_high",
-    "pgscan_kswapd_movable",
-    "pgscan_kswapd_normal",
-    "pgsteal_",
-    "pgsteal_direct",
-    "pgsteal_direct_dma",
-    "pgsteal_direct_dma32",
-    "pgsteal_direct_movable",
-    "pgsteal_direct_normal",
-    "pgsteal_dma",
-    "pgsteal_dma32",
-    "pgsteal_file",
-    "pgsteal_high",
-    "pgsteal_kswapd",
-    "pgsteal_kswapd_dma",
-    "pgsteal_kswapd_dma32",
-    "pgsteal_kswapd_movable",
-    "pgsteal_kswapd_normal",
-    "pgsteal_movable",
-    "pgsteal_normal",
-    "pswpin",
-    "pswpout",
-    "slabs_scanned",
-    "swap_ra",
-    "swap_ra_hit",
-    "thp_collapse_alloc",
-    "thp_collapse_alloc_failed",
-    "thp_deferred_split_page",
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_fault_fallback_charge",
-    "thp_file_alloc",
-    "thp_file_mapped",
-    "thp_split",
-    "thp_split_page",
-    "thp_split_page_failed",
-    "thp_split_pmd",
-    "thp_split_pud",
-    "thp_swpout",
-    "thp_swpout_fallback",
-    "thp_zero_page_alloc",
-    "thp_zero_page_alloc_failed",
-    "unevictable_pgs_cleared",
-    "unevictable_pgs_culled",
-    "unevictable_pgs_mlocked",
-    "unevictable_pgs_mlockfreed",
-    "unevictable_pgs_munlocked",
-    "unevictable_pgs_rescued",
-    "unevictable_pgs_scanned",
-    "unevictable_pgs_stranded",
-    "workingset_activate",
-    "workingset_nodereclaim",
-    "workingset_nodes",
-    "workingset_refault",
-    "workingset_restore",
-    "zone_reclaim_failed",
-];
 
 /// The key each item of cluster 28 shows, by item number, as pmdalinux 6.0.3's metric
 /// table points them (items 103 and 104 are crossed there: `balloon_deflate`'s PMID shows
@@ -390,7 +207,7 @@ const NONE: u64 = u64::MAX;
 #[derive(Default)]
 pub struct VmStat {
     buf: String,
-    /// By index in [`FIELDS`]; [`NONE`] when absent.
+    /// By index in [`fields`]; [`NONE`] when absent.
     vals: Vec<u64>,
     scan_direct: u64,
     scan_kswapd: u64,
@@ -403,8 +220,30 @@ pub struct VmStat {
     stat: Option<[u64; 4]>,
 }
 
+/// The sums pmdalinux computes rather than reads.
+const SUMS: [&str; 3] = [
+    "pgscan_direct_total",
+    "pgscan_kswapd_total",
+    "pgsteal_total",
+];
+
+/// The keys pmdalinux 6.0.3 reads (its `vmstat_fields`: every key of [`ITEMS`] but the
+/// [`SUMS`]), sorted once for a binary search per line.
+fn fields() -> &'static [&'static str] {
+    static FIELDS: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
+        let mut f: Vec<&str> = ITEMS
+            .iter()
+            .copied()
+            .filter(|k| !SUMS.contains(k))
+            .collect();
+        f.sort_unstable();
+        f
+    });
+    &FIELDS
+}
+
 fn field(key: &str) -> Option<usize> {
-    FIELDS.binary_search(&key).ok()
+    fields().binary_search(&key).ok()
 }
 
 /// The first run of digits in `rest` (pmdalinux skips to the first digit, then `%llu`).
@@ -491,17 +330,15 @@ impl Group for VmStat {
 
     fn refresh(&mut self, ctx: &Ctx) {
         self.vals.clear();
-        self.vals.resize(FIELDS.len(), NONE);
+        self.vals.resize(fields().len(), NONE);
         (self.scan_direct, self.scan_kswapd, self.steal) = (0, 0, 0);
         self.stat = None;
         let mut buf = std::mem::take(&mut self.buf);
-        self.have = match ctx.root.read("proc/vmstat", &mut buf) {
-            Ok(text) => {
-                self.parse(text);
-                true
-            }
-            Err(_) => false,
-        };
+        self.have = ctx
+            .root
+            .read("proc/vmstat", &mut buf)
+            .map(|t| self.parse(t))
+            .is_ok();
         self.seen |= self.have || ctx.root.exists("proc/vmstat");
         if !self.seen {
             self.stat = ctx.root.read("proc/stat", &mut buf).ok().map(stat_pairs);
@@ -544,7 +381,7 @@ impl Group for VmStat {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{one, tree};
+    use super::super::testing::{agent, one};
     use crate::namespace::{Agent, NsError};
 
     /// A 2.6.32-era file: zone-split steal and scan counters, `nr_slab` already split in
@@ -597,19 +434,20 @@ workingset_refault_file 76
 
     #[test]
     fn an_old_kernel_sums_zone_counters_and_lacks_new_keys() {
-        let dir = tree(&[("proc/vmstat", OLD)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "mem.vmstat.nr_free_pages"), Some(1000.0));
-        assert_eq!(one(&mut a, "mem.vmstat.nr_slab"), Some(500.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgsteal_total"), Some(10.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_kswapd_total"), Some(60.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_direct_total"), Some(300.0));
-        assert_eq!(one(&mut a, "mem.vmstat.kswapd_steal"), Some(77.0));
-        // Keys this kernel does not write: no value, not 0.
-        assert_eq!(one(&mut a, "mem.vmstat.thp_fault_alloc"), None);
-        assert_eq!(one(&mut a, "mem.vmstat.workingset_refault"), None);
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(7.0));
-        assert_eq!(one(&mut a, "swap.pagesout"), Some(9.0));
+        let (_dir, mut a) = agent(&[("proc/vmstat", OLD)]);
+        a.expect(
+            "mem.vmstat.nr_free_pages 1000
+            mem.vmstat.nr_slab 500
+            mem.vmstat.pgsteal_total 10
+            mem.vmstat.pgscan_kswapd_total 60
+            mem.vmstat.pgscan_direct_total 300
+            mem.vmstat.kswapd_steal 77
+            # Keys this kernel does not write: no value, not 0.
+            mem.vmstat.thp_fault_alloc -
+            mem.vmstat.workingset_refault -
+            swap.pagesin 7
+            swap.pagesout 9",
+        );
         for name in ["swap.in", "swap.out"] {
             let id = a.lookup_name(name).unwrap();
             assert_eq!(a.fetch(&[id])[0].1, Err(NsError::AppVersion), "{name}");
@@ -618,38 +456,41 @@ workingset_refault_file 76
 
     #[test]
     fn a_new_kernel_with_keys_pmdalinux_does_not_know() {
-        let dir = tree(&[("proc/vmstat", NEW)]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "mem.vmstat.nr_slab"), Some(188416.0));
-        assert_eq!(one(&mut a, "mem.vmstat.thp_split"), Some(4.0));
-        // pgsteal_anon is not a 6.0.3 key, so it is not summed; pgsteal_file is.
-        assert_eq!(one(&mut a, "mem.vmstat.pgsteal_total"), Some(84.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_kswapd_total"), Some(50.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgscan_direct_total"), Some(6.0));
-        // 6.0.3's table crosses these two PMIDs; the names follow the PMIDs.
-        assert_eq!(one(&mut a, "mem.vmstat.balloon_deflate"), Some(11.0));
-        assert_eq!(one(&mut a, "mem.vmstat.balloon_inflate"), Some(22.0));
-        // swap.pagesin is 32 bits wide, as pmdalinux's atom.
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(1.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pswpin"), Some(8589934593.0));
+        let (_dir, mut a) = agent(&[("proc/vmstat", NEW)]);
+        a.expect(
+            "mem.vmstat.nr_slab 188416
+            mem.vmstat.thp_split 4
+            # pgsteal_anon is not a 6.0.3 key, so it is not summed; pgsteal_file is.
+            mem.vmstat.pgsteal_total 84
+            mem.vmstat.pgscan_kswapd_total 50
+            mem.vmstat.pgscan_direct_total 6
+            # 6.0.3's table crosses these two PMIDs; the names follow the PMIDs.
+            mem.vmstat.balloon_deflate 11
+            mem.vmstat.balloon_inflate 22
+            # swap.pagesin is 32 bits wide, as pmdalinux's atom.
+            swap.pagesin 1
+            mem.vmstat.pswpin 8589934593",
+        );
     }
 
     #[test]
     fn without_proc_vmstat_swap_counts_come_from_proc_stat() {
-        let dir = tree(&[(
+        let (_dir, mut a) = agent(&[(
             "proc/stat",
             "cpu  1 2 3 4\npage 5543 12345\nswap 1 2\nintr 1\n",
         )]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "swap.pagesin"), Some(1.0));
-        assert_eq!(one(&mut a, "swap.pagesout"), Some(2.0));
-        assert_eq!(one(&mut a, "swap.in"), Some(5543.0));
-        assert_eq!(one(&mut a, "swap.out"), Some(12345.0));
-        assert_eq!(one(&mut a, "mem.vmstat.pgpgin"), None);
-        let dir = tree(&[]);
-        let mut a = LinuxAgent::with_root(dir.path());
-        assert_eq!(one(&mut a, "swap.in"), None);
-        assert_eq!(one(&mut a, "mem.vmstat.nr_dirty"), None);
+        a.expect(
+            "swap.pagesin 1
+            swap.pagesout 2
+            swap.in 5543
+            swap.out 12345
+            mem.vmstat.pgpgin -",
+        );
+        let (_dir, mut a) = agent(&[]);
+        a.expect(
+            "swap.in -
+            mem.vmstat.nr_dirty -",
+        );
     }
 
     #[test]

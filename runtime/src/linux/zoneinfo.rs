@@ -11,15 +11,12 @@
 //! Owns these clusters' parsing and their instances' labels.
 
 use super::indom::{ZONEINFO, ZONEINFO_PROTECTION};
+use super::rows::{MAX_INSTANCES, instance};
 use super::{Ctx, Group, Metric};
 use crate::namespace::{LabelsOf, Value, Values};
 
 /// Items of cluster 68.
 const ITEMS: usize = 68;
-
-/// Most instances kept per indom: far above a real host (a 64-node host with 5 zones and 5
-/// protection entries each has 1,600), so a hostile file cannot grow them without bound.
-const MAX_INSTANCES: usize = 65_536;
 
 /// The item a zoneinfo key fills, as pmdalinux parses them.
 fn item_of(key: &str) -> Option<usize> {
@@ -157,17 +154,15 @@ impl ZoneInfo {
         for (lowmem, v) in list.split(',').enumerate() {
             let pages = v.trim().parse().unwrap_or(0);
             let name = format!("{inst}::lowmem_reserved{lowmem}");
-            let full = self.prots.len() >= MAX_INSTANCES;
-            match self.prots.iter_mut().find(|p| p.name == name) {
-                Some(p) => p.pages = Some(pages),
-                None if !full => self.prots.push(Prot {
-                    name,
-                    node,
-                    zone: zone.to_string(),
-                    lowmem: lowmem as u32,
-                    pages: Some(pages),
-                }),
-                None => {}
+            let new = || Prot {
+                name: name.clone(),
+                node,
+                zone: zone.to_string(),
+                lowmem: lowmem as u32,
+                pages: None,
+            };
+            if let Some(p) = instance(&mut self.prots, &name, |p| &p.name, new) {
+                p.pages = Some(pages);
             }
         }
     }
@@ -307,7 +302,7 @@ impl Group for ZoneInfo {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{fetch_f64, tree};
+    use super::super::testing::{agent, fetch_f64};
     use super::{ZONEINFO, ZONEINFO_PROTECTION};
     use crate::namespace::{Agent, LabelsOf};
 
@@ -342,8 +337,7 @@ mod tests {
             text += &zone(node, "Normal", 7_000_000, 8_000_000, false);
             text += &zone(node, "Movable", 0, 0, false);
         }
-        let dir = tree(&[("proc/zoneinfo", &text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (_dir, mut a) = agent(&[("proc/zoneinfo", &text)]);
         let kb = super::super::meminfo::page_size() as f64 / 1024.0;
         let free = fetch_f64(&mut a, "mem.zoneinfo.free");
         let names: Vec<&str> = free.iter().map(|(n, _)| n.as_str()).collect();
@@ -420,8 +414,7 @@ mod tests {
                 100 + node
             );
         }
-        let dir = tree(&[("proc/zoneinfo", &text)]);
-        let mut a = LinuxAgent::with_root(dir.path());
+        let (dir, mut a) = agent(&[("proc/zoneinfo", &text)]);
         let kb = super::super::meminfo::page_size() as f64 / 1024.0;
         let free = fetch_f64(&mut a, "mem.zoneinfo.free");
         assert_eq!(free.len(), 4);

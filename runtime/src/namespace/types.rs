@@ -387,38 +387,22 @@ mod tests {
 
     #[test]
     fn pmid_limits() {
-        assert!(matches!(
-            "511.0.0".parse::<Pmid>(),
-            Err(PmidParseError::Domain(_))
-        ));
-        assert!(matches!(
-            "1.4096.0".parse::<Pmid>(),
-            Err(PmidParseError::Cluster(_))
-        ));
-        assert!(matches!(
-            "1.0.1024".parse::<Pmid>(),
-            Err(PmidParseError::Item(_))
-        ));
-        assert!(matches!(
-            "1.0".parse::<Pmid>(),
-            Err(PmidParseError::Shape(_))
-        ));
-        assert!(matches!(
-            "1.0.1.2".parse::<Pmid>(),
-            Err(PmidParseError::Shape(_))
-        ));
-        assert!(matches!(
-            "1:0.1".parse::<Pmid>(),
-            Err(PmidParseError::Shape(_))
-        ));
-        assert!(matches!(
-            "1.*.3".parse::<Pmid>(),
-            Err(PmidParseError::Shape(_))
-        ));
-        assert!(matches!(
-            "-1.0.0".parse::<Pmid>(),
-            Err(PmidParseError::Shape(_))
-        ));
+        // Each bad text with the part it names: domain, cluster, item, or the shape.
+        type Names = fn(&PmidParseError) -> bool;
+        let refused: [(&str, Names); 8] = [
+            ("511.0.0", |e| matches!(e, PmidParseError::Domain(_))),
+            ("1.4096.0", |e| matches!(e, PmidParseError::Cluster(_))),
+            ("1.0.1024", |e| matches!(e, PmidParseError::Item(_))),
+            ("1.0", |e| matches!(e, PmidParseError::Shape(_))),
+            ("1.0.1.2", |e| matches!(e, PmidParseError::Shape(_))),
+            ("1:0.1", |e| matches!(e, PmidParseError::Shape(_))),
+            ("1.*.3", |e| matches!(e, PmidParseError::Shape(_))),
+            ("-1.0.0", |e| matches!(e, PmidParseError::Shape(_))),
+        ];
+        for (text, names) in refused {
+            let got = text.parse::<Pmid>();
+            assert!(got.as_ref().is_err_and(names), "{text}: {got:?}");
+        }
         assert!("510.4095.1023".parse::<Pmid>().is_ok());
         assert!(Pmid::new(511, 0, 0).is_err());
     }

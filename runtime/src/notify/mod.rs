@@ -85,6 +85,18 @@ impl Default for Notifier {
     }
 }
 
+/// For tests: a notifier with queues of `queue_capacity` and no log lines.
+#[cfg(test)]
+impl Notifier {
+    pub(crate) fn quiet(queue_capacity: usize) -> Notifier {
+        Notifier::new(NotifierConfig {
+            queue_capacity,
+            log: false,
+            ..Default::default()
+        })
+    }
+}
+
 impl Notifier {
     pub fn new(cfg: NotifierConfig) -> Self {
         Notifier {

@@ -105,7 +105,7 @@ mod tests {
     use futures_util::StreamExt;
 
     use super::*;
-    use crate::notify::{Notification, NotifierConfig, Selector, ThresholdSpec};
+    use crate::notify::{Notification, Selector, ThresholdSpec};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn notifications_are_published_to_a_real_nats_server() {
@@ -115,11 +115,7 @@ mod tests {
         let mut sub = listener.subscribe("wasmon.notify.>").await.unwrap();
         listener.flush().await.unwrap();
 
-        let n = Arc::new(Notifier::new(NotifierConfig {
-            queue_capacity: 16,
-            log: false,
-            ..Default::default()
-        }));
+        let n = Arc::new(Notifier::quiet(16));
         let h = n
             .add(
                 "ops.team",

@@ -7,11 +7,7 @@ use std::time::Duration;
 use super::*;
 
 fn quiet() -> Notifier {
-    Notifier::new(NotifierConfig {
-        queue_capacity: 1024,
-        log: false,
-        ..Default::default()
-    })
+    Notifier::quiet(1024)
 }
 
 /// Drain everything queued for `sub` (notifications only).
@@ -32,15 +28,19 @@ fn feed(n: &Notifier, metric: &str, inst: &str, values: &[f64]) {
     }
 }
 
+/// Subscriber `who`'s threshold rising above `at` on `metric` instance `inst`: its handle.
+fn rising(n: &Notifier, who: &str, metric: &str, inst: &str, at: f64) -> Handle {
+    n.add(
+        who,
+        ThresholdSpec::rising(Selector::instance(metric, inst), at),
+    )
+    .unwrap()
+}
+
 #[test]
 fn rising_fires_on_each_upward_crossing_only() {
     let n = quiet();
-    let h = n
-        .add(
-            "a",
-            ThresholdSpec::rising(Selector::instance("m", "1"), 40.0),
-        )
-        .unwrap();
+    let h = rising(&n, "a", "m", "1", 40.0);
     feed(&n, "m", "1", &[38.0, 41.0, 45.0, 39.0, 40.0, 42.0]);
     let got = drain(&n, "a");
     let values: Vec<f64> = got.iter().map(|x| x.value).collect();
@@ -85,24 +85,9 @@ fn hysteresis_delays_rearming() {
 #[test]
 fn subscribers_get_only_their_own_thresholds() {
     let n = quiet();
-    let ha = n
-        .add(
-            "alice",
-            ThresholdSpec::rising(Selector::instance("m", "1"), 10.0),
-        )
-        .unwrap();
-    let hb1 = n
-        .add(
-            "bob",
-            ThresholdSpec::rising(Selector::instance("m", "1"), 20.0),
-        )
-        .unwrap();
-    let hb2 = n
-        .add(
-            "bob",
-            ThresholdSpec::rising(Selector::instance("m", "1"), 30.0),
-        )
-        .unwrap();
+    let ha = rising(&n, "alice", "m", "1", 10.0);
+    let hb1 = rising(&n, "bob", "m", "1", 20.0);
+    let hb2 = rising(&n, "bob", "m", "1", 30.0);
     feed(&n, "m", "1", &[0.0, 15.0, 25.0, 35.0]);
     let a = drain(&n, "alice");
     let b = drain(&n, "bob");
@@ -120,12 +105,7 @@ fn subscribers_get_only_their_own_thresholds() {
 #[test]
 fn delete_by_handle_stops_notifications_and_checks_owner() {
     let n = quiet();
-    let h = n
-        .add(
-            "a",
-            ThresholdSpec::rising(Selector::instance("m", "1"), 10.0),
-        )
-        .unwrap();
+    let h = rising(&n, "a", "m", "1", 10.0);
     feed(&n, "m", "1", &[0.0, 11.0, 0.0]);
     assert_eq!(drain(&n, "a").len(), 1);
     assert!(matches!(
@@ -221,12 +201,7 @@ fn local_and_global_thresholds_both_apply() {
     let g = n
         .add("a", ThresholdSpec::rising(Selector::any("m"), 40.0))
         .unwrap();
-    let l = n
-        .add(
-            "b",
-            ThresholdSpec::rising(Selector::instance("m", "7"), 15.0),
-        )
-        .unwrap();
+    let l = rising(&n, "b", "m", "7", 15.0);
     feed(&n, "m", "7", &[0.0, 20.0, 50.0]);
     assert_eq!(
         drain(&n, "a").iter().map(|x| x.handle).collect::<Vec<_>>(),
@@ -248,17 +223,8 @@ fn remove_all_removes_only_mine_and_forgets_untracked_metrics() {
     let n = quiet();
     n.add("a", ThresholdSpec::rising(Selector::any("m"), 1.0))
         .unwrap();
-    n.add(
-        "a",
-        ThresholdSpec::rising(Selector::instance("m", "x"), 2.0),
-    )
-    .unwrap();
-    let hb = n
-        .add(
-            "b",
-            ThresholdSpec::rising(Selector::instance("k", "y"), 2.0),
-        )
-        .unwrap();
+    rising(&n, "a", "m", "x", 2.0);
+    let hb = rising(&n, "b", "k", "y", 2.0);
     n.observe("m", "z", 0.0, 0);
     assert_eq!(n.remove_all("a").len(), 2);
     assert_eq!(n.list_owner("a"), vec![]);
@@ -306,18 +272,8 @@ fn many_metrics_and_removing_one_of_several_levels() {
         hs.iter().skip(1).step_by(2).copied().collect::<Vec<_>>()
     );
     // Minor and major level on one instance; deleting the first keeps the second working.
-    let minor = n
-        .add(
-            "b",
-            ThresholdSpec::rising(Selector::instance("lvl", "1"), 10.0),
-        )
-        .unwrap();
-    let major = n
-        .add(
-            "b",
-            ThresholdSpec::rising(Selector::instance("lvl", "1"), 20.0),
-        )
-        .unwrap();
+    let minor = rising(&n, "b", "lvl", "1", 10.0);
+    let major = rising(&n, "b", "lvl", "1", 20.0);
     n.remove(minor, None).unwrap();
     feed(&n, "lvl", "1", &[0.0, 15.0, 25.0]);
     assert_eq!(
@@ -332,11 +288,7 @@ fn many_metrics_and_removing_one_of_several_levels() {
 #[test]
 fn already_beyond_fires_once_and_nan_is_ignored() {
     let n = quiet();
-    n.add(
-        "a",
-        ThresholdSpec::rising(Selector::instance("m", "1"), 40.0),
-    )
-    .unwrap();
+    rising(&n, "a", "m", "1", 40.0);
     feed(&n, "m", "1", &[50.0, f64::NAN, 60.0, 10.0, f64::NAN, 45.0]);
     let values: Vec<f64> = drain(&n, "a").iter().map(|x| x.value).collect();
     assert_eq!(values, vec![50.0, 45.0]);
@@ -374,21 +326,9 @@ fn invalid_specs_are_rejected() {
 
 #[test]
 fn stalled_subscriber_drops_are_counted_exactly_and_reported_in_order() {
-    let n = Notifier::new(NotifierConfig {
-        queue_capacity: 8,
-        log: false,
-        ..Default::default()
-    });
-    n.add(
-        "slow",
-        ThresholdSpec::rising(Selector::instance("m", "1"), 1.0),
-    )
-    .unwrap();
-    n.add(
-        "fast",
-        ThresholdSpec::rising(Selector::instance("m", "1"), 1.0),
-    )
-    .unwrap();
+    let n = Notifier::quiet(8);
+    rising(&n, "slow", "m", "1", 1.0);
+    rising(&n, "fast", "m", "1", 1.0);
     let sent = 1000u64;
     for i in 0..sent {
         n.observe("m", "1", 0.0, 2 * i as i64);
@@ -417,16 +357,8 @@ fn stalled_subscriber_drops_are_counted_exactly_and_reported_in_order() {
 
 #[tokio::test]
 async fn concurrent_slow_consumer_sees_exact_drop_reports() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 16,
-        log: false,
-        ..Default::default()
-    }));
-    n.add(
-        "s",
-        ThresholdSpec::rising(Selector::instance("m", "1"), 1.0),
-    )
-    .unwrap();
+    let n = Arc::new(Notifier::quiet(16));
+    rising(&n, "s", "m", "1", 1.0);
     let sub = n.subscriber("s");
     let guard = sub.attach().unwrap();
     assert!(
@@ -541,11 +473,7 @@ fn notification_json_round_trips() {
 
 #[test]
 fn many_threads_ingesting_fire_exactly_once_per_instance() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 100_000,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(100_000));
     n.add("g", ThresholdSpec::rising(Selector::any("m"), 10.0))
         .unwrap();
     let barrier = Arc::new(std::sync::Barrier::new(4));

@@ -38,15 +38,10 @@ pub fn hello(out: &mut impl Write) -> std::io::Result<()> {
 /// Reads one PDU; `None` when pmcd closed the pipe.
 fn read_pdu(input: &mut impl Read, buf: &mut Vec<u8>) -> Result<Option<()>, PmdaError> {
     let mut head = [0u8; HEADER];
-    match input.read_exact(&mut head) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let read = input.read_exact(&mut head);
+    if Header::start::<PmdaError>(read, &head, MAX_PMCD_PDU, buf)?.is_none() {
+        return Ok(None);
     }
-    let h = Header::parse(&head, MAX_PMCD_PDU)?;
-    buf.clear();
-    buf.extend_from_slice(&head);
-    buf.resize(h.len as usize, 0);
     input.read_exact(&mut buf[HEADER..])?;
     Ok(Some(()))
 }

@@ -108,15 +108,10 @@ async fn write(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), ConnError> {
 /// within [`IO_TIMEOUT`]. `Ok(None)` at a clean end of stream.
 async fn read_pdu(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<()>, ConnError> {
     let mut head = [0u8; HEADER];
-    match stream.read_exact(&mut head).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let read = stream.read_exact(&mut head).await.map(drop);
+    if Header::start::<ConnError>(read, &head, MAX_CLIENT_PDU, buf)?.is_none() {
+        return Ok(None);
     }
-    let h = Header::parse(&head, MAX_CLIENT_PDU)?;
-    buf.clear();
-    buf.extend_from_slice(&head);
-    buf.resize(h.len as usize, 0);
     tokio::time::timeout(IO_TIMEOUT, stream.read_exact(&mut buf[HEADER..]))
         .await
         .map_err(|_| ConnError::Timeout)??;

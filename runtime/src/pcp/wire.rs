@@ -114,6 +114,27 @@ impl Header {
         }
         Ok(h)
     }
+
+    /// After reading a PDU's header: `Ok(None)` when the stream had ended cleanly before it,
+    /// else `buf` holding the checked header (at most `max` bytes in all) and room for the
+    /// body to be read into `buf[HEADER..]`.
+    pub fn start<E: From<std::io::Error> + From<PduError>>(
+        read: std::io::Result<()>,
+        head: &[u8; HEADER],
+        max: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Header>, E> {
+        match read {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let h = Header::parse(head, max)?;
+        buf.clear();
+        buf.extend_from_slice(head);
+        buf.resize(h.len as usize, 0);
+        Ok(Some(h))
+    }
 }
 
 /// Reads a PDU's words, each read checked against the PDU's end.

@@ -146,13 +146,13 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
     });
     assert_eq!(sink(&node, "up")["sent-records"], records + 10);
     let total = first + second;
-    let values = central_values_at(
-        &reader,
-        &central.url(""),
-        base,
-        base + (total / HOSTS) as i64,
-    );
-    assert_all_there("central", &[(0, total)], &values, base);
+    // The central holds every value, checked again after each change below.
+    let all_there = || {
+        let last = base + (total / HOSTS) as i64;
+        let values = central_values_at(&reader, &central.url(""), base, last);
+        assert_all_there("central", &[(0, total)], &values, base);
+    };
+    all_there();
 
     // The removed sink's queue is still on disk: configured again, it sends what it held
     // (to the same series and slots: the central's values do not change).
@@ -166,13 +166,7 @@ fn reload_changes_a_sink_and_keeps_its_queue_and_a_removed_sinks_queue() {
         sink(&node, "gone")["sent-samples"] == first
     });
     assert_eq!(sink(&node, "gone")["queued-records"], 0);
-    let values = central_values_at(
-        &reader,
-        &central.url(""),
-        base,
-        base + (total / HOSTS) as i64,
-    );
-    assert_all_there("central", &[(0, total)], &values, base);
+    all_there();
 
     // Removed again, it stays kept until it is deleted on purpose.
     reconfigure(std::slice::from_ref(&up));

@@ -3,7 +3,7 @@
 //! node_exporter reports for the same trees, hostile trees, PCP's pminfo through the daemon's
 //! PCP port, what a bundled agent brings to its `[[agent]]` entry, and `when-present`.
 
-mod trees;
+pub mod trees;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -129,8 +129,9 @@ fn pcp_mpstat_reports_what_pmcds_report_shows() {
     drop(w.daemon);
 }
 
-/// A data row of pmstat: numbers (with unit suffixes) or `?`.
-fn pmstat_row(f: &[&str]) -> bool {
+/// A data row of pmstat or pcp-dstat (its `|` separators made blanks): more than five fields,
+/// each a number (with a unit suffix) or `?`.
+fn numbers_row(f: &[&str]) -> bool {
     f.len() > 5
         && f.iter()
             .all(|x| *x == "?" || x.starts_with(|c: char| c.is_ascii_digit()))
@@ -143,9 +144,9 @@ fn pmstat_reports_what_pmcds_report_shows() {
     let args = ["-s", "2", "-t", "1"];
     let ours = ok("pmstat", w.pcp, &args);
     let theirs = ok("pmstat", pmcd, &args);
-    let (_, rows) = shape(&ours, pmstat_row);
+    let (_, rows) = shape(&ours, numbers_row);
     assert_eq!(rows.len(), 2, "{ours}");
-    let diffs = compare("pmstat", &ours, &theirs, pmstat_row, &[]);
+    let diffs = compare("pmstat", &ours, &theirs, numbers_row, &[]);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
     drop(w.daemon);
 }
@@ -191,13 +192,6 @@ fn pcp_free_and_iostat_report_what_pmcds_reports_show() {
     drop(w.daemon);
 }
 
-/// A data row of pcp-dstat (its `|` separators made blanks): numbers with unit suffixes.
-fn dstat_row(f: &[&str]) -> bool {
-    f.len() > 5
-        && f.iter()
-            .all(|x| *x == "?" || x.starts_with(|c: char| c.is_ascii_digit()))
-}
-
 #[test]
 fn pcp_dstat_reports_what_pmcds_report_shows() {
     let pmcd = reference_pmcd();
@@ -207,9 +201,9 @@ fn pcp_dstat_reports_what_pmcds_report_shows() {
     let run = |port| pcp_tool("dstat", port, &args).replace('|', " ");
     let ours = run(w.pcp);
     let theirs = run(pmcd);
-    let (_, rows) = shape(&ours, dstat_row);
+    let (_, rows) = shape(&ours, numbers_row);
     assert!(rows.len() >= 2, "pcp-dstat gave no rows:\n{ours}");
-    let diffs = compare("pcp-dstat", &ours, &theirs, dstat_row, &[]);
+    let diffs = compare("pcp-dstat", &ours, &theirs, numbers_row, &[]);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
     drop(w.daemon);
 }

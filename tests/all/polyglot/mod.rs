@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use wasmon::host::Runtime;
 
-use crate::common::ensure_debian_package;
+use crate::common::{ensure_debian_package, spawn_piped};
 
 /// The repository.
 pub fn repo() -> PathBuf {
@@ -146,13 +146,7 @@ pub fn load_agent(
     name: &str,
     params: &str,
 ) -> anyhow::Result<wasmon::host::AgentInstance> {
-    use wasmon::host::{AgentWorld, GuestConfig, Image};
-    let rt = cached_runtime();
-    let compiled = rt.compile(&std::fs::read(wasm).unwrap(), name).unwrap();
-    let mut cfg = GuestConfig::new(name, params);
-    cfg.memory = 256 << 20;
-    cfg.deadline = std::time::Duration::from_secs(2);
-    Image::<AgentWorld>::load(&rt, &compiled, cfg)
+    load_sandboxed(wasm, name, params)
 }
 
 /// Loads the exporter component `wasm` as guest `name` with `params` in the sandbox (256 MiB
@@ -162,13 +156,22 @@ pub fn load_exporter(
     name: &str,
     params: &str,
 ) -> anyhow::Result<wasmon::host::ExporterInstance> {
-    use wasmon::host::{ExporterWorld, GuestConfig, Image};
+    load_sandboxed(wasm, name, params)
+}
+
+/// Loads `wasm` into world `W` with 256 MiB and 2 s a call.
+fn load_sandboxed<W: wasmon::host::World>(
+    wasm: &Path,
+    name: &str,
+    params: &str,
+) -> anyhow::Result<wasmon::host::Instance<W>> {
+    use wasmon::host::{GuestConfig, Image};
     let rt = cached_runtime();
     let compiled = rt.compile(&std::fs::read(wasm).unwrap(), name).unwrap();
     let mut cfg = GuestConfig::new(name, params);
     cfg.memory = 256 << 20;
     cfg.deadline = std::time::Duration::from_secs(2);
-    Image::<ExporterWorld>::load(&rt, &compiled, cfg)
+    Image::<W>::load(&rt, &compiled, cfg)
 }
 
 /// One runtime for these tests, with a disk cache under `target/` (an 18 MB Python component
@@ -184,23 +187,20 @@ pub fn transform(guest: &Path, params: &serde_json::Value, input: &str) -> Vec<s
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("params.json");
     std::fs::write(&p, params.to_string()).unwrap();
-    let mut child = wasmon()
-        .args([
-            "transform",
-            "--deadline",
-            "2s",
-            "--memory",
-            "256MiB",
-            "--guest",
-        ])
-        .arg(guest)
-        .arg("--params")
-        .arg(&p)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        wasmon()
+            .args([
+                "transform",
+                "--deadline",
+                "2s",
+                "--memory",
+                "256MiB",
+                "--guest",
+            ])
+            .arg(guest)
+            .arg("--params")
+            .arg(&p),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let text = input.to_string();
     let writer = std::thread::spawn(move || {

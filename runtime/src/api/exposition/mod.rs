@@ -412,44 +412,45 @@ pub fn render_store(
 fn render_store_counters(store: &Store, out: &mut String) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = store.counters();
-    let rows: [(&str, &str, u64); 7] = [
+    let rows: [(&str, &str, &std::sync::atomic::AtomicU64); 7] = [
         (
             "samples_written",
             "Samples written into the store.",
-            c.samples_written.load(Relaxed),
+            &c.samples_written,
         ),
         (
             "samples_rejected",
             "Samples the store refused (older than retention, unknown metric when refused, bad level).",
-            c.samples_rejected.load(Relaxed),
+            &c.samples_rejected,
         ),
         (
             "buffers_freed",
             "Buffers retention or /api/free released.",
-            c.buffers_freed.load(Relaxed),
+            &c.buffers_freed,
         ),
         (
             "wal_records_replayed",
             "Write-ahead log records replayed at start.",
-            c.wal_records_replayed.load(Relaxed),
+            &c.wal_records_replayed,
         ),
         (
             "wal_damage",
             "Damaged write-ahead log tails or records found at start.",
-            c.wal_damage.load(Relaxed),
+            &c.wal_damage,
         ),
         (
             "snapshot_damage",
             "Damaged snapshots found at start.",
-            c.snapshot_damage.load(Relaxed),
+            &c.snapshot_damage,
         ),
         (
             "snapshots_written",
             "Snapshots the store wrote.",
-            c.snapshots_written.load(Relaxed),
+            &c.snapshots_written,
         ),
     ];
     for (name, help, v) in rows {
+        let v = v.load(Relaxed);
         let _ = writeln!(
             out,
             "# HELP wasmon_store_{name}_total {help}\n# TYPE wasmon_store_{name}_total counter\nwasmon_store_{name}_total {v}"

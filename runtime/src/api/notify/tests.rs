@@ -41,6 +41,38 @@ fn add_cmd(sub: &str, inst: Option<&str>, above: f64) -> NotifyCmd {
     }
 }
 
+/// `value METRIC INSTANCE`.
+fn value_cmd(metric: &str, instance: &str) -> NotifyCmd {
+    NotifyCmd::Value {
+        metric: metric.into(),
+        instance: instance.into(),
+    }
+}
+
+/// `rm [HANDLE] [--subscriber S] [--all]`.
+fn rm_cmd(handle: Option<u32>, subscriber: Option<&str>, all: bool) -> NotifyCmd {
+    NotifyCmd::Rm {
+        handle,
+        subscriber: subscriber.map(str::to_string),
+        all,
+    }
+}
+
+/// `ls` in columns (`--json`: as JSON) of the thresholds the filters select.
+fn ls_cmd(
+    metric: Option<&str>,
+    instance: Option<&str>,
+    subscriber: Option<&str>,
+    json: bool,
+) -> NotifyCmd {
+    NotifyCmd::Ls {
+        metric: metric.map(str::to_string),
+        instance: instance.map(str::to_string),
+        subscriber: subscriber.map(str::to_string),
+        json,
+    }
+}
+
 /// Read SSE from `watch` until `want` events arrived (or 5 s passed); `None` on 409.
 async fn watch_events(base: &str, sub: &str, want: usize) -> Option<Vec<serde_json::Value>> {
     let r = reqwest::get(format!("{base}/api/notify/watch?subscriber={sub}"))
@@ -135,11 +167,7 @@ fn cli_arguments_parse_and_conflict() {
 
 #[tokio::test]
 async fn cli_add_ls_value_rm_against_the_router() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 64,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(64));
     let base = serve(Arc::clone(&n)).await;
     let c = reqwest::Client::new();
     let h1: u32 = cli(&c, &base, add_cmd("alice", Some("4768"), 15.0))
@@ -158,12 +186,7 @@ async fn cli_add_ls_value_rm_against_the_router() {
     let ls = cli(
         &c,
         &base,
-        NotifyCmd::Ls {
-            metric: Some("proc.fd.count".into()),
-            instance: Some("4768".into()),
-            subscriber: None,
-            json: true,
-        },
+        ls_cmd(Some("proc.fd.count"), Some("4768"), None, true),
     )
     .await
     .unwrap();
@@ -173,43 +196,20 @@ async fn cli_add_ls_value_rm_against_the_router() {
         vec![h1, h2],
         "own and others'"
     );
-    let table = cli(
-        &c,
-        &base,
-        NotifyCmd::Ls {
-            metric: None,
-            instance: None,
-            subscriber: Some("bob".into()),
-            json: false,
-        },
-    )
-    .await
-    .unwrap();
+    let table = cli(&c, &base, ls_cmd(None, None, Some("bob"), false))
+        .await
+        .unwrap();
     assert_eq!(table.lines().count(), 2, "{table}");
     assert!(table.contains("bob") && !table.contains("alice"));
-    let e = cli(
-        &c,
-        &base,
-        NotifyCmd::Value {
-            metric: "proc.fd.count".into(),
-            instance: "4768".into(),
-        },
-    )
-    .await
-    .unwrap_err();
+    let e = cli(&c, &base, value_cmd("proc.fd.count", "4768"))
+        .await
+        .unwrap_err();
     // Covered but not yet seen, and not covered: each says which.
     assert!(e.to_string().starts_with("404"), "{e}");
     assert!(e.to_string().contains("a threshold covers it"), "{e}");
-    let e = cli(
-        &c,
-        &base,
-        NotifyCmd::Value {
-            metric: "proc.thread.count".into(),
-            instance: "4768".into(),
-        },
-    )
-    .await
-    .unwrap_err();
+    let e = cli(&c, &base, value_cmd("proc.thread.count", "4768"))
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("no threshold covers it"), "{e}");
     // `ls` naming nothing lists every threshold, in columns as wide as their widest cell.
     let n_long = cli(
@@ -226,18 +226,9 @@ async fn cli_add_ls_value_rm_against_the_router() {
     )
     .await
     .unwrap();
-    let all = cli(
-        &c,
-        &base,
-        NotifyCmd::Ls {
-            metric: None,
-            instance: None,
-            subscriber: None,
-            json: false,
-        },
-    )
-    .await
-    .unwrap();
+    let all = cli(&c, &base, ls_cmd(None, None, None, false))
+        .await
+        .unwrap();
     let lines: Vec<&str> = all.lines().collect();
     assert_eq!(lines.len(), 4, "{all}");
     let metric_at = lines[0].find("METRIC").unwrap();
@@ -252,73 +243,30 @@ async fn cli_add_ls_value_rm_against_the_router() {
     cli(
         &c,
         &base,
-        NotifyCmd::Rm {
-            handle: Some(n_long.trim().parse().unwrap()),
-            subscriber: None,
-            all: false,
-        },
+        rm_cmd(Some(n_long.trim().parse().unwrap()), None, false),
     )
     .await
     .unwrap();
     n.observe("proc.fd.count", "4768", 17.0, 1);
-    let v = cli(
-        &c,
-        &base,
-        NotifyCmd::Value {
-            metric: "proc.fd.count".into(),
-            instance: "4768".into(),
-        },
-    )
-    .await
-    .unwrap();
+    let v = cli(&c, &base, value_cmd("proc.fd.count", "4768"))
+        .await
+        .unwrap();
     assert_eq!(v.trim(), "17");
     // Only the owner may delete with ?subscriber=.
-    let e = cli(
-        &c,
-        &base,
-        NotifyCmd::Rm {
-            handle: Some(h1),
-            subscriber: Some("bob".into()),
-            all: false,
-        },
-    )
-    .await
-    .unwrap_err();
+    let e = cli(&c, &base, rm_cmd(Some(h1), Some("bob"), false))
+        .await
+        .unwrap_err();
     assert!(e.to_string().starts_with("403"), "{e}");
-    cli(
-        &c,
-        &base,
-        NotifyCmd::Rm {
-            handle: Some(h1),
-            subscriber: Some("alice".into()),
-            all: false,
-        },
-    )
-    .await
-    .unwrap();
-    let e = cli(
-        &c,
-        &base,
-        NotifyCmd::Rm {
-            handle: Some(h1),
-            subscriber: None,
-            all: false,
-        },
-    )
-    .await
-    .unwrap_err();
+    cli(&c, &base, rm_cmd(Some(h1), Some("alice"), false))
+        .await
+        .unwrap();
+    let e = cli(&c, &base, rm_cmd(Some(h1), None, false))
+        .await
+        .unwrap_err();
     assert!(e.to_string().starts_with("404"), "{e}");
-    let out = cli(
-        &c,
-        &base,
-        NotifyCmd::Rm {
-            handle: None,
-            subscriber: Some("bob".into()),
-            all: true,
-        },
-    )
-    .await
-    .unwrap();
+    let out = cli(&c, &base, rm_cmd(None, Some("bob"), true))
+        .await
+        .unwrap();
     assert_eq!(out.trim(), "deleted 1");
     assert_eq!(n.threshold_count(), 0);
     // Bad input is a 400, not a crash.
@@ -371,11 +319,7 @@ fn watch_prints_times_in_rfc_3339() {
 
 #[tokio::test]
 async fn watch_streams_notifications_and_exact_drop_reports() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 4,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(4));
     let base = serve(Arc::clone(&n)).await;
     let h = n
         .add("w", ThresholdSpec::rising(Selector::any("m"), 10.0))
@@ -406,11 +350,7 @@ async fn watch_streams_notifications_and_exact_drop_reports() {
 
 #[tokio::test]
 async fn second_watch_is_refused_and_batches_are_one_event() {
-    let n = Arc::new(Notifier::new(NotifierConfig {
-        queue_capacity: 64,
-        log: false,
-        ..Default::default()
-    }));
+    let n = Arc::new(Notifier::quiet(64));
     let base = serve(Arc::clone(&n)).await;
     n.add("b", ThresholdSpec::rising(Selector::any("m"), 1.0))
         .unwrap();

@@ -118,6 +118,15 @@ impl SysfsSource {
     fn add_node(&mut self, name: String, ports: Vec<(u32, String, PathBuf)>) {
         let node = self.nodes.len();
         let start = self.ports.len();
+        self.add_ports(node, ports);
+        self.nodes.push(Node {
+            name,
+            ports: start..self.ports.len(),
+        });
+    }
+
+    /// Appends `ports` of node `node`, each with its counters' files.
+    fn add_ports(&mut self, node: usize, ports: Vec<(u32, String, PathBuf)>) {
         for (number, label, dir) in ports {
             let files = self
                 .schema
@@ -132,10 +141,6 @@ impl SysfsSource {
                 dir,
             });
         }
-        self.nodes.push(Node {
-            name,
-            ports: start..self.ports.len(),
-        });
     }
 
     fn read_value(&mut self, path: &Path) -> std::io::Result<u64> {
@@ -243,20 +248,7 @@ impl CounterSource for SysfsSource {
                 } else {
                     // One node (this host): its range grows at the end.
                     let start = self.ports.len();
-                    for (number, label, dir) in new {
-                        let files = self
-                            .schema
-                            .iter()
-                            .map(|c| self.counter_file(&dir, c))
-                            .collect();
-                        self.ports.push(Port {
-                            node: 0,
-                            number,
-                            label,
-                            files,
-                            dir,
-                        });
-                    }
+                    self.add_ports(0, new);
                     let n = &mut self.nodes[0];
                     n.ports = n.ports.start..self.ports.len();
                     debug_assert_eq!(n.ports.end - start, self.ports.len() - start);

@@ -62,6 +62,22 @@ fn col(src: &SysfsSource, name: &str) -> usize {
     find(src.schema(), name).unwrap()
 }
 
+/// An engine over `src`'s schema and `ports`, trapping every counter at `trap` (0: never)
+/// and reporting no changes.
+fn engine(src: &SysfsSource, trap: u64, ports: Vec<u32>) -> Engine {
+    let schema = src.schema().to_vec();
+    let mut e = Engine::new(
+        &schema,
+        Thresholds {
+            trap: vec![trap; schema.len()],
+            change: vec![0; schema.len()],
+        },
+        false,
+    );
+    e.set_ports(ports);
+    e
+}
+
 #[test]
 fn port_counters_only_give_the_32_bit_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -87,16 +103,7 @@ fn saturated_and_unavailable_counters_give_no_rate() {
     let dir = tempfile::tempdir().unwrap();
     port_counters(dir.path(), "1");
     let mut src = SysfsSource::open(SysfsKind::Infiniband, dir.path(), "h1").unwrap();
-    let schema = src.schema().to_vec();
-    let mut e = Engine::new(
-        &schema,
-        Thresholds {
-            trap: vec![1; schema.len()],
-            change: vec![0; schema.len()],
-        },
-        false,
-    );
-    e.set_ports(vec![0]);
+    let mut e = engine(&src, 1, vec![0]);
     let mut out = Output::default();
     for _ in 0..2 {
         src.read(&[0], e.reading_mut()).unwrap();
@@ -143,16 +150,7 @@ fn extended_counters_are_64_bit_and_counted_in_bytes() {
     assert_eq!(r.get(d, 1), 1_000_000_000_000);
     assert_eq!(r.get(col(&src, "port_rcv_packets"), 0), NA);
     // 2,500 four-octet units later: a change of 10,000 bytes.
-    let schema = src.schema().to_vec();
-    let mut e = Engine::new(
-        &schema,
-        Thresholds {
-            trap: vec![0; schema.len()],
-            change: vec![0; schema.len()],
-        },
-        false,
-    );
-    e.set_ports(vec![0, 1]);
+    let mut e = engine(&src, 0, vec![0, 1]);
     let mut out = Output::default();
     src.read(&[0, 1], e.reading_mut()).unwrap();
     e.process(&mut out);

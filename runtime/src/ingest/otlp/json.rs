@@ -82,28 +82,25 @@ fn uint(o: &Map<String, Value>, camel: &str, snake: &str) -> Result<u64, DecodeE
 }
 
 fn uint_value(v: &Value) -> Result<u64, DecodeError> {
-    match v {
-        Value::String(s) => s
-            .parse()
-            .map_err(|_| DecodeError::new(format!("{s:?} is not an unsigned 64-bit integer"))),
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| DecodeError::new(format!("{n} is not an unsigned 64-bit integer"))),
-        v => Err(DecodeError::new(format!(
-            "expected an integer, got {}",
-            kind(v)
-        ))),
-    }
+    integer_value(v, "an unsigned 64-bit integer", serde_json::Number::as_u64)
 }
 
 fn int_value(v: &Value) -> Result<i64, DecodeError> {
+    integer_value(v, "a 64-bit integer", serde_json::Number::as_i64)
+}
+
+/// A 64-bit integer (`what` names its kind in errors): a decimal string, as OTLP/JSON writes
+/// 64-bit fields, or a number that `exact` takes without loss.
+fn integer_value<T: std::str::FromStr>(
+    v: &Value,
+    what: &str,
+    exact: fn(&serde_json::Number) -> Option<T>,
+) -> Result<T, DecodeError> {
     match v {
         Value::String(s) => s
             .parse()
-            .map_err(|_| DecodeError::new(format!("{s:?} is not a 64-bit integer"))),
-        Value::Number(n) => n
-            .as_i64()
-            .ok_or_else(|| DecodeError::new(format!("{n} is not a 64-bit integer"))),
+            .map_err(|_| DecodeError::new(format!("{s:?} is not {what}"))),
+        Value::Number(n) => exact(n).ok_or_else(|| DecodeError::new(format!("{n} is not {what}"))),
         v => Err(DecodeError::new(format!(
             "expected an integer, got {}",
             kind(v)

@@ -22,6 +22,7 @@ use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
 use super::pb::{DecodeError, Reader, Span, Wire, for_each_packed, utf8, zigzag};
 use crate::sample::Pair;
 use crate::util::eq_bytes;
+use crate::util::{pb_bytes, pb_varint};
 
 mod emit;
 mod json;
@@ -473,21 +474,89 @@ fn number_point<'a>(
     Ok(())
 }
 
+/// The fields a histogram, exponential histogram and summary point share (attributes and
+/// flags under each message's own numbers), read as they come.
+struct Summed {
+    attrs_field: u32,
+    flags_field: u32,
+    attrs: Vec<Pair>,
+    time: u64,
+    count: u64,
+    sum: Option<f64>,
+    flags: u64,
+}
+
+impl Summed {
+    fn new(attrs_field: u32, flags_field: u32) -> Summed {
+        Summed {
+            attrs_field,
+            flags_field,
+            attrs: Vec::new(),
+            time: 0,
+            count: 0,
+            sum: None,
+            flags: 0,
+        }
+    }
+
+    /// Reads field `f` if it is one of these; skips it otherwise.
+    fn read<'a>(&mut self, e: &mut Emitter<'a>, f: u32, v: Wire<'a>) -> Result<(), Nested> {
+        match f {
+            _ if f == self.attrs_field => point_attrs(e, v, &mut self.attrs)?,
+            _ if f == self.flags_field => self.flags = v.varint("flags")?,
+            3 => self.time = v.fixed64("time_unix_nano")?,
+            4 => self.count = v.fixed64("count")?,
+            5 => self.sum = Some(v.double("sum")?),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The point's metadata (its attributes after the resource's) and time; `None`, counted,
+    /// for a point flagged as having no recorded value.
+    fn recorded(&mut self, e: &mut Emitter, resource: &[Pair]) -> Option<(Vec<Pair>, Option<i64>)> {
+        if self.flags & NO_RECORDED_VALUE != 0 {
+            e.out.no_value += 1;
+            return None;
+        }
+        Some((
+            e.merge(resource, std::mem::take(&mut self.attrs)),
+            ts(self.time),
+        ))
+    }
+
+    /// Emits the point as a histogram with `buckets`, unless it has no recorded value.
+    fn histogram(
+        mut self,
+        e: &mut Emitter,
+        h: &Heads,
+        resource: &[Pair],
+        buckets: Buckets,
+    ) -> Result<(), Nested> {
+        let Some((meta, time)) = self.recorded(e, resource) else {
+            return Ok(());
+        };
+        let point = HistogramPoint {
+            count: self.count,
+            sum: self.sum,
+            buckets,
+        };
+        e.histogram(h, &meta, time, point)?;
+        Ok(())
+    }
+}
+
 fn histogram_point<'a>(
     e: &mut Emitter<'a>,
     h: &Heads,
     p: &'a [u8],
     resource: &[Pair],
 ) -> Result<(), Nested> {
-    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, None, 0);
+    let mut c = Summed::new(9, 10);
     let (mut counts, mut bounds) = (Vec::new(), Vec::new());
     let mut r = Reader::new(p);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            9 => point_attrs(e, v, &mut attrs)?,
-            3 => ts_ = v.fixed64("time_unix_nano")?,
-            4 => count = v.fixed64("count")?,
-            5 => sum = Some(v.double("sum")?),
             6 => for_each_packed(v, "bucket_counts", true, |x| {
                 counts.push(x);
                 Ok(())
@@ -496,25 +565,14 @@ fn histogram_point<'a>(
                 bounds.push(f64::from_bits(x));
                 Ok(())
             })?,
-            10 => flags = v.varint("flags")?,
-            _ => {}
+            _ => c.read(e, f, v)?,
         }
     }
-    if flags & NO_RECORDED_VALUE != 0 {
-        e.out.no_value += 1;
-        return Ok(());
-    }
-    let meta = e.merge(resource, attrs);
-    let point = HistogramPoint {
-        count,
-        sum,
-        buckets: Buckets::Explicit {
-            bounds: &bounds,
-            counts: &counts,
-        },
+    let buckets = Buckets::Explicit {
+        bounds: &bounds,
+        counts: &counts,
     };
-    e.histogram(h, &meta, ts(ts_), point)?;
-    Ok(())
+    c.histogram(e, h, resource, buckets)
 }
 
 fn exp_buckets(v: Wire) -> Result<(i32, Vec<u64>), DecodeError> {
@@ -539,43 +597,28 @@ fn exponential_point<'a>(
     p: &'a [u8],
     resource: &[Pair],
 ) -> Result<(), Nested> {
-    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, None, 0);
+    let mut c = Summed::new(1, 10);
     let (mut scale, mut zero_count, mut zero_threshold) = (0, 0, 0.0);
     let (mut pos, mut neg) = ((0, Vec::new()), (0, Vec::new()));
     let mut r = Reader::new(p);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            1 => point_attrs(e, v, &mut attrs)?,
-            3 => ts_ = v.fixed64("time_unix_nano")?,
-            4 => count = v.fixed64("count")?,
-            5 => sum = Some(v.double("sum")?),
             6 => scale = zigzag(v.varint("scale")?) as i32,
             7 => zero_count = v.fixed64("zero_count")?,
             8 => pos = exp_buckets(v).map_err(|x| x.at("positive", None))?,
             9 => neg = exp_buckets(v).map_err(|x| x.at("negative", None))?,
-            10 => flags = v.varint("flags")?,
             14 => zero_threshold = v.double("zero_threshold")?,
-            _ => {}
+            _ => c.read(e, f, v)?,
         }
     }
-    if flags & NO_RECORDED_VALUE != 0 {
-        e.out.no_value += 1;
-        return Ok(());
-    }
-    let meta = e.merge(resource, attrs);
-    let point = HistogramPoint {
-        count,
-        sum,
-        buckets: Buckets::Exponential {
-            scale,
-            zero_count,
-            zero_threshold,
-            positive: (pos.0, &pos.1),
-            negative: (neg.0, &neg.1),
-        },
+    let buckets = Buckets::Exponential {
+        scale,
+        zero_count,
+        zero_threshold,
+        positive: (pos.0, &pos.1),
+        negative: (neg.0, &neg.1),
     };
-    e.histogram(h, &meta, ts(ts_), point)?;
-    Ok(())
+    c.histogram(e, h, resource, buckets)
 }
 
 fn summary_point<'a>(
@@ -584,15 +627,11 @@ fn summary_point<'a>(
     p: &'a [u8],
     resource: &[Pair],
 ) -> Result<(), Nested> {
-    let (mut attrs, mut ts_, mut count, mut sum, mut flags) = (Vec::new(), 0u64, 0, 0.0, 0);
+    let mut c = Summed::new(7, 8);
     let mut quantiles = Vec::new();
     let mut r = Reader::new(p);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            7 => point_attrs(e, v, &mut attrs)?,
-            3 => ts_ = v.fixed64("time_unix_nano")?,
-            4 => count = v.fixed64("count")?,
-            5 => sum = v.double("sum")?,
             6 => {
                 let (mut q, mut val) = (0.0, 0.0);
                 let mut qr = Reader::new(v.bytes("quantile_values")?);
@@ -605,16 +644,14 @@ fn summary_point<'a>(
                 }
                 quantiles.push((q, val));
             }
-            8 => flags = v.varint("flags")?,
-            _ => {}
+            _ => c.read(e, f, v)?,
         }
     }
-    if flags & NO_RECORDED_VALUE != 0 {
-        e.out.no_value += 1;
+    let Some((meta, ts_)) = c.recorded(e, resource) else {
         return Ok(());
-    }
-    let meta = e.merge(resource, attrs);
-    e.summary(h, &meta, ts(ts_), (count, sum), &quantiles)?;
+    };
+    let sum = c.sum.unwrap_or(0.0);
+    e.summary(h, &meta, ts_, (c.count, sum), &quantiles)?;
     Ok(())
 }
 
@@ -628,10 +665,10 @@ pub fn response_protobuf(rejected: u64, message: &str) -> Vec<u8> {
         return out;
     }
     let mut ps = Vec::new();
-    put_varint(&mut ps, 1 << 3);
-    put_varint(&mut ps, rejected);
-    put_bytes(&mut ps, 2, message.as_bytes());
-    put_bytes(&mut out, 1, &ps);
+    pb_varint(&mut ps, 1 << 3);
+    pb_varint(&mut ps, rejected);
+    pb_bytes(&mut ps, 2, message.as_bytes());
+    pb_bytes(&mut out, 1, &ps);
     out
 }
 
@@ -649,24 +686,10 @@ pub fn response_json(rejected: u64, message: &str) -> serde_json::Value {
 /// A refusal as OTLP/HTTP answers one: a `google.rpc.Status` with `code` and `message`.
 pub fn status_protobuf(code: u64, message: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    put_varint(&mut out, 1 << 3);
-    put_varint(&mut out, code);
-    put_bytes(&mut out, 2, message.as_bytes());
+    pb_varint(&mut out, 1 << 3);
+    pb_varint(&mut out, code);
+    pb_bytes(&mut out, 2, message.as_bytes());
     out
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_bytes(out: &mut Vec<u8>, field: u64, b: &[u8]) {
-    put_varint(out, field << 3 | 2);
-    put_varint(out, b.len() as u64);
-    out.extend_from_slice(b);
 }
 
 #[cfg(test)]

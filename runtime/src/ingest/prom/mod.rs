@@ -336,28 +336,46 @@ fn decode_v1(raw: &[u8], limits: Limits, known: &Memory) -> Result<PromDecoded, 
         here: families,
         known: &types,
     };
+    let out = each_series(raw, limits, 1, |ts, labels, b, out| {
+        let mut s = Series {
+            labels,
+            families: &families,
+            recent: recent.as_mut(),
+        };
+        s.decode(ts, b, out)
+    })?;
+    // Kept while `types` is read: the heads' kinds are those types'.
+    if let Some(recent) = recent {
+        recent.keep();
+    }
+    Ok(out)
+}
+
+/// Decodes each series of `raw` (field `field`, `timeseries`) with `series`, naming a series
+/// by its index in an error: the request's samples.
+fn each_series<'a>(
+    raw: &'a [u8],
+    limits: Limits,
+    field: u32,
+    mut series: impl FnMut(
+        &'a [u8],
+        &mut Labels<'a>,
+        &mut Build<'a>,
+        &mut PromDecoded,
+    ) -> Result<(), SeriesError>,
+) -> Result<PromDecoded, ReceiveError> {
     let mut out = PromDecoded::default();
     let mut b = Build::new(limits, raw.len(), 32);
     let mut labels = Labels::new();
     let mut r = Reader::new(raw);
     let mut si = 0;
     while let Some((f, v)) = r.next_field()? {
-        if f != 1 {
+        if f != field {
             continue;
         }
         let ts = v.bytes("timeseries")?;
-        let mut s = Series {
-            labels: &mut labels,
-            families: &families,
-            recent: recent.as_mut(),
-        };
-        s.decode(ts, &mut b, &mut out)
-            .map_err(|e| e.at("timeseries", Some(si)))?;
+        series(ts, &mut labels, &mut b, &mut out).map_err(|e| e.at("timeseries", Some(si)))?;
         si += 1;
-    }
-    // Kept while `types` is read: the heads' kinds are those types'.
-    if let Some(recent) = recent {
-        recent.keep();
     }
     out.samples = b.samples;
     Ok(out)
@@ -577,22 +595,9 @@ fn decode_v2(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
             symbols.push(s);
         }
     }
-    let mut out = PromDecoded::default();
-    let mut b = Build::new(limits, raw.len(), 32);
-    let mut labels = Labels::new();
-    let mut r = Reader::new(raw);
-    let mut si = 0;
-    while let Some((f, v)) = r.next_field()? {
-        if f != 5 {
-            continue;
-        }
-        let ts = v.bytes("timeseries")?;
-        series_v2(ts, &symbols, &mut labels, &mut b, &mut out)
-            .map_err(|e| e.at("timeseries", Some(si)))?;
-        si += 1;
-    }
-    out.samples = b.samples;
-    Ok(out)
+    each_series(raw, limits, 5, |ts, labels, b, out| {
+        series_v2(ts, &symbols, labels, b, out)
+    })
 }
 
 fn series_v2<'a>(

@@ -1,6 +1,6 @@
 //! Tests of the group on synthesized trees and this host's files. Test-only.
 
-use super::super::testing::{fetch, fetch_f64, one, tree};
+use super::super::testing::{agent, fetch, fetch_f64, one, tree};
 use super::super::{DeviceFilter, Devices, LinuxAgent, Root};
 use super::*;
 
@@ -148,19 +148,15 @@ fn sorts_a_servers_devices_as_pmdalinux_does() {
             Value::Text("35000c500a1b2c3d4".into())
         ]
     );
-    // zram: disksize in Kbyte, mm_stat bytes to Kbyte and pages to Kbyte.
-    assert_eq!(one(&mut a, "zram.capacity"), Some(8388608.0));
-    assert_eq!(one(&mut a, "zram.mm_stat.data_size.original"), Some(4000.0));
-    assert_eq!(one(&mut a, "zram.mm_stat.pages.same"), Some(40.0));
-    assert_eq!(one(&mut a, "zram.io_stat.notify_free"), Some(4.0));
-    assert_eq!(one(&mut a, "zram.bd_stat.count"), None);
-    // Multipath: each disk with a WWID is a path of it.
-    assert_eq!(
-        fetch_f64(&mut a, "disk.wwid.read"),
-        [
-            ("20025388b71b2c0d1".into(), 200.0),
-            ("35000c500a1b2c3d4".into(), 700.0)
-        ]
+    a.expect(
+        "# zram: disksize in Kbyte, mm_stat bytes to Kbyte and pages to Kbyte.
+        zram.capacity 8388608
+        zram.mm_stat.data_size.original 4000
+        zram.mm_stat.pages.same 40
+        zram.io_stat.notify_free 4
+        zram.bd_stat.count -
+        # Multipath: each disk with a WWID is a path of it.
+        disk.wwid.read 20025388b71b2c0d1=200 35000c500a1b2c3d4=700",
     );
 }
 
@@ -179,8 +175,10 @@ fn the_disk_filter_applies_everywhere() {
         names(&fetch_f64(&mut a, "disk.dev.read")),
         ["nvme0n1", "sda"]
     );
-    assert_eq!(one(&mut a, "disk.all.read"), Some(900.0));
-    assert_eq!(one(&mut a, "hinv.ndisk"), Some(2.0));
+    a.expect(
+        "disk.all.read 900
+        hinv.ndisk 2",
+    );
     assert_eq!(
         names(&fetch_f64(&mut a, "disk.partitions.read")),
         ["nvme0n1p1", "nvme0n1p2", "sda1"]
@@ -196,24 +194,14 @@ fn old_kernels_shapes_and_32_bit_wraps() {
         "   8    0 sda 5000 10 80000 4294967396 3000 20 64000 700 1 4294967297 900\n   8    1 sda1 4000 64000 2000 32000\n",
     )]);
     let mut a = LinuxAgent::with_root(dir.path());
-    assert_eq!(fetch_f64(&mut a, "disk.dev.discard"), [("sda".into(), 0.0)]);
-    assert_eq!(fetch_f64(&mut a, "disk.dev.flush"), [("sda".into(), 0.0)]);
-    // %u fields wrap at 2^32.
-    assert_eq!(
-        fetch_f64(&mut a, "disk.dev.read_rawactive"),
-        [("sda".into(), 100.0)]
-    );
-    assert_eq!(
-        fetch_f64(&mut a, "disk.dev.avactive"),
-        [("sda".into(), 1.0)]
-    );
-    assert_eq!(
-        fetch_f64(&mut a, "disk.partitions.read"),
-        [("sda1".into(), 4000.0)]
-    );
-    assert_eq!(
-        fetch_f64(&mut a, "disk.partitions.write_bytes"),
-        [("sda1".into(), 16000.0)]
+    a.expect(
+        "disk.dev.discard sda=0
+        disk.dev.flush sda=0
+        # %u fields wrap at 2^32.
+        disk.dev.read_rawactive sda=100
+        disk.dev.avactive sda=1
+        disk.partitions.read sda1=4000
+        disk.partitions.write_bytes sda1=16000",
     );
     // Short partition lines have no merges or times: no value, as pmcd answers.
     assert!(fetch_f64(&mut a, "disk.partitions.read_merge").is_empty());
@@ -221,38 +209,30 @@ fn old_kernels_shapes_and_32_bit_wraps() {
     // No /proc/partitions: capacity has no value.
     assert!(fetch_f64(&mut a, "disk.dev.capacity").is_empty());
     // 2.4 kernels: only /proc/partitions, with counters.
-    let dir = tree(&[(
+    let (_dir, mut a) = agent(&[(
         "proc/partitions",
         "major minor  #blocks  name     rio rmerge rsect ruse wio wmerge wsect wuse running use aveq\n\n   3     0   39082680 hda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340 23705160\n",
     )]);
-    let mut a = LinuxAgent::with_root(dir.path());
-    assert_eq!(
-        fetch_f64(&mut a, "disk.dev.read"),
-        [("hda".into(), 446216.0)]
-    );
-    assert_eq!(
-        fetch_f64(&mut a, "disk.dev.aveq"),
-        [("hda".into(), 23705160.0)]
-    );
-    assert_eq!(
-        fetch_f64(&mut a, "disk.dev.capacity"),
-        [("hda".into(), 39082680.0)]
+    a.expect(
+        "disk.dev.read hda=446216
+        disk.dev.aveq hda=23705160
+        disk.dev.capacity hda=39082680",
     );
 }
 
 #[test]
 fn malformed_or_missing_files_cost_only_their_values() {
-    let dir = tree(&[(
+    let (_dir, mut a) = agent(&[(
         "proc/diskstats",
         "garbage\n   8 0 sda 1 2 3\n   x y sdb 1 2 3 4 5 6 7 8 9 10 11\n   8 16 sdc 1 2 3 4 5 6 7 8 9 10 11\n",
     )]);
-    let mut a = LinuxAgent::with_root(dir.path());
     assert_eq!(names(&fetch_f64(&mut a, "disk.dev.read")), ["sda", "sdc"]);
-    let dir = tree(&[("proc/stat", "cpu 1 2 3 4\n")]);
-    let mut a = LinuxAgent::with_root(dir.path());
+    let (_dir, mut a) = agent(&[("proc/stat", "cpu 1 2 3 4\n")]);
     assert!(fetch_f64(&mut a, "disk.dev.read").is_empty());
-    assert_eq!(one(&mut a, "hinv.ndisk"), None);
-    assert_eq!(one(&mut a, "disk.all.read"), None);
+    a.expect(
+        "hinv.ndisk -
+        disk.all.read -",
+    );
 }
 
 #[test]

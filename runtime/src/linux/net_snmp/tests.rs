@@ -1,7 +1,7 @@
 //! Tests of the group on synthesized trees and this host's files. Test-only.
 
 use super::super::LinuxAgent;
-use super::super::testing::{fetch_f64, one, tree};
+use super::super::testing::{agent, fetch_f64, one};
 
 /// A 2.6-era kernel: no InCsumErrors, no IcmpMsg, no UdpLite, Udp without the buffer
 /// errors; TcpExt with only a few columns.
@@ -52,47 +52,51 @@ UdpLite6InDatagrams             	0
 
 #[test]
 fn an_old_kernels_snmp_has_values_for_its_columns_only() {
-    let dir = tree(&[("proc/net/snmp", OLD_SNMP)]);
-    let mut a = LinuxAgent::with_root(dir.path());
-    assert_eq!(one(&mut a, "network.ip.inreceives"), Some(1000.0));
-    assert_eq!(one(&mut a, "network.ip.outnoroutes"), Some(7.0));
-    assert_eq!(one(&mut a, "network.tcp.activeopens"), Some(42.0));
-    assert_eq!(one(&mut a, "network.udp.outdatagrams"), Some(71.0));
-    assert_eq!(one(&mut a, "network.icmp.outmsgs"), Some(9.0));
-    // Columns this kernel lacks have no value; nothing else is lost.
-    assert_eq!(one(&mut a, "network.tcp.incsumerrors"), None);
-    assert_eq!(one(&mut a, "network.udp.recvbuferrors"), None);
-    assert_eq!(one(&mut a, "network.udplite.indatagrams"), None);
+    let (_dir, mut a) = agent(&[("proc/net/snmp", OLD_SNMP)]);
+    a.expect(
+        "network.ip.inreceives 1000
+        network.ip.outnoroutes 7
+        network.tcp.activeopens 42
+        network.udp.outdatagrams 71
+        network.icmp.outmsgs 9
+        # Columns this kernel lacks have no value; nothing else is lost.
+        network.tcp.incsumerrors -
+        network.udp.recvbuferrors -
+        network.udplite.indatagrams -",
+    );
     assert!(fetch_f64(&mut a, "network.icmpmsg.intype").is_empty());
     // The kernel's "no limit" -1, as C's strtoull reads it.
     assert_eq!(one(&mut a, "network.tcp.maxconn"), Some(u64::MAX as f64));
-    // No netstat, no snmp6: no values, no error.
-    assert_eq!(one(&mut a, "network.tcp.timeouts"), None);
-    assert_eq!(one(&mut a, "network.ip6.inreceives"), None);
+    a.expect(
+        "# No netstat, no snmp6: no values, no error.
+        network.tcp.timeouts -
+        network.ip6.inreceives -",
+    );
 }
 
 #[test]
 fn a_new_kernels_snmp_netstat_and_snmp6_by_section_and_key() {
-    let dir = tree(&[
+    let (_dir, mut a) = agent(&[
         ("proc/net/snmp", NEW_SNMP),
         ("proc/net/netstat", NETSTAT),
         ("proc/net/snmp6", SNMP6),
     ]);
-    let mut a = LinuxAgent::with_root(dir.path());
-    assert_eq!(one(&mut a, "network.ip.inreceives"), Some(123456789012.0));
-    assert_eq!(one(&mut a, "network.tcp.incsumerrors"), Some(5.0));
-    assert_eq!(one(&mut a, "network.udp.ignoredmulti"), Some(3.0));
-    assert_eq!(one(&mut a, "network.udplite.indatagrams"), Some(0.0));
-    // Netstat's TcpExt is network.tcp too; IpExt is network.ip; MPTcpExt network.mptcp.
-    assert_eq!(one(&mut a, "network.tcp.hphits"), Some(123.0));
-    assert_eq!(one(&mut a, "network.tcp.timeouts"), Some(45.0));
-    assert_eq!(one(&mut a, "network.tcp.syncookiesfailed"), Some(1.0));
-    assert_eq!(one(&mut a, "network.ip.inoctets"), Some(300000.0));
-    assert_eq!(one(&mut a, "network.mptcp.mpcapablesynrx"), Some(3.0));
-    assert_eq!(one(&mut a, "network.tcp.tcpdelivered"), None);
-    // One counter, two names.
-    assert_eq!(one(&mut a, "network.tcp.fastopenactivefail"), Some(6.0));
-    assert_eq!(one(&mut a, "network.tcp.tcpfastopenactivefail"), Some(6.0));
+    a.expect(
+        "network.ip.inreceives 123456789012
+        network.tcp.incsumerrors 5
+        network.udp.ignoredmulti 3
+        network.udplite.indatagrams 0
+        # Netstat's TcpExt is network.tcp too; IpExt is network.ip; MPTcpExt network.mptcp.
+        network.tcp.hphits 123
+        network.tcp.timeouts 45
+        network.tcp.syncookiesfailed 1
+        network.ip.inoctets 300000
+        network.mptcp.mpcapablesynrx 3
+        network.tcp.tcpdelivered -
+        # One counter, two names.
+        network.tcp.fastopenactivefail 6
+        network.tcp.tcpfastopenactivefail 6",
+    );
     // Type numbers are instances; past the 256 pmdalinux keeps is dropped.
     let mut t = fetch_f64(&mut a, "network.icmpmsg.intype");
     t.sort_by(|x, y| x.0.cmp(&y.0));
@@ -101,11 +105,13 @@ fn a_new_kernels_snmp_netstat_and_snmp6_by_section_and_key() {
     assert_eq!(t, vec![("Type3".into(), 19.0), ("Type8".into(), 4.0)]);
     use crate::namespace::Agent;
     assert_eq!(a.instance_id(super::indom::ICMPMSG, "Type8"), Some(8));
-    assert_eq!(one(&mut a, "network.ip6.inreceives"), Some(812.0));
-    assert_eq!(one(&mut a, "network.icmp6.inmsgs"), Some(31.0));
-    assert_eq!(one(&mut a, "network.udp6.indatagrams"), Some(44.0));
-    assert_eq!(one(&mut a, "network.udplite6.indatagrams"), Some(0.0));
-    assert_eq!(one(&mut a, "network.ip6.outforwdatagrams"), None);
+    a.expect(
+        "network.ip6.inreceives 812
+        network.icmp6.inmsgs 31
+        network.udp6.indatagrams 44
+        network.udplite6.indatagrams 0
+        network.ip6.outforwdatagrams -",
+    );
 }
 
 #[test]
@@ -117,11 +123,12 @@ Udp: InDatagrams NoPorts
 Udp: 5 6
 Tcp: RtoAlgorithm garbage
 ";
-    let dir = tree(&[("proc/net/snmp", torn)]);
-    let mut a = LinuxAgent::with_root(dir.path());
-    assert_eq!(one(&mut a, "network.ip.inreceives"), None);
-    assert_eq!(one(&mut a, "network.udp.noports"), Some(6.0));
-    assert_eq!(one(&mut a, "network.tcp.rtoalgorithm"), None);
+    let (_dir, mut a) = agent(&[("proc/net/snmp", torn)]);
+    a.expect(
+        "network.ip.inreceives -
+        network.udp.noports 6
+        network.tcp.rtoalgorithm -",
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@
 use std::io::Write;
 
 use crate::sample::{Component, Level, Sample, sanitize_metric_name, split_id};
+use crate::util::{pb_bytes, pb_key, pb_varint};
 
 /// What the encoders need besides the samples.
 pub struct Context<'a> {
@@ -236,24 +237,6 @@ fn label_name(key: &str) -> String {
 
 /// A series' labels, sorted by name.
 type Labels = Vec<(String, String)>;
-
-fn pb_key(out: &mut Vec<u8>, field: u32, wire: u8) {
-    pb_varint(out, u64::from(field << 3 | u32::from(wire)));
-}
-
-fn pb_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn pb_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    pb_key(out, field, 2);
-    pb_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
 
 impl Encoded {
     fn empty() -> Encoded {

@@ -61,6 +61,41 @@ pub(super) fn seg_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// A new queue with config `c` in a directory of its own (kept while the queue is used).
+pub(super) fn fresh(c: QueueConfig) -> (tempfile::TempDir, Queue) {
+    let d = tempfile::tempdir().expect("tempdir");
+    let (q, _) = Queue::open(d.path(), c).expect("open");
+    (d, q)
+}
+
+/// The environment variable naming a child test's queue directory (see [`child_test`]).
+const CHILD_DIR_ENV: &str = "WASMON_QUEUE_CHILD_DIR";
+
+/// This test binary running only test `name` of `module` (a `module_path!()`), ignored as it
+/// is (a child test, run only this way), on a queue in `dir` ([`child_queue`]).
+pub(super) fn child_test(module: &str, name: &str, dir: &Path) -> std::process::Command {
+    // The module's path without the crate name: the same in the scratch crate and in wasmon.
+    let module = module.split_once("::").map_or(module, |(_, rest)| rest);
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
+    cmd.args([
+        "--exact",
+        &format!("{module}::{name}"),
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_DIR_ENV, dir);
+    cmd
+}
+
+/// In a child test run by [`child_test`]: its directory and the queue opened there with `c`;
+/// `None` in a plain test run (the child then does nothing).
+pub(super) fn child_queue(c: QueueConfig) -> Option<(std::path::PathBuf, Queue)> {
+    let dir = std::path::PathBuf::from(std::env::var_os(CHILD_DIR_ENV)?);
+    let (q, _) = Queue::open(&dir, c).expect("open");
+    Some((dir, q))
+}
+
 fn rec_len(i: u64) -> u64 {
     (HEADER_LEN + payload(i).len()) as u64
 }
@@ -109,8 +144,7 @@ fn push_next_ack_in_order() {
 
 #[test]
 fn out_of_order_acks_remove_a_prefix() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (_d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 5);
     drain(&q);
     q.ack(seqs[2]).expect("ack");
@@ -134,8 +168,7 @@ fn out_of_order_acks_remove_a_prefix() {
 
 #[test]
 fn restart_hands_out_exactly_the_unacked() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 20);
     let got = drain(&q);
     for r in &got[..10] {
@@ -160,8 +193,7 @@ fn restart_hands_out_exactly_the_unacked() {
 
 #[test]
 fn acked_above_the_cursor_comes_again_at_most_once_after_a_restart() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 6);
     drain(&q);
     q.ack(seqs[0]).expect("ack");
@@ -380,8 +412,7 @@ fn the_age_budget_drops_the_oldest_exactly_in_flight_too() {
 
 #[test]
 fn reconfigure_keeps_the_content_and_a_smaller_budget_drops_the_oldest() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (_d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
     q.reconfigure(QueueConfig {
         max_size: (6..10).map(rec_len).sum(),
@@ -395,8 +426,7 @@ fn reconfigure_keeps_the_content_and_a_smaller_budget_drops_the_oldest() {
 
 #[test]
 fn dead_letters_are_written_counted_and_removed_once() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 3);
     let got = drain(&q);
     q.dead_letter(seqs[1], &got[1].payload, "HTTP 400: bad\nline")

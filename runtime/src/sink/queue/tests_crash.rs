@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::tests::{cfg, check, drain, payload, push_range, samples, seg_files};
+use super::tests::{
+    cfg, check, child_queue, child_test, drain, fresh, payload, push_range, samples, seg_files,
+};
 use super::{LedgerFound, Nack, Queue, QueueConfig, Record};
 
 fn flip(path: &Path, at: u64) {
@@ -25,8 +27,7 @@ fn ledger_path(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_crash_hands_out_the_records_acked_since_the_last_commit_and_skips_seqs() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
     let got = drain(&q);
     for r in &got[..4] {
@@ -94,8 +95,7 @@ fn a_crash_between_the_ledger_and_the_deletion_redelivers_nothing() {
 
 #[test]
 fn a_damaged_ledger_slot_falls_back_to_the_other() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
     for r in drain(&q).iter().take(3) {
         q.ack(r.seq).expect("ack");
@@ -123,8 +123,7 @@ fn a_damaged_ledger_slot_falls_back_to_the_other() {
 
 #[test]
 fn a_lost_ledger_hands_everything_out_again_and_opens() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
     for r in drain(&q).iter().take(4) {
         q.ack(r.seq).expect("ack");
@@ -201,8 +200,7 @@ fn strict_mode_fsyncs_every_push() {
 
 #[test]
 fn one_queue_per_directory() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     assert!(matches!(
         Queue::open(d.path(), cfg()),
         Err(super::QueueError::Locked { .. })
@@ -312,28 +310,17 @@ fn random_operations_keep_the_invariants() {
     }
 }
 
-const DISK_FULL_ENV: &str = "WASMON_QUEUE_DISK_FULL_DIR";
-
-/// This module's path without the crate name: the same in the scratch crate and in wasmon.
-fn test_name(f: &str) -> String {
-    let m = module_path!();
-    let m = m.split_once("::").map_or(m, |(_, rest)| rest);
-    format!("{m}::{f}")
-}
-
 /// Run by `a_full_disk_fails_the_push_and_leaves_no_partial_record` in a child process (the file
 /// size limit is per process): pushes until a write fails part way, as on a full disk.
 #[test]
 #[ignore = "the child of a_full_disk_fails_the_push_and_leaves_no_partial_record"]
 fn disk_full_child() {
-    let Some(dir) = std::env::var_os(DISK_FULL_ENV) else {
-        return;
-    };
-    let c = QueueConfig {
+    let Some((dir, q)) = child_queue(QueueConfig {
         segment_size: 1 << 20,
         ..cfg()
+    }) else {
+        return;
     };
-    let (q, _) = Queue::open(Path::new(&dir), c).expect("open");
     // SAFETY: plain libc calls on this process's own limits and signal disposition.
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -358,7 +345,7 @@ fn disk_full_child() {
     };
     assert!(matches!(err, super::QueueError::Io { .. }), "{err}");
     // The partial write was taken back: the segment ends at the last whole record.
-    let segs = seg_files(Path::new(&dir));
+    let segs = seg_files(&dir);
     let len = std::fs::metadata(&segs[0]).expect("stat").len();
     let whole: u64 = (0..ok)
         .map(|i| (super::segment::HEADER_LEN + payload(i).len()) as u64)
@@ -383,15 +370,7 @@ fn disk_full_child() {
 #[test]
 fn a_full_disk_fails_the_push_and_leaves_no_partial_record() {
     let d = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "--exact",
-            &test_name("disk_full_child"),
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DISK_FULL_ENV, d.path())
+    let out = child_test(module_path!(), "disk_full_child", d.path())
         .output()
         .expect("run the child");
     let text = String::from_utf8_lossy(&out.stdout);

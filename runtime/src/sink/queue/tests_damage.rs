@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::segment::HEADER_LEN;
-use super::tests::{cfg, check, drain, payload, push_range, samples};
+use super::tests::{
+    cfg, check, child_queue, child_test, drain, fresh, payload, push_range, samples,
+};
 use super::{Queue, QueueConfig, Recovery};
 
 const N: u64 = 20;
@@ -292,8 +294,7 @@ fn stray_files_and_odd_segments_do_not_stop_the_open() {
 
 #[test]
 fn damage_after_open_is_skipped_and_counted_on_the_way_out() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let (q, _) = Queue::open(d.path(), cfg()).expect("open");
+    let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 5);
     let seg = d.path().join(super::segment::segment_name(seqs[0]));
     xor_at(&seg, offset(2) + HEADER_LEN as u64);
@@ -308,29 +309,18 @@ fn damage_after_open_is_skipped_and_counted_on_the_way_out() {
 
 // ---- a real SIGKILL ----
 
-const CHILD_ENV: &str = "WASMON_QUEUE_KILL9_DIR";
-
-/// This module's path without the crate name: the same in the scratch crate and in wasmon.
-fn test_name(f: &str) -> String {
-    let m = module_path!();
-    let m = m.split_once("::").map_or(m, |(_, rest)| rest);
-    format!("{m}::{f}")
-}
-
 /// Run by `a_sigkill_loses_no_returned_push` in a child process: pushes (and now and then
 /// takes and acks one) until killed, reporting each returned push and ack on stdout.
 #[test]
 #[ignore = "the child of a_sigkill_loses_no_returned_push"]
 fn kill9_child() {
-    let Some(dir) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
-    let c = QueueConfig {
+    let Some((_, q)) = child_queue(QueueConfig {
         segment_size: 16 << 10,
         fsync_interval: Duration::from_millis(3),
         ..QueueConfig::default()
+    }) else {
+        return;
     };
-    let (q, _) = Queue::open(Path::new(&dir), c).expect("open");
     let mut out = std::io::stdout().lock();
     // A line of its own: the test harness printed the test's name without a newline.
     writeln!(out).expect("stdout");
@@ -360,15 +350,7 @@ fn a_sigkill_loses_no_returned_push() {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let stop_after = 100 + rng % 3000;
-        let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
-            .args([
-                "--exact",
-                &test_name("kill9_child"),
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, d.path())
+        let mut child = child_test(module_path!(), "kill9_child", d.path())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
