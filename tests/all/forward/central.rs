@@ -85,11 +85,19 @@ fn the_readmes_plain_http_central_takes_a_default_nodes_series_under_the_urls_cl
     let host = wasmon::util::hostname();
 
     // The linux agent polls every 10 s; cpu_util starts with the second poll.
-    wait_until(
-        "the node's cpu_util at the central under hpc",
-        Duration::from_secs(60),
-        || !values(&query(&central, "hpc", "cpu_util", &host)).is_empty(),
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while values(&query(&central, "hpc", "cpu_util", &host)).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no cpu_util of {host} under hpc within 60 s: {}\nthe node's sink: {}\n\
+             the node's log:\n{}\nthe central's log:\n{}",
+            query(&central, "hpc", "cpu_util", &host),
+            sink(&node, "central"),
+            node.stderr.lock().unwrap(),
+            central.stderr.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     for metric in ["memory_util", "mem.physmem", "mem.util.available"] {
         let got = query(&central, "hpc", metric, &host);
         assert!(!values(&got).is_empty(), "{metric}: {got}");
