@@ -6,12 +6,15 @@
 //!   together);
 //! - `scrape`: Debian's prometheus-node-exporter with its default collectors: median wall time
 //!   and CPU per scrape;
+//! - `threads`: the proc agent in this process, every `proc.*` metric over all processes, read
+//!   with 1, 2 and 4 threads: median wall time and the process's CPU per fetch;
 //! - `cpus`: the linux agent in this process on synthesized roots of 2 to 1,024 CPUs (this
 //!   host's files, with /proc/stat, /proc/interrupts, /proc/softirqs and /proc/cpuinfo made for
 //!   N CPUs): CPU per fetch of every linux metric.
 //!
 //! `cargo bench -p wasmon-benches --bench collect` (builds `target/release/wasmon` unless
-//! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200).
+//! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200); `COLLECT_ONLY=threads`
+//! runs the in-process `threads` table alone.
 
 #[path = "pcp_wire.rs"]
 mod pcp_wire;
@@ -27,7 +30,8 @@ use thread_cpu::thread_cpu;
 
 use pcp_wire::{Client, free_port, pdu, pmcd_with, pmids, pminfo};
 use wasmon::linux::{LinuxAgent, table};
-use wasmon::namespace::Agent;
+use wasmon::namespace::{Agent, Pmid};
+use wasmon::procfs::agent::ProcAgent;
 
 fn rounds() -> usize {
     std::env::var("COLLECT_ROUNDS")
@@ -372,10 +376,79 @@ fn cpus(n: usize) {
     }
 }
 
+/// Every leaf below `name` in an agent's namespace, as PMIDs.
+fn leaves(agent: &mut dyn Agent, name: &str, out: &mut Vec<Pmid>) {
+    for c in agent.children(name).unwrap_or_default() {
+        let full = format!("{name}.{}", c.name);
+        if c.leaf {
+            out.extend(agent.lookup_name(&full));
+        } else {
+            leaves(agent, &full, out);
+        }
+    }
+}
+
+/// This process's CPU time (all threads).
+fn process_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+fn threads(n: usize) {
+    let mut ids = Vec::new();
+    leaves(&mut ProcAgent::with_threads("/", 1), "proc", &mut ids);
+    let procs = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+                .count()
+        })
+        .unwrap_or(0);
+    println!(
+        "\n| proc agent threads | wall per fetch of all {} proc.* metrics ({procs} processes) | CPU per fetch |",
+        ids.len()
+    );
+    println!("|---|---|---|");
+    let rounds = (n / 2).max(10);
+    // Interleaved rounds, so that a change of the host's load weighs on every setting alike.
+    let mut agents: Vec<(usize, ProcAgent, Vec<Duration>, Duration)> = [1, 2, 4]
+        .into_iter()
+        .map(|t| (t, ProcAgent::with_threads("/", t), Vec::new(), Duration::ZERO))
+        .collect();
+    for (_, a, _, _) in &mut agents {
+        std::hint::black_box(a.fetch(&ids));
+    }
+    for _ in 0..rounds {
+        for (_, a, walls, cpu) in &mut agents {
+            let (t, c) = (Instant::now(), process_cpu());
+            std::hint::black_box(a.fetch(&ids));
+            walls.push(t.elapsed());
+            *cpu += process_cpu() - c;
+        }
+    }
+    for (t, _, walls, cpu) in agents {
+        println!(
+            "| {t} | {:.2} ms | {:.2} ms |",
+            median(walls).as_secs_f64() * 1e3,
+            cpu.as_secs_f64() * 1e3 / rounds as f64
+        );
+    }
+}
+
 fn main() {
     // criterion's harness flags (`--bench`) are ignored.
     let n = rounds();
+    if std::env::var_os("COLLECT_ONLY").is_some_and(|v| v == "threads") {
+        threads(n);
+        return;
+    }
     fetches(n);
+    threads(n);
     scrape(n);
     cpus(n);
 }

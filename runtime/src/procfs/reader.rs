@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
 use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
 
+/// Most bytes read of one task's `stat`, `wchan` or `schedstat` (well under 1 KiB on any
+/// kernel; a longer file is cut, never read without bound).
+const TASK_FILE_CAP: usize = 64 << 10;
+
 /// Errors that stop a whole pass (a single process failing is not one: it is skipped).
 #[derive(Debug, thiserror::Error)]
 pub enum ProcError {
@@ -89,6 +93,11 @@ impl ProcReader {
         }
     }
 
+    /// The procfs root read.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn clk_tck(&self) -> u64 {
         self.clk_tck
     }
@@ -155,7 +164,7 @@ impl ProcReader {
         threads: bool,
     ) -> Option<()> {
         self.set_path(pid, None, b"stat");
-        let n = match read_file(&self.path, &mut self.buf) {
+        let n = match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
             Ok(0) => return None, // the kernel returns nothing for a task being reaped
             Ok(n) => n,
             Err(_) => return None, // gone (or unreadable): either way there is no record
@@ -205,7 +214,7 @@ impl ProcReader {
         }
         for &tid in &tids {
             self.set_path(pid, Some(tid), b"stat");
-            let n = match read_file(&self.path, &mut self.buf) {
+            let n = match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
                 Ok(n) if n > 0 => n,
                 _ => continue, // this thread exited; the process goes on
             };
@@ -246,7 +255,7 @@ impl ProcReader {
         parse: impl FnOnce(&[u8]) -> Option<T>,
     ) -> Option<Option<T>> {
         self.set_path(pid, tid, leaf);
-        match read_file(&self.path, &mut self.buf) {
+        match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
             Ok(n) => Some(parse(&self.buf[..n])),
             Err(e) => match classify(&e) {
                 Read::Gone => None,
@@ -267,45 +276,14 @@ impl ProcReader {
         })
     }
 
-    /// `root/PID/leaf` into `buf`, at most `cap` bytes (the rest of a longer file is not
-    /// read). Ok(0): the file is empty.
-    pub(crate) fn read_leaf(
-        &mut self,
-        pid: u32,
-        leaf: &[u8],
-        buf: &mut Vec<u8>,
-        cap: usize,
-    ) -> io::Result<usize> {
-        self.set_path(pid, None, leaf);
-        read_capped(&self.path, buf, cap)
-    }
-
-    /// Entries of the directory `root/PID/leaf`, without `.` and `..`.
-    pub(crate) fn count_leaf(&mut self, pid: u32, leaf: &[u8]) -> io::Result<u32> {
-        self.set_path(pid, None, leaf);
-        count_entries(&self.path, &mut self.dents)
-    }
-
-    /// The target of the symlink `root/PID/leaf` into `out` (at most `PATH_MAX` bytes).
-    pub(crate) fn readlink_leaf(
-        &mut self,
-        pid: u32,
-        leaf: &[u8],
-        out: &mut Vec<u8>,
-    ) -> io::Result<()> {
-        self.set_path(pid, None, leaf);
-        let c = CStr::from_bytes_with_nul(&self.path)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        out.clear();
-        out.resize(libc::PATH_MAX as usize, 0);
-        // SAFETY: `c` is NUL-terminated and `out` has `out.len()` writable bytes.
-        let n = unsafe { libc::readlink(c.as_ptr(), out.as_mut_ptr().cast(), out.len()) };
-        if n < 0 {
-            out.clear();
-            return Err(io::Error::last_os_error());
-        }
-        out.truncate(n as usize);
-        Ok(())
+    /// The directory `root/PID`, whose files are then opened relative to it.
+    pub(crate) fn open_pid(&mut self, pid: u32) -> io::Result<PidDir> {
+        self.path.clear();
+        self.path.extend_from_slice(&self.root_bytes);
+        self.path.push(b'/');
+        push_decimal(&mut self.path, pid);
+        self.path.push(0);
+        Ok(PidDir(open(&self.path, libc::O_PATH | libc::O_DIRECTORY)?))
     }
 
     pub fn page_size(&self) -> u64 {
@@ -325,6 +303,64 @@ impl ProcReader {
         self.path.push(b'/');
         self.path.extend_from_slice(leaf);
         self.path.push(0);
+    }
+}
+
+/// An open `root/PID` directory. Its files are opened relative to it: one path component
+/// looked up per open instead of the whole path, and every file of the same process even if
+/// the pid is reused meanwhile (a gone process's files answer ESRCH/ENOENT).
+pub(crate) struct PidDir(Fd);
+
+impl PidDir {
+    fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
+        // SAFETY: `leaf` is NUL-terminated and the directory descriptor is open.
+        let fd = unsafe { libc::openat(self.0.0, leaf.as_ptr(), flags | libc::O_CLOEXEC) };
+        if fd < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(Fd(fd))
+        }
+    }
+
+    /// The file `leaf` into `buf`, at most `cap` bytes (the rest of a longer file is not
+    /// read). Ok(0): the file is empty.
+    pub(crate) fn read(&self, leaf: &CStr, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+        read_fd(&self.open(leaf, libc::O_RDONLY)?, buf, cap)
+    }
+
+    /// Entries of the directory `leaf`, without `.` and `..`.
+    pub(crate) fn count(&self, leaf: &CStr, dents: &mut [u8]) -> io::Result<u32> {
+        count_entries_fd(&self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?, dents)
+    }
+
+    /// The size `fstat` gives the directory `leaf` once opened (the open is what checks
+    /// that this process may list it). On procfs since Linux 6.2, a `fd` directory's size is
+    /// the number of open descriptors: no listing needed.
+    pub(crate) fn dir_size(&self, leaf: &CStr) -> io::Result<u64> {
+        let fd = self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open and `st` is a valid destination.
+        if unsafe { libc::fstat(fd.0, &mut st) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st.st_size as u64)
+    }
+
+    /// The target of the symlink `leaf` into `out` (at most `PATH_MAX` bytes).
+    pub(crate) fn readlink(&self, leaf: &CStr, out: &mut Vec<u8>) -> io::Result<()> {
+        out.clear();
+        out.resize(libc::PATH_MAX as usize, 0);
+        // SAFETY: `leaf` is NUL-terminated and `out` has `out.len()` writable bytes.
+        let n = unsafe {
+            libc::readlinkat(self.0.0, leaf.as_ptr(), out.as_mut_ptr().cast(), out.len())
+        };
+        if n < 0 {
+            out.clear();
+            return Err(io::Error::last_os_error());
+        }
+        out.truncate(n as usize);
+        Ok(())
     }
 }
 
@@ -371,34 +407,14 @@ fn open(path: &[u8], flags: libc::c_int) -> io::Result<Fd> {
     }
 }
 
-/// Read a whole (small) file into `buf`, growing it only if the file does not fit.
-fn read_file(path: &[u8], buf: &mut Vec<u8>) -> io::Result<usize> {
-    let fd = open(path, libc::O_RDONLY)?;
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        // SAFETY: the destination range lies within `buf`.
-        let n = unsafe { libc::read(fd.0, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Ok(len);
-        }
-        len += n as usize;
-    }
-}
-
 /// Read at most `cap` bytes of a file into `buf` (grown up to `cap`): a hostile or huge file
 /// (a process's environment, its maps) costs a bounded read.
 fn read_capped(path: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
-    let fd = open(path, libc::O_RDONLY)?;
+    read_fd(&open(path, libc::O_RDONLY)?, buf, cap)
+}
+
+/// Read at most `cap` bytes of an open file into `buf` (grown up to `cap`).
+fn read_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
     let mut len = 0;
     while len < cap {
         if len == buf.len() {
@@ -422,8 +438,11 @@ fn read_capped(path: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> 
 }
 
 /// Call `f` with the name of every entry of a directory (including `.` and `..`).
-fn for_each_entry(path: &[u8], dents: &mut [u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
-    let fd = open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+fn for_each_entry(path: &[u8], dents: &mut [u8], f: impl FnMut(&[u8])) -> io::Result<()> {
+    for_each_entry_fd(&open(path, libc::O_RDONLY | libc::O_DIRECTORY)?, dents, f)
+}
+
+fn for_each_entry_fd(fd: &Fd, dents: &mut [u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
     loop {
         // SAFETY: getdents64 writes at most `dents.len()` bytes into `dents`.
         let n =
@@ -462,8 +481,12 @@ fn list_numeric(path: &[u8], dents: &mut [u8], out: &mut Vec<u32>) -> io::Result
 }
 
 fn count_entries(path: &[u8], dents: &mut [u8]) -> io::Result<u32> {
+    count_entries_fd(&open(path, libc::O_RDONLY | libc::O_DIRECTORY)?, dents)
+}
+
+fn count_entries_fd(fd: &Fd, dents: &mut [u8]) -> io::Result<u32> {
     let mut n = 0u32;
-    for_each_entry(path, dents, |name| {
+    for_each_entry_fd(fd, dents, |name| {
         if name != b"." && name != b".." {
             n += 1;
         }

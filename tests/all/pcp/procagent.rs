@@ -282,7 +282,16 @@ fn front_end_runs(kids: &Kids) -> Vec<Vec<String>> {
         "-o".into(),
         "all".into(),
     ]);
-    for extra in ["", "-R", "-r", "-k", "-l", "-U"] {
+    // Every column pcp-ps knows, each from its own metrics.
+    runs.push(vec![
+        "ps".into(),
+        "-p".into(),
+        p.clone(),
+        "-o".into(),
+        "pid,ppid,cls,rtprio,pname,tty,uid,uname,wchan,start,cmd,%mem,rss,vsize,state,pri,time"
+            .into(),
+    ]);
+    for extra in ["", "-R", "-r", "-k", "-l", "-U", "-I"] {
         let mut run: Vec<String> = ["pidstat", "-s", "2", "-t", "1", "-p"]
             .iter()
             .map(|s| s.to_string())

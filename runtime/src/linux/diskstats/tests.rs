@@ -3,6 +3,7 @@
 use super::super::testing::{agent, fetch, fetch_f64, one, tree};
 use super::super::{DeviceFilter, Devices, LinuxAgent, Root};
 use super::*;
+use crate::namespace::Value;
 
 /// A 5.5+ kernel's 17-counter line.
 fn line(major: u32, minor: u32, name: &str, c: [u64; 17]) -> String {

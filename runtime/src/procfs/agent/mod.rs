@@ -346,9 +346,16 @@ impl ProcAgent {
     /// Reads `<root>/proc/...` (and the name tables under `<root>/etc`) instead of `/proc`:
     /// captured trees in tests, a host's /proc mounted elsewhere in a container.
     pub fn with_root(root: impl AsRef<Path>) -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::with_threads(root, threads)
+    }
+
+    /// Reads with at most `threads` threads per fetch (1: on the calling thread only; the
+    /// default is one per CPU, at most 4).
+    pub fn with_threads(root: impl AsRef<Path>, threads: usize) -> Self {
         let root = root.as_ref().to_path_buf();
         ProcAgent {
-            pass: Pass::new(ProcReader::with_root(root.join("proc"))),
+            pass: Pass::with_workers(ProcReader::with_root(root.join("proc")), threads),
             ids: IdNames::new(&root),
             root,
             procs: Vec::new(),

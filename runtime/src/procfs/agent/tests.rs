@@ -464,3 +464,51 @@ fn parsers() {
     assert_eq!(st.ns[2].as_deref(), Some("5,6"));
     assert_eq!(st.ngid, None);
 }
+
+/// A pass shared out among threads answers what one thread reads: the same instances, in
+/// pid order, with the same values (the fixture tree with 200 more processes, enough to be
+/// shared out).
+#[test]
+fn threads_read_what_one_thread_reads() {
+    let dir = tree();
+    let proc = dir.path().join("proc");
+    for pid in 2000..2200u32 {
+        let p = proc.join(pid.to_string());
+        std::fs::create_dir_all(&p).unwrap();
+        let rss = i64::from(pid % 7) * 100;
+        std::fs::write(
+            p.join("stat"),
+            stat_line(pid, "many", 'S', &[(4, 1), (22, i64::from(pid)), (24, rss)]),
+        )
+        .unwrap();
+        std::fs::write(p.join("cmdline"), format!("many\0--n={pid}\0")).unwrap();
+        std::fs::write(
+            p.join("smaps_rollup"),
+            format!("Rss: {rss} kB\nPss: {pid} kB\n"),
+        )
+        .unwrap();
+    }
+    let ids = all_ids();
+    let mut one = ProcAgent::with_threads(dir.path(), 1);
+    let mut four = ProcAgent::with_threads(dir.path(), 4);
+    // Twice: the second pass orders the work by the sizes the first one read.
+    for _ in 0..2 {
+        let (a, b) = (one.fetch(&ids), four.fetch(&ids));
+        assert_eq!(a, b);
+        let pid_metric = id(8, 0);
+        let pids = &a.iter().find(|(m, _)| *m == pid_metric).unwrap().1;
+        let names: Vec<&str> = pids
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(names.len(), 207, "the fixture's 7 and 200 more: {names:?}");
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "pid order: {names:?}"
+        );
+        assert!(names.contains(&"002199 many"));
+    }
+    assert_eq!(four.skipped(), 1, "pid 600 vanished");
+}
