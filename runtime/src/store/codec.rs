@@ -112,17 +112,19 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
         return;
     }
     let raw_size = m * 8;
-    let dict = dictionary(v);
+    let mut table = [0u64; MAX_DICT];
+    let dict = dictionary(v, &mut table);
     let dict_size = dict.as_ref().map_or(usize::MAX, |d| {
         1 + d.len() * 8 + words(m, bits(d.len() as u64 - 1)) * 8
     });
-    let dec = decimal(v);
+    let mut ds = [0i64; MAX_VALUES];
+    let dec = decimal(v, &mut ds);
     let dec_size = dec.as_ref().map_or(usize::MAX, Decimal::size);
     if dict_size <= dec_size && dict_size < raw_size {
         let d = dict.expect("sized above");
         out.push(1);
         out.push(d.len() as u8);
-        for b in &d {
+        for b in d {
             out.extend_from_slice(&b.to_le_bytes());
         }
         let w = bits(d.len() as u64 - 1);
@@ -135,7 +137,7 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
             out,
         );
     } else if dec_size < raw_size {
-        dec.expect("sized above").write(out);
+        dec.expect("sized above").write(&ds[..m], out);
     } else {
         out.push(3);
         for x in v {
@@ -144,19 +146,20 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
     }
 }
 
-/// The distinct bit patterns of `v` if there are at most [`MAX_DICT`].
-fn dictionary(v: &[f64]) -> Option<Vec<u64>> {
-    let mut d: Vec<u64> = Vec::with_capacity(MAX_DICT);
+/// The distinct bit patterns of `v` (in `table`) if there are at most [`MAX_DICT`].
+fn dictionary<'t>(v: &[f64], table: &'t mut [u64; MAX_DICT]) -> Option<&'t [u64]> {
+    let mut k = 0;
     for x in v {
         let b = x.to_bits();
-        if !d.contains(&b) {
-            if d.len() == MAX_DICT {
+        if !table[..k].contains(&b) {
+            if k == MAX_DICT {
                 return None;
             }
-            d.push(b);
+            table[k] = b;
+            k += 1;
         }
     }
-    Some(d)
+    Some(&table[..k])
 }
 
 /// Bits needed for `x`.
@@ -207,18 +210,32 @@ pub fn round_to_digits(v: f64, digits: u32) -> f64 {
     scaled(v, e).map_or(v, |d| scale_back(d, e))
 }
 
+/// [`encode`]s `values` rounded to `digits` significant digits first (0: every bit kept).
+pub fn encode_rounded(values: &[f64], digits: u32, out: &mut Vec<u8>) {
+    if digits == 0 {
+        return encode(values, out);
+    }
+    let mut v = [0f64; MAX_VALUES];
+    for (d, s) in v.iter_mut().zip(values) {
+        *d = round_to_digits(*s, digits);
+    }
+    encode(&v[..values.len().min(MAX_VALUES)], out);
+}
+
 /// The smallest exponent at which `x` is a decimal.
 fn min_exp(x: f64) -> Option<i32> {
     (0..=MAX_EXP).find(|&k| fits(x, k).is_some())
 }
 
+/// The decimal form of a block's integers (`ds`, kept by the caller: packed as written).
 struct Decimal {
     e: i32,
     delta: bool,
     base: i64,
     min_delta: i64,
     width: u32,
-    packed: Vec<u64>,
+    /// Values packed: one fewer than the integers in delta mode.
+    count: usize,
     exceptions: Vec<(u16, u64)>,
 }
 
@@ -230,11 +247,11 @@ impl Decimal {
             + if self.delta { 8 } else { 0 }
             + 1
             + 2
-            + words(self.packed.len(), self.width) * 8
+            + words(self.count, self.width) * 8
             + self.exceptions.len() * 10
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, ds: &[i64], out: &mut Vec<u8>) {
         out.push(2);
         out.push(self.e as i8 as u8);
         out.push(self.delta as u8);
@@ -244,7 +261,20 @@ impl Decimal {
         }
         out.push(self.width as u8);
         out.extend_from_slice(&(self.exceptions.len() as u16).to_le_bytes());
-        pack(self.packed.iter().copied(), self.width, out);
+        if self.delta {
+            let md = self.min_delta;
+            let deltas = ds
+                .windows(2)
+                .map(|w| w[1].wrapping_sub(w[0]).wrapping_sub(md) as u64);
+            pack(deltas, self.width, out);
+        } else {
+            let lo = self.base;
+            pack(
+                ds.iter().map(|d| d.wrapping_sub(lo) as u64),
+                self.width,
+                out,
+            );
+        }
         for (i, b) in &self.exceptions {
             out.extend_from_slice(&i.to_le_bytes());
             out.extend_from_slice(&b.to_le_bytes());
@@ -253,16 +283,30 @@ impl Decimal {
 }
 
 /// The decimal form of `v`, if most values are decimals of a few digits.
-fn decimal(v: &[f64]) -> Option<Decimal> {
+fn decimal(v: &[f64], ds: &mut [i64; MAX_VALUES]) -> Option<Decimal> {
     let m = v.len();
     // The exponent: the largest a sample of the values needs (most series keep the same
     // number of decimals); values that need more become exceptions.
     // An odd stride, so a period in the series does not make every sample alike.
     let stride = m.div_ceil(EXP_SAMPLES) | 1;
-    let (mut e, mut misses, mut tried) = (0, 0, 0);
-    for x in v.iter().step_by(stride) {
-        tried += 1;
-        match min_exp(*x) {
+    // An exponent at which the largest value leaves the exact-integer range would make every
+    // other value an exception: one long value (1/3 is a decimal of 16 digits) among short
+    // ones is an exception instead.
+    // The bound is the largest sampled decimal (a huge value that is no decimal at all is an
+    // exception either way).
+    let mut sampled = [None; EXP_SAMPLES + 1];
+    let mut max = 0f64;
+    for (k, x) in sampled.iter_mut().zip(v.iter().step_by(stride)) {
+        *k = min_exp(*x);
+        if k.is_some() {
+            max = max.max(x.abs());
+        }
+    }
+    let usable = |k: &i32| max * POW10[*k as usize] < EXACT_INT;
+    let tried = v.len().div_ceil(stride);
+    let (mut e, mut misses) = (0, 0);
+    for k in &sampled[..tried] {
+        match k.filter(usable) {
             Some(k) => e = e.max(k),
             None => misses += 1,
         }
@@ -270,7 +314,6 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
     if misses * 4 > tried {
         return None;
     }
-    let mut ds = [0i64; MAX_VALUES];
     let mut exceptions = Vec::new();
     // A value the sample did not foresee raises the exponent and starts over (a few times).
     let mut retries = 3;
@@ -284,7 +327,7 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
                     if exceptions.len() * 8 >= m {
                         return None;
                     }
-                    if let Some(k) = min_exp(*x).filter(|k| *k > e && retries > 0) {
+                    if let Some(k) = min_exp(*x).filter(|k| *k > e && retries > 0 && usable(k)) {
                         retries -= 1;
                         e = k;
                         continue 'pass;
@@ -316,20 +359,13 @@ fn decimal(v: &[f64]) -> Option<Decimal> {
     };
     // Deltas cost 8 more header bytes and one fewer value.
     let delta = m > 1 && words(m - 1, delta_width) * 8 + 8 < words(m, for_width) * 8;
-    let packed: Vec<u64> = if delta {
-        ds.windows(2)
-            .map(|w| w[1].wrapping_sub(w[0]).wrapping_sub(dlo) as u64)
-            .collect()
-    } else {
-        ds.iter().map(|d| d.wrapping_sub(lo) as u64).collect()
-    };
     Some(Decimal {
         e,
         delta,
         base: if delta { ds[0] } else { lo },
         min_delta: dlo,
         width: if delta { delta_width } else { for_width },
-        packed,
+        count: if delta { m - 1 } else { m },
         exceptions,
     })
 }
@@ -396,18 +432,32 @@ pub fn constant(bytes: &[u8]) -> Option<f64> {
 /// Decodes an encoded buffer of `out.len()` slots into `out` (NaN where the buffer has no
 /// value). Any byte string either decodes or is an error; nothing panics.
 pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
-    let n = out.len();
+    decode_range(bytes, out.len(), 0, out)
+}
+
+/// Decodes slots `a..a + out.len()` of an encoded buffer of `n` slots into `out`, unpacking
+/// only the values those slots hold (a read of part of a buffer). The sections are still
+/// walked to their end, so truncated or trailing bytes are errors as in [`decode`]; values
+/// outside the range are not checked.
+pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result<(), DecodeError> {
+    let b = a + out.len();
     if n > MAX_VALUES {
         return Err(DecodeError::Invalid("more than 512 slots"));
     }
+    if b > n {
+        return Err(DecodeError::Invalid("range past the buffer's end"));
+    }
     let mut r = Reader(bytes);
+    let form = r.u8()?;
+    if form == 0 {
+        // No gaps: present value `i` is slot `i`, straight into `out`.
+        decode_values(&mut r, n, a, out)?;
+        return finish(r);
+    }
     // The slots holding values, in order.
     let mut slots = [0u16; MAX_VALUES];
     let m;
-    match r.u8()? {
-        0 => {
-            m = n;
-        }
+    match form {
         1 => {
             let map = r.take(n.div_ceil(8))?;
             let mut k = 0;
@@ -452,24 +502,27 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
     if m == 0 {
         return Err(DecodeError::Invalid("no values but not the all-NaN form"));
     }
-    let dense = m == n;
-    // Present values go straight to `out` when there are no gaps, else through `vals`.
-    if dense {
-        decode_values(&mut r, out)?;
-    } else {
-        let mut vals = [0f64; MAX_VALUES];
-        decode_values(&mut r, &mut vals[..m])?;
-        out.fill(f64::NAN);
-        for (s, v) in slots[..m].iter().zip(&vals) {
-            out[*s as usize] = *v;
-        }
+    let (pa, pb) = (
+        slots[..m].partition_point(|s| (*s as usize) < a),
+        slots[..m].partition_point(|s| (*s as usize) < b),
+    );
+    let mut vals = [0f64; MAX_VALUES];
+    decode_values(&mut r, m, pa, &mut vals[..pb - pa])?;
+    out.fill(f64::NAN);
+    for (s, v) in slots[pa..pb].iter().zip(&vals) {
+        out[*s as usize - a] = *v;
     }
     finish(r)
 }
 
-/// The value section of `dst.len()` present values.
-fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError> {
-    let m = dst.len();
+/// Present values `from..from + dst.len()` of the value section of `m` present values.
+fn decode_values(
+    r: &mut Reader<'_>,
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let to = from + dst.len();
     match r.u8()? {
         0 => dst.fill(f64::from_bits(r.u64()?)),
         1 => {
@@ -485,7 +538,7 @@ fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError>
             let src = Packed::new(r.take(words(m, w) * 8)?, w);
             for (i, o) in dst.iter_mut().enumerate() {
                 // `w` bits index a table of 2^w entries; only the first `k` are set.
-                match dict[..k].get(src.get(i) as usize) {
+                match dict[..k].get(src.get(from + i) as usize) {
                     Some(v) => *o = *v,
                     None => return Err(DecodeError::Invalid("dictionary index out of range")),
                 }
@@ -511,16 +564,26 @@ fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError>
             let count = if delta { m - 1 } else { m };
             let src = Packed::new(r.take(words(count, w) * 8)?, w);
             if delta {
+                // Each integer is the running sum up to it: sum the ones before the range
+                // without converting them.
                 let mut d = base;
-                dst[0] = scale_back(d, e);
-                for (i, o) in dst[1..].iter_mut().enumerate() {
-                    d = d.wrapping_add(min_delta).wrapping_add(src.get(i) as i64);
-                    *o = scale_back(d, e);
+                for i in 1..=from {
+                    d = d
+                        .wrapping_add(min_delta)
+                        .wrapping_add(src.get(i - 1) as i64);
+                }
+                // One loop per sign of `e` (what `scale_back` computes): integers convert
+                // without a division by 1.
+                let p = POW10[e.unsigned_abs() as usize];
+                match e.signum() {
+                    0 => running(dst, d, min_delta, &src, from, |d| d as f64),
+                    1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
+                    _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
                 }
             } else {
                 // Each value from its own bit offset: no dependency between iterations.
                 let p = POW10[e.unsigned_abs() as usize];
-                let int = |i: usize| base.wrapping_add(src.get(i) as i64) as f64;
+                let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
                 match e.signum() {
                     0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
                     1 => dst
@@ -536,19 +599,44 @@ fn decode_values(r: &mut Reader<'_>, dst: &mut [f64]) -> Result<(), DecodeError>
             for _ in 0..nexc {
                 let i = r.u16()? as usize;
                 let v = f64::from_bits(r.u64()?);
-                *dst.get_mut(i)
-                    .ok_or(DecodeError::Invalid("exception index out of range"))? = v;
+                if i >= m {
+                    return Err(DecodeError::Invalid("exception index out of range"));
+                }
+                if (from..to).contains(&i) {
+                    dst[i - from] = v;
+                }
             }
         }
         3 => {
             let src = r.take(m * 8)?;
-            for (o, c) in dst.iter_mut().zip(src.chunks_exact(8)) {
+            for (o, c) in dst.iter_mut().zip(src[from * 8..to * 8].chunks_exact(8)) {
                 *o = f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")));
             }
         }
         f => return Err(DecodeError::ValueForm(f)),
     }
     Ok(())
+}
+
+/// Delta-mode values into `dst`: `d` is the integer of present value `from`, each next one
+/// adds `min_delta` and its packed delta.
+#[inline(always)]
+fn running(
+    dst: &mut [f64],
+    mut d: i64,
+    min_delta: i64,
+    src: &Packed<'_>,
+    from: usize,
+    conv: impl Fn(i64) -> f64,
+) {
+    for (j, o) in dst.iter_mut().enumerate() {
+        if j > 0 {
+            d = d
+                .wrapping_add(min_delta)
+                .wrapping_add(src.get(from + j - 1) as i64);
+        }
+        *o = conv(d);
+    }
 }
 
 /// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).

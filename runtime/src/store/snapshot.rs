@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::buffer::{BUFFER_CAP, Buf, Chain, Closed};
+use super::buffer::{BUFFER_CAP, Chain, Closed};
 use super::codec;
 use super::wal::{self, string, sync_dir, take};
 use super::{Store, StoreError, walk};
@@ -158,9 +158,12 @@ fn encode_series(out: &mut Vec<u8>, path: &[u8], metric: &str, c: &Chain) {
     for b in older {
         put(b.block, b.lo, b.hi, &b.encoded());
     }
+    // The open block whole (its frozen part and raw tail): one buffer in the file.
+    let mut page = [0f64; BUFFER_CAP];
+    let lo = c.open_values(&mut page);
     let mut enc = Vec::new();
-    codec::encode(head.values(), &mut enc);
-    put(head.block, head.lo, head.hi, &enc);
+    codec::encode(&page[lo as usize..head.hi as usize], &mut enc);
+    put(head.block, lo, head.hi, &enc);
 }
 
 fn compress(src: &Path, archive_dir: &Path, level: u32) -> std::io::Result<()> {
@@ -322,7 +325,7 @@ fn decode_series(store: &Store, mut p: &[u8], raw: bool) -> Option<()> {
             older.push(Closed::from_encoded(block, lo, hi, bytes)?);
         } else {
             codec::decode(bytes, &mut values[..len]).ok()?;
-            head = Some(Buf::from_values(block, lo, &values[..len], &store.pool));
+            head = Some((block, lo, len));
         }
     }
     if !p.is_empty() {
@@ -334,7 +337,17 @@ fn decode_series(store: &Store, mut p: &[u8], raw: bool) -> Option<()> {
         tracing::warn!(metric, "snapshot series skipped (metric or path refused)");
         return Some(());
     };
-    let Some(chain) = Chain::from_parts(m.id, freq, phase, older, head?) else {
+    let (block, lo, len) = head?;
+    let Some(chain) = Chain::from_parts(
+        m.id,
+        freq,
+        phase,
+        older,
+        block,
+        lo,
+        &values[..len],
+        &store.pool,
+    ) else {
         return Some(());
     };
     level.put_chain(chain, &store.pool);

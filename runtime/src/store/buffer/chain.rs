@@ -4,6 +4,7 @@
 
 use super::closed::Closed;
 use super::open::Buf;
+use super::pieces::FREEZE;
 use super::pool::Pool;
 use super::{BUFFER_CAP, CAP, StoreError};
 
@@ -94,21 +95,34 @@ impl Chain {
 
     /// A chain from restored buffers (ascending blocks, the head's after every closed one);
     /// `None` if the step or phase is out of range or the blocks are out of order.
+    ///
+    /// The open block comes as its values from slot offset `lo` (what a snapshot holds): all
+    /// but the last up to [`FREEZE`] of them are frozen at once, as appends would have left it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
         id: u32,
         freq: u16,
         phase: u16,
-        older: Vec<Closed>,
-        head: Buf,
+        mut older: Vec<Closed>,
+        block: i32,
+        lo: u16,
+        values: &[f64],
+        pool: &Pool,
     ) -> Option<Chain> {
-        if freq == 0 || phase >= freq {
+        if freq == 0 || phase >= freq || values.is_empty() {
             return None;
         }
         let ordered = older.windows(2).all(|w| w[0].block < w[1].block)
-            && older.last().is_none_or(|b| b.block < head.block);
+            && older.last().is_none_or(|b| b.block < block);
         if !ordered {
             return None;
         }
+        let tail = (values.len() - 1) % FREEZE + 1;
+        let split = values.len() - tail;
+        if split > 0 {
+            older.push(Closed::frozen(block, lo, &values[..split]));
+        }
+        let head = Buf::from_values(block, lo + split as u16, &values[split..], pool);
         Some(Chain {
             id,
             freq,
@@ -142,9 +156,15 @@ impl Chain {
         k.saturating_mul(self.step()).saturating_add(self.phase())
     }
 
-    /// Where the buffers lie, oldest first.
+    /// The frozen part of the open block: the last of `older` when its block is the head's.
+    fn frozen(&self) -> Option<&Closed> {
+        self.older.last().filter(|b| b.block == self.head.block)
+    }
+
+    /// Where the buffers lie, oldest first (the open block once, frozen part and head).
     pub(crate) fn bufs(&self) -> impl Iterator<Item = Span> + '_ {
-        self.older
+        let (closed, _) = self.parts();
+        closed
             .iter()
             .map(|b| Span {
                 block: b.block,
@@ -153,18 +173,34 @@ impl Chain {
             })
             .chain(std::iter::once(Span {
                 block: self.head.block,
-                lo: self.head.lo,
+                lo: self.frozen().map_or(self.head.lo, |f| f.lo),
                 hi: self.head.hi,
             }))
     }
 
-    /// The closed buffers, oldest first, and the open one.
+    /// The closed buffers, oldest first (without the open block's frozen part), and the open
+    /// one's raw tail.
     pub(crate) fn parts(&self) -> (&[Closed], &Buf) {
-        (&self.older, &self.head)
+        let n = self.older.len() - usize::from(self.frozen().is_some());
+        (&self.older[..n], &self.head)
+    }
+
+    /// The open block's slots (frozen part and raw tail) into `page` at their offsets; the
+    /// offset of its first slot.
+    pub(crate) fn open_values(&self, page: &mut [f64; BUFFER_CAP]) -> u16 {
+        let h = &self.head;
+        page[h.lo as usize..h.hi as usize].copy_from_slice(h.values());
+        match self.frozen() {
+            Some(f) => {
+                f.values_into(page);
+                f.lo
+            }
+            None => h.lo,
+        }
     }
 
     pub(crate) fn buffer_count(&self) -> usize {
-        self.older.len() + 1
+        self.parts().0.len() + 1
     }
 
     /// Heap bytes this chain holds beyond its own 40: slots, encoded buffers, the slice of
@@ -199,18 +235,45 @@ impl Chain {
                 return Ok(());
             }
             if (freq..2 * freq).contains(&d) && (h.hi as usize) < BUFFER_CAP {
-                h.push(value, pool);
+                if h.values().len() >= FREEZE {
+                    self.freeze_and_push(value, pool);
+                } else {
+                    h.push(value, pool);
+                }
                 return Ok(());
             }
         }
         // Anywhere else in the head buffer (an overwrite or a gap) is still common enough to
-        // stay inline.
+        // stay inline; below the raw tail with a frozen part, the frozen part takes it.
         let slot = slot_of(ts, freq, phase);
         if slot.div_euclid(CAP) == h.block as i64 {
-            h.set(slot.rem_euclid(CAP) as usize, value, pool);
-            return Ok(());
+            let off = slot.rem_euclid(CAP) as usize;
+            let frozen = self.older.last().is_some_and(|b| b.block == h.block);
+            if off >= h.lo as usize || !frozen {
+                h.set(off, value, pool);
+                return Ok(());
+            }
         }
         self.write_slow(ts, slot, value, pool)
+    }
+
+    /// Moves the raw tail into the frozen part of its block (encoding it there, off the raw
+    /// slots every series pays for) and starts a new tail with `value` at the next slot.
+    #[cold]
+    #[inline(never)]
+    fn freeze_and_push(&mut self, value: f64, pool: &Pool) {
+        let h = &self.head;
+        let (block, lo, next) = (h.block, h.lo, h.end_slot());
+        match self.older.last_mut().filter(|b| b.block == block) {
+            Some(f) => f.append(h.values(), pool),
+            None => {
+                let f = Closed::frozen(block, lo, h.values());
+                let n = self.older.len();
+                insert(&mut self.older, n, f);
+            }
+        }
+        let old = std::mem::replace(&mut self.head, Buf::new(block, next, value, pool));
+        old.release(Some(pool));
     }
 
     #[cold]
@@ -258,9 +321,23 @@ impl Chain {
     fn close_head(&mut self, next: Buf, pool: &Pool) {
         let digits = pool.precision(self.id);
         let old = std::mem::replace(&mut self.head, next);
-        let closed = Closed::packed(old.block, old.lo, old.hi, old.encode(digits));
-        old.release(Some(pool));
         let mut v = std::mem::take(&mut self.older).into_vec();
+        let closed = match v.pop_if(|b| b.block == old.block) {
+            // The frozen part and the tail encoded as one buffer: smaller than the pieces.
+            Some(f) => {
+                let mut page = [0f64; BUFFER_CAP];
+                f.values_into(&mut page);
+                page[old.lo as usize..old.hi as usize].copy_from_slice(old.values());
+                let mut out = Vec::new();
+                let slots = &page[f.lo as usize..old.hi as usize];
+                super::codec::encode_rounded(slots, digits, &mut out);
+                let c = Closed::packed(old.block, f.lo, old.hi, out.into_boxed_slice());
+                f.release(pool);
+                c
+            }
+            None => Closed::packed(old.block, old.lo, old.hi, old.encode(digits)),
+        };
+        old.release(Some(pool));
         for b in &mut v {
             b.seal(digits, pool);
         }
@@ -389,16 +466,27 @@ impl Chain {
         self.older.is_empty() && self.time(self.head.end_slot() - 1) < t
     }
 
-    /// The head's written slots, newest first, with their slot numbers (NaN skipped).
+    /// The open block's written slots, newest first, with their slot numbers (NaN skipped).
     fn head_written(&self) -> impl Iterator<Item = (i64, f64)> + '_ {
         let b = &self.head;
         let first = b.first_slot();
-        b.values()
+        let tail = b
+            .values()
             .iter()
             .enumerate()
             .rev()
-            .map(move |(i, v)| (first + i as i64, *v))
-            .filter(|(_, v)| !v.is_nan())
+            .map(move |(i, v)| (first + i as i64, *v));
+        // The frozen part is decoded only when the tail has too few written slots (the tail
+        // was just frozen, or holds gaps).
+        let frozen = self.frozen().into_iter().flat_map(|f| {
+            let mut page = Box::new([0f64; BUFFER_CAP]);
+            f.values_into(&mut page);
+            let base = f.block as i64 * CAP;
+            (f.lo as usize..f.hi as usize)
+                .rev()
+                .map(move |o| (base + o as i64, page[o]))
+        });
+        tail.chain(frozen).filter(|(_, v)| !v.is_nan())
     }
 
     /// Most recent written slot's time and value (NaN slots skipped within the newest buffer).

@@ -1,12 +1,20 @@
 //! A chain's closed buffers: encoded by `codec`, or (after a late write landed in one) a raw
-//! page until the chain encodes it again; reading a range of one. Owns the closed forms; may
-//! not touch the open buffer or the chain's grid.
+//! page until the chain encodes it again; also the frozen part of the open block (`pieces`);
+//! reading a range of one. Owns the closed forms; may not touch the open buffer or the
+//! chain's grid.
 
 use super::pool::Pool;
-use super::{BUFFER_CAP, CAP, Page, codec};
+use super::{BUFFER_CAP, CAP, Page, codec, pieces};
+
+thread_local! {
+    /// Where a read that adds (rather than copies) decodes a buffer first: one per thread, so
+    /// a read of many series does not clear a 4 KiB array on the stack for each buffer.
+    static SCRATCH: std::cell::RefCell<[f64; BUFFER_CAP]> =
+        const { std::cell::RefCell::new([0.0; BUFFER_CAP]) };
+}
 
 /// A closed buffer: encoded, or (after a late write landed in it) a raw page until the chain
-/// encodes it again.
+/// encodes it again. The one whose block is the head's is the frozen part of the open block.
 pub(crate) struct Closed {
     pub(crate) block: i32,
     pub(crate) lo: u16,
@@ -16,6 +24,8 @@ pub(crate) struct Closed {
 
 pub(super) enum Form {
     Packed(Box<[u8]>),
+    /// The frozen slots `lo..hi` of the head's block, in pieces (`pieces`).
+    Pieces(Box<[u8]>),
     /// Slot offset `o` at index `o`.
     Raw(Page),
 }
@@ -49,6 +59,40 @@ impl Closed {
         }
     }
 
+    /// The frozen part of the head's block: `values` from slot offset `lo`.
+    pub(super) fn frozen(block: i32, lo: u16, values: &[f64]) -> Closed {
+        Closed {
+            block,
+            lo,
+            hi: lo + values.len() as u16,
+            form: Form::Pieces(pieces::new(values)),
+        }
+    }
+
+    /// Appends `values` from slot offset `hi` on (the head's slots being frozen).
+    pub(super) fn append(&mut self, values: &[f64], pool: &Pool) {
+        let (at, n) = (self.hi as usize, values.len());
+        match &mut self.form {
+            Form::Pieces(b) => pieces::append(b, values),
+            _ => self.open(pool)[at..at + n].copy_from_slice(values),
+        }
+        self.hi += n as u16;
+    }
+
+    /// Slots `lo..hi` into `page` at their offsets.
+    pub(super) fn values_into(&self, page: &mut [f64; BUFFER_CAP]) {
+        let (lo, hi) = (self.lo as usize, self.hi as usize);
+        match &self.form {
+            Form::Raw(p) => page[lo..hi].copy_from_slice(&p[lo..hi]),
+            Form::Pieces(b) => pieces::decode(b, &mut page[lo..hi]),
+            Form::Packed(b) => {
+                if codec::decode(b, &mut page[lo..hi]).is_err() {
+                    page[lo..hi].fill(f64::NAN);
+                }
+            }
+        }
+    }
+
     /// A closed buffer from its encoded values (a restored snapshot); `None` if they do not
     /// decode to `hi - lo` slots.
     pub(crate) fn from_encoded(block: i32, lo: u16, hi: u16, bytes: &[u8]) -> Option<Closed> {
@@ -74,24 +118,28 @@ impl Closed {
                 codec::encode(&p[self.lo as usize..self.hi as usize], &mut out);
                 std::borrow::Cow::Owned(out)
             }
+            Form::Pieces(_) => {
+                let mut page = [0f64; BUFFER_CAP];
+                self.values_into(&mut page);
+                let mut out = Vec::new();
+                codec::encode(&page[self.lo as usize..self.hi as usize], &mut out);
+                std::borrow::Cow::Owned(out)
+            }
         }
     }
 
     /// Decodes into a raw page so a late write can land in it.
     fn open(&mut self, pool: &Pool) -> &mut Page {
-        if let Form::Packed(b) = &self.form {
+        if !matches!(self.form, Form::Raw(_)) {
             let mut page = pool.get();
-            let (lo, hi) = (self.lo as usize, self.hi as usize);
             // Bytes this chain encoded itself; a failure would be a codec bug, and the
             // slots then read as gaps rather than as wrong values.
-            if codec::decode(b, &mut page[lo..hi]).is_err() {
-                page[lo..hi].fill(f64::NAN);
-            }
+            self.values_into(&mut page);
             self.form = Form::Raw(page);
         }
         match &mut self.form {
             Form::Raw(p) => p,
-            Form::Packed(_) => unreachable!("opened above"),
+            _ => unreachable!("opened above"),
         }
     }
 
@@ -106,16 +154,7 @@ impl Closed {
     pub(super) fn seal(&mut self, digits: u32, pool: &Pool) {
         if let Form::Raw(p) = &self.form {
             let mut out = Vec::new();
-            let v = &p[self.lo as usize..self.hi as usize];
-            if digits == 0 {
-                codec::encode(v, &mut out);
-            } else {
-                let r: Vec<f64> = v
-                    .iter()
-                    .map(|x| codec::round_to_digits(*x, digits))
-                    .collect();
-                codec::encode(&r, &mut out);
-            }
+            codec::encode_rounded(&p[self.lo as usize..self.hi as usize], digits, &mut out);
             if let Form::Raw(p) = std::mem::replace(&mut self.form, Form::Packed(out.into())) {
                 pool.put(p);
             }
@@ -130,7 +169,7 @@ impl Closed {
 
     pub(super) fn heap_bytes(&self) -> usize {
         match &self.form {
-            Form::Packed(b) => b.len(),
+            Form::Packed(b) | Form::Pieces(b) => b.len(),
             Form::Raw(_) => BUFFER_CAP * 8,
         }
     }
@@ -149,24 +188,38 @@ impl Closed {
     ) {
         match &self.form {
             Form::Raw(p) => data(out, &p[a..b]),
+            Form::Pieces(bytes) => {
+                let lo = self.lo as usize;
+                if copy {
+                    pieces::decode_range(bytes, a - lo, out);
+                    return;
+                }
+                SCRATCH.with_borrow_mut(|tmp| {
+                    let part = &mut tmp[..b - a];
+                    pieces::decode_range(bytes, a - lo, part);
+                    data(out, part);
+                })
+            }
             Form::Packed(bytes) => {
                 if let Some(v) = codec::constant(bytes) {
                     return fill(out, v);
                 }
+                // Only the slots asked for are unpacked. The chain's own bytes; see `open`.
                 let (lo, hi) = (self.lo as usize, self.hi as usize);
-                if copy && (a, b) == (lo, hi) {
-                    // The whole buffer into the answer: no copy through a scratch array.
-                    if codec::decode(bytes, out).is_err() {
+                if copy {
+                    // Straight into the answer: no copy through a scratch array.
+                    if codec::decode_range(bytes, hi - lo, a - lo, out).is_err() {
                         out.fill(f64::NAN);
                     }
                     return;
                 }
-                let mut tmp = [0f64; BUFFER_CAP];
-                // The chain's own bytes; see `open`.
-                if codec::decode(bytes, &mut tmp[..hi - lo]).is_err() {
-                    return fill(out, f64::NAN);
-                }
-                data(out, &tmp[a - lo..b - lo]);
+                SCRATCH.with_borrow_mut(|tmp| {
+                    let part = &mut tmp[..b - a];
+                    if codec::decode_range(bytes, hi - lo, a - lo, part).is_err() {
+                        return fill(out, f64::NAN);
+                    }
+                    data(out, part);
+                })
             }
         }
     }

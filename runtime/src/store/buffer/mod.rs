@@ -2,21 +2,23 @@
 //! on one time grid per chain: steps of the metric's frequency starting at the chain's first
 //! write (cc-metric-store's `start` rule: a 60 s metric first written at 1000 has slots at
 //! 1000, 1060, ...). Buffers sit at multiples of 512 slots of that grid. The newest (open)
-//! buffer is raw f64 and grows with its samples (4 slots, doubling up to a 4 KiB page), so a
-//! short or sparse series pays for what it holds; a buffer that closes (the next write lands
-//! in a later block) is encoded by `codec` (constant, dictionary, decimal or raw) and read back
-//! by decoding. Also owns the page pool that new full-size buffers draw from, and the
-//! late-sample rule (a write older than the chain goes into the buffer its time belongs to,
-//! unless it is older than retention; a closed buffer it lands in is decoded to a raw page
-//! and encoded again when the chain next closes a buffer).
+//! block keeps only its last up to 32 slots raw (4 slots, doubling); the slots before them are
+//! frozen into encoded pieces as the series moves on (`pieces`), so a short or sparse series
+//! pays a few bytes a value even if it never fills a block. A block that closes (the next
+//! write lands in a later block) is encoded whole by `codec` (constant, dictionary, decimal or
+//! raw) and read back by decoding. Also owns the page pool, and the late-sample rule (a write
+//! older than the chain goes into the buffer its time belongs to, unless it is older than
+//! retention; a closed buffer or frozen part it lands in is decoded to a raw page and encoded
+//! again when the chain next closes a block).
 //!
-//! Split by role: `pool` (page recycling, retention horizon, precision), `open` (the raw
-//! open buffer), `closed` (encoded closed buffers), `chain` (the grid and the write and read
-//! paths over both); each imports only the ones before it.
-
+//! Split by role: `pool` (page recycling, retention horizon, precision), `pieces` (the frozen
+//! part's byte format), `open` (the raw tail), `closed` (encoded closed buffers and the frozen
+//! part), `chain` (the grid and the write and read paths over them); each imports only the
+//! ones before it.
 mod chain;
 mod closed;
 mod open;
+mod pieces;
 mod pool;
 
 use super::StoreError;
@@ -30,7 +32,6 @@ const CAP: i64 = BUFFER_CAP as i64;
 pub(crate) use chain::Chain;
 pub use chain::{MAX_FREQUENCY, Newest};
 pub(crate) use closed::Closed;
-pub(crate) use open::Buf;
 pub(crate) use pool::Pool;
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ impl Buf {
     }
 
     /// An open buffer holding `values` from slot offset `lo` (a restored head).
-    pub(crate) fn from_values(block: i32, lo: u16, values: &[f64], pool: &Pool) -> Buf {
+    pub(super) fn from_values(block: i32, lo: u16, values: &[f64], pool: &Pool) -> Buf {
         let n = values.len();
         let mut b = Buf {
             data: alloc_slots(cap_for(n), pool),
@@ -164,16 +164,7 @@ impl Buf {
     /// Encodes the buffer for closing (values rounded to `digits` significant digits if set).
     pub(super) fn encode(&self, digits: u32) -> Box<[u8]> {
         let mut out = Vec::with_capacity(64);
-        if digits == 0 {
-            codec::encode(self.values(), &mut out);
-        } else {
-            let mut v = [0f64; BUFFER_CAP];
-            let n = self.values().len();
-            for (d, s) in v.iter_mut().zip(self.values()) {
-                *d = codec::round_to_digits(*s, digits);
-            }
-            codec::encode(&v[..n], &mut out);
-        }
+        codec::encode_rounded(self.values(), digits, &mut out);
         out.into_boxed_slice()
     }
 

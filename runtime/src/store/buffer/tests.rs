@@ -1,6 +1,6 @@
 use super::chain::slot_of;
 use super::closed::Form;
-use super::open::MIN_SLOTS;
+use super::open::{Buf, MIN_SLOTS};
 use super::*;
 
 #[test]
@@ -180,7 +180,14 @@ fn open_buffer_grows_with_its_samples() {
     for i in 5..300 {
         c.write(i * 10, i as f64, &pool).unwrap();
     }
-    assert_eq!(c.heap_bytes(), BUFFER_CAP * 8);
+    // Past 32 slots the tail is frozen into encoded pieces: 300 integers in far less than
+    // the 4 KiB page they took raw.
+    assert!(c.heap_bytes() < 300 * 2, "{}", c.heap_bytes());
+    assert_eq!(c.buffer_count(), 1);
+    let mut out = vec![0.0; 300];
+    c.copy_into(0, 300, &mut out);
+    assert_eq!(out[0], 1.0);
+    assert!((1..300).all(|i| out[i] == i as f64));
     // A write before the first slot of the open buffer moves its storage down.
     let mut c = Chain::new(0, 1, 100, 1.0, &pool).unwrap();
     c.write(101, 2.0, &pool).unwrap();
@@ -301,4 +308,127 @@ fn precision_rounds_closed_buffers_only() {
     }
     c.copy_into(0, 600, &mut out);
     assert!((0..600).all(|i| out[i].to_bits() == value(i as i64).to_bits()));
+}
+
+#[test]
+fn a_short_series_is_frozen_in_pieces_and_reads_back_exactly() {
+    // 288 values (a day at 5 min) never close a block: before pieces they stayed raw.
+    let pool = Pool::new(8);
+    let value = |i: i64| match i % 41 {
+        7 => f64::NAN,
+        9 => 1.0 / 3.0,
+        _ => 20.0 + (i % 17) as f64 / 4.0,
+    };
+    let mut c = Chain::new(0, 300, 0, value(0), &pool).unwrap();
+    for i in 1..288 {
+        c.write(i * 300, value(i), &pool).unwrap();
+    }
+    assert_eq!((c.buffer_count(), c.samples()), (1, 288));
+    // Raw: 2,304 bytes (a 4 KiB page before the open buffer grew); now pieces and a tail
+    // of up to 32 raw slots.
+    assert!(c.heap_bytes() < 288 * 3, "{}", c.heap_bytes());
+    assert_eq!(pool.len(), 0, "no page taken");
+    let mut out = vec![0.0; 300];
+    c.copy_into(-5, 295, &mut out);
+    for i in -5..295 {
+        let want = if (0..288).contains(&i) {
+            value(i)
+        } else {
+            f64::NAN
+        };
+        assert!(same(out[(i + 5) as usize], want), "slot {i}");
+    }
+    // Ranges inside and across pieces and the tail.
+    for (a, b) in [
+        (0, 32),
+        (31, 33),
+        (100, 101),
+        (127, 129),
+        (250, 288),
+        (5, 280),
+    ] {
+        let mut part = vec![0.0; (b - a) as usize];
+        c.copy_into(a, b, &mut part);
+        assert!(
+            (a..b).all(|i| same(part[(i - a) as usize], value(i))),
+            "{a}..{b}"
+        );
+        let mut sum = vec![1.0; (b - a) as usize];
+        c.add_into(a, b, &mut sum);
+        assert!(
+            (a..b).all(|i| same(sum[(i - a) as usize], 1.0 + value(i))),
+            "{a}..{b}"
+        );
+    }
+    // The newest value and the one before it, also right after a freeze (a tail of one).
+    let n = c.newest().unwrap();
+    assert_eq!((n.ts, n.previous), (287 * 300, Some(286 * 300)));
+    let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
+    for i in 1..=32 {
+        c.write(i, i as f64, &pool).unwrap();
+    }
+    let n = c.newest().unwrap();
+    assert_eq!((n.ts, n.value, n.previous), (32, 32.0, Some(31)));
+    assert_eq!(c.latest(), Some((32, 32.0)));
+}
+
+#[test]
+fn late_writes_into_the_frozen_part_land_and_close_exactly() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 1, 10, 5.0, &pool).unwrap();
+    for i in 11..300 {
+        c.write(i, i as f64 / 2.0, &pool).unwrap();
+    }
+    // Into a frozen piece, before the block's first slot, and an overwrite in the tail.
+    c.write(100, -1.0, &pool).unwrap();
+    c.write(3, -2.0, &pool).unwrap();
+    c.write(299, -3.0, &pool).unwrap();
+    // Appends go on after the frozen part was opened.
+    for i in 300..400 {
+        c.write(i, i as f64 / 2.0, &pool).unwrap();
+    }
+    let want = |i: i64| match i {
+        3 => -2.0,
+        100 => -1.0,
+        299 => -3.0,
+        10..400 => i as f64 / 2.0,
+        _ => f64::NAN,
+    };
+    let check = |c: &Chain| {
+        let mut out = vec![0.0; 400];
+        c.copy_into(0, 400, &mut out);
+        for i in 0..400 {
+            assert!(same(out[i as usize], want(i)), "slot {i}");
+        }
+    };
+    check(&c);
+    assert_eq!(c.buffer_count(), 1);
+    assert_eq!(c.span(), (3, 400));
+    // Closing the block encodes frozen part and tail as one buffer.
+    c.write(600, 1.0, &pool).unwrap();
+    let (older, _) = c.parts();
+    assert_eq!(older.len(), 1);
+    assert!(matches!(older[0].form, Form::Packed(_)));
+    assert_eq!((older[0].lo, older[0].hi), (3, 400));
+    check(&c);
+}
+
+#[test]
+fn a_restored_open_block_is_frozen_but_its_tail() {
+    // What a snapshot's open block becomes: pieces and a raw tail of up to 32, as if appended.
+    let pool = Pool::new(8);
+    let values: Vec<f64> = (0..300).map(|i| i as f64 * 0.5).collect();
+    let mut c = Chain::from_parts(0, 1, 0, Vec::new(), 0, 5, &values, &pool).unwrap();
+    assert_eq!(c.parts().1.values().len(), 12);
+    assert_eq!((c.buffer_count(), c.span()), (1, (5, 305)));
+    assert!(c.heap_bytes() < 300 * 2, "{}", c.heap_bytes());
+    let mut out = vec![0.0; 300];
+    c.copy_into(5, 305, &mut out);
+    assert_eq!(out, values);
+    // Appends go on from the tail.
+    c.write(305, 1.0, &pool).unwrap();
+    assert_eq!(c.latest(), Some((305, 1.0)));
+    // Out-of-order blocks are refused.
+    let closed = Closed::packed(3, 0, 1, vec![3].into_boxed_slice());
+    assert!(Chain::from_parts(0, 1, 0, vec![closed], 2, 0, &values, &pool).is_none());
 }

@@ -49,6 +49,25 @@ fn round_trip(v: &[f64]) {
             a.to_bits()
         );
     }
+    // Every part of the buffer decodes alone to the same slots.
+    let n = v.len();
+    for (a, b) in [
+        (0, n),
+        (0, n / 2),
+        (n / 3, n),
+        (n / 4, n / 4 + 1),
+        (n / 2, n / 2),
+        (1, n.saturating_sub(1).max(1)),
+    ] {
+        if a > b || b > n {
+            continue;
+        }
+        let mut part = vec![0.0; b - a];
+        decode_range(&enc, n, a, &mut part).unwrap_or_else(|e| panic!("{e}: {a}..{b}"));
+        for (i, x) in part.iter().enumerate() {
+            assert!(same(*x, out[a + i]), "range {a}..{b} slot {}", a + i);
+        }
+    }
     // A constant block's value is what each slot decodes to.
     if let Some(c) = constant(&enc) {
         assert!(out.iter().all(|x| same(*x, c)));
