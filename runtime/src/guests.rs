@@ -56,6 +56,13 @@ pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
         pmns: "root { hwmon 180:*:* }",
         dirs: &["/sys"],
     },
+    // schedstat, cpufreq and core topology per CPU, which PCP's linux PMDA does not read.
+    AgentDefaults {
+        guest: "cpusys",
+        domain: 181,
+        pmns: "root { cpusys 181:*:* }",
+        dirs: &["/proc", "/sys"],
+    },
     // C, built from source on first use: pmdanfsclient's domain and names.
     AgentDefaults {
         guest: "nfsclient",
