@@ -405,7 +405,12 @@ fn threads(n: usize) {
     let procs = std::fs::read_dir("/proc")
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
                 .count()
         })
         .unwrap_or(0);
@@ -418,7 +423,14 @@ fn threads(n: usize) {
     // Interleaved rounds, so that a change of the host's load weighs on every setting alike.
     let mut agents: Vec<(usize, ProcAgent, Vec<Duration>, Duration)> = [1, 2, 4]
         .into_iter()
-        .map(|t| (t, ProcAgent::with_threads("/", t), Vec::new(), Duration::ZERO))
+        .map(|t| {
+            (
+                t,
+                ProcAgent::with_threads("/", t),
+                Vec::new(),
+                Duration::ZERO,
+            )
+        })
         .collect();
     for (_, a, _, _) in &mut agents {
         std::hint::black_box(a.fetch(&ids));

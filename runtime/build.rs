@@ -20,6 +20,8 @@ const BUNDLED: &[&str] = &[
     "infiniband",
     "denki",
     "hwmon",
+    "lustre",
+    "cpusys",
     "clustercockpit",
 ];
 /// Guests built for the tests only (found through `wasmon::BUILT_GUESTS_DIR`).
@@ -42,7 +44,12 @@ fn main() {
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let target_dir = target_dir(&out_dir, &root).join("guests");
+    // Worktrees sharing one target dir would overwrite each other's guests there: a private
+    // one may be named.
+    println!("cargo:rerun-if-env-changed=WASMON_GUESTS_TARGET_DIR");
+    let target_dir = std::env::var_os("WASMON_GUESTS_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir(&out_dir, &root).join("guests"));
     ensure_wasm_target();
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -56,6 +56,20 @@ pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
         pmns: "root { hwmon 180:*:* }",
         dirs: &["/sys"],
     },
+    // pmdalustre's domain; debugfs (Lustre 2.12 and later) under /sys, else /proc.
+    AgentDefaults {
+        guest: "lustre",
+        domain: 134,
+        pmns: "root { lustre 134:*:* }",
+        dirs: &["/sys", "/proc"],
+    },
+    // schedstat, cpufreq and core topology per CPU, which PCP's linux PMDA does not read.
+    AgentDefaults {
+        guest: "cpusys",
+        domain: 181,
+        pmns: "root { cpusys 181:*:* }",
+        dirs: &["/proc", "/sys"],
+    },
     // C, built from source on first use: pmdanfsclient's domain and names.
     AgentDefaults {
         guest: "nfsclient",

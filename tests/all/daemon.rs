@@ -147,23 +147,20 @@ fn bad_samples_are_named_by_line_and_good_ones_kept() {
 fn a_config_with_an_unknown_field_is_refused_at_start_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");
-    std::fs::write(
-        &config,
-        "[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n",
-    )
-    .unwrap();
-    let err = refused_start(&config);
+    // The reason `wasmon run` gives for refusing `toml` as its config.
+    let refused = |toml: &str| {
+        std::fs::write(&config, toml).unwrap();
+        refused_start(&config)
+    };
+    let err = refused("[daemon]\nlisten = \"127.0.0.1:0\"\nwatch-intervall = \"1s\"\n");
     assert!(
         err.contains("watch-intervall") && err.contains("bad.toml"),
         "{err}"
     );
 
-    std::fs::write(
-        &config,
+    let err = refused(
         "[[pipeline]]\nname = \"p\"\n[[pipeline.transformer]]\nguest = \"no-such-guest\"\n",
-    )
-    .unwrap();
-    let err = refused_start(&config);
+    );
     assert!(
         err.contains("no guest named \\\"no-such-guest\\\"")
             || err.contains("no guest named \"no-such-guest\""),

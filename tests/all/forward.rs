@@ -36,6 +36,9 @@ mod nats_tls;
 #[path = "forward/recreated.rs"]
 mod recreated;
 
+#[path = "forward/central.rs"]
+mod central;
+
 use std::time::Duration;
 
 use rig::*;

@@ -118,35 +118,37 @@ fn twenty_reloads_under_load_deliver_every_sample_exactly_once() {
     let mut swapped = 0;
     for i in 1..=20 {
         std::thread::sleep(Duration::from_millis(150));
-        let (status, outcome) = if i == 7 {
+        // The second stage, and for a refused one what the error must name.
+        let (stage, refusal) = match i {
             // A component of the wrong world: the `foo` agent as a transformer.
-            config(dir.path(), "50ms", &format!("v{i}"), "guest = \"foo\"");
-            let (status, outcome) = reload(&d, "");
-            let error = outcome["pipelines"]["p"]["error"]
-                .as_str()
-                .unwrap_or_default();
-            assert!(error.contains("transformer"), "names the world: {outcome}");
-            (status, outcome)
-        } else if i == 13 {
-            let bad = format!(
-                "guest = \"{}\"\nparams = {{ fail = \"on purpose\" }}",
-                testing.display()
-            );
-            config(dir.path(), "50ms", &format!("v{i}"), &bad);
-            let (status, outcome) = reload(&d, "");
-            let error = outcome["pipelines"]["p"]["error"]
-                .as_str()
-                .unwrap_or_default();
-            assert!(error.contains("on purpose"), "names the reason: {outcome}");
-            (status, outcome)
-        } else {
-            config(dir.path(), "50ms", &format!("v{i}"), &second(i));
-            let (status, outcome) = reload(&d, "");
-            assert_eq!(outcome["pipelines"]["p"]["result"], "swapped", "{outcome}");
-            swapped += 1;
-            (status, outcome)
+            7 => (
+                "guest = \"foo\"".to_string(),
+                Some(("transformer", "names the world")),
+            ),
+            13 => (
+                format!(
+                    "guest = \"{}\"\nparams = {{ fail = \"on purpose\" }}",
+                    testing.display()
+                ),
+                Some(("on purpose", "names the reason")),
+            ),
+            _ => (second(i), None),
         };
-        let refused = i == 7 || i == 13;
+        config(dir.path(), "50ms", &format!("v{i}"), &stage);
+        let (status, outcome) = reload(&d, "");
+        match refusal {
+            Some((names, what)) => {
+                let error = outcome["pipelines"]["p"]["error"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(error.contains(names), "{what}: {outcome}");
+            }
+            None => {
+                assert_eq!(outcome["pipelines"]["p"]["result"], "swapped", "{outcome}");
+                swapped += 1;
+            }
+        }
+        let refused = refusal.is_some();
         assert_eq!(status, if refused { 422 } else { 200 }, "{outcome}");
         if refused {
             // The old version keeps running and is what the daemon reports.

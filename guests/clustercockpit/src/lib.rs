@@ -49,8 +49,12 @@ pub struct ClusterCockpit {
     meta: Map<(usize, Key), Metadata>,
     /// (row, instance) -> the output's name, for rows that name it by instance (`hwmon-temp`).
     names: Map<(usize, Key), Option<Str>>,
-    /// The PCP names rows read as `join` tags.
+    /// The PCP names rows read as `join` tags or `where` conditions.
     join_names: Vec<Str>,
+    /// (PCP name, instance) -> the latest value of each of `join_names`, from this poll or an
+    /// earlier one (another agent's: cpufreq_cpuinfo's rows read the linux agent's clock and
+    /// the cpusys agent's topology).
+    latest: Map<(Key, Key), f64>,
     keys: Keys,
 }
 
@@ -81,15 +85,23 @@ impl Transformer for ClusterCockpit {
             by_name.entry(Key(name.clone())).or_insert((j, j)).1 = j + 1;
         }
         let mut join_names: Vec<Str> = Vec::new();
-        for j in rows.iter().filter_map(|r| r.join.as_ref()) {
-            if !join_names.iter().any(|n| same(n, &j.from)) {
-                join_names.push(j.from.clone());
+        let read = rows.iter().flat_map(|r| {
+            r.join
+                .as_ref()
+                .map(|j| &j.from)
+                .into_iter()
+                .chain(&r.only_where)
+        });
+        for name in read {
+            if !join_names.iter().any(|n| same(n, name)) {
+                join_names.push(name.clone());
             }
         }
         Ok(ClusterCockpit {
             rows,
             names: Map::default(),
             join_names,
+            latest: Map::default(),
             by_name,
             targets: grouped.into_iter().map(|(_, i, slot)| (i, slot)).collect(),
             prev: Map::default(),
@@ -133,12 +145,15 @@ impl ClusterCockpit {
         if self.prev.len() > MAX_SERIES {
             self.prev.clear();
         }
-        // `join` tags: the other metric's value per instance in this poll.
-        let mut joined: Map<(Key, Key), f64> = Map::default();
+        // `join` tags and `where` conditions: other metrics' latest values per instance.
         if !self.join_names.is_empty() {
+            if self.latest.len() > MAX_SERIES {
+                self.latest.clear();
+            }
             for s in run {
                 if self.join_names.iter().any(|n| same(n, &s.name)) {
-                    joined.insert((Key(s.name.clone()), Key(s.resource.clone())), s.value);
+                    let key = (Key(s.name.clone()), Key(s.resource.clone()));
+                    self.latest.insert(key, s.value);
                 }
             }
         }
@@ -152,20 +167,25 @@ impl ClusterCockpit {
                 if !row.takes(&s.resource) {
                     continue;
                 }
-                let tag = match &row.join {
-                    None => None,
-                    Some(j) => {
-                        let key = (Key(j.from.clone()), Key(s.resource.clone()));
-                        match joined.get(&key) {
-                            Some(&v) if v != 0.0 => Some(if j.hex {
-                                format!("0x{:x}", v as u64)
-                            } else {
-                                format!("{v}")
-                            }),
-                            _ => continue,
-                        }
-                    }
+                let latest = |name: &Str| {
+                    let key = (Key(name.clone()), Key(s.resource.clone()));
+                    self.latest.get(&key).copied()
                 };
+                // Unknown (the other agent not run, or not polled yet) keeps the instance,
+                // untagged: a node without the cpusys agent still sends cpufreq.
+                if let Some(w) = &row.only_where
+                    && latest(w) == Some(0.0)
+                {
+                    continue;
+                }
+                let tag = row.join.as_ref().and_then(|j| {
+                    let v = latest(&j.from)?;
+                    Some(if j.hex {
+                        format!("0x{:x}", v as u64)
+                    } else {
+                        format!("{v}")
+                    })
+                });
                 if row.baseline {
                     let key = (ri, Key(s.resource.clone()));
                     if self.prev.insert(key, (s.value, s.timestamp_ns)).is_none() {
@@ -228,6 +248,22 @@ impl ClusterCockpit {
             self.emit(ri, "", max, ts, None, out);
         }
         self.sums(first, ts, out);
+        if self.rows.iter().any(|r| r.hidden) {
+            let hidden: Vec<Str> = self
+                .rows
+                .iter()
+                .filter(|r| r.hidden)
+                .map(|r| r.to.clone())
+                .collect();
+            let mut k = first;
+            for i in first..out.len() {
+                if !hidden.iter().any(|h| same(h, &out[i].name)) {
+                    out.swap(k, i);
+                    k += 1;
+                }
+            }
+            out.truncate(k);
+        }
     }
 
     /// `sum` rows over this poll's outputs (`out[first..]`), per type id.

@@ -70,6 +70,8 @@ const FIELDS: &[&str] = &[
     "nonzero",
     "baseline",
     "tag-override",
+    "where",
+    "hidden",
 ];
 
 /// One row of the table.
@@ -104,10 +106,15 @@ pub struct Row {
     /// Tags naming the instance's `:`-separated parts in order (ibstat's `device` and `port`
     /// of `mlx5_0:1`).
     pub split: Vec<Str>,
-    /// A tag whose value is another metric's value for the same instance in the same poll
-    /// (ibstat's `lid`); an instance without it, or where it is 0, is left out (ibstat skips
-    /// ports whose LID is 0x0).
+    /// A tag whose value is another metric's latest value for the same instance (ibstat's
+    /// `lid`, cpufreq's `package_id`); not written while that value is unknown.
     pub join: Option<Join>,
+    /// Instances where this metric's latest value is 0 are left out (ibstat skips ports
+    /// whose LID is 0x0; cpufreq reads the first hardware thread of each core); an unknown
+    /// value keeps the instance.
+    pub only_where: Option<Str>,
+    /// Computed for `sum` rows but not sent (schedstat's running and waiting parts).
+    pub hidden: bool,
     /// Outputs equal to 0 are left out (tempstat sends no limit the chip reports as 0).
     pub nonzero: bool,
     /// The first poll that has an instance only sets its baseline (nfsiostat sends a mount's
@@ -357,6 +364,8 @@ fn row(i: usize, v: &serde_json::Value) -> Result<Row, String> {
         split: strings(i, r, "split")?.iter().map(|s| intern(s)).collect(),
         join,
         nonzero: flag("nonzero")?,
+        only_where: string(i, r, "where")?.map(|s| intern(&s)),
+        hidden: flag("hidden")?,
         baseline: flag("baseline")?,
         overrides,
     })

@@ -148,7 +148,8 @@ mod tests {
              foo (guest foo, domain 44); mmv (guest mmv, domain 70); infiniband (guest \
              infiniband, domain 91, when /sys/class/infiniband exists); denki (guest denki, \
              domain 156, when /sys/class/powercap/intel-rapl:0 exists); hwmon (guest hwmon, \
-             domain 180, when /sys/class/hwmon/hwmon0 exists)"
+             domain 180, when /sys/class/hwmon/hwmon0 exists); lustre (guest lustre, domain 134, \
+             when /proc/fs/lustre exists)"
         );
         assert_eq!(r.sinks, "none");
     }

@@ -362,6 +362,14 @@ mod tests {
     use super::*;
     use crate::store::{StoreConfig, selector};
 
+    /// The tests' samples are a minute apart.
+    fn store60() -> Store {
+        Store::new(StoreConfig {
+            default_frequency: 60,
+            ..Default::default()
+        })
+    }
+
     #[test]
     fn timestamp_units() {
         assert_eq!(timestamp_secs(1_700_000_000), 1_700_000_000);
@@ -373,7 +381,7 @@ mod tests {
 
     #[test]
     fn tags_in_any_order_aliases_and_levels() {
-        let s = Store::new(StoreConfig::default());
+        let s = store60();
         let body = b"m,type-id=3,type=hwthread,host=h1,cluster=c value=1i 60\n\
 m,cluster=c,hostname=h1,type=node,type-id=0 value=2u 60\n\
 m,cluster=c,hostname=h1,type=socket,type-id=0,stype-id=1,stype=core,unit=x value=3.5 60\n\
@@ -408,7 +416,7 @@ bad line\n";
         // cc-backend pkg/metricstore/lineprotocol.go DecodeLine: a field other than `value`
         // is an error ("unknown field"), each `value` overwrites the one before, and a bool
         // or string value is an error. Here the error is the line's alone.
-        let s = Store::new(StoreConfig::default());
+        let s = store60();
         let body = b"m,cluster=c,host=h value=1,value=2 60\n\
 m,cluster=c,host=h value=3,unit=4 120\n\
 m,cluster=c,host=h load=5 180\n\
@@ -431,7 +439,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
 
     #[test]
     fn missing_timestamp_means_now() {
-        let s = Store::new(StoreConfig::default());
+        let s = store60();
         let out = ingest(&s, b"m,cluster=c,host=h value=9", None, 1200);
         assert_eq!(out.stored, 1);
         assert_eq!(
@@ -446,7 +454,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
 
     #[test]
     fn cached_tag_sections_keep_their_meaning_across_bodies_and_default_clusters() {
-        let s = Store::new(StoreConfig::default());
+        let s = store60();
         let body = |ts: i64, v: i64| {
             format!(
                 "m,host=h,type=socket,type-id=0 value={v} {ts}\nm,host=h value={} {ts}\n",
@@ -490,7 +498,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
         // cc-metric-store stores these at a level named by the id alone ("3"), at the host with
         // the stype dropped, at a host named "", or at a level named by the subtype alone;
         // each is an error here, naming the tag.
-        let s = Store::new(StoreConfig::default());
+        let s = store60();
         let body = b"m,cluster=c,hostname=h,type-id=3 value=1 60\n\
 m,cluster=c,hostname=h,stype=core,stype-id=1 value=2 60\n\
 m,cluster=c,type=cpu,type-id=0 value=3 60\n\

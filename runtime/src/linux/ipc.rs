@@ -232,6 +232,8 @@ fn objects(
 ) -> Vec<Object> {
     let mut out: Vec<Object> = Vec::new();
     let mut fields: Vec<&str> = Vec::with_capacity(16);
+    // Ids taken: a search of `out` per line would be quadratic in a long file.
+    let mut seen = std::collections::HashSet::new();
     for line in text.lines().skip(1) {
         fields.clear();
         fields.extend(line.split_ascii_whitespace());
@@ -248,11 +250,11 @@ fn objects(
         let Some(uid) = fields.get(uid_at).and_then(|f| f.parse::<u32>().ok()) else {
             continue;
         };
-        let id = id.to_string();
         // A repeated id keeps its first line, as pmdalinux's cache does.
-        if out.iter().any(|o| o.id == id) {
+        if !seen.insert(id) {
             continue;
         }
+        let id = id.to_string();
         let mut nums = [0u64; 4];
         for (slot, &at) in nums.iter_mut().zip(nums_at) {
             *slot = fields

@@ -159,6 +159,8 @@ pub struct LinuxAgent {
     groups: Vec<Box<dyn Group>>,
     /// The group answering each row of the table, by row.
     owner: Vec<Option<usize>>,
+    /// Indoms whose values were cut at [`rows::MAX_INSTANCES`] (each said once in the log).
+    cut: std::collections::BTreeSet<u32>,
 }
 
 impl Default for LinuxAgent {
@@ -189,6 +191,7 @@ impl LinuxAgent {
             devices,
             groups,
             owner,
+            cut: Default::default(),
         }
     }
 
@@ -282,6 +285,19 @@ impl Agent for LinuxAgent {
                     }
                     self.groups[g].values(m, &mut out);
                 }
+                let limit = rows::limit(m.indom);
+                if out.len() > limit {
+                    if self.cut.insert(m.indom.unwrap_or(u32::MAX)) {
+                        tracing::warn!(
+                            "linux agent: {} has {} instances under {}; only the first {limit} \
+                             are answered",
+                            m.name,
+                            out.len(),
+                            self.root.dir().display(),
+                        );
+                    }
+                    out.truncate(limit);
+                }
                 let out = out
                     .into_iter()
                     .filter_map(|(n, v)| Some((n, v.conform(m.ty)?)))
@@ -293,6 +309,12 @@ impl Agent for LinuxAgent {
 }
 
 impl LinuxAgent {
+    /// The indoms whose values were cut at the instance limit (tests).
+    #[cfg(test)]
+    pub fn cut_indoms(&self) -> Vec<u32> {
+        self.cut.iter().copied().collect()
+    }
+
     /// True when some group answers `name` (tests: which names have a reader yet).
     pub fn answers(&self, name: &str) -> bool {
         let t = table();

@@ -200,7 +200,9 @@ impl NetSysfs {
 
     fn refresh_addr(&mut self, ctx: &Ctx) {
         self.addrs.clear();
-        for name in ctx.root.list("sys/class/net") {
+        // pmdalinux walks the directory unsorted: its instances (indom 17) come in that
+        // order, unlike the interface indom's /proc/net/dev order.
+        for name in ctx.root.list_unsorted("sys/class/net") {
             if name.starts_with('.') {
                 continue;
             }
@@ -458,6 +460,25 @@ vethab12: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0
             ]
         );
         assert!(fetch(&mut a, "network.interface.inet_addr").is_empty());
+    }
+
+    /// pmcd lists indom 17 in `/sys/class/net`'s directory order (on this VM `ifb0 ifb1 lo
+    /// eth0`), not sorted and not `/proc/net/dev`'s order.
+    #[test]
+    fn hardware_addresses_come_in_the_directorys_order() {
+        let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+            return;
+        };
+        let want: Vec<String> = dir
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        let mut a = LinuxAgent::new();
+        let got: Vec<String> = fetch(&mut a, "network.interface.hw_addr")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -132,15 +132,20 @@ impl Root {
 
     /// Names in directory `rel`, sorted, at most [`MAX_ENTRIES`]; empty when absent.
     pub fn list(&self, rel: &str) -> Vec<String> {
+        let mut names = self.list_unsorted(rel);
+        names.sort();
+        names
+    }
+
+    /// Names in directory `rel` in the order the directory gives them (C's `readdir`,
+    /// where pmdalinux numbers instances in that order), at most [`MAX_ENTRIES`].
+    pub fn list_unsorted(&self, rel: &str) -> Vec<String> {
         let Ok(dir) = std::fs::read_dir(self.path(rel)) else {
             return Vec::new();
         };
-        let mut names: Vec<String> = dir
-            .take(MAX_ENTRIES)
+        dir.take(MAX_ENTRIES)
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        names
+            .collect()
     }
 
     /// True when `rel` exists (a file, a directory or a link that resolves).

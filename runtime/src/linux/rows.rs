@@ -2,16 +2,31 @@
 //! ([`MAX_INSTANCES`]), and rows of counters by instance name (fibre channel hosts, tapes,
 //! serial ports) with the "how many" metric of their class (`hinv.nfchost`, `hinv.ntape`).
 //!
-//! A leaf: uses nothing of the agent but the namespace's value types.
+//! A leaf: uses nothing of the agent but the namespace's value types and the indom numbers.
 
 use crate::namespace::{Value, Values};
 
-/// The most instances one indom holds. PCP numbers instances with 32 bits, but a client
+/// The most instances one indom holds (but see [`MAX_CELLS`]). PCP numbers instances with 32 bits, but a client
 /// asking for a whole indom gets every name in one PDU, and no real host comes near this
 /// (a 1,152-CPU machine has 1,152 CPUs, a large SAN a few thousand disks): more means a
 /// runaway or hostile tree, which must not grow the daemon without bound. Groups stop
 /// adding instances here; the agent cuts any metric's values here too (and says so once).
 pub const MAX_INSTANCES: usize = 65_536;
+
+/// The bound of the two indoms whose instances are cells of a table, a line on a CPU
+/// (interrupts and softirqs per CPU): a real 1,152-CPU host's 90 interrupt lines are
+/// 103,680 cells, so [`MAX_INSTANCES`] would cut a real host; a million still bounds a
+/// hostile file.
+pub const MAX_CELLS: usize = 1 << 20;
+
+/// The most instances the values of a metric in `indom` may have.
+pub fn limit(indom: Option<u32>) -> usize {
+    use super::indom::{INTERRUPT_CPU, SOFTIRQ_CPU};
+    match indom {
+        Some(INTERRUPT_CPU | SOFTIRQ_CPU) => MAX_CELLS,
+        _ => MAX_INSTANCES,
+    }
+}
 
 /// The entry named `name` in `list`, made by `make` and appended when new; `None` when it
 /// is new and `list` already holds [`MAX_INSTANCES`] entries.

@@ -302,3 +302,25 @@ fn pmns_merges_with_other_agents_files() {
         "60.2.0"
     );
 }
+
+/// A tree listing more instances than an indom may hold (70,000 semaphore sets): the
+/// metric answers the first 65,536, in order, and the cut is reported once however often
+/// it is fetched.
+#[test]
+fn an_indom_never_exceeds_the_instance_limit() {
+    let sets = 70_000;
+    let mut text = String::from("key semid perms nsems uid gid cuid cgid otime ctime\n");
+    for id in 0..sets {
+        text.push_str(&format!("0 {id} 600 {} 0 0 0 0 0 0\n", id % 250));
+    }
+    let (_dir, mut a) = agent(&[("proc/sysvipc/sem", &text)]);
+    let limit = crate::linux::rows::MAX_INSTANCES;
+    assert!(sets > limit);
+    for _ in 0..2 {
+        let nsems = fetch_f64(&mut a, "ipc.sem.nsems");
+        assert_eq!(nsems.len(), limit);
+        assert_eq!(nsems[251], ("251".into(), 1.0));
+        assert_eq!(nsems.last().unwrap().0, (limit - 1).to_string());
+    }
+    assert_eq!(a.cut_indoms(), [30]);
+}

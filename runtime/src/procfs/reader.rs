@@ -420,21 +420,29 @@ fn read_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
         if len == buf.len() {
             buf.resize((buf.len() * 2).max(4096).min(cap), 0);
         }
+        let room = &mut buf[len..];
         // SAFETY: the destination range lies within `buf`.
-        let n = unsafe { libc::read(fd.0, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let n = retry(|| unsafe { libc::read(fd.0, room.as_mut_ptr().cast(), room.len()) })?;
         if n == 0 {
             break;
         }
-        len += n as usize;
+        len += n;
     }
     Ok(len)
+}
+
+/// A read-like system call's byte count, the call made again when a signal interrupted it.
+fn retry(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// Call `f` with the name of every entry of a directory (including `.` and `..`).
@@ -445,23 +453,17 @@ fn for_each_entry(path: &[u8], dents: &mut [u8], f: impl FnMut(&[u8])) -> io::Re
 fn for_each_entry_fd(fd: &Fd, dents: &mut [u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
     loop {
         // SAFETY: getdents64 writes at most `dents.len()` bytes into `dents`.
-        let n =
-            unsafe { libc::syscall(libc::SYS_getdents64, fd.0, dents.as_mut_ptr(), dents.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let n = retry(|| unsafe {
+            libc::syscall(libc::SYS_getdents64, fd.0, dents.as_mut_ptr(), dents.len()) as isize
+        })?;
         if n == 0 {
             return Ok(());
         }
         // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
         let mut off = 0usize;
-        while off + 19 <= n as usize {
+        while off + 19 <= n {
             let reclen = u16::from_ne_bytes([dents[off + 16], dents[off + 17]]) as usize;
-            if reclen == 0 || off + reclen > n as usize {
+            if reclen == 0 || off + reclen > n {
                 break;
             }
             let name = &dents[off + 19..off + reclen];

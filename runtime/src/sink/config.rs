@@ -251,6 +251,20 @@ pub struct SinkConfigError {
 }
 
 impl SinkConfig {
+    /// An `http` sink's `?cluster=NAME`: the cluster its samples land in at the receiver. Its
+    /// lines carry `cluster=NAME` where this node would write its own `[daemon] cluster`
+    /// (samples tagged with a cluster of their own keep it), so wasmon and cc-metric-store
+    /// put them under NAME alike (both read a line's tag before the URL's default).
+    pub fn url_cluster(&self) -> Option<String> {
+        if self.kind != SinkType::Http {
+            return None;
+        }
+        let url = reqwest::Url::parse(&self.url).ok()?;
+        url.query_pairs()
+            .find(|(k, _)| k == "cluster")
+            .map(|(_, v)| v.into_owned())
+    }
+
     /// Whether the sink sends over NATS (a `guest` sink does when its url says so).
     pub fn nats(&self) -> bool {
         self.kind.uses_nats() || (self.kind == SinkType::Guest && self.nats_url())
@@ -337,6 +351,16 @@ impl SinkConfig {
                     self.url,
                     self.kind.as_str(),
                     schemes.join(":// or ")
+                ),
+            ));
+        }
+        if self.url_cluster().is_some_and(|c| c.is_empty()) {
+            return Err(self.err(
+                "url",
+                format!(
+                    "{:?}: ?cluster= is empty: name the cluster the samples go to, or leave \
+                     it out (they go under [daemon] cluster)",
+                    self.url
                 ),
             ));
         }
@@ -491,6 +515,26 @@ mod tests {
         let cfg: SinkConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check(None).map_err(|e| e.to_string())?;
         Ok(cfg)
+    }
+
+    #[test]
+    fn an_http_sinks_cluster_parameter_is_its_samples_cluster() {
+        let c = check("name='c'\ntype='http'\nurl='http://c:8082/api/write?cluster=hpc'").unwrap();
+        assert_eq!(c.url_cluster().as_deref(), Some("hpc"));
+        let c = check("name='c'\ntype='http'\nurl='http://c:8082/api/write?x=1&cluster=a%20b'")
+            .unwrap();
+        assert_eq!(c.url_cluster().as_deref(), Some("a b"));
+        let c = check("name='c'\ntype='http'\nurl='http://c:8082/api/write'").unwrap();
+        assert_eq!(c.url_cluster(), None);
+        // Remote write has no clusters: its URL is the receiver's business.
+        let c =
+            check("name='c'\ntype='remote-write'\nurl='http://c/api/v1/write?cluster=x'").unwrap();
+        assert_eq!(c.url_cluster(), None);
+        assert_eq!(
+            check("name='c'\ntype='http'\nurl='http://c:8082/api/write?cluster='").unwrap_err(),
+            "sink \"c\": url: \"http://c:8082/api/write?cluster=\": ?cluster= is empty: name \
+             the cluster the samples go to, or leave it out (they go under [daemon] cluster)"
+        );
     }
 
     #[test]

@@ -29,6 +29,9 @@ struct Settings {
     transport: Arc<Transport>,
     /// A guest sink's exporter.
     exporter: Option<Arc<dyn Exporter>>,
+    /// The cluster of samples without one of their own: the URL's `?cluster=`, else the
+    /// daemon's ([`SinkConfig::url_cluster`]).
+    cluster: String,
 }
 
 pub struct Forwarder {
@@ -136,6 +139,7 @@ impl Forwarder {
             truncated_tail_records: recovery.truncated_tail_records,
             name: cfg.name.clone(),
             settings: RwLock::new(Settings {
+                cluster: cfg.url_cluster().unwrap_or_else(|| default_cluster.into()),
                 cfg,
                 transport: Arc::new(transport),
                 exporter,
@@ -171,6 +175,9 @@ impl Forwarder {
     pub fn reconfigure(&self, cfg: SinkConfig, (transport, exporter): Route) {
         self.queue.reconfigure(queue_config(&cfg));
         *crate::util::write(&self.settings) = Settings {
+            cluster: cfg
+                .url_cluster()
+                .unwrap_or_else(|| self.default_cluster.clone()),
             cfg,
             transport: Arc::new(transport),
             exporter,
@@ -188,27 +195,28 @@ impl Forwarder {
         self.counters
             .accepted
             .fetch_add(samples.len() as u64, Relaxed);
-        let (kind, gzip, batch, tags) = {
+        let (kind, gzip, batch, tags, cluster) = {
             let s = crate::util::read(&self.settings);
             (
                 s.cfg.kind,
                 s.cfg.gzip,
                 s.cfg.batch_size,
                 s.cfg.meta_as_tags.clone(),
+                s.cluster.clone(),
             )
         };
+        let cx = Context {
+            default_cluster: &cluster,
+            hostname: &self.hostname,
+            meta_as_tags: &tags,
+        };
         for chunk in samples.chunks(batch) {
-            self.queue_chunk(kind, gzip, &tags, chunk);
+            self.queue_chunk(kind, gzip, &cx, chunk);
         }
         self.wake.notify_one();
     }
 
-    fn queue_chunk(&self, kind: SinkType, gzip: bool, tags: &[String], chunk: &[Sample]) {
-        let cx = Context {
-            default_cluster: &self.default_cluster,
-            hostname: &self.hostname,
-            meta_as_tags: tags,
-        };
+    fn queue_chunk(&self, kind: SinkType, gzip: bool, cx: &Context, chunk: &[Sample]) {
         let mut enc = match kind {
             SinkType::RemoteWrite => encode::remote_write(chunk),
             SinkType::Guest => encode::Encoded {
@@ -217,12 +225,12 @@ impl Forwarder {
                 unencodable: 0,
                 oldest_ns: chunk.iter().map(|s| s.timestamp_ns).min().unwrap_or(0),
             },
-            _ => encode::line_protocol(chunk, &cx),
+            _ => encode::line_protocol(chunk, cx),
         };
         if enc.bytes.len() > MAX_RECORD_BYTES && chunk.len() > 1 {
             let (a, b) = chunk.split_at(chunk.len() / 2);
-            self.queue_chunk(kind, gzip, tags, a);
-            self.queue_chunk(kind, gzip, tags, b);
+            self.queue_chunk(kind, gzip, cx, a);
+            self.queue_chunk(kind, gzip, cx, b);
             return;
         }
         self.counters

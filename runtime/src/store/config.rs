@@ -99,6 +99,12 @@ pub struct StoreConfig {
     pub resampling_minimum_points: usize,
 }
 
+/// The step of metrics `[store.metrics]` does not name, when `default-frequency` is not set:
+/// the embedded config's poll interval, so a central daemon without `[store]` keeps every
+/// value a node on the default config forwards (at 60 s it kept one in six, each overwriting
+/// the slot the one before it took).
+pub const DEFAULT_FREQUENCY: u64 = 10;
+
 /// Series shorter than this are returned at their native step: cc-lib's
 /// `resampler.MinimumRequiredPoints` default; `[store] resampling-minimum-points` sets it, as
 /// cc-backend's `resampling.minimum-points` does.
@@ -108,7 +114,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             metrics: BTreeMap::new(),
-            default_frequency: 60,
+            default_frequency: DEFAULT_FREQUENCY,
             refuse_unknown_metrics: false,
             retention_in_memory: Duration::from_secs(48 * 3600),
             checkpoint_interval: Duration::from_secs(3600),

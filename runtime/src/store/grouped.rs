@@ -191,7 +191,11 @@ mod tests {
     #[test]
     fn a_group_write_stores_by_level_and_returns_what_was_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(StoreConfig::default(), dir.path()).unwrap();
+        let cfg = StoreConfig {
+            default_frequency: 60,
+            ..Default::default()
+        };
+        let store = Store::open(cfg, dir.path()).unwrap();
         let (a, b) = (
             store.level(&["c", "a"]).unwrap(),
             store.level(&["c", "b"]).unwrap(),

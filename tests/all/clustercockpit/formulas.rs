@@ -381,12 +381,13 @@ fn hwmon_temp_names_sensors_as_tempstat_does() {
 }
 
 /// ibstat: `split` names the instance's parts (`device`, `port`), `join` tags each port with
-/// its LID from the same poll, in hex as sysfs writes it, and leaves out a port without one.
+/// its LID from the same poll, in hex as sysfs writes it; `where` leaves out a port whose LID
+/// is 0 (a port whose LID is not known yet is sent, untagged).
 #[test]
 fn split_and_join_tag_ibstat_ports_by_device_port_and_lid() {
     let mut g = guest(json!([
         {"from": "infiniband.port.in.bytes", "to": "ib_recv", "split": ["device", "port"],
-         "join": {"tag": "lid", "from": "infiniband.port.lid", "format": "hex"}, "unit": "bytes"},
+         "where": "infiniband.port.lid", "join": {"tag": "lid", "from": "infiniband.port.lid", "format": "hex"}, "unit": "bytes"},
     ]));
     let out = g
         .handle(&[
@@ -399,11 +400,14 @@ fn split_and_join_tag_ibstat_ports_by_device_port_and_lid() {
         .unwrap();
     assert_eq!(
         seen(&out),
-        vec![one(
-            "ib_recv",
-            "type=node,device=mlx5_0,port=1,lid=0x1a,unit=bytes",
-            4e9
-        )]
+        vec![
+            one(
+                "ib_recv",
+                "type=node,device=mlx5_0,port=1,lid=0x1a,unit=bytes",
+                4e9
+            ),
+            one("ib_recv", "type=node,device=mlx5_1,port=1,unit=bytes", 2e9),
+        ]
     );
 }
 
@@ -436,4 +440,184 @@ fn baseline_skips_an_instances_first_poll() {
         .handle(&poll(3.0, &[("/home", 13.0), ("/scratch", 6.0)]))
         .unwrap();
     assert_eq!(out.len(), 2, "{:?}", seen(&out));
+}
+
+/// schedstat: `hidden` rows compute the running and waiting rates per hwthread, a `sum` row
+/// sends their total as cpu_load_core, `(Δrunning + Δwaiting) / s / 10^9`, and only that.
+#[test]
+fn hidden_parts_and_their_sum_are_cpu_load_core() {
+    let params = profile_params(0, 0);
+    let rows: Vec<Value> = params["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["to"] == "cpu_load_core" || r["to"].as_str().unwrap().starts_with("schedstat_")
+        })
+        .cloned()
+        .collect();
+    assert_eq!(rows.len(), 3, "the profile's schedstat rows");
+    let mut g = guest(Value::Array(rows));
+    let poll = |t: f64, ns: [[f64; 2]; 2]| -> Vec<Sample> {
+        (0..2)
+            .flat_map(|c| {
+                [
+                    sample("cpusys.schedstat.running", &format!("cpu{c}"), ns[c][0], t),
+                    sample("cpusys.schedstat.waiting", &format!("cpu{c}"), ns[c][1], t),
+                ]
+            })
+            .collect()
+    };
+    assert!(
+        g.handle(&poll(10.0, [[1e12, 5e9], [2e12, 6e9]]))
+            .unwrap()
+            .is_empty()
+    );
+    let out = g
+        .handle(&poll(12.0, [[1e12 + 1.5e9, 5e9 + 3e8], [2e12 + 2e9, 6e9]]))
+        .unwrap();
+    let cc = |run: f64, wait: f64| run / 2.0 / 1e9 + wait / 2.0 / 1e9;
+    let got = seen(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (c, want) in [cc(1.5e9, 3e8), cc(2e9, 0.0)].iter().enumerate() {
+        assert_eq!(got[c].0, "cpu_load_core");
+        assert_eq!(got[c].1, format!("type=hwthread,type-id={c}"));
+        assert!((got[c].2 - want).abs() < 1e-12, "{got:?}");
+    }
+}
+
+/// `where` leaves out the instances where another metric's latest value, from this poll or
+/// an earlier one of another agent, is 0 (an unknown one keeps them): cpufreq reads the first
+/// thread of each core.
+#[test]
+fn where_reads_the_latest_value_of_another_agents_poll() {
+    let mut g = guest(json!([
+        {"from": "hinv.cpu.clock", "to": "cpufreq", "type": "hwthread", "unit": "MHz",
+         "where": "cpusys.topology.core_first",
+         "join": {"tag": "package_id", "from": "cpusys.topology.package"}},
+    ]));
+    let clock = |t: f64| -> Vec<Sample> {
+        (0..4)
+            .map(|c| sample("hinv.cpu.clock", &format!("cpu{c}"), 2000.0 + c as f64, t))
+            .collect()
+    };
+    assert_eq!(
+        g.handle(&clock(1.0)).unwrap().len(),
+        4,
+        "no topology yet: every thread, untagged"
+    );
+    let topology: Vec<Sample> = (0..4)
+        .flat_map(|c| {
+            [
+                sample(
+                    "cpusys.topology.core_first",
+                    &format!("cpu{c}"),
+                    (c % 2 == 0) as u8 as f64,
+                    1.5,
+                ),
+                sample(
+                    "cpusys.topology.package",
+                    &format!("cpu{c}"),
+                    (c / 2) as f64,
+                    1.5,
+                ),
+            ]
+        })
+        .collect();
+    assert!(g.handle(&topology).unwrap().is_empty());
+    assert_eq!(
+        seen(&g.handle(&clock(2.0)).unwrap()),
+        vec![
+            one(
+                "cpufreq",
+                "type=hwthread,type-id=0,package_id=0,unit=MHz",
+                2000.0
+            ),
+            one(
+                "cpufreq",
+                "type=hwthread,type-id=2,package_id=1,unit=MHz",
+                2002.0
+            ),
+        ]
+    );
+}
+
+/// cpufreq (sysfs), the profile's alternative row (commented out beside cpufreq_cpuinfo's):
+/// the bundled cpusys agent on a tree, its values through that row, equal what the cpufreq
+/// collector reads from the same files.
+#[test]
+fn cpusys_and_the_sysfs_cpufreq_row_send_what_the_cpufreq_collector_reads() {
+    use wasmon::host::{AgentWorld, DirGrant, Grants, GuestConfig, Image};
+    let tree = tempfile::tempdir().unwrap();
+    super::tree::write_guest_files(tree.path(), 1);
+    let text = wasmon::config::profile("clustercockpit").unwrap();
+    let row = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("# { from = \"cpusys.freq.scaling_cur\"")
+        })
+        .expect("the profile's sysfs cpufreq row");
+    let row: Value = toml::from_str::<toml::Value>(&format!(
+        "r = {{ from = \"cpusys.freq.scaling_cur\"{}",
+        row.trim_end_matches(',')
+    ))
+    .map(|t| serde_json::to_value(&t["r"]).unwrap())
+    .unwrap();
+    let mut g = guest(json!([row]));
+
+    let rt = runtime();
+    let compiled = rt.compile(&guest_bytes("cpusys"), "cpusys").unwrap();
+    let mut cfg = GuestConfig::new("cpusys", "{}");
+    cfg.grants = Grants {
+        dirs: ["proc", "sys"]
+            .iter()
+            .map(|d| DirGrant {
+                host: tree.path().join(d),
+                guest: format!("/{d}"),
+                read_only: true,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut agent = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+    let names = [
+        "cpusys.freq.scaling_cur",
+        "cpusys.topology.core_first",
+        "cpusys.topology.package",
+    ];
+    let ids: Vec<_> = names
+        .iter()
+        .map(|n| agent.lookup_name(n).unwrap().unwrap())
+        .collect();
+    let mut batch = Vec::new();
+    for (n, set) in names.iter().zip(agent.fetch(&ids).unwrap()) {
+        for v in set.values.unwrap() {
+            let x = match v.value {
+                wasmon::host::agent_types::Atom::Uint(u) => u as f64,
+                other => panic!("{n}: {other:?}"),
+            };
+            batch.push(sample(n, &v.instance, x, 1.0));
+        }
+    }
+    let out = g.handle(&batch).unwrap();
+
+    let mut want = super::tree::Expected::new();
+    let mut package = std::collections::BTreeMap::new();
+    super::tree::cpufreq_sysfs(tree.path(), &mut want, &mut package);
+    assert_eq!(want.len(), 2, "two cores of two threads");
+    let want: Vec<(String, String, f64)> = want
+        .iter()
+        .map(|((n, _, tid, _), (v, unit))| {
+            one(
+                n,
+                &format!(
+                    "type=hwthread,type-id={tid},package_id={},unit={unit}",
+                    package[tid]
+                ),
+                *v,
+            )
+        })
+        .collect();
+    assert_eq!(seen(&out), want);
 }

@@ -106,21 +106,28 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path, guests: &Path)
         text = text.replace(from, &to);
     }
     let every = "poll-interval = \"10s\"";
-    assert_eq!(text.matches(every).count(), 4, "linux and 3 guest agents");
+    assert_eq!(text.matches(every).count(), 5, "linux and 4 guest agents");
     text = text.replace(every, &format!("poll-interval = \"{STEP}s\""));
-    for (agent, dir) in [
-        ("hwmon", "sys"),
-        ("infiniband", "sys"),
-        ("nfsclient", "proc"),
+    for (agent, dirs) in [
+        ("hwmon", &["sys"][..]),
+        ("infiniband", &["sys"]),
+        ("cpusys", &["proc", "sys"]),
+        ("nfsclient", &["proc"]),
     ] {
         let entry = format!("guest = \"{agent}\"\n");
         assert_eq!(text.matches(&entry).count(), 1, "the profile runs {agent}");
+        let grants: Vec<String> = dirs
+            .iter()
+            .map(|d| {
+                format!(
+                    "{{ host = \"{}\", guest = \"/{d}\" }}",
+                    guests.join(d).display()
+                )
+            })
+            .collect();
         text = text.replace(
             &entry,
-            &format!(
-                "{entry}grants = {{ dirs = [{{ host = \"{}\", guest = \"/{dir}\" }}] }}\n",
-                guests.join(dir).display()
-            ),
+            &format!("{entry}grants = {{ dirs = [{}] }}\n", grants.join(", ")),
         );
     }
     let sinks = "sinks = [\"central\"]";
@@ -132,7 +139,7 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path, guests: &Path)
     text = text.replace(sinks, "sinks = [\"central\", \"capture\"]");
     text.push_str(&format!(
         "\n[[sink]]\nname = \"capture\"\ntype = \"http\"\nurl = \"{capture}\"\ngzip = false\n\
-         meta-as-tags = [\"type\", \"type-id\", \"stype\", \"stype-id\", \"device\", \"port\", \"lid\", \"unit\"]\n"
+         meta-as-tags = [\"type\", \"type-id\", \"stype\", \"stype-id\", \"device\", \"port\", \"lid\", \"package_id\", \"unit\"]\n"
     ));
     text
 }
@@ -315,13 +322,43 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     tree::memstat(&b, &mut want);
     tree::iostat(&a, &b, &mut want);
     tree::numastats(&b, &mut want);
-    tree::cpufreq_cpuinfo(&b, &mut want);
+    let mut package = BTreeMap::new();
+    tree::cpufreq_cpuinfo(&b, &mut want, &mut package);
     // netstat's include_devices: every interface but loopback (the profile's default).
     tree::netstat(&a, &b, dt, &["eth0", "ib0"], &mut want);
     tree::tempstat(&b, &mut want);
     let mut ib_tags = BTreeMap::new();
     tree::ibstat(&b, &mut want, &mut ib_tags);
     tree::nfsiostat(&b, &mut want);
+    // schedstat's rates come from the cpusys agent's polls, a few ms apart from the linux
+    // agent's: their time step, from hwthread 0's, must give every other hwthread's too.
+    let mut sched_at_one = Expected::new();
+    tree::schedstat(&a, &b, 1.0, &mut sched_at_one);
+    let load0 = sched_at_one[&(
+        "cpu_load_core".into(),
+        "hwthread".into(),
+        "0".into(),
+        String::new(),
+    )]
+        .0;
+    let moved: Vec<f64> = lines
+        .iter()
+        .filter(|(n, t, v)| {
+            n == "cpu_load_core" && t.get("type-id").map(String::as_str) == Some("0") && *v != 0.0
+        })
+        .map(|(_, _, v)| *v)
+        .collect();
+    assert_eq!(
+        moved.len(),
+        1,
+        "one cpusys poll pair saw the change: {moved:?}"
+    );
+    let sched_dt = load0 / moved[0];
+    assert!(
+        (dt - sched_dt).abs() < 0.5,
+        "cpusys's step {sched_dt} s beside linux's {dt} s"
+    );
+    tree::schedstat(&a, &b, sched_dt, &mut want);
 
     let mut failures = Vec::new();
     // On the wire: every series with its tags, as cc-metric-collector's sinks write them.
@@ -351,7 +388,12 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
                         t.get("port") == Some(port) && t.get("lid") == Some(lid)
                     }))
         });
-        if !holds(name, &values, *v) || !tags_ok {
+        // cpufreq's package_id comes from the cpusys agent's topology: once it has polled.
+        let package_ok = name != "cpufreq"
+            || of_series
+                .last()
+                .is_some_and(|(_, t, _)| t.get("package_id") == package.get(tid));
+        if !holds(name, &values, *v) || !tags_ok || !package_ok {
             let tags: Vec<_> = of_series.iter().map(|(_, t, _)| t).take(1).collect();
             failures.push(format!(
                 "lines {name} {typ}{tid} {dev}: want {v} {unit:?}, got {values:?} {tags:?}"

@@ -1,4 +1,5 @@
-//! Two snapshots of a node's /proc and /sys (4 CPUs in 2 NUMA domains, 2 disks and a loop
+//! Two snapshots of a node's /proc and /sys (4 hardware threads, 2 per core, in 2 NUMA
+//! domains, 2 disks and a loop
 //! device, 3 interfaces), in the shapes a 5.x kernel writes them, and what cc-metric-collector
 //! computes from them: each collector's reading of the files, transcribed from its Go source
 //! (collectors/*.go), so the expected values come from the text, not from wasmon's code.
@@ -211,8 +212,8 @@ pub fn write(dir: &Path, s: u64) {
         cpuinfo.push_str(&format!(
             "processor\t: {c}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\nstepping\t: 7\ncpu MHz\t\t: {}\ncache size\t: 28160 KB\nphysical id\t: {}\ncore id\t\t: {}\nbogomips\t: 5000.00\n\n",
             ["2593.906", "3899.998"][s as usize].replace('9', &c.to_string()),
-            c / 2,
-            c % 2
+            c / CPUS,
+            c / 2
         ));
     }
     file("proc/cpuinfo", cpuinfo);
@@ -426,20 +427,108 @@ pub fn numastats(b: &Path, out: &mut Expected) {
     }
 }
 
-/// cpufreq_cpuinfo: `cpu MHz` of each hwthread (the tree's CPUs have no SMT siblings, so it
-/// skips none).
-pub fn cpufreq_cpuinfo(b: &Path, out: &mut Expected) {
-    let mut cpu = 0;
-    for l in read(b, "proc/cpuinfo").lines() {
+/// cpufreq_cpuinfo: `cpu MHz` of each hwthread but the SMT siblings (a `physical id:core
+/// id` seen before), tagged with its `package_id`.
+pub fn cpufreq_cpuinfo(b: &Path, out: &mut Expected, package: &mut BTreeMap<String, String>) {
+    // Init: one entry per processor once its MHz, processor, core and package are known.
+    let (mut freq, mut processor, mut core, mut pkg) =
+        (false, String::new(), String::new(), String::new());
+    let mut topology: Vec<(bool, String, String)> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let text = read(b, "proc/cpuinfo");
+    for l in text.lines() {
+        let kv: Vec<&str> = l.split(':').collect();
+        if kv.len() == 2 {
+            let v = kv[1].trim().to_string();
+            match kv[0].trim() {
+                "cpu MHz" => freq = true,
+                "processor" => processor = v,
+                "core id" => core = v,
+                "physical id" => pkg = v,
+                _ => {}
+            }
+        }
+        if freq && !processor.is_empty() && !core.is_empty() && !pkg.is_empty() {
+            let global = format!("{pkg}:{core}");
+            topology.push((seen.contains(&global), processor.clone(), pkg.clone()));
+            seen.insert(global);
+            (freq, processor, core, pkg) = (false, String::new(), String::new(), String::new());
+        }
+    }
+    // Read
+    let mut counter = 0;
+    for l in text.lines() {
         let kv: Vec<&str> = l.split(':').collect();
         if kv.len() == 2 && kv[0].trim() == "cpu MHz" {
-            let mhz: f64 = kv[1].trim().parse().unwrap();
-            out.insert(
-                id("cpufreq", "hwthread", &cpu.to_string(), ""),
-                (mhz, "MHz".into()),
-            );
-            cpu += 1;
+            let (ht, cpu, pkg) = &topology[counter];
+            if !ht {
+                let mhz: f64 = kv[1].trim().parse().unwrap();
+                out.insert(id("cpufreq", "hwthread", cpu, ""), (mhz, "MHz".into()));
+                package.insert(cpu.clone(), pkg.clone());
+            }
+            counter += 1;
         }
+    }
+}
+
+/// schedstat over two reads `dt` seconds apart: `cpu_load_core` per hwthread.
+pub fn schedstat(a: &Path, b: &Path, dt: f64, out: &mut Expected) {
+    let parse = |dir: &Path| -> BTreeMap<String, (i64, i64)> {
+        read(dir, "proc/schedstat")
+            .lines()
+            .filter(|l| l.starts_with("cpu"))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (
+                    f[0].to_string(),
+                    (f[7].parse().unwrap(), f[8].parse().unwrap()),
+                )
+            })
+            .collect()
+    };
+    let (old, new) = (parse(a), parse(b));
+    for (cpu, (running, waiting)) in &new {
+        let l_running = (running - old[cpu].0) as f64 / dt / 1_000_000_000.0;
+        let l_waiting = (waiting - old[cpu].1) as f64 / dt / 1_000_000_000.0;
+        let tid = cpu.trim_start_matches("cpu");
+        out.insert(
+            id("cpu_load_core", "hwthread", tid, ""),
+            (l_running + l_waiting, String::new()),
+        );
+    }
+}
+
+/// cpufreq (sysfs): scaling_cur_freq (kHz, with unit Hz) of each CPU that is the first of
+/// its core_cpus_list, tagged with its physical_package_id.
+pub fn cpufreq_sysfs(b: &Path, out: &mut Expected, package: &mut BTreeMap<String, String>) {
+    for c in 0..CPUS {
+        let topo = |f: &str| read(b, &format!("sys/devices/system/cpu/cpu{c}/topology/{f}"));
+        let list = topo("core_cpus_list");
+        let first: usize = list
+            .trim()
+            .split([',', '-'])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if first != c {
+            continue;
+        }
+        let khz: i64 = read(
+            b,
+            &format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq"),
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        out.insert(
+            id("cpufreq", "hwthread", &c.to_string(), ""),
+            (khz as f64, "Hz".into()),
+        );
+        package.insert(
+            c.to_string(),
+            topo("physical_package_id").trim().to_string(),
+        );
     }
 }
 
@@ -564,6 +653,33 @@ pub fn write_guest_files(dir: &Path, s: u64) {
     }
     ms.push_str("device tmpfs mounted on /tmp with fstype tmpfs\n");
     file("proc/self/mountstats", &ms);
+    // schedstat version 15: per CPU 9 figures, the 7th and 8th running and waiting ns.
+    let mut sched = String::from("version 15\ntimestamp 4300000000\n");
+    for c in 0..CPUS as u64 {
+        let running = 9_000_000_000_000 * (c + 1) + s * (1_700_000_000 + c * 123_456_789);
+        let waiting = 50_000_000_000 * (c + 1) + s * (90_000_000 + c * 7_654_321);
+        sched.push_str(&format!(
+            "cpu{c} 0 0 {} {} {} {} {running} {waiting} {}\n\
+             domain0 00000003 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36\n",
+            1000 + c, 10 + c, 500 + c, 400 + c, 7_000 + s * 40
+        ));
+    }
+    file("proc/schedstat", &sched);
+    for c in 0..CPUS {
+        let base = format!("sys/devices/system/cpu/cpu{c}");
+        let khz = 2_400_000 + 100_000 * c as u64 + s * 1_099_999;
+        file(
+            &format!("{base}/cpufreq/scaling_cur_freq"),
+            &format!("{khz}\n"),
+        );
+        let core = c / 2;
+        file(
+            &format!("{base}/topology/core_cpus_list"),
+            &format!("{}-{}\n", 2 * core, 2 * core + 1),
+        );
+        file(&format!("{base}/topology/core_id"), &format!("{core}\n"));
+        file(&format!("{base}/topology/physical_package_id"), "0\n");
+    }
     file("proc/fs/nfsfs/servers", "NV SERVER   PORT USE HOSTNAME\n");
 }
 

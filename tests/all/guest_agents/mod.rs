@@ -1,8 +1,9 @@
 //! The bundled guest agents that read /proc and /sys through read-only directory grants
-//! (infiniband, denki, hwmon): their values on captured trees of other machines against what
+//! (infiniband, denki, hwmon, lustre): their values on captured trees of other machines against what
 //! node_exporter reports for the same trees, hostile trees, PCP's pminfo through the daemon's
 //! PCP port, what a bundled agent brings to its `[[agent]]` entry, and `when-present`.
 
+mod lustre;
 pub mod trees;
 
 use std::collections::BTreeMap;
@@ -17,16 +18,27 @@ use crate::common::*;
 
 /// The bundled agent `name` reading `root/sys` as its `/sys`.
 fn agent_on(name: &str, root: &Path) -> AgentInstance {
+    agent_with(name, root, &["sys"])
+}
+
+/// The bundled agent `name` reading `root/D` as its `/D` for each of `dirs`.
+fn agent_with(name: &str, root: &Path, dirs: &[&str]) -> AgentInstance {
     let rt = runtime();
     let compiled = rt.compile(&guest_bytes(name), name).unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
     cfg.deadline = Duration::from_secs(5);
     cfg.grants = Grants {
-        dirs: vec![DirGrant {
-            host: root.join("sys"),
-            guest: "/sys".into(),
-            read_only: true,
-        }],
+        dirs: dirs
+            .iter()
+            .map(|d| {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+                DirGrant {
+                    host: root.join(d),
+                    guest: format!("/{d}"),
+                    read_only: true,
+                }
+            })
+            .collect(),
         ..Default::default()
     };
     Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap()

@@ -230,3 +230,90 @@ pub fn hwmon(root: &Path) {
         ],
     );
 }
+
+/// A Lustre client's llite `stats` in the shape Lustre 2.10's `/proc/fs/lustre/llite/*/stats`
+/// has (PCP's qa/lustre tree; values of our own): counters with sizes, counters of calls,
+/// `snapshot_time` first; a counter that never moved is not listed.
+pub const LLITE_2_10: &str = "\
+snapshot_time             1732712345.123456 secs.usecs
+read_bytes                1207 samples [bytes] 0 1048576 614400000
+write_bytes               311 samples [bytes] 7 1048576 97320960
+osc_read                  602 samples [bytes] 4096 1048576 614400000
+osc_write                 311 samples [bytes] 7 1048576 97320960
+ioctl                     6 samples [regs]
+open                      842 samples [regs]
+close                     840 samples [regs]
+mmap                      17 samples [regs]
+seek                      95 samples [regs]
+fsync                     2 samples [regs]
+readdir                   130 samples [regs]
+setattr                   12 samples [regs]
+truncate                  4 samples [regs]
+getattr                   5190 samples [regs]
+create                    21 samples [regs]
+unlink                    19 samples [regs]
+mkdir                     3 samples [regs]
+rename                    1 samples [regs]
+statfs                    66 samples [regs]
+alloc_inode               140 samples [regs]
+getxattr                  388 samples [regs]
+getxattr_hits             372 samples [regs]
+inode_permission          12003 samples [regs]";
+
+/// The same counters as Lustre 2.15 prints them in debugfs: start and elapsed time lines,
+/// a sum of squares after the sizes, operations timed in microseconds.
+pub const LLITE_2_15: &str = "\
+snapshot_time             1732712345.123456789 secs.nsecs
+start_time                1732700000.000000001 secs.nsecs
+elapsed_time              12345.123456788 secs.nsecs
+read_bytes                64 samples [bytes] 4096 4194304 134217728 281474976710656
+write_bytes               16 samples [bytes] 4096 1048576 16777216 17592186044416
+open                      12 samples [usecs] 3 157 603 62411
+close                     12 samples [usecs] 2 44 180 4000
+getattr                   30 samples [usecs] 1 20 200 3000
+inode_permission          77 samples [usecs] 0 3 41 55";
+
+/// LNet's one-line `stats`: 11 numbers.
+pub const LNET: &str = "0 512 3 98765432 98700001 0 17 40000000000 39000000000 0 70000";
+
+/// Lustre 2.10's procfs layout under `root`: two file systems (`scratch`, `home`) and LNet.
+pub fn lustre_procfs(root: &Path) {
+    write(
+        root,
+        &[
+            (
+                "proc/fs/lustre/llite/scratch-ffff9a1bc3e4d000/stats",
+                LLITE_2_10,
+            ),
+            (
+                "proc/fs/lustre/llite/home-ffff9a1bd0a2e800/stats",
+                "snapshot_time             1732712345.123456 secs.usecs\n\
+                 read_bytes                3 samples [bytes] 512 8192 9216\n\
+                 open                      5 samples [regs]",
+            ),
+            // Lustre's other per-mount entries, which are not stats.
+            (
+                "proc/fs/lustre/llite/scratch-ffff9a1bc3e4d000/uuid",
+                "scratch-clilov",
+            ),
+            ("proc/sys/lnet/stats", LNET),
+        ],
+    );
+}
+
+/// Lustre 2.15's debugfs layout under `root`: one file system (`work`) and LNet.
+pub fn lustre_debugfs(root: &Path) {
+    write(
+        root,
+        &[
+            (
+                "sys/kernel/debug/lustre/llite/work-ffff8f0e12345000/stats",
+                LLITE_2_15,
+            ),
+            (
+                "sys/kernel/debug/lnet/stats",
+                "1 600 0 10 20 0 0 3000 4000 0 0",
+            ),
+        ],
+    );
+}

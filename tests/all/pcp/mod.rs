@@ -7,6 +7,7 @@
 
 mod hostile;
 mod linux;
+mod lustre;
 mod metricsets;
 mod mmv;
 pub(crate) mod nfsclient;

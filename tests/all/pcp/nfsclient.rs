@@ -11,14 +11,14 @@ use super::{ok, spawn_pmcd};
 use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port};
 
 /// name -> instance name -> value as pminfo prints it (a missing instance: no value).
-type Values = BTreeMap<String, BTreeMap<String, String>>;
+pub(super) type Values = BTreeMap<String, BTreeMap<String, String>>;
 
 fn fixtures() -> PathBuf {
     crate::polyglot::repo().join("tests/fixtures/nfsclient")
 }
 
-/// `pminfo -f` text -> [`Values`].
-fn values(text: &str) -> Values {
+/// `pminfo -f` text -> [`Values`] (a singular metric's value under the instance "").
+pub(super) fn values(text: &str) -> Values {
     let mut out = Values::new();
     for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
         let mut lines = block.trim().lines();
@@ -30,6 +30,9 @@ fn values(text: &str) -> Values {
                 let (_, after) = rest.split_once(" or \"").unwrap();
                 let (inst, value) = after.split_once("\"] value ").unwrap();
                 insts.insert(inst.to_string(), value.to_string());
+            } else if let Some(value) = l.strip_prefix("value ") {
+                // A singular metric: no instance.
+                insts.insert(String::new(), value.to_string());
             } else {
                 assert!(
                     l.starts_with("No value") || l.starts_with("Error: Metric not supported"),
@@ -186,6 +189,27 @@ fn check_ops(label: &str, got: &Values, text: &str) {
     assert_eq!(checked, 612 * mounts.len(), "{label}");
 }
 
+/// `pminfo -md` and `pminfo -f` of `root` from the reference pmcd and from wasmon: the
+/// descriptors must be the same (`metrics` of them); returns both servers' values.
+pub(super) fn side_by_side(
+    label: &str,
+    ref_port: u16,
+    port: u16,
+    root: &str,
+    metrics: usize,
+) -> (Values, Values) {
+    let want_desc = descs(&ok("pminfo", ref_port, &["-md", root]));
+    let got_desc = descs(&ok("pminfo", port, &["-md", root]));
+    assert_eq!(want_desc.len(), metrics, "{label}: the reference's metrics");
+    assert_eq!(
+        got_desc, want_desc,
+        "{label}: names, PMIDs, types, indoms, semantics, units"
+    );
+    let want = values(&ok("pminfo", ref_port, &["-f", root]));
+    let got = values(&ok("pminfo", port, &["-f", root]));
+    (want, got)
+}
+
 /// Both servers on one mountstats; returns wasmon's values.
 fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
     let run = tempfile::tempdir().unwrap();
@@ -198,16 +222,7 @@ fn compare(label: &str, mountstats: &Path, host: &Path, guest: &str) -> Values {
             .success()
     });
 
-    let want_desc = descs(&ok("pminfo", ref_port, &["-md", "nfsclient"]));
-    let got_desc = descs(&ok("pminfo", port, &["-md", "nfsclient"]));
-    assert_eq!(want_desc.len(), 720, "{label}: pmdanfsclient's metrics");
-    assert_eq!(
-        got_desc, want_desc,
-        "{label}: names, PMIDs, types, indoms, semantics, units"
-    );
-
-    let want = values(&ok("pminfo", ref_port, &["-f", "nfsclient"]));
-    let got = values(&ok("pminfo", port, &["-f", "nfsclient"]));
+    let (want, got) = side_by_side(label, ref_port, port, "nfsclient", 720);
     let _ = pmcd.kill();
     let _ = pmcd.wait();
     assert_eq!(

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use wasmon::host::Runtime;
+use wasmon::host::{AgentInstance, ExporterInstance, Runtime};
 
 use crate::common::{ensure_debian_package, spawn_piped};
 
@@ -141,21 +141,13 @@ pub fn built(lang: &str, name: &str) -> PathBuf {
 
 /// Loads the agent component `wasm` as guest `name` with `params` in the sandbox (256 MiB and
 /// 2 s a call: Python and JS agents start a language runtime).
-pub fn load_agent(
-    wasm: &Path,
-    name: &str,
-    params: &str,
-) -> anyhow::Result<wasmon::host::AgentInstance> {
+pub fn load_agent(wasm: &Path, name: &str, params: &str) -> anyhow::Result<AgentInstance> {
     load_sandboxed(wasm, name, params)
 }
 
 /// Loads the exporter component `wasm` as guest `name` with `params` in the sandbox (256 MiB
 /// and 2 s a call, as agents: Python and JS exporters start a language runtime).
-pub fn load_exporter(
-    wasm: &Path,
-    name: &str,
-    params: &str,
-) -> anyhow::Result<wasmon::host::ExporterInstance> {
+pub fn load_exporter(wasm: &Path, name: &str, params: &str) -> anyhow::Result<ExporterInstance> {
     load_sandboxed(wasm, name, params)
 }
 

@@ -80,6 +80,11 @@ async fn call(
     (status, String::from_utf8_lossy(&bytes).to_string())
 }
 
+/// The status [`call`] answers.
+async fn status(app: &Router, m: &str, uri: &str, token: Option<&str>, body: &str) -> StatusCode {
+    call(app, m, uri, token, body.to_string()).await.0
+}
+
 const BODY: &str = "flops,cluster=alex,hostname=a1,type=hwthread,type-id=0 value=1 600\n\
 flops,cluster=alex,hostname=a1,type=hwthread,type-id=1 value=2i 600\n\
 flops,cluster=alex,hostname=a1,type=hwthread,type-id=0 value=3u 660\n\
@@ -147,7 +152,7 @@ async fn query_gaps_padding_and_flags() {
     let (app, _) = app(None);
     let body = "mem,cluster=c,host=h value=1 600\nmem,cluster=c,host=h value=3 720\n";
     assert_eq!(
-        call(&app, "POST", "/api/write", None, body).await.0,
+        status(&app, "POST", "/api/write", None, body).await,
         StatusCode::OK
     );
     let q = json!({"cluster": "c", "from": 480, "to": 721, "queries": [{"metric": "mem", "host": "h"}]});
@@ -215,9 +220,7 @@ async fn oversized_body_gets_413() {
     let (s, _) = call(&app, "POST", "/api/write", None, line.repeat(200)).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
-        call(&app, "POST", "/api/write", None, line.repeat(10))
-            .await
-            .0,
+        status(&app, "POST", "/api/write", None, &line.repeat(10)).await,
         StatusCode::OK
     );
 }
@@ -241,48 +244,38 @@ async fn auth_and_roles() {
     );
     let line = "mem,cluster=c,host=h value=1 600";
     assert_eq!(
-        call(&app, "POST", "/api/write", None, line).await.0,
+        status(&app, "POST", "/api/write", None, line).await,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        call(&app, "POST", "/api/write", Some("x.y.z"), line)
-            .await
-            .0,
+        status(&app, "POST", "/api/write", Some("x.y.z"), line).await,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        call(&app, "POST", "/api/write", Some(&expired), line)
-            .await
-            .0,
+        status(&app, "POST", "/api/write", Some(&expired), line).await,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        call(&app, "POST", "/api/write", Some(&user), line).await.0,
+        status(&app, "POST", "/api/write", Some(&user), line).await,
         StatusCode::OK
     );
     let q = json!({"cluster": "c", "from": 600, "to": 600, "queries": [{"metric": "mem", "host": "h"}]});
     assert_eq!(
-        call(&app, "POST", "/api/query", None, q.to_string())
-            .await
-            .0,
+        status(&app, "POST", "/api/query", None, &q.to_string()).await,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        call(&app, "POST", "/api/query", Some(&user), q.to_string())
-            .await
-            .0,
+        status(&app, "POST", "/api/query", Some(&user), &q.to_string()).await,
         StatusCode::OK
     );
     // Admin-only endpoints.
     let sel = r#"[["c"]]"#;
     assert_eq!(
-        call(&app, "POST", "/api/free?to=1000", Some(&user), sel)
-            .await
-            .0,
+        status(&app, "POST", "/api/free?to=1000", Some(&user), sel).await,
         StatusCode::FORBIDDEN
     );
     assert_eq!(
-        call(&app, "GET", "/api/debug", Some(&user), "").await.0,
+        status(&app, "GET", "/api/debug", Some(&user), "").await,
         StatusCode::FORBIDDEN
     );
     let (s, b) = call(&app, "GET", "/api/debug?selector=c", Some(&admin), "").await;
@@ -301,37 +294,34 @@ async fn free_and_healthcheck() {
         now
     );
     assert_eq!(
-        call(&app, "POST", "/api/write", None, body).await.0,
+        status(&app, "POST", "/api/write", None, &body).await,
         StatusCode::OK
     );
     let (s, b) = call(&app, "GET", "/api/healthcheck", None, "").await;
     assert_eq!((s, b.contains("ok")), (StatusCode::OK, true));
     let (s, b) = call(&app, "GET", "/api/healthcheck?cluster=c&node=h", None, "").await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    assert_eq!(
-        call(&app, "GET", "/api/healthcheck?cluster=c&node=old", None, "")
-            .await
-            .0,
-        StatusCode::SERVICE_UNAVAILABLE
-    );
-    assert_eq!(
-        call(&app, "GET", "/api/healthcheck?cluster=c&node=zz", None, "")
-            .await
-            .0,
-        StatusCode::NOT_FOUND
-    );
-    assert_eq!(
-        call(&app, "POST", "/api/free", None, "[]").await.0,
-        StatusCode::BAD_REQUEST
-    );
-    assert_eq!(
-        call(&app, "POST", "/api/free?to=x", None, "[]").await.0,
-        StatusCode::BAD_REQUEST
-    );
-    assert_eq!(
-        call(&app, "POST", "/api/free?to=5", None, "nope").await.0,
-        StatusCode::BAD_REQUEST
-    );
+    // Unknown or stale nodes, and bad requests to free.
+    for (method, uri, body, want) in [
+        (
+            "GET",
+            "/api/healthcheck?cluster=c&node=old",
+            "",
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (
+            "GET",
+            "/api/healthcheck?cluster=c&node=zz",
+            "",
+            StatusCode::NOT_FOUND,
+        ),
+        ("POST", "/api/free", "[]", StatusCode::BAD_REQUEST),
+        ("POST", "/api/free?to=x", "[]", StatusCode::BAD_REQUEST),
+        ("POST", "/api/free?to=5", "nope", StatusCode::BAD_REQUEST),
+    ] {
+        let got = status(&app, method, uri, None, body).await;
+        assert_eq!(got, want, "{method} {uri}");
+    }
     let (s, b) = call(
         &app,
         "POST",
@@ -356,9 +346,7 @@ async fn write_is_durable_when_acknowledged() {
         CcmsState::new(store.clone(), ApiConfig::default()).unwrap(),
     ));
     assert_eq!(
-        call(&app, "POST", "/api/write?cluster=alex", None, BODY)
-            .await
-            .0,
+        status(&app, "POST", "/api/write?cluster=alex", None, BODY).await,
         StatusCode::OK
     );
     // Acknowledged: on disk without any shutdown (the store is leaked, as after kill -9).

@@ -51,8 +51,12 @@ fn render(store: &Store, now: i64, taken: &[&str]) -> String {
     out
 }
 
+/// A store with a 60 s step for unnamed metrics (the timings below are in its steps).
 fn store() -> Store {
-    Store::new(StoreConfig::default())
+    Store::new(StoreConfig {
+        default_frequency: 60,
+        ..Default::default()
+    })
 }
 
 #[test]

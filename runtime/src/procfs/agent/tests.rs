@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::files::*;
+use super::table::*;
 use super::*;
+use crate::namespace::Value;
 
 fn copy_tree(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {

@@ -61,6 +61,48 @@ pub(super) fn seg_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// Flips the bits `mask` of the byte at `at` of file `path` (damage, as a bad disk does it).
+pub(super) fn xor_byte(path: &Path, at: u64, mask: u8) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open");
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).expect("read");
+    f.write_all_at(&[b[0] ^ mask], at).expect("write");
+}
+
+/// Acks `records`, which must all be handed out.
+pub(super) fn ack_all(q: &Queue, records: &[Record]) {
+    for r in records {
+        q.ack(r.seq).expect("ack");
+    }
+}
+
+/// The seqs of what `q` hands out until it is empty.
+pub(super) fn drained_seqs(q: &Queue) -> Vec<u64> {
+    drain(q).iter().map(|r| r.seq).collect()
+}
+
+/// [`cfg`] with segments of `size` bytes (small ones: tests that roll many).
+pub(super) fn segments_of(size: u64) -> QueueConfig {
+    QueueConfig {
+        segment_size: size,
+        ..cfg()
+    }
+}
+
+/// `q` has sent `sent` records and holds none.
+pub(super) fn assert_all_sent(q: &Queue, sent: u64) {
+    let s = check(q);
+    assert_eq!(
+        (s.sent_records, s.queued_records, s.queued_bytes),
+        (sent, 0, 0)
+    );
+}
+
 /// A new queue with config `c` in a directory of its own (kept while the queue is used).
 pub(super) fn fresh(c: QueueConfig) -> (tempfile::TempDir, Queue) {
     let d = tempfile::tempdir().expect("tempdir");
@@ -159,11 +201,7 @@ fn out_of_order_acks_remove_a_prefix() {
     assert_eq!(check(&q).queued_bytes, rec_len(3) + rec_len(4));
     assert_eq!(q.nack(seqs[3]), Nack::Retry);
     q.ack(seqs[3]).expect("ack");
-    let s = check(&q);
-    assert_eq!(
-        (s.sent_records, s.queued_records, s.queued_bytes),
-        (5, 0, 0)
-    );
+    assert_all_sent(&q, 5);
 }
 
 #[test]
@@ -171,16 +209,14 @@ fn restart_hands_out_exactly_the_unacked() {
     let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 20);
     let got = drain(&q);
-    for r in &got[..10] {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &got[..10]);
     drop(q); // a clean close commits
     let (q, rec) = Queue::open(d.path(), cfg()).expect("reopen");
     assert_eq!(
         (rec.records, rec.unclean, rec.ledger),
         (10, false, LedgerFound::Intact)
     );
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     assert_eq!(again, seqs[10..]);
     let s = check(&q);
     assert_eq!(
@@ -200,19 +236,15 @@ fn acked_above_the_cursor_comes_again_at_most_once_after_a_restart() {
     q.ack(seqs[3]).expect("ack"); // above the cursor: kept in memory only
     drop(q);
     let (q, _) = Queue::open(d.path(), cfg()).expect("reopen");
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     assert_eq!(again, seqs[1..]);
     assert_eq!(check(&q).sent_records, 1);
 }
 
 #[test]
 fn many_segments_are_rolled_and_deleted() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let c = QueueConfig {
-        segment_size: 1024,
-        ..cfg()
-    };
-    let (q, _) = Queue::open(d.path(), c.clone()).expect("open");
+    let c = segments_of(1024);
+    let (d, q) = fresh(c.clone());
     let seqs = push_range(&q, 0, 300);
     let n = seg_files(d.path()).len();
     assert!(n > 30, "{n} segments");
@@ -224,17 +256,13 @@ fn many_segments_are_rolled_and_deleted() {
     assert_eq!(first, Some(format!("{:020}", seqs[0])));
     let got = drain(&q);
     assert_eq!(got.len(), 300);
-    for r in &got[..150] {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &got[..150]);
     // Deleted only by the commit, after the ledger moved past them.
     assert_eq!(seg_files(d.path()).len(), n);
     q.sync().expect("sync");
     let left = seg_files(d.path()).len();
     assert!(left < n / 2 + 2, "{left} of {n} left");
-    for r in &got[150..] {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &got[150..]);
     q.sync().expect("sync");
     assert_eq!(seg_files(d.path()).len(), 1, "the active segment stays");
     let s = check(&q);
@@ -266,7 +294,7 @@ fn the_size_budget_drops_the_oldest_exactly() {
     );
     assert_eq!(s.queued_bytes, room);
     // The newest data is what arrives.
-    let got: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let got = drained_seqs(&q);
     assert_eq!(got, seqs[15..]);
     // Exact across a restart too.
     q.sync().expect("sync");
@@ -406,7 +434,7 @@ fn the_age_budget_drops_the_oldest_exactly_in_flight_too() {
         (s.dropped_age_records, s.dropped_age_samples),
         (3, (0..3).map(|i| u64::from(samples(i))).sum())
     );
-    let got: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let got = drained_seqs(&q);
     assert_eq!(got, new);
 }
 
@@ -420,7 +448,7 @@ fn reconfigure_keeps_the_content_and_a_smaller_budget_drops_the_oldest() {
     });
     let s = check(&q);
     assert_eq!((s.dropped_size_records, s.queued_records), (6, 4));
-    let got: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let got = drained_seqs(&q);
     assert_eq!(got, seqs[6..]);
 }
 
@@ -503,11 +531,7 @@ fn the_queue_is_send_and_sync_and_pushes_from_threads() {
             }
         });
     });
-    let s = check(&q);
-    assert_eq!(
-        (s.sent_records, s.queued_records, s.queued_bytes),
-        (800, 0, 0)
-    );
+    assert_all_sent(&q, 800);
 }
 
 #[test]

@@ -4,22 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::tests::{
-    cfg, check, child_queue, child_test, drain, fresh, payload, push_range, samples, seg_files,
+    ack_all, cfg, check, child_queue, child_test, drain, drained_seqs, fresh, payload, push_range,
+    samples, seg_files, segments_of, xor_byte,
 };
 use super::{LedgerFound, Nack, Queue, QueueConfig, Record};
-
-fn flip(path: &Path, at: u64) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .expect("open");
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).expect("read");
-    b[0] ^= 0x5a;
-    f.write_all_at(&b, at).expect("write");
-}
 
 fn ledger_path(dir: &Path) -> std::path::PathBuf {
     dir.join(super::ledger::LEDGER_FILE)
@@ -30,9 +18,7 @@ fn a_crash_hands_out_the_records_acked_since_the_last_commit_and_skips_seqs() {
     let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
     let got = drain(&q);
-    for r in &got[..4] {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &got[..4]);
     q.sync().expect("sync");
     for r in &got[4..6] {
         q.ack(r.seq).expect("ack"); // not committed
@@ -40,7 +26,7 @@ fn a_crash_hands_out_the_records_acked_since_the_last_commit_and_skips_seqs() {
     q.abandon();
     let (q, rec) = Queue::open(d.path(), cfg()).expect("reopen");
     assert!(rec.unclean);
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     assert_eq!(
         again,
         seqs[4..],
@@ -57,16 +43,11 @@ fn a_crash_hands_out_the_records_acked_since_the_last_commit_and_skips_seqs() {
 fn a_crash_between_the_ledger_and_the_deletion_redelivers_nothing() {
     let d = tempfile::tempdir().expect("tempdir");
     let backup = tempfile::tempdir().expect("tempdir");
-    let c = QueueConfig {
-        segment_size: 1024,
-        ..cfg()
-    };
+    let c = segments_of(1024);
     let (q, _) = Queue::open(d.path(), c.clone()).expect("open");
     let seqs = push_range(&q, 0, 100);
     let got = drain(&q);
-    for r in &got[..60] {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &got[..60]);
     for p in seg_files(d.path()) {
         std::fs::copy(&p, backup.path().join(p.file_name().expect("name"))).expect("copy");
     }
@@ -83,7 +64,7 @@ fn a_crash_between_the_ledger_and_the_deletion_redelivers_nothing() {
     }
     let (q, rec) = Queue::open(d.path(), c).expect("reopen");
     assert_eq!((rec.records, rec.damaged_records), (40, 0));
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     assert_eq!(again, seqs[60..]);
     let s = check(&q);
     assert_eq!((s.sent_records, s.queued_records), (60, 40));
@@ -97,9 +78,7 @@ fn a_crash_between_the_ledger_and_the_deletion_redelivers_nothing() {
 fn a_damaged_ledger_slot_falls_back_to_the_other() {
     let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
-    for r in drain(&q).iter().take(3) {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &drain(&q)[..3]);
     q.sync().expect("sync"); // cursor after 3
     q.ack(seqs[3]).expect("ack");
     q.ack(seqs[4]).expect("ack");
@@ -111,10 +90,10 @@ fn a_damaged_ledger_slot_falls_back_to_the_other() {
             let p = e.expect("entry").path();
             std::fs::copy(&p, copy.path().join(p.file_name().expect("name"))).expect("copy");
         }
-        flip(&ledger_path(copy.path()), slot + 20);
+        xor_byte(&ledger_path(copy.path()), slot + 20, 0x5a);
         let (q, rec) = Queue::open(copy.path(), cfg()).expect("open with a damaged slot");
         assert_eq!(rec.ledger, LedgerFound::OneSlotDamaged);
-        let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+        let again = drained_seqs(&q);
         // The newer commit (5 acked) or the one before (3 acked): never less than unacked.
         assert!(again == seqs[5..] || again == seqs[3..], "{again:?}");
         check(&q);
@@ -125,23 +104,21 @@ fn a_damaged_ledger_slot_falls_back_to_the_other() {
 fn a_lost_ledger_hands_everything_out_again_and_opens() {
     let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 10);
-    for r in drain(&q).iter().take(4) {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &drain(&q)[..4]);
     drop(q);
     let ledger = ledger_path(d.path());
     for damage in 0..3 {
         match damage {
             0 => {
-                flip(&ledger, 20);
-                flip(&ledger, 4096 + 20);
+                xor_byte(&ledger, 20, 0x5a);
+                xor_byte(&ledger, 4096 + 20, 0x5a);
             }
             1 => std::fs::write(&ledger, b"garbage that is no ledger").expect("write"),
             _ => std::fs::remove_file(&ledger).expect("rm"),
         }
         let (q, rec) = Queue::open(d.path(), cfg()).expect("open without a ledger");
         assert!(rec.unclean);
-        let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+        let again = drained_seqs(&q);
         // The segment still holds the acked records (not deleted: it was the active one).
         assert_eq!(again, seqs, "damage {damage}: {:?}", rec.ledger);
         check(&q);
@@ -160,9 +137,7 @@ fn fsync_interval_commits_in_the_background() {
     };
     let (q, _) = Queue::open(d.path(), c.clone()).expect("open");
     let seqs = push_range(&q, 0, 50);
-    for r in drain(&q).iter().take(30) {
-        q.ack(r.seq).expect("ack");
-    }
+    ack_all(&q, &drain(&q)[..30]);
     // Wait (bounded) for the thread to commit and delete the segments below the cursor.
     let before = seg_files(d.path()).len();
     for _ in 0..2000 {
@@ -174,7 +149,7 @@ fn fsync_interval_commits_in_the_background() {
     assert!(seg_files(d.path()).len() < before, "no background commit");
     q.abandon();
     let (q, _) = Queue::open(d.path(), c).expect("reopen");
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     // The commit that deleted segments may be older than the last ack: a suffix of seqs.
     assert!(
         again.len() >= 20 && again[..] == seqs[50 - again.len()..],
@@ -194,7 +169,7 @@ fn strict_mode_fsyncs_every_push() {
     let seqs = push_range(&q, 0, 40);
     q.abandon();
     let (q, _) = Queue::open(d.path(), c).expect("reopen");
-    let again: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let again = drained_seqs(&q);
     assert_eq!(again, seqs);
 }
 
@@ -294,7 +269,7 @@ fn random_operations_keep_the_invariants() {
                     last_out = 0;
                     if !tight {
                         let again: std::collections::BTreeSet<u64> =
-                            drain(&q).iter().map(|r| r.seq).collect();
+                            drained_seqs(&q).into_iter().collect();
                         assert!(again.is_superset(&undecided), "step {step}: lost a record");
                         // Handed out again: decide them now so the walk goes on from a known state.
                         for s in again {
@@ -315,10 +290,7 @@ fn random_operations_keep_the_invariants() {
 #[test]
 #[ignore = "the child of a_full_disk_fails_the_push_and_leaves_no_partial_record"]
 fn disk_full_child() {
-    let Some((dir, q)) = child_queue(QueueConfig {
-        segment_size: 1 << 20,
-        ..cfg()
-    }) else {
+    let Some((dir, q)) = child_queue(segments_of(1 << 20)) else {
         return;
     };
     // SAFETY: plain libc calls on this process's own limits and signal disposition.

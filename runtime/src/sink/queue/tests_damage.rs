@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::segment::HEADER_LEN;
 use super::tests::{
-    cfg, check, child_queue, child_test, drain, fresh, payload, push_range, samples,
+    cfg, check, child_queue, child_test, drain, drained_seqs, fresh, payload, push_range, samples,
+    segments_of, xor_byte,
 };
 use super::{Queue, QueueConfig, Recovery};
 
@@ -40,17 +41,6 @@ fn write_at(path: &Path, at: u64, bytes: &[u8]) {
     f.write_all_at(bytes, at).expect("write");
 }
 
-fn xor_at(path: &Path, at: u64) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .expect("open");
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).expect("read");
-    f.write_all_at(&[b[0] ^ 0x01], at).expect("write");
-}
-
 /// Reopens and checks that exactly the records `expect` (indices into 0..N) come out, intact.
 fn reopen_expect(dir: &Path, seqs: &[u64], expect: &[u64]) -> Recovery {
     let (q, rec) = Queue::open(dir, cfg()).expect("open never fails on damage");
@@ -79,7 +69,7 @@ fn all_but(skip: &[u64]) -> Vec<u64> {
 fn a_damaged_payload_in_the_middle_skips_exactly_that_record() {
     let d = tempfile::tempdir().expect("tempdir");
     let (seqs, seg) = closed_queue(d.path());
-    xor_at(&seg, offset(7) + HEADER_LEN as u64 + 3);
+    xor_byte(&seg, offset(7) + HEADER_LEN as u64 + 3, 0x01);
     let rec = reopen_expect(d.path(), &seqs, &all_but(&[7]));
     assert_eq!(
         (rec.damaged_records, rec.damaged_samples, rec.damaged_bytes),
@@ -104,7 +94,7 @@ fn a_damaged_header_in_the_middle_resyncs_on_the_next_record() {
         let d = tempfile::tempdir().expect("tempdir");
         let (seqs, seg) = closed_queue(d.path());
         for &(i, at) in &damage {
-            xor_at(&seg, offset(i) + at);
+            xor_byte(&seg, offset(i) + at, 0x01);
         }
         let lost: Vec<u64> = damage.iter().map(|&(i, _)| i).collect();
         let rec = reopen_expect(d.path(), &seqs, &all_but(&lost));
@@ -222,12 +212,8 @@ fn a_zero_filled_last_record_after_a_power_loss_is_cut() {
 
 #[test]
 fn damage_in_an_old_segment_and_a_torn_newest_one() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let c = QueueConfig {
-        segment_size: 600,
-        ..cfg()
-    };
-    let (q, _) = Queue::open(d.path(), c.clone()).expect("open");
+    let c = segments_of(600);
+    let (d, q) = fresh(c.clone());
     let seqs = push_range(&q, 0, 60);
     drop(q);
     let mut segs: Vec<PathBuf> = std::fs::read_dir(d.path())
@@ -245,7 +231,7 @@ fn damage_in_an_old_segment_and_a_torn_newest_one() {
         .and_then(|s| s.parse().ok())
         .expect("name");
     let i1 = seqs.iter().position(|&s| s == first1).expect("seq") as u64;
-    xor_at(s1, rec_len(i1) + HEADER_LEN as u64 + 1);
+    xor_byte(s1, rec_len(i1) + HEADER_LEN as u64 + 1, 0x01);
     // The newest segment loses half of its last record.
     let newest = segs.last().expect("segs");
     let len = std::fs::metadata(newest).expect("stat").len();
@@ -255,7 +241,7 @@ fn damage_in_an_old_segment_and_a_torn_newest_one() {
         .and_then(|f| f.set_len(len - rec_len(59) / 2))
         .expect("truncate");
     let (q, rec) = Queue::open(d.path(), c).expect("open");
-    let got: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    let got = drained_seqs(&q);
     let want: Vec<u64> = (0..59)
         .filter(|&i| i != i1 + 1)
         .map(|i| seqs[i as usize])
@@ -297,8 +283,8 @@ fn damage_after_open_is_skipped_and_counted_on_the_way_out() {
     let (d, q) = fresh(cfg());
     let seqs = push_range(&q, 0, 5);
     let seg = d.path().join(super::segment::segment_name(seqs[0]));
-    xor_at(&seg, offset(2) + HEADER_LEN as u64);
-    let got: Vec<u64> = drain(&q).iter().map(|r| r.seq).collect();
+    xor_byte(&seg, offset(2) + HEADER_LEN as u64, 0x01);
+    let got = drained_seqs(&q);
     assert_eq!(got, [seqs[0], seqs[1], seqs[3], seqs[4]]);
     let s = check(&q);
     assert_eq!(
