@@ -5,9 +5,10 @@
 //! download. The page's findings come back as JSON (`ui/check.js`, one script for both) and are
 //! judged here, the same way for each browser.
 //!
-//! The screenshots go to `<target>/tmp/live-view.png` and `<target>/tmp/live-view-firefox.png`;
-//! with `WASMON_UPDATE_SCREENSHOT=1` the chromium one to `docs/live-view.png` as well (the
-//! README shows that one).
+//! The screenshots go to `<target>/tmp/live-view.png` and `<target>/tmp/live-view-firefox.png`.
+//! The README's `docs/live-view.png` is the page on the embedded default config
+//! (`the_live_view_on_the_default_config_shows_this_hosts_own_data`, with
+//! `WASMON_UPDATE_SCREENSHOT=1`).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -187,10 +188,12 @@ fn fill_store(d: &DaemonProcess, now: i64) {
     }
 }
 
-/// Runs check.js in `browser`; when it says "ready", `fire` runs; returns its JSON report.
+/// Runs check.js in `browser` on the page `mode` names (`fixture` or `default`); when it says
+/// "ready", `fire` runs; returns its JSON report.
 fn drive_browser(
     dir: &Path,
     browser: &str,
+    mode: &str,
     base: &str,
     screenshot: &Path,
     fire: impl FnOnce(),
@@ -201,6 +204,7 @@ fn drive_browser(
         .arg(browser)
         .arg(base)
         .arg(screenshot)
+        .arg(mode)
         .current_dir(dir)
         // Its own process group: on a timeout the browser goes with node.
         .process_group(0)
@@ -244,8 +248,7 @@ fn drive_browser(
 }
 
 /// The daemon with data, the page in `driver`'s browser, everything it must show judged.
-/// Returns the screenshot (PNG).
-fn check_live_view(driver: &Driver) -> Vec<u8> {
+fn check_live_view(driver: &Driver) {
     let started = Instant::now();
     let dir = ensure_tools(driver);
     let tmp = tempfile::tempdir().unwrap();
@@ -272,17 +275,24 @@ fn check_live_view(driver: &Driver) -> Vec<u8> {
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(driver.screenshot);
     let _ = std::fs::remove_file(&screenshot);
     let session = Instant::now();
-    let report = drive_browser(&dir, driver.name, &d.url(""), &screenshot, || {
-        // While the page is open: temp goes from 20 to 80, crossing the threshold.
-        for (i, v) in [20.0, 80.0].into_iter().enumerate() {
-            let line = format!(
-                "{{\"name\":\"temp\",\"resource\":\"rack1\",\"value\":{v},\"timestamp\":{}}}",
-                now - 2 + i as i64
-            );
-            assert_eq!(d.post("/api/pipelines/alerts/samples", &line).status(), 200);
-            assert_eq!(d.post("/api/pipelines/alerts/flush", "").status(), 200);
-        }
-    });
+    let report = drive_browser(
+        &dir,
+        driver.name,
+        "fixture",
+        &d.url(""),
+        &screenshot,
+        || {
+            // While the page is open: temp goes from 20 to 80, crossing the threshold.
+            for (i, v) in [20.0, 80.0].into_iter().enumerate() {
+                let line = format!(
+                    "{{\"name\":\"temp\",\"resource\":\"rack1\",\"value\":{v},\"timestamp\":{}}}",
+                    now - 2 + i as i64
+                );
+                assert_eq!(d.post("/api/pipelines/alerts/samples", &line).status(), 200);
+                assert_eq!(d.post("/api/pipelines/alerts/flush", "").status(), 200);
+            }
+        },
+    );
     eprintln!(
         "{}: browser session {:.1?}, whole check {:.1?}\n{report:#}",
         driver.name,
@@ -377,13 +387,78 @@ fn check_live_view(driver: &Driver) -> Vec<u8> {
 
     let png = std::fs::read(&screenshot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000);
-    png
 }
 
 #[test]
 fn live_view_shows_pipelines_a_live_chart_and_a_notification() {
-    let png = check_live_view(&CHROMIUM);
-    if std::env::var_os("WASMON_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+    check_live_view(&CHROMIUM);
+}
+
+/// What a user of the embedded default config sees on opening `/` (the README's screenshot):
+/// this host's own `cpu_util` charted, the default pipelines and agents, its processes. With
+/// `WASMON_UPDATE_SCREENSHOT=1` it waits for five minutes of data (the chart's window) and
+/// writes the page to `docs/live-view.png`.
+#[test]
+fn the_live_view_on_the_default_config_shows_this_hosts_own_data() {
+    let update = std::env::var_os("WASMON_UPDATE_SCREENSHOT").is_some_and(|v| v == "1");
+    let dir = ensure_tools(&CHROMIUM);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("wasmon.toml");
+    std::fs::write(&config, wasmon::config::DEFAULT).unwrap();
+    let d = DaemonProcess::start_with(&config, |c| {
+        c.current_dir(tmp.path());
+    });
+    if update {
+        std::thread::sleep(Duration::from_secs(300));
+    }
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-view-default.png");
+    let _ = std::fs::remove_file(&screenshot);
+    // check.js waits (60 s at most) for the chart's second point: cpu_util is a rate of the
+    // linux agent's 10 s polls.
+    let report = drive_browser(
+        &dir,
+        CHROMIUM.name,
+        "default",
+        &d.url(""),
+        &screenshot,
+        || {},
+    );
+    eprintln!("default config:\n{report:#}");
+    assert_eq!(report["errors"], serde_json::json!([]), "{report:#}");
+    assert_eq!(report["cluster"], "local", "{report:#}");
+    assert_eq!(
+        report["host"],
+        wasmon::util::hostname().as_str(),
+        "{report:#}"
+    );
+    // The page opens on the load (cpu_util, a rate, has no value yet) and moves to cpu_util.
+    assert_eq!(report["metric"], "cpu_util", "{report:#}");
+    assert_eq!(report["metric_drawn"], "cpu_util", "{report:#}");
+    let series = report["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "the host's own series: {report:#}");
+    assert!(series[0]["points"].as_u64().unwrap() >= 2, "{report:#}");
+    let last = series[0]["last"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&last), "cpu_util {last}");
+    let strings = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let pipelines = strings("pipelines");
+    for p in ["memory", "cpu", "host"] {
+        assert!(pipelines.iter().any(|x| x == p), "{pipelines:?}");
+    }
+    let agents = strings("agents");
+    for a in ["linux", "proc", "foo", "mmv"] {
+        assert!(agents.iter().any(|x| x == a), "{agents:?}");
+    }
+    assert!(report["procs"].as_u64().unwrap() > 1, "{report:#}");
+    let png = std::fs::read(&screenshot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000);
+    if update {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
         std::fs::create_dir_all(&docs).unwrap();
         std::fs::write(docs.join("live-view.png"), &png).unwrap();

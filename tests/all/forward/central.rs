@@ -124,3 +124,30 @@ fn the_readmes_plain_http_central_takes_a_default_nodes_series_under_the_urls_cl
     let s = sink(&node, "central");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
 }
+
+/// A central daemon whose config has no `[store]` keeps every value of a node that forwards at
+/// the default config's 10 s (the store's default frequency is the embedded config's poll
+/// interval; at 60 s it kept one value in six).
+#[test]
+fn a_central_without_a_store_section_keeps_every_value_of_a_10_s_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let central = DaemonProcess::with_config(tmp.path(), NO_PROCFS);
+    let now = chrono::Utc::now().timestamp();
+    let start = now - now % 10 - 60;
+    let sent: Vec<f64> = (0..6).map(|i| 1.5 + i as f64).collect();
+    let body: String = sent
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            format!(
+                "cpu_util,hostname=n1,type=node value={v} {}\n",
+                start + 10 * i as i64
+            )
+        })
+        .collect();
+    let r = central.post("/api/write?cluster=hpc", &body);
+    assert_eq!(r.status(), 200, "{}", r.text().unwrap_or_default());
+    let answer = query(&central, "hpc", "cpu_util", "n1");
+    assert_eq!(values(&answer), sent, "{answer}");
+    assert_eq!(answer["results"][0][0]["resolution"], 10, "{answer}");
+}

@@ -226,8 +226,12 @@ async function loadMetrics() {
   const r = await api(storeUrl([S.cluster, S.host]));
   S.metrics = r.metrics;
   const names = r.metrics.map((m) => m.name);
-  // Unless asked otherwise, open on a chart that moves: CPU utilisation, else the load.
-  const want = S.metric || S.params.get("metric") || PREFERRED_METRICS.find((n) => names.includes(n));
+  // Unless asked otherwise, open on a chart that moves: CPU utilisation, else the load. A
+  // page opened before CPU utilisation had a value (a rate: the second poll) moves to it once
+  // it has one, unless the metric was chosen (the URL, the select).
+  const chosen = (!S.metricAuto && S.metric) || S.params.get("metric");
+  const want = chosen || PREFERRED_METRICS.find((n) => names.includes(n)) || S.metric;
+  S.metricAuto = !chosen;
   const info = Object.fromEntries(r.metrics.map((m) => [m.name, m]));
   S.metric = options($("metric"), names, want, (n) => info[n].below ? `${n} (${info[n].below} components)` : n);
   if (S.params.get("aggregate") === "1") { $("aggregate").checked = true; S.params.delete("aggregate"); }
@@ -237,7 +241,7 @@ async function loadMetrics() {
 async function drawChart() {
   const box = $("chart");
   const m = S.metrics.find((x) => x.name === S.metric);
-  if (!m) { WasmonChart.render(box, [], { empty: "nothing stored yet" }); $("legend").replaceChildren(); return; }
+  if (!m) { WasmonChart.render(box, [], { empty: "nothing stored yet" }); $("legend").replaceChildren(); delete box.dataset.metric; return; }
   const windowS = Number($("window").value);
   const to = Math.floor(Date.now() / 1000), from = to - windowS;
   const resolution = windowS <= 3600 ? 0 : Math.ceil(windowS / 720 / 10) * 10;
@@ -269,6 +273,8 @@ async function drawChart() {
       `${v.name}: ${v.value === null ? "–" : WasmonChart.fmt(v.value)}`)),
     el("span", { class: "muted" }, WasmonChart.clock(t)));
   } });
+  // What is drawn (the select may already name the next metric while this one is fetched).
+  box.dataset.metric = m.name;
   if (drawn) legend.replaceChildren(...series.map((s, i) => {
     const last = [...s.data].reverse().find((v) => v !== null);
     return el("span", { style: `--c:${drawn.colours[i]}`, "data-legend": s.name },
@@ -418,7 +424,7 @@ function wire() {
   $("cluster").addEventListener("change", () => { S.cluster = $("cluster").value; S.host = ""; S.metric = ""; loadHosts().catch(report); });
   $("host").addEventListener("change", () => { S.host = $("host").value; loadMetrics().catch(report); });
   $("host-filter").addEventListener("input", debounce(() => { S.host = ""; loadHosts().catch(report); }, 300));
-  $("metric").addEventListener("change", () => { S.metric = $("metric").value; drawChart().catch(report); });
+  $("metric").addEventListener("change", () => { S.metric = $("metric").value; S.metricAuto = false; drawChart().catch(report); });
   $("aggregate").addEventListener("change", () => drawChart().catch(report));
   $("window").addEventListener("change", () => drawChart().catch(report));
   $("ns-filter").addEventListener("input", debounce(() => nsChildren("", $("ns-tree")).catch(report), 300));
