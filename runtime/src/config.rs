@@ -629,7 +629,20 @@ mod tests {
         assert_eq!(c.daemon.listen, "127.0.0.1:8082".parse().unwrap());
         assert_eq!(c.pipelines.len(), 3);
         // linux, proc, foo, mmv, and the guest collectors gated by `when-present`.
-        assert_eq!(c.agents.len(), 7);
+        let names: Vec<&str> = c.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "linux",
+                "proc",
+                "foo",
+                "mmv",
+                "infiniband",
+                "denki",
+                "hwmon",
+                "lustre"
+            ]
+        );
         assert_eq!(c.guest_defaults.memory, 64 << 20);
     }
 

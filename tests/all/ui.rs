@@ -188,6 +188,13 @@ fn fill_store(d: &DaemonProcess, now: i64) {
     }
 }
 
+/// `<target>/tmp/NAME`, with no screenshot of an earlier run in it.
+fn fresh_screenshot(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
 /// Runs check.js in `browser` on the page `mode` names (`fixture` or `default`); when it says
 /// "ready", `fire` runs; returns its JSON report.
 fn drive_browser(
@@ -272,8 +279,7 @@ fn check_live_view(driver: &Driver) {
         .unwrap();
     assert_eq!(r.status(), 201);
 
-    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(driver.screenshot);
-    let _ = std::fs::remove_file(&screenshot);
+    let screenshot = fresh_screenshot(driver.screenshot);
     let session = Instant::now();
     let report = drive_browser(
         &dir,
@@ -411,8 +417,7 @@ fn the_live_view_on_the_default_config_shows_this_hosts_own_data() {
     if update {
         std::thread::sleep(Duration::from_secs(300));
     }
-    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-view-default.png");
-    let _ = std::fs::remove_file(&screenshot);
+    let screenshot = fresh_screenshot("live-view-default.png");
     // check.js waits (60 s at most) for the chart's second point: cpu_util is a rate of the
     // linux agent's 10 s polls.
     let report = drive_browser(

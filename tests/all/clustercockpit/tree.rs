@@ -546,7 +546,8 @@ pub fn write_guest_files(dir: &Path, s: u64) {
         std::fs::rename(&tmp, &p).unwrap();
     };
     // (hwmonN, chip name, [(file stem, label, input, max, crit)]) in millidegrees.
-    let chips: [(&str, &str, Vec<(&str, Option<&str>, i64, i64, i64)>); 4] = [
+    type Sensor<'a> = (&'a str, Option<&'a str>, i64, i64, i64);
+    let chips: [(&str, &str, Vec<Sensor>); 4] = [
         (
             "hwmon0",
             "coretemp",

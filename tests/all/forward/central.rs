@@ -135,16 +135,11 @@ fn a_central_without_a_store_section_keeps_every_value_of_a_10_s_node() {
     let now = chrono::Utc::now().timestamp();
     let start = now - now % 10 - 60;
     let sent: Vec<f64> = (0..6).map(|i| 1.5 + i as f64).collect();
-    let body: String = sent
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            format!(
-                "cpu_util,hostname=n1,type=node value={v} {}\n",
-                start + 10 * i as i64
-            )
-        })
-        .collect();
+    let mut body = String::new();
+    for (i, v) in sent.iter().enumerate() {
+        let ts = start + 10 * i as i64;
+        body += &format!("cpu_util,hostname=n1,type=node value={v} {ts}\n");
+    }
     let r = central.post("/api/write?cluster=hpc", &body);
     assert_eq!(r.status(), 200, "{}", r.text().unwrap_or_default());
     let answer = query(&central, "hpc", "cpu_util", "n1");

@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::nfsclient::side_by_side;
-use super::spawn_pmcd;
 use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port};
 
 /// pmdalustre reading `llite` and `lnet` under a pmcd of its own: the pmcd (killed by the
@@ -18,28 +17,12 @@ fn reference(llite: &Path, lnet: &Path, run: &Path) -> (std::process::Child, u16
             .status()
             .is_ok_and(|s| s.success())
     });
-    let conf = run.join("pmcd.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "lustre\t134\tpipe\tbinary\t/usr/bin/env LUSTRE_LLITE_PATH={}/ LUSTRE_LNET_PATH={}/ /usr/bin/perl /var/lib/pcp/pmdas/lustre/pmdalustre.pl\n",
-            llite.display(),
-            lnet.display()
-        ),
-    )
-    .unwrap();
-    let pmns = run.join("pmns");
-    std::fs::write(&pmns, "root {\n\tlustre\t134:*:*\n}\n").unwrap();
-    spawn_pmcd(
-        run,
-        &[
-            "-c".as_ref(),
-            conf.as_os_str(),
-            "-n".as_ref(),
-            pmns.as_os_str(),
-        ],
-        true,
-    )
+    let line = format!(
+        "lustre\t134\tpipe\tbinary\t/usr/bin/env LUSTRE_LLITE_PATH={}/ LUSTRE_LNET_PATH={}/ /usr/bin/perl /var/lib/pcp/pmdas/lustre/pmdalustre.pl",
+        llite.display(),
+        lnet.display()
+    );
+    super::pmcd_with_one_pmda(run, &line, "lustre", 134)
 }
 
 #[test]

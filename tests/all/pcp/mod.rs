@@ -122,6 +122,30 @@ fn reference_pmcd() -> u16 {
     .0
 }
 
+/// A private pmcd running one PMDA: `conf_line` is its pmcd.conf line (name, domain, how to
+/// start it), `domain` its PMNS root. Returns the pmcd (killed by the caller) and its port.
+fn pmcd_with_one_pmda(
+    run: &Path,
+    conf_line: &str,
+    name: &str,
+    domain: u32,
+) -> (std::process::Child, u16) {
+    let conf = run.join("pmcd.conf");
+    std::fs::write(&conf, format!("{conf_line}\n")).unwrap();
+    let pmns = run.join("pmns");
+    std::fs::write(&pmns, format!("root {{\n\t{name}\t{domain}:*:*\n}}\n")).unwrap();
+    spawn_pmcd(
+        run,
+        &[
+            "-c".as_ref(),
+            conf.as_os_str(),
+            "-n".as_ref(),
+            pmns.as_os_str(),
+        ],
+        true,
+    )
+}
+
 /// Starts pmcd in `run` (its log, PMDA logs and run files there) with `args`, on a free port,
 /// and returns once its log says it listens on that port over IPv4: a port freed by
 /// [`free_port`] may be taken by another test's server first, and pmcd then starts without

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{ok, spawn_pmcd};
+use super::ok;
 use crate::common::{DaemonProcess, NO_PROCFS, config_file, free_port};
 
 /// name -> instance name -> value as pminfo prints it (a missing instance: no value).
@@ -54,27 +54,11 @@ fn descs(text: &str) -> BTreeMap<String, String> {
 /// by the caller) and its port.
 fn reference(mountstats: &Path, run: &Path) -> (std::process::Child, u16) {
     super::ensure_pcp();
-    let conf = run.join("pmcd.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "nfsclient\t62\tpipe\tbinary\t/usr/bin/env NFSCLIENT_MOUNTSTATS_PATH={} /usr/bin/python3 /var/lib/pcp/pmdas/nfsclient/pmdanfsclient.python\n",
-            mountstats.display()
-        ),
-    )
-    .unwrap();
-    let pmns = run.join("pmns");
-    std::fs::write(&pmns, "root {\n\tnfsclient\t62:*:*\n}\n").unwrap();
-    spawn_pmcd(
-        run,
-        &[
-            "-c".as_ref(),
-            conf.as_os_str(),
-            "-n".as_ref(),
-            pmns.as_os_str(),
-        ],
-        true,
-    )
+    let line = format!(
+        "nfsclient\t62\tpipe\tbinary\t/usr/bin/env NFSCLIENT_MOUNTSTATS_PATH={} /usr/bin/python3 /var/lib/pcp/pmdas/nfsclient/pmdanfsclient.python",
+        mountstats.display()
+    );
+    super::pmcd_with_one_pmda(run, &line, "nfsclient", 62)
 }
 
 /// wasmon serving the bundled nfsclient (built from its embedded source into the test's

@@ -239,6 +239,9 @@ async function loadMetrics() {
 }
 
 async function drawChart() {
+  // Draws overlap (the 5 s tick, a metric refresh, the user's choice): only the one started
+  // last may render, or a slow answer for the metric before would replace the chart after.
+  const draw = S.draws = (S.draws || 0) + 1;
   const box = $("chart");
   const m = S.metrics.find((x) => x.name === S.metric);
   if (!m) { WasmonChart.render(box, [], { empty: "nothing stored yet" }); $("legend").replaceChildren(); delete box.dataset.metric; return; }
@@ -261,6 +264,7 @@ async function drawChart() {
   }
   const r = await api("/api/query", { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ cluster: S.cluster, from, to, "with-stats": false, "with-padding": false, queries }) });
+  if (draw !== S.draws) return;
   const series = [];
   let k = 0;
   for (const row of r.results) for (const d of row) {
