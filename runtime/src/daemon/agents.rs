@@ -176,6 +176,9 @@ type Locked = Arc<Mutex<Box<dyn Agent>>>;
 #[derive(Clone)]
 pub struct SharedAgent {
     agent: Locked,
+    /// The agent's label name, read once at construction: it never changes, and asking the
+    /// agent would wait for a call in progress (a reload must not, nor PCP's label requests).
+    name: Option<String>,
     /// Set by this version's first call that did not fail: a swap away from a version that
     /// never answered hands over to the version before it instead.
     answered: Arc<AtomicBool>,
@@ -198,6 +201,7 @@ fn failed<T>(r: &Result<T, NsError>) -> bool {
 impl SharedAgent {
     pub fn new(agent: Box<dyn Agent>) -> SharedAgent {
         SharedAgent {
+            name: agent.label_name(),
             agent: Arc::new(Mutex::new(agent)),
             answered: Arc::new(AtomicBool::new(false)),
             previous: None,
@@ -211,8 +215,7 @@ impl SharedAgent {
     fn succeeding(agent: Box<dyn Agent>, old: &SharedAgent) -> SharedAgent {
         let mut next = SharedAgent::new(agent);
         let now = Instant::now();
-        let same = next.label_name().is_some() && next.label_name() == old.label_name();
-        if same {
+        if next.name.is_some() && next.name == old.name {
             let good = match &old.previous {
                 Some((p, until)) if !old.answered.load(Ordering::Relaxed) && now < *until => {
                     p.clone()
@@ -234,7 +237,7 @@ impl SharedAgent {
         match &self.previous {
             Some((p, until)) if Instant::now() < *until => {
                 if !self.stood_in.swap(true, Ordering::Relaxed) {
-                    let name = self.label_name().unwrap_or_default();
+                    let name = self.name.as_deref().unwrap_or_default();
                     tracing::warn!(
                         "agent {name}: a call of its new version failed; the previous version \
                          answers such calls for {}s after the swap",
@@ -271,7 +274,7 @@ impl Agent for SharedAgent {
         lock(&self.agent).release()
     }
     fn label_name(&self) -> Option<String> {
-        lock(&self.agent).label_name()
+        self.name.clone()
     }
     fn labels(&mut self, of: LabelsOf) -> Vec<(String, serde_json::Value)> {
         lock(&self.agent).labels(of)
