@@ -238,6 +238,28 @@ impl Level {
             + metrics.iter().map(Chain::heap_bytes).sum::<usize>()
     }
 
+    /// The background pass over this level's chains (`Chain::compact`), one chain per lock
+    /// hold so writes to the level wait for one chain's encoding at most. Returns the chains.
+    pub(crate) fn compact(&self, now: i64, pool: &Pool) -> usize {
+        let mut i = 0;
+        loop {
+            let mut metrics = self.metrics.lock();
+            let Some(c) = metrics.get_mut(i) else {
+                return i;
+            };
+            c.compact(now, pool);
+            i += 1;
+        }
+    }
+
+    /// Calls `f` on this level and every level below it (no names, no order).
+    pub(crate) fn each(self: &Arc<Self>, f: &mut dyn FnMut(&Arc<Level>)) {
+        f(self);
+        for c in self.children() {
+            c.each(f);
+        }
+    }
+
     pub(crate) fn free(&self, t: i64, pool: &Pool) -> usize {
         let mut n = 0;
         {

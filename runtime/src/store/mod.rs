@@ -24,7 +24,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
+pub use buffer::{BUFFER_CAP, IDLE_AFTER, MAX_FREQUENCY, Newest};
+
+/// How often the workers run [`Store::compact`]: the open buffers' raw slots hold what a
+/// series wrote since the last pass (6 values at 10 s), so the interval bounds them.
+pub const COMPACT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 pub use config::{Aggregation, ArchiveConfig, LTTB_MIN_POINTS, MetricConfig, StoreConfig};
 pub use grouped::{GroupWrite, Held, LevelKeys, Pending, Queued, Written};
 pub use query::{ReadResult, Stats, lttb};
@@ -333,6 +337,16 @@ impl Store {
         self.counters
             .buffers_freed
             .fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+
+    /// The background pass the workers run every [`COMPACT_EVERY`]: encodes what the write
+    /// path leaves raw (closed blocks, the open blocks' older slots) and shrinks series no
+    /// longer written (`buffer::Chain::compact`). `now`: the time idleness is measured from
+    /// (seconds). Returns the series visited.
+    pub fn compact(&self, now: i64) -> usize {
+        let mut n = 0;
+        self.root.each(&mut |l| n += l.compact(now, &self.pool));
         n
     }
 

@@ -294,6 +294,7 @@ fn free_releases_old_buffers() {
         s.write(&["cluster", "host", "1"], "b", i, i as f64)
             .unwrap();
     }
+    s.compact(count);
     let n = s.free(&["cluster", "host"], (BUFFER_CAP * 2) as i64 + 100);
     assert_eq!(n, 3); // two of "a", one of "b"
     let r = s
