@@ -163,6 +163,11 @@ impl Chain {
         k.saturating_mul(self.step()).saturating_add(self.phase())
     }
 
+    /// The time of the newest slot written (or overwritten with a gap).
+    pub(crate) fn newest_time(&self) -> i64 {
+        self.time(self.head.end_slot() - 1)
+    }
+
     /// The frozen part of the open block: the last of `older` when its block is the head's.
     fn frozen(&self) -> Option<&Closed> {
         self.older.last().filter(|b| b.block == self.head.block)
