@@ -305,7 +305,7 @@ impl Store {
         value: f64,
     ) -> Result<(), StoreError> {
         match level.write(m, ts, value, &self.pool) {
-            Err(StoreError::Removed) => self.write_moved(batch, level, metric_name, m, ts, value),
+            Err(StoreError::Removed) => self.write_moved(batch, level, (metric_name, m, ts, value)),
             Ok(()) => {
                 // Counted per batch: a shared atomic per sample would bounce between cores.
                 batch.samples += 1;
@@ -331,13 +331,10 @@ impl Store {
         &self,
         batch: &mut WalBatch,
         level: &Level,
-        metric_name: &str,
-        m: MetricInfo,
-        ts: i64,
-        value: f64,
+        (name, m, ts, value): (&str, MetricInfo, i64, f64),
     ) -> Result<(), StoreError> {
         let now = self.level(&level.names())?;
-        self.write_to(batch, &now, metric_name, m, ts, value)
+        self.write_to(batch, &now, name, m, ts, value)
     }
 
     /// Hands a batch to the WAL (no wait). Returns the sequence number to wait for.
