@@ -7,6 +7,7 @@
 //! agent's ports are owned again within two lease periods with no port counted twice; a
 //! nats-server restart is survived without double ownership.
 
+mod cluster;
 mod rig;
 
 use std::collections::{BTreeMap, HashMap};
