@@ -197,7 +197,11 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
     };
     // Every port counted once in an epoch: the master's merged histogram of that epoch.
     let counted = |e: u64| -> Option<(usize, usize)> {
-        let v = histogram(master, "port_xmit_data", Some(e));
+        let r = master
+            .get(&format!("/api/fabric/histogram/port_xmit_data?epoch={e}"))
+            .ok()
+            .filter(|r| r.status().is_success())?;
+        let v: serde_json::Value = r.json().ok()?;
         if v["histogram"].is_null() {
             return None;
         }
@@ -230,6 +234,16 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
         "nats-server {server}: converged after {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+    // The start-up warning names a server whose compare-and-set does not hold on a cluster.
+    let cas_safe = wasmon::nats::cas_safe(&server).expect("a version");
+    for (a, d) in &daemons {
+        let log = d.stderr.lock().unwrap().clone();
+        let warned = log.contains(&format!(
+            "nats-server {} on a cluster",
+            server.trim_start_matches('v')
+        ));
+        assert_eq!(warned, !cas_safe, "{a}'s warning on {server}:\n{log}");
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let stream = format!("KV_{}", owners_bucket(NAME));
     let leader = cluster
