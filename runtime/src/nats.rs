@@ -503,11 +503,7 @@ pub async fn latest(store: &async_nats::jetstream::kv::Store) -> anyhow::Result<
         .map(|subject| {
             let prefix = &prefix;
             async move {
-                match store
-                    .stream
-                    .get_last_raw_message_by_subject(&subject)
-                    .await
-                {
+                match store.stream.get_last_raw_message_by_subject(&subject).await {
                     Ok(m) => Ok(latest_of(prefix, m)),
                     Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
                     Err(e) => Err(anyhow::anyhow!("reading {subject}: {e}")),
@@ -543,8 +539,8 @@ pub async fn latest_entry(
     }
 }
 
-/// The entries written to a bucket after sequence `after`, up to `last` (or a little past it:
-/// whatever is there when asked), oldest first, from the stream's leader; entries another
+/// The entries written to a bucket after sequence `after` up to `last`, oldest first, from the
+/// stream's leader (each sequence asked for, [`READS_IN_FLIGHT`] at a time); entries another
 /// write replaced since are not there any more (their key's newer entry is).
 pub async fn changes_since(
     store: &async_nats::jetstream::kv::Store,
@@ -552,23 +548,26 @@ pub async fn changes_since(
     last: u64,
 ) -> anyhow::Result<Vec<Latest>> {
     use async_nats::jetstream::stream::RawMessageErrorKind;
+    use futures_util::StreamExt;
     let prefix = format!("$KV.{}.", store.name);
-    let filter = format!("{prefix}>");
+    let reads: Vec<anyhow::Result<Option<Latest>>> =
+        futures_util::stream::iter(after.saturating_add(1)..=last)
+            .map(|seq| {
+                let prefix = &prefix;
+                async move {
+                    match store.stream.get_raw_message(seq).await {
+                        Ok(m) => Ok(latest_of(prefix, m)),
+                        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
+                        Err(e) => Err(anyhow::anyhow!("reading sequence {seq}: {e}")),
+                    }
+                }
+            })
+            .buffered(READS_IN_FLIGHT)
+            .collect()
+            .await;
     let mut out = Vec::new();
-    let mut seq = after + 1;
-    while seq <= last {
-        match store
-            .stream
-            .get_first_raw_message_by_subject(&filter, seq)
-            .await
-        {
-            Ok(m) => {
-                seq = m.sequence + 1;
-                out.extend(latest_of(&prefix, m));
-            }
-            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => break,
-            Err(e) => anyhow::bail!("reading {filter} from {seq}: {e}"),
-        }
+    for r in reads {
+        out.extend(r?);
     }
     Ok(out)
 }

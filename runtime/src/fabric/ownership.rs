@@ -79,9 +79,9 @@ pub struct View {
 
 pub type SharedView = Arc<Mutex<View>>;
 
-/// Entries a refresh reads one after another at most; a view further behind is read again
-/// whole (every key's latest entry, in parallel).
-const WALK_LIMIT: u64 = 1024;
+/// Sequences a refresh reads at most (in parallel; a fresh fabric's first claims are a few
+/// thousand); a view further behind is read again whole (every key's latest entry).
+const WALK_LIMIT: u64 = 4096;
 
 /// The owners-bucket key a fence writes (no node's name: node names never start with `_`).
 pub const FENCE_KEY: &str = "_fence";
@@ -135,12 +135,17 @@ async fn refresh_one(
     match got {
         Some((whole, entries)) if owners => {
             if whole {
-                v.owners.clear();
+                // What the listing covers is replaced; claims this agent recorded meanwhile
+                // (discovery runs beside a slow refresh) are newer and stay.
+                v.owners.retain(|_, r| r.revision > last);
                 v.owners_rev = last;
             }
             for e in entries {
                 // Never older over newer: a claim this agent recorded itself may be ahead.
-                if v.owners.get(&e.key).is_some_and(|r| r.revision > e.revision) {
+                if v.owners
+                    .get(&e.key)
+                    .is_some_and(|r| r.revision > e.revision)
+                {
                     continue;
                 }
                 match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
@@ -245,8 +250,7 @@ pub async fn lapsed(
     let mut out = HashSet::new();
     for (agent, seen_rev) in suspects {
         // From the stream's leader: a replica that was away may answer an old revision.
-        let got =
-            tokio::time::timeout(timeout, crate::nats::latest_entry(&b.leases, &agent)).await;
+        let got = tokio::time::timeout(timeout, crate::nats::latest_entry(&b.leases, &agent)).await;
         match got {
             Ok(Ok(None)) => {
                 out.insert(agent);

@@ -88,7 +88,10 @@ fn updates_naming_one_revision(bin: PathBuf) {
             if n > 1 {
                 doubles += 1;
             }
-            assert!(n >= 1, "round {round}: no update naming the current revision succeeded");
+            assert!(
+                n >= 1,
+                "round {round}: no update naming the current revision succeeded"
+            );
             // Every racer fences and reads the key in its view: one holds it, the one the
             // bucket names.
             let mut holders = Vec::new();
@@ -176,12 +179,10 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
     let mut daemons: HashMap<&str, DaemonProcess> = HashMap::new();
     for (agent, parent, attach) in THREE {
         let cfg = config(dir.path(), &urls, &sim_path, agent, parent, attach);
-        let text = std::fs::read_to_string(&cfg)
-            .unwrap()
-            .replace(
-                &format!("lease = \"{}ms\"", LEASE.as_millis()),
-                &format!("lease = \"{CLUSTER_LEASE}\""),
-            );
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            &format!("lease = \"{}ms\"", LEASE.as_millis()),
+            &format!("lease = \"{CLUSTER_LEASE}\""),
+        );
         // `[fabric]` is the config's last section.
         std::fs::write(&cfg, format!("{text}replicas = 3\n")).unwrap();
         daemons.insert(agent, DaemonProcess::start(&cfg));
@@ -253,7 +254,10 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
     let bus = Bus::connect(&cluster.servers[(leader + 1) % 3].url());
     let owners_before = bus.owners();
     assert_eq!(owners_before.len(), fabric.node_count(), "every node owned");
-    let leases_leader = cluster.leader(&rt, &format!("KV_{}", wasmon::fabric::wire::leases_bucket(NAME)));
+    let leases_leader = cluster.leader(
+        &rt,
+        &format!("KV_{}", wasmon::fabric::wire::leases_bucket(NAME)),
+    );
     let killed_at = fabric.epoch();
     let t = Instant::now();
     cluster.kill(leader);
@@ -306,7 +310,10 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
     );
     // No node changed hands: the owners are those before the kill.
     let owners_after = bus.owners();
-    assert_eq!(owners_after, owners_before, "owners changed through the kill");
+    assert_eq!(
+        owners_after, owners_before,
+        "owners changed through the kill"
+    );
     stop.store(true, Ordering::Relaxed);
     let _ = ticker.join();
 }
