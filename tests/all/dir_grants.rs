@@ -256,3 +256,184 @@ fn a_100_mb_file_costs_the_guest_its_memory_cap_and_nothing_else() {
     assert!(got[0].starts_with("ok 4096 "), "{}", &got[0][..20]);
     assert_eq!(got[1], "ok 2 7\n");
 }
+
+// The `files` interface (a whole file or a directory's names in one host call, what the SDKs'
+// sysfs helpers read through): the same grants, the same rules.
+
+#[test]
+fn files_reads_procfs_and_sysfs_as_wasi_does() {
+    let mut p = probe(
+        &[(Path::new("/proc"), "/proc"), (Path::new("/sys"), "/sys")],
+        &ops(&[
+            "fsmall:/proc/version",
+            "fread:/proc/self/cmdline",
+            "fsmall:/sys/class/net/lo/address",
+            "flist:/sys/class/net/lo/statistics",
+            "flist:/sys/class/net",
+        ]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    let version = std::fs::read_to_string("/proc/version").unwrap();
+    assert_eq!(got[0], format!("ok {} {version}", version.len()));
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
+    assert_eq!(got[1], format!("ok {}", cmdline.len()));
+    let address = std::fs::read_to_string("/sys/class/net/lo/address").unwrap();
+    assert_eq!(got[2], format!("ok {} {address}", address.len()));
+    let mut stats: Vec<String> = std::fs::read_dir("/sys/class/net/lo/statistics")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    stats.sort();
+    assert_eq!(got[3], format!("ok {}", stats.join(",")));
+    assert!(got[4].split(',').any(|n| n.ends_with("lo")), "{}", got[4]);
+}
+
+#[test]
+fn files_follows_no_link_out_of_the_grant_and_refuses_what_it_may_not_read() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "secret").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let tree = root.path().join("tree");
+    std::fs::create_dir_all(tree.join("class/infiniband")).unwrap();
+    std::fs::create_dir_all(tree.join("devices/mlx5_0")).unwrap();
+    std::fs::write(tree.join("devices/mlx5_0/fw_ver"), "16.35.2000\n").unwrap();
+    let ln = |target: &Path, at: &str| std::os::unix::fs::symlink(target, tree.join(at)).unwrap();
+    ln(Path::new("../../devices/mlx5_0"), "class/infiniband/mlx5_0");
+    ln(&outside.path().join("secret"), "absolute");
+    ln(Path::new("../outside-sibling"), "class/up");
+    std::fs::write(root.path().join("outside-sibling"), "sibling").unwrap();
+    ln(outside.path(), "class/infiniband/evil");
+    ln(Path::new("loop_b"), "loop_a");
+    ln(Path::new("loop_a"), "loop_b");
+    let writable = tempfile::tempdir().unwrap();
+    std::fs::write(writable.path().join("x"), "x").unwrap();
+    let mut grants = read_only_grants(&[(&tree, "/sys"), (Path::new("/proc"), "/proc")]);
+    grants.dirs.push(wasmon::host::DirGrant {
+        host: writable.path().to_path_buf(),
+        guest: "/rw".into(),
+        read_only: false,
+    });
+    let list = ops(&[
+        "fsmall:/sys/class/infiniband/mlx5_0/fw_ver",
+        "flist:/sys/class/infiniband",
+        "fread:/sys/absolute",
+        "fread:/sys/class/up",
+        "fread:/sys/class/infiniband/evil/secret",
+        "flist:/sys/class/infiniband/evil",
+        "fread:/sys/loop_a",
+        "fread:/sys/../outside-sibling",
+        "flist:/proc/self/root",
+        "fread:/proc/self/root/etc/passwd",
+        "fread:/proc/self/exe",
+        "fread:/sys/devices",
+        "flist:/sys/devices/mlx5_0/fw_ver",
+        "fread:/sys/nothing",
+        "fread:/etc/passwd",
+        "fread:/rw/x",
+        "fread:sys/class/up",
+    ]);
+    let rt = runtime();
+    let compiled = rt.compile(&guest_bytes("fsprobe"), "fsprobe").unwrap();
+    let params = serde_json::json!({"domain": DOMAIN, "ops": list});
+    let mut cfg = GuestConfig::new("fsprobe", &params.to_string());
+    cfg.deadline = PATIENT;
+    cfg.grants = grants;
+    let mut p = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+    let got = outcomes(&mut p);
+    assert_eq!(got[0], "ok 11 16.35.2000\n");
+    assert_eq!(got[1], "ok evil,mlx5_0");
+    let want = [
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "Access",
+        "WrongKind",
+        "WrongKind",
+        "NoEntry",
+        // Not under a read-only grant: the guest reads it through WASI, under WASI's rules.
+        "Elsewhere",
+        "Elsewhere",
+        "Elsewhere",
+    ];
+    for (i, (o, kind)) in got[2..].iter().zip(want).enumerate() {
+        assert!(
+            o.starts_with("err ") && o.contains(kind),
+            "{}: want {kind}, got {o}",
+            list[i + 2]
+        );
+        assert!(!o.contains("secret") && !o.contains("root:"), "{o}");
+    }
+}
+
+#[test]
+fn files_refuses_a_fifo_or_device_node_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = |name: &str| std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();
+    // SAFETY: plain libc calls on NUL-terminated paths of our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c("fifo").as_ptr(), 0o600) }, 0);
+    // A character device like /dev/zero (1:5): a read of it never ends. Needs root.
+    let dev = unsafe {
+        libc::mknod(
+            c("zero").as_ptr(),
+            libc::S_IFCHR | 0o600,
+            libc::makedev(1, 5),
+        )
+    };
+    let mut list = vec!["fread:/data/fifo", "flist:/data/fifo", "fsmall:/data/fifo"];
+    if dev == 0 {
+        list.push("fread:/data/zero");
+    }
+    list.extend(["fread:/dev/null", "fread:/dev/zero"]);
+    let mut p = probe(
+        &[(dir.path(), "/data"), (Path::new("/dev"), "/dev")],
+        &ops(&list),
+        PATIENT,
+    );
+    // Without O_NONBLOCK the FIFO's open waits for a writer until the deadline.
+    let got = outcomes(&mut p);
+    assert_eq!(got.len(), list.len());
+    for (op, o) in list.iter().zip(&got) {
+        assert!(o.contains("WrongKind"), "{op}: {o}");
+    }
+}
+
+#[test]
+fn files_bounds_a_read_and_a_guest_looping_on_it_meets_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = std::fs::File::create(dir.path().join("big")).unwrap();
+    big.set_len(100 << 20).unwrap();
+    std::fs::write(dir.path().join("page"), vec![b'7'; 5000]).unwrap();
+    let mut p = probe(
+        &[(dir.path(), "/data")],
+        &ops(&["fread:/data/big", "fsmall:/data/page", "fread:/data/page"]),
+        PATIENT,
+    );
+    // The host reads at most its cap (16 MiB) plus one byte of the 100 MB file, and the guest
+    // gets an error, not 100 MB against its 64 MiB memory cap.
+    let got = outcomes(&mut p);
+    assert_eq!(got[0], "err FileError::TooLarge");
+    assert_eq!(
+        got[1], "err FileError::TooLarge",
+        "max 4096 of a 5000-byte file"
+    );
+    assert_eq!(got[2], "ok 5000");
+    let mut p = probe(
+        &[(Path::new("/proc"), "/proc")],
+        &ops(&["fread:/proc/self/status", "fsmall:/proc/version"]),
+        Duration::from_millis(200),
+    );
+    let err = p.fetch(&[SPIN]).unwrap_err();
+    assert!(matches!(err, CallError::Deadline(_)), "{err}");
+    let got = outcomes(&mut p);
+    assert!(
+        got[1].starts_with("ok "),
+        "the next call is served: {}",
+        got[1]
+    );
+}

@@ -6,6 +6,7 @@
  * are the callee's to free; what an export returns is freed by the bindings after the call
  * (post-return), each string and list with free() when its length is not zero, so every
  * returned non-empty buffer here is malloc'd and an empty one is NULL. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,61 @@ void wg_log(wg_level level, const char *fmt, ...) {
     va_end(ap);
     agent_string_t msg = {(uint8_t *)buf, strlen(buf)};
     wasmon_collector_host_log((wasmon_collector_host_level_t)level, &msg);
+}
+
+/* Bounded fopen/fread of a file the `files` interface does not serve. */
+static int read_with_stdio(const char *path, size_t max, char **out, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno ? errno : EIO;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) abort();
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) break;
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            if (!buf) abort();
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0 || n > max) break;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed || n > max) {
+        free(buf);
+        return failed ? EIO : EFBIG;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int wg_read_file(const char *path, size_t max, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    agent_string_t p = {(uint8_t *)path, strlen(path)};
+    agent_list_u8_t bytes;
+    wasmon_collector_files_file_error_t err;
+    if (wasmon_collector_files_read(&p, (uint64_t)max, &bytes, &err)) {
+        /* The bindings' buffer (malloc'd when not empty) grows by the NUL. */
+        char *buf = bytes.len ? realloc(bytes.ptr, bytes.len + 1) : malloc(1);
+        if (!buf) abort();
+        buf[bytes.len] = 0;
+        *out = buf;
+        *len = bytes.len;
+        return 0;
+    }
+    switch (err) {
+    case WASMON_COLLECTOR_FILES_FILE_ERROR_NO_ENTRY: return ENOENT;
+    case WASMON_COLLECTOR_FILES_FILE_ERROR_ACCESS: return EACCES;
+    case WASMON_COLLECTOR_FILES_FILE_ERROR_WRONG_KIND: return EINVAL;
+    case WASMON_COLLECTOR_FILES_FILE_ERROR_TOO_LARGE: return EFBIG;
+    case WASMON_COLLECTOR_FILES_FILE_ERROR_ELSEWHERE: return read_with_stdio(path, max, out, len);
+    default: return EIO;
+    }
 }
 
 /* The default of the optional hook. */

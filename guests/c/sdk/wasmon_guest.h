@@ -195,6 +195,13 @@ int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *wg_param_integer(const wg_params *p, const char *key, int64_t dflt, int64_t min,
                              int64_t max, int64_t *out);
 
+/* Reads the whole file at `path` (absolute, as the guest sees it, e.g. "/proc/self/mountstats"),
+ * at most `max` bytes, in one call of the host's `files` interface where a read-only grant on a
+ * local filesystem serves the path, else with fopen/fread. Returns 0 with *out a malloc'd copy
+ * of the *len bytes plus a NUL (free it), or an errno: ENOENT, EACCES (permissions, or a path
+ * leading outside the grant), EINVAL (not a regular file), EFBIG (larger than `max`), EIO. */
+int wg_read_file(const char *path, size_t max, char **out, size_t *len);
+
 /* --- exporters (world "exporter") -------------------------------------------------------- */
 
 /* One request for the host to send, and the requests of one batch (sent in order). */

@@ -47,6 +47,9 @@ impl Value {
 }
 /// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
 pub use bindings::wasmon::collector::mapped;
+/// Whole files and directory listings under read-only directory grants in one host call each
+/// (what [`crate::sysfs`] reads through).
+pub use bindings::wasmon::collector::files;
 
 use bindings::exports::wasmon::collector::{namespace, source};
 

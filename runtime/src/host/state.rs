@@ -110,6 +110,8 @@ pub struct State {
     pub(crate) clock: Arc<super::clock::Clock>,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
+    /// The read-only directory grants' roots, for the `files` interface.
+    pub(crate) read_roots: Vec<super::files::Root>,
 }
 
 impl State {
@@ -133,6 +135,7 @@ impl State {
             deadline,
             clock,
             strings: Default::default(),
+            read_roots: super::files::roots(&grants.dirs)?,
         })
     }
 
