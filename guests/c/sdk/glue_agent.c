@@ -66,7 +66,7 @@ int wg_read_file(const char *path, size_t max, char **out, size_t *len) {
     agent_string_t p = {(uint8_t *)path, strlen(path)};
     agent_list_u8_t bytes;
     wasmon_collector_files_file_error_t err;
-    if (wasmon_collector_files_read(&p, (uint64_t)max, &bytes, &err)) {
+    if (wasmon_collector_files_read_file(&p, (uint64_t)max, &bytes, &err)) {
         /* The bindings' buffer (malloc'd when not empty) grows by the NUL. */
         char *buf = bytes.len ? realloc(bytes.ptr, bytes.len + 1) : malloc(1);
         if (!buf) abort();

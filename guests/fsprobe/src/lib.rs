@@ -30,10 +30,10 @@ pub struct Probe {
 fn run_files(verb: &str, path: &str) -> Option<String> {
     use wasmon_guest::agent::files;
     let out = match verb {
-        "fread" => files::read(path, u64::MAX).map(|b| format!("ok {}", b.len())),
-        "fsmall" => files::read(path, 4096)
+        "fread" => files::read_file(path, u64::MAX).map(|b| format!("ok {}", b.len())),
+        "fsmall" => files::read_file(path, 4096)
             .map(|b| format!("ok {} {}", b.len(), String::from_utf8_lossy(&b))),
-        "flist" => files::list(path, 4096).map(|mut names| {
+        "flist" => files::list_dir(path, 4096).map(|mut names| {
             names.sort();
             format!("ok {}", names.join(","))
         }),

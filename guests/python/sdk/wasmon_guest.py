@@ -350,7 +350,7 @@ def read_file(path, max):
     if files is not None:
         from componentize_py_types import Err
         try:
-            return bytes(files.read(path, max))
+            return bytes(files.read_file(path, max))
         except Err as e:
             if e.value != files.FileError.ELSEWHERE:
                 return None

@@ -45,11 +45,11 @@ impl Value {
         }
     }
 }
-/// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
-pub use bindings::wasmon::collector::mapped;
 /// Whole files and directory listings under read-only directory grants in one host call each
 /// (what [`crate::sysfs`] reads through).
 pub use bindings::wasmon::collector::files;
+/// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
+pub use bindings::wasmon::collector::mapped;
 
 use bindings::exports::wasmon::collector::{namespace, source};
 

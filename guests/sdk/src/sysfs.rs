@@ -68,7 +68,7 @@ pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     #[cfg(target_arch = "wasm32")]
     if let Some(path) = path.to_str() {
         use crate::agent::files;
-        match files::read(path, max) {
+        match files::read_file(path, max) {
             Ok(buf) => return Ok(buf),
             Err(files::FileError::TooLarge) => return Err(ReadError::TooLarge),
             Err(files::FileError::Elsewhere) => {}
@@ -76,7 +76,9 @@ pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
         }
     }
     let mut buf = Vec::new();
-    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut buf)?;
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut buf)?;
     if buf.len() as u64 > max {
         return Err(ReadError::TooLarge);
     }
@@ -140,7 +142,7 @@ fn names(dir: &Path) -> Vec<String> {
     #[cfg(target_arch = "wasm32")]
     if let Some(path) = dir.to_str() {
         use crate::agent::files;
-        match files::list(path, MAX_ENTRIES as u32) {
+        match files::list_dir(path, MAX_ENTRIES as u32) {
             Ok(names) => return names,
             Err(files::FileError::Elsewhere) => {}
             Err(_) => return Vec::new(),

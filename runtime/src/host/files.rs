@@ -28,12 +28,12 @@ use super::bindings::agent::wasmon::collector::files::{self, FileError};
 use super::dirs::{Kind, Opened, open_beneath};
 use super::state::{DirGrant, State};
 
-/// Bytes one `read` may return whatever `max` the guest asks: what the host holds for one
+/// Bytes one `read-file` may return whatever `max` the guest asks: what the host holds for one
 /// call before the copy into the guest. The files this interface is for are pages
 /// (sysfs attributes, 4 KiB) to a few MiB (mountstats of hundreds of NFS mounts).
 pub const MAX_READ: u64 = 16 << 20;
 
-/// Names one `list` may return whatever `max` the guest asks (sysfs's largest class
+/// Names one `list-dir` may return whatever `max` the guest asks (sysfs's largest class
 /// directories hold a few thousand entries).
 pub const MAX_LIST: u32 = 1 << 16;
 
@@ -163,12 +163,12 @@ fn names(dir: OwnedFd, max: u32) -> Result<Vec<String>, FileError> {
 }
 
 impl files::Host for State {
-    fn read(&mut self, path: String, max: u64) -> Result<Vec<u8>, FileError> {
+    fn read_file(&mut self, path: String, max: u64) -> Result<Vec<u8>, FileError> {
         let file = open(&self.read_roots, &path, Kind::File)?;
         read_bounded(file, max.min(MAX_READ))
     }
 
-    fn list(&mut self, path: String, max: u32) -> Result<Vec<String>, FileError> {
+    fn list_dir(&mut self, path: String, max: u32) -> Result<Vec<String>, FileError> {
         let dir = open(&self.read_roots, &path, Kind::Dir)?;
         names(dir, max.min(MAX_LIST))
     }
