@@ -360,6 +360,7 @@ typedef enum { WG_ATOM_INT = 0, WG_ATOM_UINT = 1, WG_ATOM_REAL = 2, WG_ATOM_TEXT
 
 typedef struct {
     char *instance; /* malloc'd; NULL for "" */
+    size_t instance_len;
     wg_atom kind;
     union {
         int64_t i;
@@ -387,5 +388,7 @@ void wg_values_init(wg_values *out);
 void wg_values_free(wg_values *out);
 /* The message of the last wg_error. */
 const char *wg_error_message(void);
+/* Empties the message (before each metric's fetch). */
+void wg_error_clear(void);
 
 #endif
