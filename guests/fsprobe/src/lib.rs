@@ -10,7 +10,7 @@
 //! symlink's target), `write`, `create`, `append`, `mkdir`, `remove`; through the host's
 //! `files` interface instead of WASI: `fread` (the whole file, no `max` of its own: the
 //! host's cap), `fsmall` (`max` 4096, the text too) and `flist` (sorted names); their errors
-//! are `err FILE-ERROR`.
+//! are `err FILE-ERROR` (`err too-large`).
 
 use std::io::{Read, Write};
 
@@ -39,7 +39,7 @@ fn run_files(verb: &str, path: &str) -> Option<String> {
         }),
         _ => return None,
     };
-    Some(out.unwrap_or_else(|e| format!("err {e:?}")))
+    Some(out.unwrap_or_else(|e| format!("err {}", e.name())))
 }
 
 fn run(op: &str) -> std::io::Result<String> {

@@ -1,6 +1,7 @@
 //! The `files` host interface: a whole small file, or a directory's names, under a read-only
-//! directory grant (`grants.dirs`), in one call. It owns the grants' root descriptors of one
-//! instance and the path walk from a guest path to a grant; opening under a root is
+//! directory grant (`grants.dirs`), in one call. It owns the walk from a guest path to the
+//! grant that serves it (the grants' root descriptors are the instance's `State`'s); opening
+//! under a root is
 //! [`super::dirs`]'s (the same `openat2` as WASI's `open-at` of a read-only grant, so the
 //! same rules hold: nothing outside the root, no magic links, nothing that blocks, only a
 //! regular file read and only a directory listed). It may not touch WASI's own descriptors.
@@ -19,14 +20,12 @@
 use std::ffi::CStr;
 use std::io::Read;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 
-use anyhow::{Context, Result};
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
 use super::bindings::agent::wasmon::collector::files::{self, FileError};
 use super::dirs::{Kind, Opened, open_beneath};
-use super::state::{DirGrant, State};
+use super::state::{Root, State, components};
 
 /// Bytes one `read-file` may return whatever `max` the guest asks: what the host holds for one
 /// call before the copy into the guest. The files this interface is for are pages
@@ -36,37 +35,6 @@ pub const MAX_READ: u64 = 16 << 20;
 /// Names one `list-dir` may return whatever `max` the guest asks (sysfs's largest class
 /// directories hold a few thousand entries).
 pub const MAX_LIST: u32 = 1 << 16;
-
-/// One read-only grant: where the guest sees it, as path components, and its directory.
-pub(crate) struct Root {
-    guest: Vec<String>,
-    dir: OwnedFd,
-}
-
-/// The roots of `grants`' read-only directories, each opened once per instance (`O_PATH`: a
-/// handle to walk from, not readable itself).
-pub(crate) fn roots(grants: &[DirGrant]) -> Result<Vec<Root>> {
-    grants
-        .iter()
-        .filter(|g| g.read_only)
-        .map(|g| {
-            let dir = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-                .open(&g.host)
-                .with_context(|| format!("granting directory {}", g.host.display()))?;
-            Ok(Root {
-                guest: components(&g.guest).map(str::to_string).collect(),
-                dir: dir.into(),
-            })
-        })
-        .collect()
-}
-
-/// A path's components, without empty ones and `.` (`/sys//class/./net` is `sys class net`).
-fn components(path: &str) -> impl Iterator<Item = &str> {
-    path.split('/').filter(|c| !c.is_empty() && *c != ".")
-}
 
 /// The root that serves `path` (absolute), the one with the longest matching prefix as
 /// WASI's preopens are matched, and the rest of the path below it (`.` for the root itself).
@@ -177,6 +145,8 @@ impl files::Host for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::host::state::{DirGrant, roots};
 
     fn roots_of(grants: &[(&std::path::Path, &str)]) -> Vec<Root> {
         let grants: Vec<DirGrant> = grants
