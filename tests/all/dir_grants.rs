@@ -101,8 +101,8 @@ fn sysfs_class_links_inside_the_grant_are_followed() {
 
 /// A sysfs-like tree with a class link inside it (`class/infiniband/mlx5_0`, whose `fw_ver`
 /// reads `16.35.2000`) and links out of it: an absolute one (`absolute`), one up past the root
-/// (`class/up`), one to a directory outside (`class/infiniband/evil`), and a loop
-/// (`loop_a`). The temporary directories (kept alive with the tree) and the tree.
+/// (`class/past_root`; `class/up` stays inside, where its target does not exist), one to a
+/// directory outside (`class/infiniband/evil`), and a loop (`loop_a`). The temporary directories (kept alive with the tree) and the tree.
 fn hostile_tree() -> ((tempfile::TempDir, tempfile::TempDir), std::path::PathBuf) {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret"), "secret").unwrap();
@@ -115,6 +115,7 @@ fn hostile_tree() -> ((tempfile::TempDir, tempfile::TempDir), std::path::PathBuf
     ln(Path::new("../../devices/mlx5_0"), "class/infiniband/mlx5_0");
     ln(&outside.path().join("secret"), "absolute");
     ln(Path::new("../outside-sibling"), "class/up");
+    ln(Path::new("../../outside-sibling"), "class/past_root");
     std::fs::write(root.path().join("outside-sibling"), "sibling").unwrap();
     ln(outside.path(), "class/infiniband/evil");
     ln(Path::new("loop_b"), "loop_a");
@@ -326,6 +327,7 @@ fn files_follows_no_link_out_of_the_grant_and_refuses_what_it_may_not_read() {
         "flist:/sys/class/infiniband",
         "fread:/sys/absolute",
         "fread:/sys/class/up",
+        "fread:/sys/class/past_root",
         "fread:/sys/class/infiniband/evil/secret",
         "flist:/sys/class/infiniband/evil",
         "fread:/sys/loop_a",
@@ -353,6 +355,7 @@ fn files_follows_no_link_out_of_the_grant_and_refuses_what_it_may_not_read() {
     assert_eq!(got.len(), list.len());
     let want = [
         "access",
+        "no-entry",
         "access",
         "access",
         "access",
