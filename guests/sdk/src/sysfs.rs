@@ -86,7 +86,9 @@ pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
 }
 
 /// The `std::io::Error` a `files` error stands for (callers match on its kind, as
-/// [`ReadError::is_denied`] does).
+/// [`ReadError::is_denied`] does): the one WASI's filesystem gives for the same file, so that
+/// an agent sees no difference between the two ways (a FIFO or device node is "permission
+/// denied" there, refused at its open).
 #[cfg(target_arch = "wasm32")]
 fn io_error(e: crate::agent::files::FileError) -> std::io::Error {
     use crate::agent::files::FileError;
@@ -94,7 +96,7 @@ fn io_error(e: crate::agent::files::FileError) -> std::io::Error {
     let kind = match e {
         FileError::NoEntry => ErrorKind::NotFound,
         FileError::Access => ErrorKind::PermissionDenied,
-        FileError::WrongKind => ErrorKind::InvalidInput,
+        FileError::WrongKind => ErrorKind::PermissionDenied,
         FileError::TooLarge => ErrorKind::FileTooLarge,
         FileError::Elsewhere => ErrorKind::Unsupported,
         FileError::Io => ErrorKind::Other,
