@@ -11,6 +11,8 @@
 //!    number), as new processes would. Values are the recorded ones, cycled.
 //! 3. The filled store is written as a snapshot into a fresh data directory, the daemon binary
 //!    is started on the default config there (only the two listen ports moved), and after it
+//!    The store's background pass runs at the end of each repetition, as the daemon's does
+//!    every minute, so series of exited processes go after `idle-retention` (default 1 h).
 //!    restored the snapshot and settled (`STORE_RSS_SETTLE` seconds, default 90: past the
 //!    page-outs at 15 and 60 s) its RSS and the store's `usage` are read.
 //!
@@ -220,7 +222,12 @@ fn main() {
                     }
                 }
             }
+            // The daemon's background pass (each minute there; here once a repetition, at its
+            // end): idle series frozen, those of `idle-metrics` past `idle-retention` dropped
+            // with their levels.
+            store.compact(start + (c + 1) * window);
         }
+        store.compact(now);
         let u = store.usage();
         println!(
             "filled: {written} samples in {:.1} s; store usage {} ({:.3} bytes/sample)",
