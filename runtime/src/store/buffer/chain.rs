@@ -314,7 +314,8 @@ impl Chain {
         let mut v = std::mem::take(&mut self.older).into_vec();
         let closed = match v.pop_if(|b| b.block == old.block) {
             Some(mut f) => {
-                f.append(old.values(), pool);
+                // One piece more, no merge: the next pass encodes the block whole.
+                f.append(old.values(), false, pool);
                 old.release(Some(pool));
                 f
             }
@@ -356,14 +357,14 @@ impl Chain {
         let values = &head.values()[..k];
         match older.last_mut().filter(|b| b.block == block) {
             Some(f) if idle => f.append_as_one(values, pool),
-            Some(f) => values.chunks(FREEZE).for_each(|c| f.append(c, pool)),
+            Some(f) => values.chunks(FREEZE).for_each(|c| f.append(c, true, pool)),
             None if k == 0 => {}
             None => {
                 let step = if idle { k } else { FREEZE };
                 let mut f = Closed::frozen(block, head.lo(), &values[..step]);
                 values[step..]
                     .chunks(FREEZE)
-                    .for_each(|c| f.append(c, pool));
+                    .for_each(|c| f.append(c, true, pool));
                 let n = older.len();
                 insert(older, n, f);
             }

@@ -80,11 +80,12 @@ impl Closed {
         }
     }
 
-    /// Appends `values` from slot offset `hi` on (the head's slots being frozen).
-    pub(super) fn append(&mut self, values: &[f64], pool: &Pool) {
+    /// Appends `values` from slot offset `hi` on (the head's slots being frozen; `merge`: as
+    /// `pieces::append`).
+    pub(super) fn append(&mut self, values: &[f64], merge: bool, pool: &Pool) {
         let (at, n) = (self.hi as usize, values.len());
         match &mut self.form {
-            Form::Pieces(b) => pieces::append(b, values),
+            Form::Pieces(b) => pieces::append(b, values, merge),
             _ => self.open(pool)[at..at + n].copy_from_slice(values),
         }
         self.hi += n as u16;

@@ -61,12 +61,13 @@ pub(super) fn new(values: &[f64]) -> Box<[u8]> {
 }
 
 /// Appends `values` as a new piece, then merges the last pieces while `MERGE` of them have
-/// the same length.
-pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64]) {
+/// the same length (not when `merge` is false: a block closing on the write path, encoded
+/// whole by the next pass anyway).
+pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool) {
     let mut out = std::mem::take(bytes).into_vec();
-    out.reserve(HEAD + 16 + values.len() * 2);
+    out.reserve_exact(HEAD + 16 + values.len() * 2);
     put(&mut out, values);
-    loop {
+    while merge {
         // The last `MERGE` pieces: (byte offset, slots), oldest first.
         let mut last = [(0usize, 0usize); MERGE];
         let (mut k, mut at) = (0usize, 0usize);
@@ -130,7 +131,7 @@ mod tests {
         let all: Vec<f64> = (0..480).map(value).collect();
         let mut p = new(&all[..FREEZE]);
         for c in all[FREEZE..].chunks(FREEZE) {
-            append(&mut p, c);
+            append(&mut p, c, true);
         }
         // 30 pieces of 16 are 1 of 256, 3 of 64 and 2 of 16 after the merges.
         let lens: Vec<usize> = each(&p).map(|(_, n, _)| n).collect();
