@@ -432,13 +432,33 @@ fn empty_table() -> toml::Table {
     toml::Table::new()
 }
 
+/// A parse error headed by the section it is in (`[fleet]: TOML parse error at line 7 ...`):
+/// toml shows the key's line only, and sections share key names (`username`, `deadline`).
+fn in_section(text: &str, e: toml::de::Error) -> anyhow::Error {
+    let header = e
+        .span()
+        .and_then(|at| text.get(..at.start))
+        .and_then(|before| {
+            before
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| l.starts_with('['))
+        })
+        .map(|l| l.split_once('#').map_or(l, |(h, _)| h).trim_end());
+    match header {
+        Some(h) => anyhow::anyhow!("{h}: {e}"),
+        None => e.into(),
+    }
+}
+
 /// Built-in sinks a pipeline may name besides its `[[sink]]`s.
 pub const SINKS: &[&str] = crate::sink::config::BUILT_IN;
 
 impl Config {
     /// Parses and checks a configuration; errors name the field (and line) at fault.
     pub fn parse(text: &str) -> Result<Config> {
-        let mut config: Config = toml::from_str(text)?;
+        let mut config: Config = toml::from_str(text).map_err(|e| in_section(text, e))?;
         for a in &mut config.agents {
             a.fill_bundled_defaults();
         }
