@@ -127,107 +127,42 @@ impl Auth {
     }
 }
 
-/// Declares a config section that talks to NATS: the struct as written plus `auth`
-/// ([`Auth`]), whose fields the config file spells flat beside the section's own
-/// (`username = ...`, `tls-ca = ...`), and `connection()`, the [`Connection`] of the servers
-/// field named in the header. serde's `flatten` would do the first but loses
-/// `deny_unknown_fields` (a misspelt key must be refused naming it), so the fields are
-/// declared into a private twin `$flat` that serde reads and writes as written, with every
-/// error serde and toml give for it (the key, its line, the keys the section takes).
-///
-/// Fields: doc comments first, then `#[serde(...)]` attributes (they go on the twin only).
+/// Declares a config section that talks to NATS (see [`crate::flat::section!`]): the struct
+/// as written plus `auth` ([`Auth`]), whose keys the config file spells flat beside the
+/// section's own (`username = ...`, `tls-ca = ...`), and `connection()`, the [`Connection`]
+/// of the servers field named in the header.
 macro_rules! section {
     (
         $(#[doc = $doc:literal])*
         #[derive($($derive:path),* $(,)?)]
         #[serde($($container:tt)*)]
         pub struct $name:ident as $flat:ident (servers: $servers:ident, $url_field:literal) {
-            $(
-                $(#[doc = $fdoc:literal])*
-                $(#[serde($($fserde:tt)*)])*
-                pub $field:ident : $ty:ty,
-            )*
+            $($body:tt)*
         }
     ) => {
-        $(#[doc = $doc])*
-        #[derive($($derive),*)]
-        pub struct $name {
-            $(
-                $(#[doc = $fdoc])*
-                pub $field: $ty,
-            )*
-            /// Credentials and TLS: `username`, `password`, `token-file`, `creds-file`,
-            /// `tls-ca`, `tls-cert`, `tls-key` in the section.
-            pub auth: $crate::nats::Auth,
-        }
-
-        /// What serde reads and writes for the section (see `nats::section!`).
-        #[derive(serde::Serialize, serde::Deserialize)]
-        #[serde($($container)*)]
-        struct $flat {
-            $(
-                $(#[serde($($fserde)*)])*
-                $field: $ty,
-            )*
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            username: Option<String>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            password: Option<String>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            token_file: Option<std::path::PathBuf>,
-            // cc-metric-store's spelling.
-            #[serde(default, alias = "creds-file-path", skip_serializing_if = "Option::is_none")]
-            creds_file: Option<std::path::PathBuf>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            tls_ca: Option<std::path::PathBuf>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            tls_cert: Option<std::path::PathBuf>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            tls_key: Option<std::path::PathBuf>,
-        }
-
-        impl From<$flat> for $name {
-            fn from(f: $flat) -> Self {
-                $name {
-                    $($field: f.$field,)*
-                    auth: $crate::nats::Auth {
-                        username: f.username,
-                        password: f.password,
-                        token_file: f.token_file,
-                        creds_file: f.creds_file,
-                        tls_ca: f.tls_ca,
-                        tls_cert: f.tls_cert,
-                        tls_key: f.tls_key,
-                    },
-                }
+        $crate::flat::section! {
+            group auth: $crate::nats::Auth {
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                username: Option<String>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                password: Option<String>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                token_file: Option<std::path::PathBuf>,
+                // `creds-file-path`: cc-metric-store's spelling.
+                #[serde(default, alias = "creds-file-path", skip_serializing_if = "Option::is_none")]
+                creds_file: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_ca: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_cert: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_key: Option<std::path::PathBuf>,
             }
-        }
-
-        impl From<$name> for $flat {
-            fn from(s: $name) -> Self {
-                let a = s.auth;
-                $flat {
-                    $($field: s.$field,)*
-                    username: a.username,
-                    password: a.password,
-                    token_file: a.token_file,
-                    creds_file: a.creds_file,
-                    tls_ca: a.tls_ca,
-                    tls_cert: a.tls_cert,
-                    tls_key: a.tls_key,
-                }
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                <$flat as serde::Deserialize>::deserialize(d).map(Self::from)
-            }
-        }
-
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                serde::Serialize::serialize(&$flat::from(self.clone()), s)
+            $(#[doc = $doc])*
+            #[derive($($derive),*)]
+            #[serde($($container)*)]
+            pub struct $name as $flat {
+                $($body)*
             }
         }
 
