@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 use wasmon::sample::Sample;
 
+use super::formulas::one;
 use crate::common::*;
 
 /// The profile's rows whose `to` starts with `prefix`.
@@ -23,21 +24,11 @@ fn profile_rows(prefix: &str) -> Value {
     Value::Array(rows)
 }
 
-/// (name, tags as `k=v` joined by `,`, value) of each output.
+/// `formulas::seen`, sorted by name and tags (the outputs' order is the samples').
 fn seen(out: &[Sample]) -> Vec<(String, String, f64)> {
-    let mut v: Vec<(String, String, f64)> = out
-        .iter()
-        .map(|s| {
-            let tags: Vec<String> = s.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            (s.name.to_string(), tags.join(","), s.value)
-        })
-        .collect();
+    let mut v = super::formulas::seen(out);
     v.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     v
-}
-
-fn one(name: &str, tags: &str, v: f64) -> (String, String, f64) {
-    (name.into(), tags.into(), v)
 }
 
 /// nfs3stat/nfs4stat: each operation is a node metric named by nfsstat's name for its column;

@@ -458,7 +458,7 @@ guest = "foo"
     assert_eq!(d.get("/api/healthcheck").unwrap().status(), 200);
     drop(d);
 
-    // Ungated, the entry is refused at start, naming the agent and the command.
+    // Ungated, the daemon refuses to start, naming the agent and the command.
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
@@ -475,8 +475,10 @@ guest = "foo"
     let out = super::run(cmd.args(["run", "--config"]).arg(&config));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
+    // The start's outcome, as JSON: the agents' error names the agent and the command.
     assert!(
-        err.contains("agent \"slurm\"") && err.contains("wasmon guest prepare slurm"),
+        err.contains(r#""agents_error": "agent \"slurm\""#)
+            && err.contains("wasmon guest prepare slurm"),
         "{err}"
     );
 }
