@@ -16,13 +16,14 @@ pub fn runtime() -> Arc<Runtime> {
     RT.get_or_init(|| Runtime::new(None).unwrap()).clone()
 }
 
-/// The path of a guest compiled by the build (`testing`, `arithmetic`, ...):
-/// `$WASMON_TEST_GUESTS/NAME.wasm` when set (worktrees sharing one CARGO_TARGET_DIR share the
-/// build script's output too: point at your `WASMON_GUESTS_TARGET_DIR/wasm32-wasip2/release`).
+/// The path of a guest compiled by the build (`testing`, `arithmetic`, ...).
+/// A built guest: in `$WASMON_TEST_GUESTS` when set (a worktree's own guests, since every
+/// worktree's build rewrites the shared target's copies), else where the build put them.
 pub fn guest_path(name: &str) -> PathBuf {
-    let dir = std::env::var("WASMON_TEST_GUESTS")
-        .unwrap_or_else(|_| wasmon::BUILT_GUESTS_DIR.to_string());
-    PathBuf::from(dir).join(format!("{name}.wasm"))
+    let dir = std::env::var_os("WASMON_TEST_GUESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(wasmon::BUILT_GUESTS_DIR));
+    dir.join(format!("{name}.wasm"))
 }
 
 pub fn guest_bytes(name: &str) -> Vec<u8> {

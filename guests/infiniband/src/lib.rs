@@ -26,8 +26,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use wasmon_guest::Params;
-use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon_guest::agent::{Atom, Pmid, Semantics, Value, ValueSet, ValueType};
 use wasmon_guest::names::{Catalog, Metric};
 use wasmon_guest::sysfs;
 
@@ -602,32 +601,14 @@ impl Infiniband {
     /// One fetch: each port's files are read at most once whatever is asked.
     pub fn fetch_ids(&self, ids: &[Pmid]) -> Vec<ValueSet> {
         let mut ports = None;
-        ids.iter()
-            .map(|&id| {
-                let values = match self.catalog.metric(id) {
-                    None => Err(NsError::UnknownPmid),
-                    Some(metric) => {
-                        let ports = ports.get_or_insert_with(|| self.ports());
-                        Ok(self.values(metric, ports))
-                    }
-                };
-                ValueSet { id, values }
-            })
-            .collect()
+        self.catalog.value_sets(ids, |metric| {
+            let ports = ports.get_or_insert_with(|| self.ports());
+            self.values(metric, ports)
+        })
     }
 }
 
-wasmon_guest::catalog_agent!(Infiniband, {
-    fn configure(_params: &Params) -> Result<Self, String> {
-        Ok(Infiniband::at(Path::new("/")))
-    }
-
-    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
-        self.fetch_ids(ids)
-    }
-});
-
-wasmon_guest::export_agent!(Infiniband);
+wasmon_guest::tree_agent!(Infiniband);
 
 #[cfg(test)]
 mod tests {

@@ -25,7 +25,7 @@ import os
 import re
 import stat
 
-from wasmon_guest import Metric, Tree, UnknownPmid, export_agent, log
+from wasmon_guest import Metric, Tree, UnknownPmid, export_agent, log, read_file
 
 # cgroup files are a few lines; a larger one is not a cgroup file (a hostile tree), and reading
 # it whole would cost the guest's memory and deadline.
@@ -68,14 +68,8 @@ ONLINE_HELP = ("how many jobs' cpusets hold each online hardware thread (cpuN, f
 
 def read_text(path):
     """The file's text (at most MAX_READ bytes), or None when it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_READ + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_READ:
-        return None
-    return data.decode("ascii", "replace")
+    data = read_file(path, MAX_READ)
+    return None if data is None else data.decode("ascii", "replace")
 
 
 def read_int(path):
