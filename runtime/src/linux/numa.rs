@@ -74,9 +74,18 @@ pub struct Numa {
 }
 
 /// The first number after `key` on `line` (as pmdalinux: the first digit after the key).
+/// The key must start a word: `Mapped:` is not the tail of `ShmemPmdMapped:` or
+/// `FilePmdMapped:` (pmdalinux's table lists those longer keys before `Mapped:`, so its
+/// substring search never takes them for it).
 fn after(line: &str, key: &str) -> Option<u64> {
-    let at = line.find(key)? + key.len();
-    let rest = &line[at..];
+    let start = line.match_indices(key).find_map(|(i, _)| {
+        let word = line[..i]
+            .as_bytes()
+            .last()
+            .is_none_or(|b| b.is_ascii_whitespace());
+        word.then_some(i)
+    })?;
+    let rest = &line[start + key.len()..];
     let start = rest.find(|c: char| c.is_ascii_digit())?;
     let digits = &rest[start..];
     let end = digits
