@@ -75,14 +75,11 @@ pub struct Numa {
 
 /// The first number after `key` on `line` (as pmdalinux: the first digit after the key).
 /// The key must start a word: `Mapped:` is not the tail of `ShmemPmdMapped:` or
-/// `FilePmdMapped:` (pmdalinux's table lists those longer keys before `Mapped:`, so its
-/// substring search never takes them for it).
+/// `FilePmdMapped:` (PCP after 6.0.3 lists those longer keys before `Mapped:` in its table,
+/// so that its substring search never takes them for it; 6.0.3 answers their 0).
 fn after(line: &str, key: &str) -> Option<u64> {
     let start = line.match_indices(key).find_map(|(i, _)| {
-        let word = line[..i]
-            .as_bytes()
-            .last()
-            .is_none_or(|b| b.is_ascii_whitespace());
+        let word = i == 0 || line.as_bytes()[i - 1].is_ascii_whitespace();
         word.then_some(i)
     })?;
     let rest = &line[start + key.len()..];
