@@ -219,6 +219,98 @@ mod tests {
         }
     }
 
+    /// Names whose help may repeat another's word for word: each set is one quantity under
+    /// several names (pmdalinux keeps aliases), so one sentence is right for all of them.
+    const SAME_QUANTITY: &[&[&str]] = &[
+        &["swap.pagesout", "mem.vmstat.pswpout"],
+        &["swap.length", "mem.util.swapTotal"],
+        &["swap.free", "mem.util.swapFree"],
+        // One TcpExt column (TCPFastOpenActiveFail) that pmdalinux lists as two items.
+        &[
+            "network.tcp.fastopenactivefail",
+            "network.tcp.tcpfastopenactivefail",
+        ],
+    ];
+
+    /// Longest help sentence: a one-line summary that fits a terminal line of `pminfo -T`.
+    const MAX_HELP: usize = 160;
+
+    /// The placeholder the help column was generated with, "<last name part>, from <file>":
+    /// a head of at most three lowercase words (the name's last part, `_` read as a space).
+    fn is_placeholder(name: &str, help: &str) -> bool {
+        let Some((head, _)) = help.split_once(", from ") else {
+            return false;
+        };
+        let last = name.rsplit('.').next().unwrap_or(name);
+        head == last
+            || head == last.replace('_', " ")
+            || (head.split(' ').count() <= 3
+                && head
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == ' '))
+    }
+
+    #[test]
+    fn help_is_one_specific_line_per_metric() {
+        // A tab inside the help would make an eighth column that parse_row drops silently.
+        for line in TSV.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            assert_eq!(line.split('\t').count(), 7, "not 7 columns: {line:?}");
+        }
+        let t = table();
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        let mut bad = Vec::new();
+        for m in &t.metrics {
+            let h = m.help;
+            if h.trim().is_empty() || h.trim() != h {
+                bad.push(format!("{}: empty or padded help {h:?}", m.name));
+            }
+            if h.chars().any(char::is_control) {
+                bad.push(format!("{}: control character in help {h:?}", m.name));
+            }
+            if h.chars().count() > MAX_HELP {
+                bad.push(format!("{}: help longer than {MAX_HELP}", m.name));
+            }
+            if is_placeholder(m.name, h) {
+                bad.push(format!("{}: placeholder help {h:?}", m.name));
+            }
+            if let Some(other) = seen.insert(h, m.name) {
+                let aliases = SAME_QUANTITY
+                    .iter()
+                    .any(|set| set.contains(&other) && set.contains(&m.name));
+                if !aliases {
+                    bad.push(format!("{} repeats the help of {other}: {h:?}", m.name));
+                }
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{} bad help rows:\n{}",
+            bad.len(),
+            bad.join("\n")
+        );
+    }
+
+    #[test]
+    fn placeholder_help_is_recognized() {
+        assert!(is_placeholder(
+            "kernel.all.cpu.guest_nice",
+            "guest nice, from /proc/stat"
+        ));
+        assert!(is_placeholder("disk.dev.read", "read, from /proc/stat"));
+        assert!(is_placeholder(
+            "a.b.total",
+            "total, from /proc/softirqs (totals)"
+        ));
+        assert!(!is_placeholder(
+            "mem.util.hugepagesSurp",
+            "Huge pages beyond the pool size, from overcommit (/proc/meminfo HugePages_Surp)"
+        ));
+        assert!(!is_placeholder(
+            "disk.dev.read",
+            "Reads completed by each disk"
+        ));
+    }
+
     #[test]
     fn pmns_text_loads_and_agrees_with_the_table() {
         let t = table();

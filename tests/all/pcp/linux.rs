@@ -223,3 +223,57 @@ fn every_linux_pmda_metric_has_pmcds_labels() {
     fail_with("metrics differ in labels", &diffs);
     drop(w.daemon);
 }
+
+/// `pminfo -T` output as metric -> help text (the lines after `Help:`, joined).
+fn help_blocks(text: &str) -> BTreeMap<String, String> {
+    text.split("\n\n")
+        .filter_map(|b| {
+            let (name, rest) = b.trim().split_once('\n')?;
+            let help = rest.strip_prefix("Help:\n")?;
+            Some((name.trim().to_string(), help.trim().replace('\n', " ")))
+        })
+        .collect()
+}
+
+/// A PCP client asking for help text gets the agent's own sentence for every linux metric:
+/// the help column of runtime/src/linux/metrics.tsv, word for word, and never pmcd's text.
+#[test]
+fn every_linux_metric_has_its_own_help_text_through_pcp() {
+    let table = include_str!("../../../runtime/src/linux/metrics.tsv");
+    let want: BTreeMap<&str, &str> = table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| Some((l.split('\t').next()?, l.rsplit('\t').next()?)))
+        .collect();
+    assert_eq!(want.len(), 1340);
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let args: Vec<&str> = std::iter::once("-T").chain(want.keys().copied()).collect();
+    let ours = help_blocks(&ok("pminfo", w.pcp, &args));
+    let theirs = help_blocks(&ok("pminfo", pmcd, &args));
+    let mut diffs = Vec::new();
+    for (name, help) in &want {
+        match ours.get(*name) {
+            None => diffs.push(format!("{name}: no help text through pminfo -T")),
+            Some(got) if got != help => {
+                diffs.push(format!("{name}:\n  served {got:?}\n  table  {help:?}"))
+            }
+            Some(got)
+                if theirs
+                    .get(*name)
+                    .is_some_and(|t| t.eq_ignore_ascii_case(got)) =>
+            {
+                diffs.push(format!("{name}: help is pmcd's text {got:?}"))
+            }
+            _ => {}
+        }
+    }
+    // pmcd answered for the same names, so the comparison above had something to compare.
+    assert!(
+        theirs.len() >= 1300,
+        "pmcd gave help for {} names",
+        theirs.len()
+    );
+    fail_with("help text differs", &diffs);
+    drop(w.daemon);
+}
