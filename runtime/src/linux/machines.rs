@@ -247,23 +247,20 @@ fn a_480_cpu_16_node_host() {
          node6=460 node7=480 node8=420 node9=440 node10=460 node11=480 node12=420 node13=440 \
          node14=460 node15=480",
     );
-    let pernode = |a: &mut LinuxAgent, name: &str, node: usize| {
-        super::testing::fetch_f64(a, name)[node].clone()
-    };
-    assert_eq!(
-        [
-            pernode(&mut a, "kernel.pernode.cpu.sys", 0),
-            pernode(&mut a, "kernel.pernode.cpu.sys", 7),
-            pernode(&mut a, "kernel.pernode.cpu.sys", 15),
-            pernode(&mut a, "kernel.pernode.cpu.idle", 15),
-        ],
-        [
-            ("node0".into(), 226_200.0),
-            ("node7".into(), 289_200.0),
-            ("node15".into(), 361_200.0),
-            ("node15".into(), 270_105_600.0),
-        ]
-    );
+    // One node's value of a per-node metric, against pmdalinux's.
+    for (name, node, want) in [
+        ("kernel.pernode.cpu.sys", 0, 226_200.0),
+        ("kernel.pernode.cpu.sys", 7, 289_200.0),
+        ("kernel.pernode.cpu.sys", 15, 361_200.0),
+        ("kernel.pernode.cpu.idle", 15, 270_105_600.0),
+        ("mem.numa.util.used", 0, 14_180_864.0),
+        ("mem.numa.util.used", 15, 14_180_489.0),
+        ("mem.numa.util.slabReclaimable", 9, 400_000.0),
+        ("mem.numa.alloc.other_node", 15, 100_015.0),
+    ] {
+        let got = super::testing::fetch_f64(&mut a, name);
+        assert_eq!(got[node], (format!("node{node}"), want), "{name}");
+    }
     let mut v = super::testing::fetch_f64(&mut a, "kernel.percpu.cpu.user");
     assert_eq!(v.len(), NCPU);
     assert_eq!(v.pop(), Some(("cpu479".into(), 14_790.0)));
@@ -287,20 +284,6 @@ fn a_480_cpu_16_node_host() {
         mem.numa.util.hugepagesTotal node0=16 node1=17 node2=18 node3=19 node4=20 node5=21 \
          node6=22 node7=23 node8=24 node9=25 node10=26 node11=27 node12=28 node13=29 node14=30 \
          node15=31",
-    );
-    assert_eq!(
-        [
-            pernode(&mut a, "mem.numa.util.used", 0),
-            pernode(&mut a, "mem.numa.util.used", 15),
-            pernode(&mut a, "mem.numa.util.slabReclaimable", 9),
-            pernode(&mut a, "mem.numa.alloc.other_node", 15),
-        ],
-        [
-            ("node0".into(), 14_180_864.0),
-            ("node15".into(), 14_180_489.0),
-            ("node9".into(), 400_000.0),
-            ("node15".into(), 100_015.0),
-        ]
     );
 }
 
