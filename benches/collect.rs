@@ -120,6 +120,18 @@ impl Drop for Daemon {
     }
 }
 
+/// The release daemon started in `dir` on `config` (written there as wasmon.toml).
+fn spawn_daemon(dir: &std::path::Path, config: &str) -> Child {
+    std::fs::write(dir.join("wasmon.toml"), config).unwrap();
+    Command::new(release::binary())
+        .args(["run", "--config", "wasmon.toml"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn daemon(with_proc: bool) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let (http, pcp) = (free_port(), free_port());
@@ -133,14 +145,7 @@ fn daemon(with_proc: bool) -> Daemon {
          [[agent]]\nname = \"linux\"\nnative = \"linux\"\n{proc}\
          [pcp]\nlisten = \"127.0.0.1:{pcp}\"\n"
     );
-    std::fs::write(dir.path().join("wasmon.toml"), config).unwrap();
-    let mut child = Command::new(release::binary())
-        .args(["run", "--config", "wasmon.toml"])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_daemon(dir.path(), &config);
     for _ in 0..300 {
         if with_proc && child.try_wait().unwrap().is_some() {
             eprintln!("collect: this daemon has no native proc agent: linux only");
@@ -215,52 +220,25 @@ fn fetches(n: usize) {
 }
 
 fn scrape(n: usize) {
-    let bin = "/usr/bin/prometheus-node-exporter";
-    if !std::path::Path::new(bin).exists() {
-        eprintln!("collect: no {bin}: no node_exporter figures");
+    let Some((mut child, port)) = node_exporter(None) else {
         return;
-    }
-    let port = free_port();
-    let mut child = Command::new(bin)
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let get = || -> Option<usize> {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .ok()?;
-        let mut body = Vec::new();
-        s.read_to_end(&mut body).ok()?;
-        Some(body.len())
     };
-    let mut up = false;
-    for _ in 0..100 {
-        if get().is_some_and(|n| n > 1000) {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if up {
-        let families = {
-            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-                .unwrap();
-            let mut text = String::new();
-            s.read_to_string(&mut text).unwrap();
-            text.lines().filter(|l| l.starts_with("# TYPE")).count()
-        };
-        let (wall, cpu) = measure(child.id(), n, || {
-            get();
-        });
-        println!(
-            "\n| node_exporter (default collectors, {families} families) | wall {:.2} ms | CPU {:.2} ms per scrape |",
-            wall.as_secs_f64() * 1e3,
-            cpu * 1e3
-        );
-    }
+    let families = {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text.lines().filter(|l| l.starts_with("# TYPE")).count()
+    };
+    let (wall, cpu) = measure(child.id(), n, || {
+        scrape_once(port);
+    });
+    println!(
+        "\n| node_exporter (default collectors, {families} families) | wall {:.2} ms | CPU {:.2} ms per scrape |",
+        wall.as_secs_f64() * 1e3,
+        cpu * 1e3
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -607,18 +585,7 @@ fn default_daemon(cfg: &toml::Table, root: Option<&std::path::Path>) -> Daemon {
             }
         }
     }
-    std::fs::write(
-        dir.path().join("wasmon.toml"),
-        toml::to_string(&cfg).unwrap(),
-    )
-    .unwrap();
-    let child = Command::new(release::binary())
-        .args(["run", "--config", "wasmon.toml"])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_daemon(dir.path(), &toml::to_string(&cfg).unwrap());
     let mut d = Daemon {
         child,
         pcp,
