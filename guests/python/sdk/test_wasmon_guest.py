@@ -233,6 +233,8 @@ class ExporterTest(unittest.TestCase):
                 enc.encode(batch(["bad"], [[]], [3, 1, 2, 0], [0], [1], [1]))
             self.assertEqual(e.exception.value, "cannot encode `bad`")
 
+
+class FilesTest(unittest.TestCase):
     def test_read_file_through_files_and_open(self):
         # Natively: open(), bounded by `max`.
         import os
