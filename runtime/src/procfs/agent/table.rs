@@ -125,7 +125,7 @@ pub(super) static DEFS: &[Def] = &[
     m("proc.id.container", 11, 1, STR, D, "", P, "Container ID found in the process's cpuset control group path, empty when none (/proc/PID/cgroup)"),
     m("proc.psinfo.labels", 12, 0, STR, I, "", P, "Security label of the process, e.g. its SELinux or AppArmor context (/proc/PID/attr/current)"),
     m("proc.runq.runnable", 13, 0, I32, I, "count", S, "Processes running or ready to run, state R (each /proc/PID/stat)"),
-    m("proc.runq.blocked", 13, 1, I32, I, "count", S, "Processes in uninterruptible sleep, state D (each /proc/PID/stat)"),
+    m("proc.runq.blocked", 13, 1, I32, I, "count", S, "Processes waiting in state D, uninterruptible, usually for disk I/O (each /proc/PID/stat)"),
     m("proc.runq.sleeping", 13, 2, I32, I, "count", S, "Processes in interruptible sleep, state S (each /proc/PID/stat)"),
     m("proc.runq.stopped", 13, 3, I32, I, "count", S, "Processes stopped or being traced, state T or t (each /proc/PID/stat)"),
     m("proc.runq.swapped", 13, 4, I32, I, "count", S, "Kernel threads, which have no user address space (each /proc/PID/stat)"),
