@@ -277,3 +277,43 @@ fn every_linux_metric_has_its_own_help_text_through_pcp() {
     fail_with("help text differs", &diffs);
     drop(w.daemon);
 }
+
+/// The proc agent's 153 metrics too: each has a help text through `pminfo -T`, no two alike,
+/// none of them pmcd's (pmdaproc's) text.
+#[test]
+fn every_proc_metric_has_its_own_help_text_through_pcp() {
+    let pmcd = reference_pmcd();
+    let w = wasmon(&no_mmv());
+    let listed = ok("pminfo", w.pcp, &["proc"]);
+    let names: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(names.len(), 153, "{listed}");
+    let args: Vec<&str> = std::iter::once("-T").chain(names.iter().copied()).collect();
+    let ours = help_blocks(&ok("pminfo", w.pcp, &args));
+    let theirs = help_blocks(&ok("pminfo", pmcd, &args));
+    let mut diffs = Vec::new();
+    let mut seen = BTreeMap::new();
+    for name in &names {
+        match ours.get(*name) {
+            None => diffs.push(format!("{name}: no help text through pminfo -T")),
+            Some(got)
+                if theirs
+                    .get(*name)
+                    .is_some_and(|t| t.eq_ignore_ascii_case(got)) =>
+            {
+                diffs.push(format!("{name}: help is pmcd's text {got:?}"))
+            }
+            Some(got) => {
+                if let Some(other) = seen.insert(got.clone(), *name) {
+                    diffs.push(format!("{name}: same help as {other}: {got:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        theirs.len() >= 150,
+        "pmcd gave help for {} names",
+        theirs.len()
+    );
+    fail_with("proc help text", &diffs);
+    drop(w.daemon);
+}
