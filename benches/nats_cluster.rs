@@ -7,7 +7,10 @@
 //! - the time a client needs to be connected again, and to have JetStream answer, after the
 //!   server it is connected to is SIGKILLed (it fails over to a server it learned from the
 //!   cluster);
-//! - the time to connect when the first seed listed is down.
+//! - the time to connect when the first seed listed is down;
+//! - the server's election alone: the time from a SIGKILL of the R3 stream's leader to the
+//!   first PubAck a bare client on another server gets, and the same for a SIGTERM (a server
+//!   shutting down hands its leaderships over).
 //!
 //! `cargo bench -p wasmon-benches --bench nats_cluster`; `NATS_SERVER` picks the nats-server
 //! binary (default Debian's `/usr/sbin/nats-server`), `NATS_RECORDS` the records per run.
@@ -106,6 +109,14 @@ impl Servers {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// SIGTERM, not waited for: the server shuts down as an operator's restart does.
+    fn term(&mut self, i: usize) -> Option<Child> {
+        let c = self.list[i].child.take()?;
+        // SAFETY: kill(2) on a child of ours that has not been waited for.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        Some(c)
     }
 }
 
@@ -301,6 +312,81 @@ fn main() {
         "connected server SIGKILLed (5 rounds): connected again after {:.1}-{:.1} ms (median {:.1}); the R3 stream's info answered after {:.0}-{:.0} ms (median {:.0})",
         reconnect[0], reconnect[4], reconnect[2], answering[0], answering[4], answering[2]
     );
+
+    // The election alone: the R3 stream's leader SIGKILLed while a bare client connected to
+    // another server (no reconnect to make) publishes one message again and again, each try
+    // waiting 250 ms for its PubAck (a `jetstream` sink's re-publish period), until one comes.
+    for signal in ["SIGKILL", "SIGTERM"] {
+        let mut election = Vec::new();
+        for round in 0..5 {
+            let urls = three.urls();
+            let leader = rt.block_on(async {
+                let js = async_nats::jetstream::new(client(&urls).await);
+                let mut s = js.get_stream("B3x500").await.unwrap();
+                let info = s.info().await.unwrap();
+                info.cluster
+                    .as_ref()
+                    .and_then(|c| c.leader.clone())
+                    .unwrap()
+            });
+            let i = three.list.iter().position(|s| s.name == leader).unwrap();
+            let other = urls[(i + 1) % 3].clone();
+            let c = rt.block_on(client(std::slice::from_ref(&other)));
+            let body = record(500, round);
+            let t = Instant::now();
+            let mut exiting = None;
+            if signal == "SIGKILL" {
+                three.kill(i);
+            } else {
+                exiting = three.term(i);
+            }
+            let took = rt.block_on(async {
+                let js = async_nats::jetstream::new(c);
+                loop {
+                    let mut h = async_nats::HeaderMap::new();
+                    h.insert(
+                        async_nats::header::NATS_MESSAGE_ID,
+                        format!("bench.election.{signal}.{round}").as_str(),
+                    );
+                    let tried = Instant::now();
+                    let ack = async {
+                        js.publish_with_headers("b.B3x500", h, body.clone())
+                            .await?
+                            .await
+                            .map_err(async_nats::Error::from)
+                    };
+                    if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(250), ack).await {
+                        return t.elapsed();
+                    }
+                    // A refusal that came at once is not a reason to spin.
+                    if tried.elapsed() < Duration::from_millis(250) {
+                        tokio::time::sleep(Duration::from_millis(250) - tried.elapsed()).await;
+                    }
+                }
+            });
+            election.push(took.as_secs_f64());
+            if let Some(mut c) = exiting {
+                let _ = c.wait();
+            }
+            three.launch(i);
+            rt.block_on(async {
+                let _ = client(&urls).await;
+            });
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        let mut sorted = election.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "R3 stream leader {signal}ed, a bare client on another server publishing (250 ms per try): first PubAck after {:.2}-{:.2} s (median {:.2}; rounds {:?})",
+            sorted[0],
+            sorted[4],
+            sorted[2],
+            election
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+        );
+    }
 
     // The first seed listed is down: the client tries the seeds in random order.
     let dead = format!("nats://127.0.0.1:{}", free_port());

@@ -96,6 +96,31 @@ fn native_mountstats(path: &Path) -> usize {
     mounts.iter().map(|(_, v)| v.len()).sum()
 }
 
+/// The native baseline that also answers: [`native_mountstats`]'s numbers as the values a
+/// fetch returns, each with its instance name (the mount point) as its own string, as the
+/// guest's values carry theirs across the boundary.
+fn native_mountstats_values(path: &Path) -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut values = Vec::new();
+    let mut point: Option<&str> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("device ") {
+            let nfs = rest.contains("nfs statvers=") || rest.contains("nfs4 statvers=");
+            point = nfs.then(|| rest.split(' ').nth(3).unwrap_or(""));
+            continue;
+        }
+        if let Some(point) = point {
+            let body = line.split_once(':').map_or(line, |(_, b)| b);
+            values.extend(
+                body.split([' ', '\t'])
+                    .filter_map(|w| w.parse::<u64>().ok())
+                    .map(|v| (point.to_string(), v)),
+            );
+        }
+    }
+    values
+}
+
 /// The native baseline of slurm: the same five files of each job directory, parsed.
 fn native_slurm(base: &Path) -> usize {
     let mut n = 0;
@@ -162,6 +187,10 @@ fn nfsclient(c: &mut Criterion) {
         c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_native"), |b| {
             b.iter(|| native_mountstats(&path))
         });
+        c.bench_function(
+            &format!("nfsclient_poll_{mounts}_mounts_native_values"),
+            |b| b.iter(|| native_mountstats_values(&path)),
+        );
     }
 }
 

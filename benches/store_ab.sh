@@ -20,6 +20,6 @@ while [ $# -ge 3 ]; do
   echo "== $label: day at precision 5"
   $r "$data" 5 2>&1 | grep '^day' || true
   echo "== $label: store bench reads and appends"
-  $s --bench '^(read/|write/per_sample_append)' --warm-up-time 1 --measurement-time 3 2>&1 \
+  $s --bench '^(read/|write/per_sample_append|write/background_pass)' --warm-up-time 1 --measurement-time 3 2>&1 \
     | grep -E '^(read|write)/|time:|bytes per sample' || true
 done

@@ -2,8 +2,11 @@
 //! `ts<TAB>archive<TAB>metric|instance<TAB>value` files (counters as per-second rates, as PCP's
 //! clients show them; see benches/README.md for the commands), replayed into the store at
 //! their recorded times, one store per archive with each metric's step its median interval.
+//! The store's background pass (`Store::compact`, every 60 s in the daemon) runs every 60 s
+//! of recorded time, with that time as "now", and is timed apart from the writes.
 //! Prints bytes per sample (live heap counted by a counting allocator, and the store's own
-//! `usage().bytes`), then a day of cc-metric-store's benchmark shape (64 hosts × 264 series at
+//! `usage().bytes`) while the series are still written (right after the last value), and
+//! once they are not (a pass an hour after the last value: every series idle), then a day of cc-metric-store's benchmark shape (64 hosts × 264 series at
 //! 10 s) filled with the recorded values (RSS and heap), and read times on it.
 //!
 //! `cargo bench -p wasmon-benches --bench store_replay -- DIR [PRECISION]` (DIR holds the
@@ -21,6 +24,9 @@ use store_common::{CPU_METRICS, Counting, LIVE, NODE_METRICS};
 
 #[global_allocator]
 static A: Counting = Counting;
+
+/// Seconds of recorded time between two background passes: the daemon's `COMPACT_EVERY`.
+const PASS: i64 = wasmon::store::COMPACT_EVERY.as_secs() as i64;
 
 struct Row {
     ts: f64,
@@ -106,7 +112,15 @@ fn main() {
         let before = LIVE.load(Ordering::Relaxed);
         let store = Store::new(cfg);
         let mut written = 0u64;
+        let mut next_pass = rows.first().map_or(0, |r| r.ts as i64) + PASS;
+        let mut pass_ns = 0u128;
         for r in &rows {
+            if r.ts as i64 >= next_pass {
+                let t = Instant::now();
+                store.compact(r.ts as i64);
+                pass_ns += t.elapsed().as_nanos();
+                next_pass = r.ts as i64 + PASS;
+            }
             let (metric, inst) = split(&r.series);
             let path: Vec<&str> = if inst.is_empty() {
                 vec!["pcp", &name]
@@ -120,14 +134,23 @@ fn main() {
                 written += 1;
             }
         }
+        let last = rows.last().map_or(0, |r| r.ts as i64);
+        let t = Instant::now();
+        store.compact(last);
+        pass_ns += t.elapsed().as_nanos();
         let bytes = LIVE.load(Ordering::Relaxed) - before;
         let u = store.usage();
+        store.compact(last + 3600);
+        let idle = store.usage();
         println!(
-            "replay {name}: {} values, {} series, {written} stored: {:.3} bytes/sample (heap), usage {}",
+            "replay {name}: {} values, {} series, {written} stored: {:.3} bytes/sample (heap), usage {} ({:.3} B/sample); passes {:.1} ns/sample; an hour after the last value {:.3} B/sample",
             rows.len(),
             times.len(),
             bytes as f64 / written as f64,
-            serde_json::to_string(&u).unwrap()
+            serde_json::to_string(&u).unwrap(),
+            u.bytes as f64 / u.samples.max(1) as f64,
+            pass_ns as f64 / written.max(1) as f64,
+            idle.bytes as f64 / idle.samples.max(1) as f64,
         );
         total_bytes += bytes;
         total_samples += written;
@@ -216,8 +239,15 @@ fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
         }
     }
     let mut batch = WalBatch::default();
-    let start = Instant::now();
+    let mut write_ns = 0u128;
+    let mut pass_ns = 0u128;
     for step in 0..STEPS {
+        if step > 0 && step % (PASS / STEP) == 0 {
+            let t = Instant::now();
+            store.compact(t0 + step * STEP);
+            pass_ns += t.elapsed().as_nanos();
+        }
+        let start = Instant::now();
         for (i, (l, name, m)) in series.iter().enumerate() {
             let v = &recorded[(i * 7919) % recorded.len()];
             let value = v[step as usize % v.len()];
@@ -225,13 +255,18 @@ fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
                 .write_to(&mut batch, l, name, *m, t0 + step * STEP, value)
                 .unwrap();
         }
+        write_ns += start.elapsed().as_nanos();
     }
+    let t = Instant::now();
+    store.compact(t0 + STEPS * STEP);
+    pass_ns += t.elapsed().as_nanos();
     let samples = series.len() as u64 * STEPS as u64;
-    let ns = start.elapsed().as_nanos() as f64 / samples as f64;
+    let ns = write_ns as f64 / samples as f64;
+    let pass = pass_ns as f64 / samples as f64;
     let heap = LIVE.load(Ordering::Relaxed) - heap0;
     let u = store.usage();
     println!(
-        "day: {} series × {STEPS} steps: {:.1} ns/sample written, heap {:.1} MB ({:.3} bytes/sample), RSS +{:.1} MB, usage {}",
+        "day: {} series × {STEPS} steps: {:.1} ns/sample written (+ {pass:.1} ns/sample in the background passes), heap {:.1} MB ({:.3} bytes/sample), RSS +{:.1} MB, usage {}",
         series.len(),
         ns,
         heap as f64 / 1e6,

@@ -1,7 +1,9 @@
 //! The `/sys` guest agents (`infiniband`, `denki`, `hwmon`): one poll (a fetch of every metric
 //! the agent has) in the sandbox against the same crate called natively on the same captured
 //! tree, in the same run. The trees are the tests' (node_exporter's shapes).
-//! `cargo bench -p wasmon-benches --bench sys_agents`.
+//! `cargo bench -p wasmon-benches --bench sys_agents`; `SYS_AGENTS_GUESTS=DIR` takes the
+//! components from DIR instead of the build's (another version of the guests: a before and
+//! after of a change to the SDK).
 
 use std::path::Path;
 
@@ -44,7 +46,9 @@ fn bench_agent<A: Agent>(
     mut native: A,
 ) {
     let rt = Runtime::new(None).unwrap();
-    let bytes = std::fs::read(format!("{}/{name}.wasm", wasmon::BUILT_GUESTS_DIR)).unwrap();
+    let dir =
+        std::env::var("SYS_AGENTS_GUESTS").unwrap_or_else(|_| wasmon::BUILT_GUESTS_DIR.to_string());
+    let bytes = std::fs::read(format!("{dir}/{name}.wasm")).unwrap();
     let compiled = rt.compile(&bytes, name).unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
     cfg.grants = Grants {

@@ -427,6 +427,168 @@ pub async fn open_kv_bucket(
 /// The server's default duplicate window, which a bucket's may not exceed its max age.
 const KV_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
+/// Keys (or objects) one listing returns at most: a fleet has a few guests times a few
+/// groups and a health entry per daemon and guest, a fabric an owner per node (48,000 for the
+/// OpenFabrics RFC's) and a lease per agent; more is a bucket filled by someone else.
+const MAX_LISTED: usize = 1_000_000;
+
+/// Reads of one listing in flight at once (each a request to the stream's leader).
+const READS_IN_FLIGHT: usize = 64;
+
+/// The subjects under `filter` that hold a message, read from the stream's info. No consumer
+/// is created: nats-server 2.9.10, with one server of a cluster down, places some ephemeral
+/// consumers on that server and never answers their creation (a `wasmon fleet status` then
+/// timed out on every try for as long as the server was away).
+pub async fn subjects(
+    stream: &async_nats::jetstream::stream::Stream,
+    filter: &str,
+) -> anyhow::Result<Vec<String>> {
+    use futures_util::TryStreamExt;
+    let mut info = stream
+        .info_with_subjects(filter)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?;
+    let mut out = Vec::new();
+    while let Some((subject, _)) = info
+        .try_next()
+        .await
+        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?
+    {
+        if out.len() == MAX_LISTED {
+            anyhow::bail!("listing {filter}: more than {MAX_LISTED} subjects");
+        }
+        out.push(subject);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// One key's latest entry, as the stream's leader has it.
+#[derive(Clone, Debug)]
+pub struct Latest {
+    pub key: String,
+    pub revision: u64,
+    pub operation: async_nats::jetstream::kv::Operation,
+    pub value: Vec<u8>,
+}
+
+fn latest_of(prefix: &str, m: async_nats::jetstream::message::StreamMessage) -> Option<Latest> {
+    use async_nats::jetstream::kv::Operation;
+    let key = m.subject.as_str().strip_prefix(prefix)?.to_string();
+    let operation = match m.headers.get("KV-Operation").map(|v| v.as_str()) {
+        Some("DEL") => Operation::Delete,
+        Some("PURGE") => Operation::Purge,
+        _ => Operation::Put,
+    };
+    Some(Latest {
+        key,
+        revision: m.sequence,
+        operation,
+        value: m.payload.to_vec(),
+    })
+}
+
+/// Every key's latest entry (deletions included), without a consumer (see [`subjects`]),
+/// read from the stream's leader, not with a direct get: with `allow_direct` any replica
+/// answers, and one that was down answered an old value after it came back (2.9.10). A key
+/// that cannot be read fails the whole listing; one gone meanwhile (expired) is left out.
+pub async fn latest(store: &async_nats::jetstream::kv::Store) -> anyhow::Result<Vec<Latest>> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    use futures_util::StreamExt;
+    let prefix = format!("$KV.{}.", store.name);
+    let keys = subjects(&store.stream, &format!("{prefix}>"))
+        .await
+        .map_err(|e| anyhow::anyhow!("listing keys: {e}"))?;
+    let reads: Vec<anyhow::Result<Option<Latest>>> = futures_util::stream::iter(keys)
+        .map(|subject| {
+            let prefix = &prefix;
+            async move {
+                match store.stream.get_last_raw_message_by_subject(&subject).await {
+                    Ok(m) => Ok(latest_of(prefix, m)),
+                    Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+                    Err(e) => Err(anyhow::anyhow!("reading {subject}: {e}")),
+                }
+            }
+        })
+        .buffered(READS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut out = Vec::new();
+    for r in reads {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// The latest entry of one key, read from the stream's leader (see [`latest`]); `None` when
+/// the bucket holds nothing under it (never written, or expired).
+pub async fn latest_entry(
+    store: &async_nats::jetstream::kv::Store,
+    key: &str,
+) -> anyhow::Result<Option<Latest>> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    let prefix = format!("$KV.{}.", store.name);
+    match store
+        .stream
+        .get_last_raw_message_by_subject(&format!("{prefix}{key}"))
+        .await
+    {
+        Ok(m) => Ok(latest_of(&prefix, m)),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("reading {key}: {e}")),
+    }
+}
+
+/// The entries written to a bucket after sequence `after` up to `last`, oldest first, from the
+/// stream's leader (each sequence asked for, [`READS_IN_FLIGHT`] at a time); entries another
+/// write replaced since are not there any more (their key's newer entry is).
+pub async fn changes_since(
+    store: &async_nats::jetstream::kv::Store,
+    after: u64,
+    last: u64,
+) -> anyhow::Result<Vec<Latest>> {
+    use async_nats::jetstream::stream::RawMessageErrorKind;
+    use futures_util::StreamExt;
+    let prefix = format!("$KV.{}.", store.name);
+    let reads: Vec<anyhow::Result<Option<Latest>>> =
+        futures_util::stream::iter(after.saturating_add(1)..=last)
+            .map(|seq| {
+                let prefix = &prefix;
+                async move {
+                    match store.stream.get_raw_message(seq).await {
+                        Ok(m) => Ok(latest_of(prefix, m)),
+                        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
+                        Err(e) => Err(anyhow::anyhow!("reading sequence {seq}: {e}")),
+                    }
+                }
+            })
+            .buffered(READS_IN_FLIGHT)
+            .collect()
+            .await;
+    let mut out = Vec::new();
+    for r in reads {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// The first nats-server release whose key-value compare-and-set holds on a cluster: before
+/// it, a clustered stream checked an update's expected revision only when the update arrived
+/// at the leader, not when it was applied, so two updates naming the same revision that
+/// arrived before either was applied both succeeded (nats-server commit 244dda8, "Fix bug that
+/// would race around check for last sequence per subject", released in 2.9.21).
+pub const CAS_SAFE_SINCE: (u64, u64, u64) = (2, 9, 21);
+
+/// Whether a server's version (`2.9.10`, `v2.15.1`, `2.11.0-RC.1`) has compare-and-set that
+/// holds on a cluster; `None` when it does not parse.
+pub fn cas_safe(version: &str) -> Option<bool> {
+    let v = version.trim().trim_start_matches('v');
+    let core = v.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+    Some((major, minor, patch) >= CAS_SAFE_SINCE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +619,25 @@ mod tests {
         }
         let many = vec!["nats://a:1"; MAX_SERVERS + 1].join(",");
         assert!(parse_servers(&many).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn compare_and_set_holds_from_2_9_21() {
+        for (v, safe) in [
+            ("2.9.10", Some(false)),
+            ("v2.9.20", Some(false)),
+            ("2.9.21", Some(true)),
+            ("2.10.0", Some(true)),
+            ("v2.15.1", Some(true)),
+            ("2.11.0-RC.1", Some(true)),
+            ("3.0.0", Some(true)),
+            ("1.4.1", Some(false)),
+            ("", None),
+            ("two", None),
+            ("2.9", None),
+        ] {
+            assert_eq!(cas_safe(v), safe, "{v:?}");
+        }
     }
 
     #[test]

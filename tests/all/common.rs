@@ -17,8 +17,13 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// The path of a guest compiled by the build (`testing`, `arithmetic`, ...).
+/// A built guest: in `$WASMON_TEST_GUESTS` when set (a worktree's own guests, since every
+/// worktree's build rewrites the shared target's copies), else where the build put them.
 pub fn guest_path(name: &str) -> PathBuf {
-    PathBuf::from(wasmon::BUILT_GUESTS_DIR).join(format!("{name}.wasm"))
+    let dir = std::env::var_os("WASMON_TEST_GUESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(wasmon::BUILT_GUESTS_DIR));
+    dir.join(format!("{name}.wasm"))
 }
 
 pub fn guest_bytes(name: &str) -> Vec<u8> {

@@ -99,8 +99,11 @@ fn sysfs_class_links_inside_the_grant_are_followed() {
     );
 }
 
-#[test]
-fn no_symlink_leads_out_of_the_grant_and_a_loop_ends() {
+/// A sysfs-like tree with a class link inside it (`class/infiniband/mlx5_0`, whose `fw_ver`
+/// reads `16.35.2000`) and links out of it: an absolute one (`absolute`), one up past the root
+/// (`class/past_root`; `class/up` stays inside, where its target does not exist), one to a
+/// directory outside (`class/infiniband/evil`), and a loop (`loop_a`). The temporary directories (kept alive with the tree) and the tree.
+fn hostile_tree() -> ((tempfile::TempDir, tempfile::TempDir), std::path::PathBuf) {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret"), "secret").unwrap();
     let root = tempfile::tempdir().unwrap();
@@ -112,10 +115,17 @@ fn no_symlink_leads_out_of_the_grant_and_a_loop_ends() {
     ln(Path::new("../../devices/mlx5_0"), "class/infiniband/mlx5_0");
     ln(&outside.path().join("secret"), "absolute");
     ln(Path::new("../outside-sibling"), "class/up");
+    ln(Path::new("../../outside-sibling"), "class/past_root");
     std::fs::write(root.path().join("outside-sibling"), "sibling").unwrap();
     ln(outside.path(), "class/infiniband/evil");
     ln(Path::new("loop_b"), "loop_a");
     ln(Path::new("loop_a"), "loop_b");
+    ((outside, root), tree)
+}
+
+#[test]
+fn no_symlink_leads_out_of_the_grant_and_a_loop_ends() {
+    let (_dirs, tree) = hostile_tree();
     let mut p = probe(
         &[(&tree, "/sys"), (Path::new("/proc"), "/proc")],
         &ops(&[
@@ -174,13 +184,12 @@ fn nothing_under_a_read_only_grant_can_be_written() {
     assert_eq!(names.len(), 1, "nothing was created");
 }
 
-#[test]
-fn a_fifo_or_device_node_is_refused_without_blocking() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = |name: &str| std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();
+/// `dir/fifo`, and `dir/zero`, a character device like /dev/zero (1:5) whose reads never end,
+/// if this process may make one (root): whether it could.
+fn fifo_and_device(dir: &Path) -> bool {
+    let c = |name: &str| std::ffi::CString::new(dir.join(name).to_str().unwrap()).unwrap();
     // SAFETY: plain libc calls on NUL-terminated paths of our own temporary directory.
     assert_eq!(unsafe { libc::mkfifo(c("fifo").as_ptr(), 0o600) }, 0);
-    // A character device like /dev/zero (1:5): a read of it never ends. Needs root.
     let dev = unsafe {
         libc::mknod(
             c("zero").as_ptr(),
@@ -188,8 +197,15 @@ fn a_fifo_or_device_node_is_refused_without_blocking() {
             libc::makedev(1, 5),
         )
     };
+    dev == 0
+}
+
+#[test]
+fn a_fifo_or_device_node_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = fifo_and_device(dir.path());
     let mut list = vec!["read:/data/fifo", "head:/data/fifo"];
-    if dev == 0 {
+    if dev {
         list.push("read:/data/zero");
     }
     list.push("read:/dev/null");
@@ -212,9 +228,15 @@ fn a_fifo_or_device_node_is_refused_without_blocking() {
 
 #[test]
 fn a_guest_reading_a_file_in_a_loop_is_stopped_by_its_deadline() {
+    stopped_by_the_deadline(&["read:/proc/self/status", "head:/proc/version"]);
+}
+
+/// `fsprobe` reading the first of `spin_then_read`'s files in a loop meets its 200 ms
+/// deadline, and its next call (the second op) is served.
+fn stopped_by_the_deadline(spin_then_read: &[&str]) {
     let mut p = probe(
         &[(Path::new("/proc"), "/proc")],
-        &ops(&["read:/proc/self/status", "head:/proc/version"]),
+        &ops(spin_then_read),
         Duration::from_millis(200),
     );
     let err = p.fetch(&[SPIN]).unwrap_err();
@@ -255,4 +277,149 @@ fn a_100_mb_file_costs_the_guest_its_memory_cap_and_nothing_else() {
     let got = outcomes(&mut p);
     assert!(got[0].starts_with("ok 4096 "), "{}", &got[0][..20]);
     assert_eq!(got[1], "ok 2 7\n");
+}
+
+// The `files` interface (a whole file or a directory's names in one host call, what the SDKs'
+// sysfs helpers read through): the same grants, the same rules.
+
+#[test]
+fn files_reads_procfs_and_sysfs_as_wasi_does() {
+    let mut p = probe(
+        &[(Path::new("/proc"), "/proc"), (Path::new("/sys"), "/sys")],
+        &ops(&[
+            "fsmall:/proc/version",
+            "fread:/proc/self/cmdline",
+            "fsmall:/sys/class/net/lo/address",
+            "flist:/sys/class/net/lo/statistics",
+            "flist:/sys/class/net",
+        ]),
+        PATIENT,
+    );
+    let got = outcomes(&mut p);
+    let version = std::fs::read_to_string("/proc/version").unwrap();
+    assert_eq!(got[0], format!("ok {} {version}", version.len()));
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
+    assert_eq!(got[1], format!("ok {}", cmdline.len()));
+    let address = std::fs::read_to_string("/sys/class/net/lo/address").unwrap();
+    assert_eq!(got[2], format!("ok {} {address}", address.len()));
+    let mut stats: Vec<String> = std::fs::read_dir("/sys/class/net/lo/statistics")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    stats.sort();
+    assert_eq!(got[3], format!("ok {}", stats.join(",")));
+    assert!(got[4].split(',').any(|n| n.ends_with("lo")), "{}", got[4]);
+}
+
+#[test]
+fn files_follows_no_link_out_of_the_grant_and_refuses_what_it_may_not_read() {
+    let (_dirs, tree) = hostile_tree();
+    let writable = tempfile::tempdir().unwrap();
+    std::fs::write(writable.path().join("x"), "x").unwrap();
+    let mut grants = read_only_grants(&[(&tree, "/sys"), (Path::new("/proc"), "/proc")]);
+    grants.dirs.push(wasmon::host::DirGrant {
+        host: writable.path().to_path_buf(),
+        guest: "/rw".into(),
+        read_only: false,
+    });
+    let list = ops(&[
+        "fsmall:/sys/class/infiniband/mlx5_0/fw_ver",
+        "flist:/sys/class/infiniband",
+        "fread:/sys/absolute",
+        "fread:/sys/class/up",
+        "fread:/sys/class/past_root",
+        "fread:/sys/class/infiniband/evil/secret",
+        "flist:/sys/class/infiniband/evil",
+        "fread:/sys/loop_a",
+        "fread:/sys/../outside-sibling",
+        "flist:/proc/self/root",
+        "fread:/proc/self/root/etc/passwd",
+        "fread:/proc/self/exe",
+        "fread:/sys/devices",
+        "flist:/sys/devices/mlx5_0/fw_ver",
+        "fread:/sys/nothing",
+        "fread:/etc/passwd",
+        "fread:/rw/x",
+        "fread:sys/class/up",
+    ]);
+    let rt = runtime();
+    let compiled = rt.compile(&guest_bytes("fsprobe"), "fsprobe").unwrap();
+    let params = serde_json::json!({"domain": DOMAIN, "ops": list});
+    let mut cfg = GuestConfig::new("fsprobe", &params.to_string());
+    cfg.deadline = PATIENT;
+    cfg.grants = grants;
+    let mut p = Image::<AgentWorld>::load(&rt, &compiled, cfg).unwrap();
+    let got = outcomes(&mut p);
+    assert_eq!(got[0], "ok 11 16.35.2000\n");
+    assert_eq!(got[1], "ok evil,mlx5_0");
+    assert_eq!(got.len(), list.len());
+    let want = [
+        "access",
+        "no-entry",
+        "access",
+        "access",
+        "access",
+        "access",
+        "access",
+        "access",
+        "access",
+        "access",
+        "wrong-kind",
+        "wrong-kind",
+        "no-entry",
+        // Not under a read-only grant: the guest reads it through WASI, under WASI's rules.
+        "elsewhere",
+        "elsewhere",
+        "elsewhere",
+    ];
+    for (i, (o, kind)) in got[2..].iter().zip(want).enumerate() {
+        assert!(
+            *o == format!("err {kind}"),
+            "{}: want {kind}, got {o}",
+            list[i + 2]
+        );
+        assert!(!o.contains("secret") && !o.contains("root:"), "{o}");
+    }
+}
+
+#[test]
+fn files_refuses_a_fifo_or_device_node_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = fifo_and_device(dir.path());
+    let mut list = vec!["fread:/data/fifo", "flist:/data/fifo", "fsmall:/data/fifo"];
+    if dev {
+        list.push("fread:/data/zero");
+    }
+    list.extend(["fread:/dev/null", "fread:/dev/zero"]);
+    let mut p = probe(
+        &[(dir.path(), "/data"), (Path::new("/dev"), "/dev")],
+        &ops(&list),
+        PATIENT,
+    );
+    // Without O_NONBLOCK the FIFO's open waits for a writer until the deadline.
+    let got = outcomes(&mut p);
+    assert_eq!(got.len(), list.len());
+    for (op, o) in list.iter().zip(&got) {
+        assert_eq!(o, "err wrong-kind", "{op}");
+    }
+}
+
+#[test]
+fn files_bounds_a_read_and_a_guest_looping_on_it_meets_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = std::fs::File::create(dir.path().join("big")).unwrap();
+    big.set_len(100 << 20).unwrap();
+    std::fs::write(dir.path().join("page"), vec![b'7'; 5000]).unwrap();
+    let mut p = probe(
+        &[(dir.path(), "/data")],
+        &ops(&["fread:/data/big", "fsmall:/data/page", "fread:/data/page"]),
+        PATIENT,
+    );
+    // The host reads at most its cap (16 MiB) plus one byte of the 100 MB file, and the guest
+    // gets an error, not 100 MB against its 64 MiB memory cap.
+    let got = outcomes(&mut p);
+    assert_eq!(got[0], "err too-large");
+    assert_eq!(got[1], "err too-large", "max 4096 of a 5000-byte file");
+    assert_eq!(got[2], "ok 5000");
+    stopped_by_the_deadline(&["fread:/proc/self/status", "fsmall:/proc/version"]);
 }

@@ -909,7 +909,8 @@ static wg_instance_value *push_value(wg_values *out, const char *instance, wg_at
     }
     wg_instance_value *v = &out->v[out->n++];
     memset(v, 0, sizeof *v);
-    v->instance = instance && *instance ? copy_n(instance, strlen(instance)) : NULL;
+    v->instance_len = instance ? strlen(instance) : 0;
+    v->instance = v->instance_len ? copy_n(instance, v->instance_len) : NULL;
     v->kind = kind;
     return v;
 }
@@ -941,3 +942,5 @@ int wg_error(const char *fmt, ...) {
 }
 
 const char *wg_error_message(void) { return error_message; }
+
+void wg_error_clear(void) { error_message[0] = 0; }

@@ -195,6 +195,13 @@ int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *wg_param_integer(const wg_params *p, const char *key, int64_t dflt, int64_t min,
                              int64_t max, int64_t *out);
 
+/* Reads the whole file at `path` (absolute, as the guest sees it, e.g. "/proc/self/mountstats"),
+ * at most `max` bytes, in one call of the host's `files` interface where a read-only grant on a
+ * local filesystem serves the path, else with fopen/fread. Returns 0 with *out a malloc'd copy
+ * of the *len bytes plus a NUL (free it), or an errno: ENOENT, EACCES (permissions, or a path
+ * leading outside the grant), EINVAL (not a regular file), EFBIG (larger than `max`), EIO. */
+int wg_read_file(const char *path, size_t max, char **out, size_t *len);
+
 /* --- exporters (world "exporter") -------------------------------------------------------- */
 
 /* One request for the host to send, and the requests of one batch (sent in order). */
@@ -353,6 +360,7 @@ typedef enum { WG_ATOM_INT = 0, WG_ATOM_UINT = 1, WG_ATOM_REAL = 2, WG_ATOM_TEXT
 
 typedef struct {
     char *instance; /* malloc'd; NULL for "" */
+    size_t instance_len;
     wg_atom kind;
     union {
         int64_t i;
@@ -380,5 +388,7 @@ void wg_values_init(wg_values *out);
 void wg_values_free(wg_values *out);
 /* The message of the last wg_error. */
 const char *wg_error_message(void);
+/* Empties the message (before each metric's fetch). */
+void wg_error_clear(void);
 
 #endif

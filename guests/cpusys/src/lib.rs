@@ -11,8 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmon_guest::Params;
-use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon_guest::agent::{Atom, Pmid, Semantics, Value, ValueSet, ValueType};
 use wasmon_guest::names::{Catalog, Metric};
 use wasmon_guest::sysfs;
 
@@ -172,17 +171,10 @@ impl CpuSys {
 
     fn schedstat(&self) -> Vec<(String, Sched)> {
         let path = sysfs::under(&self.root, SCHEDSTAT);
-        let Ok(f) = std::fs::File::open(&path) else {
-            return Vec::new();
-        };
-        let mut text = String::new();
-        use std::io::Read;
-        if f.take(MAX_SCHEDSTAT + 1).read_to_string(&mut text).is_err()
-            || text.len() as u64 > MAX_SCHEDSTAT
-        {
-            return Vec::new();
+        match sysfs::read_bytes(&path, MAX_SCHEDSTAT) {
+            Ok(bytes) => parse_schedstat(&String::from_utf8_lossy(&bytes)),
+            Err(_) => Vec::new(),
         }
-        parse_schedstat(&text)
     }
 
     fn values(&self, item: u32, sched: &mut Option<Vec<(String, Sched)>>) -> Vec<Value> {
@@ -216,29 +208,12 @@ impl CpuSys {
 
     pub fn fetch_ids(&self, ids: &[Pmid]) -> Vec<ValueSet> {
         let mut sched = None;
-        ids.iter()
-            .map(|&id| {
-                let values = match self.catalog.metric(id) {
-                    None => Err(NsError::UnknownPmid),
-                    Some(m) => Ok(self.values(m.item, &mut sched)),
-                };
-                ValueSet { id, values }
-            })
-            .collect()
+        self.catalog
+            .value_sets(ids, |m| self.values(m.item, &mut sched))
     }
 }
 
-wasmon_guest::catalog_agent!(CpuSys, {
-    fn configure(_params: &Params) -> Result<Self, String> {
-        Ok(CpuSys::at(Path::new("/")))
-    }
-
-    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
-        self.fetch_ids(ids)
-    }
-});
-
-wasmon_guest::export_agent!(CpuSys);
+wasmon_guest::tree_agent!(CpuSys);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmon_guest::Params;
 use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
 use wasmon_guest::names::{Catalog, Metric};
 use wasmon_guest::sysfs;
@@ -94,14 +93,8 @@ impl Denki {
         }
         out
     }
-}
 
-wasmon_guest::catalog_agent!(Denki, {
-    fn configure(_params: &Params) -> Result<Self, String> {
-        Ok(Denki::at(Path::new("/")))
-    }
-
-    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
+    pub fn fetch_ids(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
         ids.iter()
             .map(|&id| ValueSet {
                 id,
@@ -112,6 +105,6 @@ wasmon_guest::catalog_agent!(Denki, {
             })
             .collect()
     }
-});
+}
 
-wasmon_guest::export_agent!(Denki);
+wasmon_guest::tree_agent!(Denki);

@@ -11,8 +11,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use wasmon_guest::Params;
-use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon_guest::agent::{Atom, Pmid, Semantics, Value, ValueSet, ValueType};
 use wasmon_guest::names::{Catalog, Metric};
 use wasmon_guest::sysfs;
 
@@ -183,38 +182,22 @@ impl Hwmon {
 
     pub fn fetch_ids(&self, ids: &[Pmid]) -> Vec<ValueSet> {
         let mut listed: Option<Vec<(String, PathBuf, Vec<String>)>> = None;
-        ids.iter()
-            .map(|&id| {
-                let values = match self.catalog.metric(id) {
-                    None => Err(NsError::UnknownPmid),
-                    Some(m) if m.cluster == 1 => Ok(self.thermal()),
-                    Some(m) => {
-                        let chips = listed.get_or_insert_with(|| {
-                            chips(&sysfs::under(&self.root, HWMON))
-                                .into_iter()
-                                .map(|(c, d)| {
-                                    let files = sysfs::list(&d);
-                                    (c, d, files)
-                                })
-                                .collect()
-                        });
-                        Ok(self.sensors(m.name, chips))
-                    }
-                };
-                ValueSet { id, values }
-            })
-            .collect()
+        self.catalog.value_sets(ids, |m| {
+            if m.cluster == 1 {
+                return self.thermal();
+            }
+            let chips = listed.get_or_insert_with(|| {
+                chips(&sysfs::under(&self.root, HWMON))
+                    .into_iter()
+                    .map(|(c, d)| {
+                        let files = sysfs::list(&d);
+                        (c, d, files)
+                    })
+                    .collect()
+            });
+            self.sensors(m.name, chips)
+        })
     }
 }
 
-wasmon_guest::catalog_agent!(Hwmon, {
-    fn configure(_params: &Params) -> Result<Self, String> {
-        Ok(Hwmon::at(Path::new("/")))
-    }
-
-    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
-        self.fetch_ids(ids)
-    }
-});
-
-wasmon_guest::export_agent!(Hwmon);
+wasmon_guest::tree_agent!(Hwmon);

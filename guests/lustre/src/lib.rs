@@ -18,8 +18,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use wasmon_guest::Params;
-use wasmon_guest::agent::{Atom, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon_guest::agent::{Atom, Pmid, Semantics, Value, ValueSet, ValueType};
 use wasmon_guest::names::{Catalog, Metric};
 use wasmon_guest::sysfs;
 
@@ -535,46 +534,30 @@ impl Lustre {
         let metrics: Vec<Option<&Metric>> = ids.iter().map(|&id| self.catalog.metric(id)).collect();
         let wants = |c: u32| metrics.iter().flatten().any(|m| m.cluster == c);
         let snap = self.snapshot(wants(0), wants(1));
-        ids.iter()
-            .zip(metrics)
-            .map(|(&id, m)| {
-                let values = match m {
-                    None => Err(NsError::UnknownPmid),
-                    Some(m) if m.cluster == 1 => Ok(snap
-                        .lnet
-                        .as_ref()
-                        .map(|f| vec![Value::new("", Atom::Uint(f[m.item as usize - 1]))])
-                        .unwrap_or_default()),
-                    Some(m) => Ok(snap
-                        .mounts
-                        .iter()
-                        .filter_map(|(volume, mount)| {
-                            let atom = match m.item {
-                                1 => Atom::Text(volume.clone()),
-                                2 => Atom::Text(mount.superblock.clone()),
-                                item => Atom::Uint(*mount.counters.get(&item)?),
-                            };
-                            Some(Value::new(volume.clone(), atom))
-                        })
-                        .collect()),
-                };
-                ValueSet { id, values }
-            })
-            .collect()
+        self.catalog.value_sets(ids, |m| {
+            if m.cluster == 1 {
+                return snap
+                    .lnet
+                    .as_ref()
+                    .map(|f| vec![Value::new("", Atom::Uint(f[m.item as usize - 1]))])
+                    .unwrap_or_default();
+            }
+            snap.mounts
+                .iter()
+                .filter_map(|(volume, mount)| {
+                    let atom = match m.item {
+                        1 => Atom::Text(volume.clone()),
+                        2 => Atom::Text(mount.superblock.clone()),
+                        item => Atom::Uint(*mount.counters.get(&item)?),
+                    };
+                    Some(Value::new(volume.clone(), atom))
+                })
+                .collect()
+        })
     }
 }
 
-wasmon_guest::catalog_agent!(Lustre, {
-    fn configure(_params: &Params) -> Result<Self, String> {
-        Ok(Lustre::at(Path::new("/")))
-    }
-
-    fn fetch(&mut self, ids: &[Pmid]) -> Vec<ValueSet> {
-        self.fetch_ids(ids)
-    }
-});
-
-wasmon_guest::export_agent!(Lustre);
+wasmon_guest::tree_agent!(Lustre);
 
 #[cfg(test)]
 mod tests {

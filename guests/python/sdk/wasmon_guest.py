@@ -52,6 +52,7 @@ __all__ = [
     "Kind", "Sample", "Params", "ConfigError", "Codec", "export_transformer", "log",
     "Request", "EncodeError", "sample_json", "rfc3339", "export_exporter",
     "Pmid", "Metric", "Tree", "UnknownName", "NonLeaf", "UnknownPmid", "export_agent",
+    "read_file",
 ]
 
 # Kinds, as the `kinds` column encodes them (`sample-kind`'s declaration order).
@@ -334,6 +335,31 @@ def log(level, message):
     """A log line attributed to this guest; `level` is one of trace, debug, info, warn, error."""
     from wit_world.imports import host, types
     host.log(getattr(types.Level, level.upper()), message)
+
+
+def read_file(path, max):
+    """The whole file at `path` (absolute, as the guest sees it) as bytes, at most `max` of them;
+    None when it cannot be read (absent, not permitted, not a regular file, larger than `max`).
+    In a component it is one call of the host's `files` interface where a read-only grant on a
+    local filesystem serves the path (open() would take a dozen host calls); elsewhere, and
+    natively (tests), open()."""
+    try:
+        from wit_world.imports import files
+    except ImportError:
+        files = None
+    if files is not None:
+        from componentize_py_types import Err
+        try:
+            return bytes(files.read_file(path, max))
+        except Err as e:
+            if e.value != files.FileError.ELSEWHERE:
+                return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max + 1)
+    except OSError:
+        return None
+    return data if len(data) <= max else None
 
 
 def _configure(cls, params):

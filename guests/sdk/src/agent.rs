@@ -45,6 +45,9 @@ impl Value {
         }
     }
 }
+/// Whole files and directory listings under read-only directory grants in one host call each
+/// (what [`crate::sysfs`] reads through).
+pub use bindings::wasmon::collector::files;
 /// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
 pub use bindings::wasmon::collector::mapped;
 

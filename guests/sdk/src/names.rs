@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::{Child, MetricDesc, NsError, Pmid, Semantics, ValueType};
+use crate::agent::{Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
 
 /// Leaves by full dotted name.
 #[derive(Debug, Default, Clone)]
@@ -150,6 +150,21 @@ impl Catalog {
             .find(|m| m.cluster == id.cluster && m.item == id.item)
     }
 
+    /// One value set per id, in order: `values` of each metric of this catalog (called once
+    /// per id), `UnknownPmid` for any other id. The body of an agent's `fetch`.
+    pub fn value_sets(
+        &self,
+        ids: &[Pmid],
+        mut values: impl FnMut(&'static Metric) -> Vec<Value>,
+    ) -> Vec<ValueSet> {
+        ids.iter()
+            .map(|&id| ValueSet {
+                id,
+                values: self.metric(id).map(&mut values).ok_or(NsError::UnknownPmid),
+            })
+            .collect()
+    }
+
     pub fn describe(&self, id: Pmid) -> Result<MetricDesc, NsError> {
         let m = self.metric(id).ok_or(NsError::UnknownPmid)?;
         Ok(MetricDesc {
@@ -184,6 +199,27 @@ macro_rules! catalog_agent {
             }
             $($rest)*
         }
+    };
+}
+
+/// The whole agent, exported, for a type that reads a tree as the sandbox shows it (its grants
+/// map `/sys`, `/proc`): it has a `catalog: Catalog` field (the namespace and `describe`, as
+/// [`catalog_agent!`]), an inherent `at(root: &Path) -> Self` (`configure` takes no
+/// parameters and reads `/`; natively, tests and benches read a captured tree) and an
+/// inherent `fetch_ids(&mut self or &self, ids: &[Pmid]) -> Vec<ValueSet>`.
+#[macro_export]
+macro_rules! tree_agent {
+    ($ty:ty) => {
+        $crate::catalog_agent!($ty, {
+            fn configure(_params: &$crate::Params) -> Result<Self, String> {
+                Ok(<$ty>::at(std::path::Path::new("/")))
+            }
+
+            fn fetch(&mut self, ids: &[$crate::agent::Pmid]) -> Vec<$crate::agent::ValueSet> {
+                self.fetch_ids(ids)
+            }
+        });
+        $crate::export_agent!($ty);
     };
 }
 

@@ -1,6 +1,11 @@
 //! Reading the small text files of `/proc` and `/sys` as collectors do: bounded (a file larger
 //! than [`MAX_FILE`] is an error, never a reason to grow without end), and numbers parsed
 //! strictly (a counter that is not a number is an error for that counter only).
+//!
+//! In an agent, [`read_text`] and [`list`] go through the host's `files` interface (a whole
+//! file or a directory's names in one host call) and fall back to WASI's filesystem for a
+//! path it does not serve (`elsewhere`: not under a read-only grant, or on a network
+//! filesystem); natively (tests, benches) they are `std::fs`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -46,17 +51,57 @@ impl ReadError {
 
 /// The whole file as text (invalid UTF-8 replaced), at most [`MAX_FILE`] bytes.
 pub fn read_text(path: &Path) -> Result<String, ReadError> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE + 1)
-        .read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_FILE {
-        return Err(ReadError::TooLarge);
-    }
-    Ok(match String::from_utf8(buf) {
+    read_bytes(path, MAX_FILE).map(text)
+}
+
+/// Bytes as text, invalid UTF-8 replaced.
+fn text(buf: Vec<u8>) -> String {
+    match String::from_utf8(buf) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    }
+}
+
+/// The whole file, at most `max` bytes: through the host's `files` interface in an agent,
+/// WASI's filesystem where that does not serve the path.
+pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    #[cfg(target_arch = "wasm32")]
+    if let Some(path) = path.to_str() {
+        use crate::agent::files;
+        match files::read_file(path, max) {
+            Ok(buf) => return Ok(buf),
+            Err(files::FileError::TooLarge) => return Err(ReadError::TooLarge),
+            Err(files::FileError::Elsewhere) => {}
+            Err(e) => return Err(ReadError::Io(io_error(e))),
+        }
+    }
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(ReadError::TooLarge);
+    }
+    Ok(buf)
+}
+
+/// The `std::io::Error` a `files` error stands for (callers match on its kind, as
+/// [`ReadError::is_denied`] does): the one WASI's filesystem gives for the same file, so that
+/// an agent sees no difference between the two ways (a FIFO or device node is "permission
+/// denied" there, refused at its open).
+#[cfg(target_arch = "wasm32")]
+fn io_error(e: crate::agent::files::FileError) -> std::io::Error {
+    use crate::agent::files::FileError;
+    use std::io::ErrorKind;
+    let kind = match e {
+        FileError::NoEntry => ErrorKind::NotFound,
+        FileError::Access => ErrorKind::PermissionDenied,
+        FileError::WrongKind => ErrorKind::PermissionDenied,
+        FileError::TooLarge => ErrorKind::FileTooLarge,
+        FileError::Elsewhere => ErrorKind::Unsupported,
+        FileError::Io => ErrorKind::Other,
+    };
+    std::io::Error::new(kind, format!("{e:?}"))
 }
 
 /// The file's first line, trimmed.
@@ -89,15 +134,29 @@ pub fn parse_u64(text: &str) -> Option<u64> {
 /// The names in a directory, sorted, at most [`MAX_ENTRIES`]; none when it cannot be read
 /// (absent hardware is no error).
 pub fn list(dir: &Path) -> Vec<String> {
+    let mut names = names(dir);
+    names.sort();
+    names
+}
+
+/// Up to [`MAX_ENTRIES`] names of `dir` (UTF-8 ones), in no order.
+fn names(dir: &Path) -> Vec<String> {
+    #[cfg(target_arch = "wasm32")]
+    if let Some(path) = dir.to_str() {
+        use crate::agent::files;
+        match files::list_dir(path, MAX_ENTRIES as u32) {
+            Ok(names) => return names,
+            Err(files::FileError::Elsewhere) => {}
+            Err(_) => return Vec::new(),
+        }
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
+    entries
         .take(MAX_ENTRIES)
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
+        .collect()
 }
 
 /// `root` joined with an absolute path such as `/sys/class/hwmon`: the agents read `/` in

@@ -20,9 +20,16 @@ fn default_config_parses() {
             "infiniband",
             "denki",
             "hwmon",
-            "lustre"
+            "lustre",
+            "nfsclient",
+            "slurm"
         ]
     );
+    // The C and Python agents run only where their files are: nothing to build elsewhere.
+    for name in ["nfsclient", "slurm"] {
+        let a = c.agents.iter().find(|a| a.name == name).unwrap();
+        assert!(a.when_present.is_some(), "{name}");
+    }
     assert_eq!(c.guest_defaults.memory, 64 << 20);
 }
 

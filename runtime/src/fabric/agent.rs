@@ -31,6 +31,19 @@ const HISTORY: usize = 64;
 const PIPELINE_QUEUE: usize = 64;
 /// How often a simulated fabric's epoch counter is looked at.
 const SIM_POLL: Duration = Duration::from_millis(5);
+/// How long an epoch waits for the view's refresh before it goes on with the view it has: a
+/// refresh takes milliseconds on a healthy cluster, and while a bucket's stream elects a
+/// leader (4-9 s on nats-server) it answers nothing, which must not stop the counting.
+const VIEW_WAIT: Duration = Duration::from_millis(100);
+
+/// A node this agent took from another by an update, not counted until its take is settled:
+/// fenced (see `ownership::fence`), and, when its owner was alive, a view-staleness limit
+/// after the take (the owner may count it for that long with a view from before the take).
+struct Pending {
+    since: Instant,
+    from_live: bool,
+    fenced: bool,
+}
 
 /// The notifier thresholds mirroring the trap thresholds (removed when replaced or dropped).
 struct TrapThresholds {
@@ -320,6 +333,12 @@ struct Agent {
     renewed: Option<Instant>,
     /// Node index by name, in the source's topology.
     ids: HashMap<String, usize>,
+    /// The view's refresh, running beside the epochs.
+    refreshing: Option<tokio::task::JoinHandle<Result<(), String>>>,
+    /// The lease's renewal in flight: its result, and when it was sent.
+    renewing: Option<(tokio::task::JoinHandle<Result<(), String>>, Instant)>,
+    /// Nodes taken, not counted yet.
+    pending: HashMap<String, Pending>,
 }
 
 impl Agent {
@@ -358,7 +377,17 @@ impl Agent {
         };
         let _ = handle.client.set(client.clone());
         let _ = handle.buckets.set(buckets.clone());
-        ownership::spawn_watchers(&buckets, handle.view.clone(), shutdown.clone());
+        let version = client.server_info().version;
+        let replicas = buckets.owners.stream.cached_info().config.num_replicas;
+        if replicas > 1 && crate::nats::cas_safe(&version) == Some(false) {
+            tracing::warn!(
+                server = %version,
+                replicas,
+                "fabric: nats-server {version} on a cluster: two updates naming the same revision \
+                 can both succeed before 2.9.21; every take is fenced, so one agent keeps the node, \
+                 but run 2.9.21 or later"
+            );
+        }
         super::tree::spawn(
             handle.clone(),
             notifier.clone(),
@@ -392,6 +421,9 @@ impl Agent {
             healthy_since: None,
             renewed: None,
             ids: HashMap::new(),
+            refreshing: None,
+            renewing: None,
+            pending: HashMap::new(),
         }))
     }
 
@@ -399,6 +431,17 @@ impl Agent {
     /// published. An epoch this agent cannot be sure of what it owns is skipped.
     async fn epoch(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
+        self.renewal_done().await;
+        if self.refreshing.is_none() {
+            let (b, view, t) = (
+                self.buckets.clone(),
+                self.handle.view.clone(),
+                self.kv_timeout,
+            );
+            self.refreshing = Some(tokio::spawn(async move {
+                ownership::refresh(&b, &view, t).await
+            }));
+        }
         let lease_fresh = self.renewed.is_some_and(|t| t.elapsed() < self.cfg.lease);
         let (mut w, topo) = self.topology().await?;
         if !self.discover(&topo, lease_fresh).await {
@@ -467,28 +510,31 @@ impl Agent {
     /// Steps 3 and 4: lapsed leases (judged only after a lease period of our own good health) and
     /// discovery; whether this epoch may count (the lease, the owners and the view current).
     async fn discover(&mut self, topo: &Topology, lease_fresh: bool) -> bool {
+        // The refresh started this epoch, waited for briefly.
+        let mut refreshed = false;
+        if let Some(mut task) = self.refreshing.take() {
+            match tokio::time::timeout(VIEW_WAIT, &mut task).await {
+                Ok(Ok(Ok(()))) => refreshed = true,
+                Ok(Ok(Err(e))) => tracing::debug!(error = %e, "fabric: view not refreshed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "fabric: the view's refresh failed"),
+                Err(_) => self.refreshing = Some(task),
+            }
+        }
+        let stale = self.stale_limit();
         let (handle, cfg, me) = (&self.handle, &self.cfg, &self.me);
-        let (owners_current, leases_current) = {
+        let view_ok = {
             let v = crate::util::lock(&handle.view);
-            (v.owners_current, v.leases_current)
+            v.owners_checked.is_some_and(|t| t.elapsed() < stale)
         };
-        let judging = owners_current
-            && leases_current
-            && self.healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
+        let judging = refreshed && self.healthy_since.is_some_and(|t| t.elapsed() >= cfg.lease);
         let lapsed = if judging {
             ownership::lapsed(&self.buckets, &handle.view, me, cfg.lease, self.kv_timeout).await
         } else {
             HashSet::new()
         };
-        let fresh = ownership::owners_fresh(&self.buckets, &handle.view, self.kv_timeout).await;
-        let may_count = lease_fresh && owners_current && fresh;
+        let may_count = lease_fresh && view_ok;
         if !may_count {
-            tracing::info!(
-                lease_fresh,
-                owners_current,
-                view_fresh = fresh,
-                "fabric: not counting this epoch"
-            );
+            tracing::info!(lease_fresh, view_ok, "fabric: not counting this epoch");
             return false;
         }
         let attach: Vec<usize> = if cfg.attach.is_empty() {
@@ -512,16 +558,47 @@ impl Agent {
         if d.claimed > 0 || d.errors > 0 {
             tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
         }
+        let now = Instant::now();
+        for (node, from_live) in d.taken {
+            self.pending.insert(
+                node,
+                Pending {
+                    since: now,
+                    from_live,
+                    fenced: false,
+                },
+            );
+        }
+        if self.pending.values().any(|p| !p.fenced) {
+            match ownership::fence(&self.buckets, &self.handle.view, self.kv_timeout).await {
+                Ok(()) => self.pending.values_mut().for_each(|p| p.fenced = true),
+                Err(e) => tracing::warn!(error = %e, "fabric: takes not fenced yet"),
+            }
+        }
         true
     }
 
-    /// Step 5: the nodes this agent owns, by index, ascending.
-    fn owned(&self) -> Vec<usize> {
+    /// How old the view may be while this agent counts: half a lease. A node taken from a
+    /// live owner is counted by its taker only this long after the take, by when the owner
+    /// has seen the take or stopped counting.
+    fn stale_limit(&self) -> Duration {
+        self.cfg.lease / 2
+    }
+
+    /// Step 5: the nodes this agent owns and may count (takes settled), by index, ascending.
+    fn owned(&mut self) -> Vec<usize> {
+        let stale = self.stale_limit();
         let mut owned: Vec<usize> = {
             let v = crate::util::lock(&self.handle.view);
+            let me = &self.me;
+            self.pending.retain(|n, p| {
+                let mine = v.owners.get(n).is_some_and(|r| &r.owner.agent == me);
+                let settled = p.fenced && (!p.from_live || p.since.elapsed() >= stale);
+                mine && !settled
+            });
             v.owners
                 .iter()
-                .filter(|(_, r)| r.owner.agent == self.me)
+                .filter(|(n, r)| r.owner.agent == self.me && !self.pending.contains_key(*n))
                 .filter_map(|(n, _)| self.ids.get(n).copied())
                 .collect()
         };
@@ -611,30 +688,55 @@ impl Agent {
         );
     }
 
-    /// Step 8: the lease, renewed with this epoch's status (what `fabric status` shows).
+    /// Step 8: the lease, renewed with this epoch's status (what `fabric status` shows), in the
+    /// background (a renewal still in flight is not doubled).
     async fn renew_lease(&mut self) -> anyhow::Result<()> {
+        self.renewal_done().await;
+        if self.renewing.is_some() {
+            return Ok(());
+        }
         let lease_value = {
             let mut s = crate::util::lock(&self.handle.status);
             s.ts_ns = crate::procfs::now_ns();
             serde_json::to_vec(&*s)?
         };
-        let put = self.buckets.leases.put(&self.me, lease_value.into());
-        match tokio::time::timeout(self.kv_timeout, put).await {
-            Ok(Ok(_)) => {
-                let now = Instant::now();
-                self.renewed = Some(now);
-                self.healthy_since.get_or_insert(now);
+        let (leases, me, t) = (
+            self.buckets.leases.clone(),
+            self.me.clone(),
+            self.kv_timeout,
+        );
+        let task = tokio::spawn(async move {
+            match tokio::time::timeout(t, leases.put(&me, lease_value.into())).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {t:?}")),
             }
-            other => {
-                self.healthy_since = None;
-                let why = match other {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "timed out".into(),
-                };
-                tracing::warn!(error = %why, "fabric: lease not renewed");
-            }
-        }
+        });
+        // The lease counts from when it was sent: whoever judges it saw it later.
+        self.renewing = Some((task, Instant::now()));
         Ok(())
+    }
+
+    /// The renewal in flight, if it has finished: the lease fresh from its sending, or this
+    /// agent not healthy.
+    async fn renewal_done(&mut self) {
+        if !self.renewing.as_ref().is_some_and(|(t, _)| t.is_finished()) {
+            return;
+        }
+        let Some((task, sent)) = self.renewing.take() else {
+            return;
+        };
+        let why = match task.await {
+            Ok(Ok(())) => {
+                self.renewed = Some(sent);
+                self.healthy_since.get_or_insert(sent);
+                return;
+            }
+            Ok(Err(e)) => e,
+            Err(e) => e.to_string(),
+        };
+        self.healthy_since = None;
+        tracing::warn!(error = %why, "fabric: lease not renewed");
     }
 }
 

@@ -1,11 +1,16 @@
 //! Who owns which node, over a JetStream key-value store: one lease key per agent (the
 //! lease bucket's `max_age` is the lease; renewed every epoch) and one owner key per node
-//! (created if absent, changed only by a revision-checked update). Both buckets are watched
-//! into a local view; lapsed leases are found by polling (nats-server 2.9 sends no event
-//! when a key expires): a lease not renewed for a lease period is confirmed with a direct
-//! get before its nodes are taken. Discovery walks the topology breadth-first from the
-//! agent's attachment points with hop counts; the closer agent wins a contested node, ties
-//! go to the smaller agent id. Owns the views and the claim logic; no counters.
+//! (created if absent, changed only by a revision-checked update). Both buckets are read into
+//! a local view by polling the streams' leaders (stream info, then the entries written since
+//! the view's sequence; no consumer: nats-server 2.9.10 with a server of the cluster down
+//! never answers the creation of some ephemeral consumers); lapsed leases are found by the
+//! same polls (nats-server 2.9 sends no event when a key expires): a lease not renewed for a
+//! lease period is confirmed with a read from the leader before its nodes are taken. A take
+//! is fenced: a write to the owners bucket after it, and the view read up to that write,
+//! settle which of two takes naming the same revision holds (both may succeed on a cluster of
+//! nats-server before 2.9.21). Discovery walks the topology breadth-first from the agent's
+//! attachment points with hop counts; the closer agent wins a contested node, ties go to the
+//! smaller agent id. Owns the views and the claim logic; no counters.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -13,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
-use tokio_util::sync::CancellationToken;
 
 use super::wire::{Lease, Owner, leases_bucket, owners_bucket};
 
@@ -22,8 +26,6 @@ const CLAIMS_IN_FLIGHT: usize = 64;
 /// Claims per epoch at most, so one epoch of a huge fresh fabric stays bounded (the rest
 /// follow in the next epochs; ~6.6k puts/s per server).
 pub const MAX_CLAIMS_PER_EPOCH: usize = 4096;
-/// Pause before a watch that ended (server restart) is started again.
-const REWATCH_PAUSE: Duration = Duration::from_millis(250);
 
 /// The two buckets.
 #[derive(Clone)]
@@ -66,140 +68,162 @@ pub struct LeaseRec {
 pub struct View {
     pub owners: HashMap<String, OwnerRec>,
     pub leases: HashMap<String, LeaseRec>,
-    pub owners_current: bool,
-    pub leases_current: bool,
-    /// The newest owner revision the watch delivered: the view holds every change up to it.
+    /// The owners stream's sequence the view holds every change up to (0: not read yet).
     pub owners_rev: u64,
+    pub leases_rev: u64,
+    /// When the last refresh that succeeded was asked for: the view held every change
+    /// committed before then.
+    pub owners_checked: Option<Instant>,
+    pub leases_checked: Option<Instant>,
 }
 
 pub type SharedView = Arc<Mutex<View>>;
 
-/// Keep `view` in step with both buckets until `shutdown`; watches that end are restarted
-/// (their part of the view is rebuilt from scratch and marked not current meanwhile).
-pub fn spawn_watchers(b: &Buckets, view: SharedView, shutdown: CancellationToken) {
-    for owners in [true, false] {
-        let store = if owners {
-            b.owners.clone()
-        } else {
-            b.leases.clone()
-        };
-        let (view, token) = (view.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                watch_once(&store, &view, owners, &token).await;
-                {
-                    let mut v = crate::util::lock(&view);
-                    if owners {
-                        v.owners_current = false;
-                    } else {
-                        v.leases_current = false;
-                    }
-                }
-                tokio::select! {
-                    _ = token.cancelled() => return,
-                    _ = tokio::time::sleep(REWATCH_PAUSE) => {}
-                }
-            }
-        });
-    }
+/// Sequences a refresh reads at most (in parallel; a fresh fabric's first claims are a few
+/// thousand); a view further behind is read again whole (every key's latest entry).
+const WALK_LIMIT: u64 = 4096;
+
+/// The owners-bucket key a fence writes (no node's name: node names never start with `_`).
+pub const FENCE_KEY: &str = "_fence";
+
+/// Brings `view` up to both buckets' state (each read from its stream's leader, within
+/// `timeout`); on error the view is left as it was, its `*_checked` times unchanged.
+pub async fn refresh(b: &Buckets, view: &SharedView, timeout: Duration) -> Result<(), String> {
+    let (o, l) = tokio::join!(
+        refresh_one(&b.owners, view, true, timeout),
+        refresh_one(&b.leases, view, false, timeout)
+    );
+    o.map_err(|e| format!("owners: {e}"))?;
+    l.map_err(|e| format!("leases: {e}"))
 }
 
-async fn watch_once(store: &kv::Store, view: &SharedView, owners: bool, token: &CancellationToken) {
-    let mut w = match store.watch_with_history(">").await {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::debug!(error = %e, "fabric: watch failed; retrying");
-            return;
+async fn refresh_one(
+    store: &kv::Store,
+    view: &SharedView,
+    owners: bool,
+    timeout: Duration,
+) -> Result<(), String> {
+    let asked = Instant::now();
+    let have = {
+        let v = crate::util::lock(view);
+        if owners { v.owners_rev } else { v.leases_rev }
+    };
+    let work = async {
+        let mut stream = store.stream.clone();
+        let last = stream
+            .info()
+            .await
+            .map_err(|e| format!("stream info: {e}"))?
+            .state
+            .last_sequence;
+        if last == have {
+            return Ok::<_, String>((last, None));
         }
-    };
-    let empty = match store.status().await {
-        Ok(s) => s.values() == 0,
-        Err(_) => false,
-    };
-    {
-        let mut v = crate::util::lock(view);
-        if owners {
-            v.owners.clear();
-            v.owners_rev = 0;
-            v.owners_current = empty;
+        let whole = have == 0 || last < have || last - have > WALK_LIMIT;
+        let entries = if whole {
+            crate::nats::latest(store).await
         } else {
-            v.leases.clear();
-            v.leases_current = empty;
+            crate::nats::changes_since(store, have, last).await
         }
-    }
-    loop {
-        let next = tokio::select! {
-            _ = token.cancelled() => return,
-            n = w.next() => n,
-        };
-        let Some(Ok(e)) = next else {
-            return;
-        };
-        let mut v = crate::util::lock(view);
-        let put = e.operation == kv::Operation::Put;
-        if owners {
-            // Never older over newer: a claim this agent recorded itself may be ahead of
-            // the watch.
-            let newer = v
-                .owners
-                .get(&e.key)
-                .is_none_or(|r| r.revision <= e.revision);
-            match (put, serde_json::from_slice::<Owner>(&e.value)) {
-                _ if !newer => {}
-                (true, Ok(owner)) => {
-                    v.owners.insert(
-                        e.key.clone(),
-                        OwnerRec {
-                            owner,
-                            revision: e.revision,
-                        },
-                    );
+        .map_err(|e| format!("{e:#}"))?;
+        Ok((last, Some((whole, entries))))
+    };
+    let (last, got) = tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))??;
+    let mut v = crate::util::lock(view);
+    match got {
+        Some((whole, entries)) if owners => {
+            if whole {
+                // What the listing covers is replaced; claims this agent recorded meanwhile
+                // (discovery runs beside a slow refresh) are newer and stay.
+                v.owners.retain(|_, r| r.revision > last);
+                v.owners_rev = last;
+            }
+            for e in entries {
+                // Never older over newer: a claim this agent recorded itself may be ahead.
+                if v.owners
+                    .get(&e.key)
+                    .is_some_and(|r| r.revision > e.revision)
+                {
+                    continue;
                 }
-                _ => {
-                    v.owners.remove(&e.key);
+                match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
+                    (kv::Operation::Put, Ok(owner)) => {
+                        v.owners.insert(
+                            e.key,
+                            OwnerRec {
+                                owner,
+                                revision: e.revision,
+                            },
+                        );
+                    }
+                    _ => {
+                        v.owners.remove(&e.key);
+                    }
                 }
             }
-            v.owners_rev = v.owners_rev.max(e.revision);
-            if e.delta == 0 {
-                v.owners_current = true;
-            }
-        } else {
-            match (put, serde_json::from_slice::<Lease>(&e.value)) {
-                (true, Ok(lease)) => {
+        }
+        Some((whole, entries)) => {
+            let mut old = if whole {
+                v.leases_rev = last;
+                std::mem::take(&mut v.leases)
+            } else {
+                HashMap::new()
+            };
+            let now = Instant::now();
+            for e in entries {
+                let prev = old.remove(&e.key).or_else(|| v.leases.remove(&e.key));
+                if let (kv::Operation::Put, Ok(lease)) =
+                    (e.operation, serde_json::from_slice::<Lease>(&e.value))
+                {
+                    // A revision already seen keeps the time it was first seen.
+                    let seen = prev
+                        .filter(|p| p.revision == e.revision)
+                        .map_or(now, |p| p.seen);
                     v.leases.insert(
-                        e.key.clone(),
+                        e.key,
                         LeaseRec {
                             lease,
                             revision: e.revision,
-                            seen: Instant::now(),
+                            seen,
                         },
                     );
                 }
-                _ => {
-                    v.leases.remove(&e.key);
-                }
-            }
-            if e.delta == 0 {
-                v.leases_current = true;
             }
         }
+        None => {}
     }
+    if owners {
+        v.owners_rev = v.owners_rev.max(last);
+        v.owners_checked = Some(asked);
+    } else {
+        v.leases_rev = v.leases_rev.max(last);
+        v.leases_checked = Some(asked);
+    }
+    Ok(())
 }
 
-/// Whether the view holds every owner change the bucket held when asked (its last sequence):
-/// a watch that fell behind (a reconnect, a slow consumer) must catch up before this agent
-/// counts again, or it could count a node another agent took meanwhile.
-pub async fn owners_fresh(b: &Buckets, view: &SharedView, timeout: Duration) -> bool {
-    let last = match tokio::time::timeout(timeout, b.owners.status()).await {
-        Ok(Ok(s)) => s.info.state.last_sequence,
-        _ => return false,
-    };
-    let v = crate::util::lock(view);
-    v.owners_current && v.owners_rev >= last
+/// Settles takes made before it: a write to the owners bucket, then the owners view read up
+/// to it. Every update the leader had taken before the fence is written before it (the
+/// stream applies in order), so two takes naming the same revision that both succeeded
+/// (possible before nats-server 2.9.21) are both in the view after the fence, the later one
+/// holding the key, and the agent whose take was overwritten sees it is not the owner.
+pub async fn fence(b: &Buckets, view: &SharedView, timeout: Duration) -> Result<(), String> {
+    let seq = tokio::time::timeout(timeout, b.owners.put(FENCE_KEY, Vec::new().into()))
+        .await
+        .map_err(|_| format!("the fence's write: no answer within {timeout:?}"))?
+        .map_err(|e| format!("the fence's write: {e}"))?;
+    refresh_one(&b.owners, view, true, timeout).await?;
+    let have = crate::util::lock(view).owners_rev;
+    if have < seq {
+        return Err(format!("the view reached {have}, the fence is at {seq}"));
+    }
+    Ok(())
 }
 
 /// Agents whose lease lapsed: not renewed (as this agent saw it) for more than `lease`, and
-/// confirmed by a direct get (gone, or still at the revision seen). Call only while this
+/// confirmed by a read from the leases stream's leader (gone, or still at the revision seen). Call only while this
 /// agent has itself been healthy for a lease period (else everyone looks dead after an
 /// outage).
 pub async fn lapsed(
@@ -225,7 +249,8 @@ pub async fn lapsed(
     };
     let mut out = HashSet::new();
     for (agent, seen_rev) in suspects {
-        let got = tokio::time::timeout(timeout, b.leases.entry(agent.as_str())).await;
+        // From the stream's leader: a replica that was away may answer an old revision.
+        let got = tokio::time::timeout(timeout, crate::nats::latest_entry(&b.leases, &agent)).await;
         match got {
             Ok(Ok(None)) => {
                 out.insert(agent);
@@ -304,6 +329,9 @@ pub struct Discovery {
     pub claimed: u32,
     pub lost_races: u32,
     pub errors: u32,
+    /// Nodes taken from another agent by an update (not created): each with whether its
+    /// owner was alive (taken by a closer agent) rather than lapsed.
+    pub taken: Vec<(String, bool)>,
 }
 
 /// One breadth-first pass from `attach` (node ids): claims what the rules allow, walks on
@@ -330,21 +358,30 @@ pub async fn discover(
     let mut hops = 0u32;
     let mut budget = MAX_CLAIMS_PER_EPOCH;
     while !level.is_empty() {
-        let decisions: Vec<(usize, Decision)> = {
+        // Each decision with whether the node's owner is alive (not lapsed).
+        let decisions: Vec<(usize, Decision, bool)> = {
             let v = crate::util::lock(view);
             level
                 .iter()
-                .map(|&n| (n, decide(me, hops, v.owners.get(&topo.names[n]), lapsed)))
+                .map(|&n| {
+                    let cur = v.owners.get(&topo.names[n]);
+                    let live = cur.is_some_and(|r| !lapsed.contains(&r.owner.agent));
+                    (n, decide(me, hops, cur, lapsed), live)
+                })
                 .collect()
         };
         let mut mine: Vec<usize> = Vec::new();
         let mut ops = Vec::new();
-        for (n, d) in decisions {
+        let mut live_owner = HashSet::new();
+        for (n, d, live) in decisions {
             match d {
                 Decision::Mine => mine.push(n),
                 Decision::Theirs => {}
                 d if budget > 0 => {
                     budget -= 1;
+                    if live {
+                        live_owner.insert(n);
+                    }
                     ops.push((n, d));
                 }
                 _ => {}
@@ -355,11 +392,12 @@ pub async fn discover(
             hops: h,
             ts_ns: crate::procfs::now_ns(),
         };
-        let results: Vec<(usize, Result<Option<u64>, String>)> =
+        let results: Vec<(usize, bool, Result<Option<u64>, String>)> =
             futures_util::stream::iter(ops.into_iter().map(|(n, d)| {
                 let value = serde_json::to_vec(&owner(hops)).unwrap_or_default();
                 let key = topo.names[n].clone();
                 let store = b.owners.clone();
+                let take = matches!(d, Decision::Take { .. });
                 async move {
                     let r = tokio::time::timeout(timeout, async {
                         match d {
@@ -386,7 +424,7 @@ pub async fn discover(
                     })
                     .await
                     .unwrap_or_else(|_| Err("timed out".into()));
-                    (n, r)
+                    (n, take, r)
                 }
             }))
             .buffer_unordered(CLAIMS_IN_FLIGHT)
@@ -394,10 +432,14 @@ pub async fn discover(
             .await;
         {
             let mut v = crate::util::lock(view);
-            for (n, r) in results {
+            for (n, take, r) in results {
                 match r {
                     Ok(Some(rev)) => {
                         out.claimed += 1;
+                        if take {
+                            out.taken
+                                .push((topo.names[n].clone(), live_owner.contains(&n)));
+                        }
                         // Unless the watch already brought a newer change (someone took it
                         // back meanwhile).
                         let newer = v

@@ -312,36 +312,35 @@ pub struct AgentStatus {
     pub lease_age_ms: f64,
 }
 
-/// Every agent with a lease in the bucket (lapsed ones have none), sorted by id.
+/// Every agent with a lease in the bucket (lapsed ones have none), sorted by id; read from the
+/// stream's leader without a consumer (see `crate::nats::latest`).
 pub async fn status(b: &Buckets) -> anyhow::Result<Vec<AgentStatus>> {
-    let mut keys: Vec<String> = match b.leases.keys().await {
-        Ok(k) => k.filter_map(|k| async { k.ok() }).collect().await,
-        Err(e) => anyhow::bail!("listing leases: {e}"),
-    };
-    keys.sort();
+    let entries = crate::nats::latest(&b.leases)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing leases: {e:#}"))?;
     let now = crate::procfs::now_ns();
-    let mut out = Vec::new();
-    for k in keys {
-        if let Ok(Some(v)) = b.leases.get(&k).await
-            && let Ok(lease) = serde_json::from_slice::<Lease>(&v)
-        {
-            out.push(AgentStatus {
-                lease_age_ms: (now - lease.ts_ns) as f64 / 1e6,
-                lease,
-            });
-        }
-    }
+    let mut out: Vec<AgentStatus> = entries
+        .into_iter()
+        .filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put)
+        .filter_map(|e| serde_json::from_slice::<Lease>(&e.value).ok())
+        .map(|lease| AgentStatus {
+            lease_age_ms: (now - lease.ts_ns) as f64 / 1e6,
+            lease,
+        })
+        .collect();
+    out.sort_by(|a, b| a.lease.agent.cmp(&b.lease.agent));
     Ok(out)
 }
 
-/// Who monitors a node: the owner value and its revision, if anyone does.
+/// Who monitors a node: the owner value and its revision, if anyone does (from the stream's
+/// leader).
 pub async fn owner(b: &Buckets, node: &str) -> anyhow::Result<Option<(Owner, u64)>> {
-    match b.owners.entry(node).await {
+    match crate::nats::latest_entry(&b.owners, node).await {
         Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put => {
             Ok(Some((serde_json::from_slice(&e.value)?, e.revision)))
         }
         Ok(_) => Ok(None),
-        Err(e) => anyhow::bail!("reading the owner of {node}: {e}"),
+        Err(e) => anyhow::bail!("reading the owner of {node}: {e:#}"),
     }
 }
 

@@ -260,7 +260,7 @@ pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, Fetch
 }
 
 /// The chunks of an object, one message get after another (`next_by_subj` from the sequence
-/// after the last chunk read), without a consumer (see [`subjects`]); more than `limit` bytes
+/// after the last chunk read), without a consumer (see [`crate::nats::subjects`]); more than `limit` bytes
 /// or chunks other than the metadata says are tampering.
 async fn read_chunks(
     b: &Buckets,
@@ -306,41 +306,12 @@ async fn read_chunks(
     Ok(out)
 }
 
-/// Keys (or objects) one listing returns at most: a fleet has a few guests times a few
-/// groups, and a health entry per daemon and guest; more is a bucket filled by someone else.
-const MAX_LISTED: usize = 1_000_000;
-
-/// The subjects under `filter` that hold a message, read from the stream's info. No consumer
-/// is created: nats-server 2.9.10, with one server of a cluster down, places some ephemeral
-/// consumers on that server and never answers their creation (a `wasmon fleet status` then
-/// timed out on every try for as long as the server was away).
-async fn subjects(stream: &jetstream::stream::Stream, filter: &str) -> anyhow::Result<Vec<String>> {
-    use futures_util::TryStreamExt;
-    let mut info = stream
-        .info_with_subjects(filter)
-        .await
-        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?;
-    let mut out = Vec::new();
-    while let Some((subject, _)) = info
-        .try_next()
-        .await
-        .map_err(|e| anyhow::anyhow!("listing {filter}: {e}"))?
-    {
-        if out.len() == MAX_LISTED {
-            anyhow::bail!("listing {filter}: more than {MAX_LISTED} subjects");
-        }
-        out.push(subject);
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The objects of the components store (deleted ones included, flagged), from their
-/// metadata messages, without a consumer (see [`subjects`]).
+/// metadata messages, without a consumer (see [`crate::nats::subjects`]).
 pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo>> {
     let filter = format!("$O.{}.M.>", b.components_name);
     let mut out = Vec::new();
-    for subject in subjects(&b.components_stream, &filter).await? {
+    for subject in crate::nats::subjects(&b.components_stream, &filter).await? {
         let m = b
             .components_stream
             .get_last_raw_message_by_subject(&subject)
@@ -354,47 +325,7 @@ pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo
     Ok(out)
 }
 
-/// One key's latest entry, as the stream's leader has it.
-pub struct Latest {
-    pub key: String,
-    pub revision: u64,
-    pub operation: kv::Operation,
-    pub value: Vec<u8>,
-}
-
-/// Every key's latest entry (deletions included), without a consumer (see [`subjects`]),
-/// read from the stream's leader, not with a direct get: with `allow_direct` any replica
-/// answers, and one that was down answered an old value after it came back (2.9.10). A key
-/// that cannot be read fails the whole listing.
-pub async fn latest(store: &kv::Store) -> anyhow::Result<Vec<Latest>> {
-    let prefix = format!("$KV.{}.", store.name);
-    let keys = subjects(&store.stream, &format!("{prefix}>"))
-        .await
-        .map_err(|e| anyhow::anyhow!("listing keys: {e}"))?;
-    let mut out = Vec::new();
-    for subject in keys {
-        let Some(k) = subject.strip_prefix(&prefix) else {
-            continue;
-        };
-        let m = store
-            .stream
-            .get_last_raw_message_by_subject(&subject)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading {k}: {e}"))?;
-        let operation = match m.headers.get("KV-Operation").map(|v| v.as_str()) {
-            Some("DEL") => kv::Operation::Delete,
-            Some("PURGE") => kv::Operation::Purge,
-            _ => kv::Operation::Put,
-        };
-        out.push(Latest {
-            key: k.to_string(),
-            revision: m.sequence,
-            operation,
-            value: m.payload.to_vec(),
-        });
-    }
-    Ok(out)
-}
+pub use crate::nats::{Latest, latest};
 
 /// Every value of a bucket (key, bytes), as [`latest`] reads them; deleted keys are skipped.
 pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {

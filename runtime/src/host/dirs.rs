@@ -22,6 +22,16 @@
 //! procfs and sysfs files that report size 0 read in full: WASI reads go to end of file, each
 //! one capped at 64 KiB by wasmtime-wasi; what a guest keeps is bounded by its memory cap, and
 //! a guest that reads forever by its deadline.
+//!
+//! Where the opened file or directory lies on a [local](is_local) filesystem (procfs, sysfs,
+//! cgroupfs, tmpfs, a local disk), its reads, stats and listings run on the calling thread
+//! (wasmtime-wasi's `allow_blocking_current_thread`) instead of being handed to tokio's
+//! blocking pool and waited for: a collector's poll is a few hundred such operations on small
+//! files, and the thread handoff was most of its cost (issue 30). Nothing there can wait for
+//! long: the descriptor is a regular file or a directory opened `O_NONBLOCK`, so a read that
+//! would wait for data answers "would block". A file on a network or FUSE filesystem (whose
+//! read may wait on a server for ever) keeps the blocking pool, so that the call can still be
+//! abandoned at the guest's deadline.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -96,40 +106,116 @@ fn open_read_only(
     if writes {
         return Err(ErrorCode::NotPermitted);
     }
+    let opened = open_beneath(
+        dir.dir.as_raw_fd(),
+        path,
+        oflags.contains(OpenFlags::DIRECTORY),
+        path_flags.contains(PathFlags::SYMLINK_FOLLOW),
+    )?;
+    match opened.kind {
+        Kind::Dir => Ok(Descriptor::Dir(Dir::new(
+            opened.file,
+            FsPerms::ReadOnly,
+            OpenMode::READ,
+            opened.local,
+        ))),
+        Kind::File => Ok(Descriptor::File(File::new(
+            opened.file,
+            FsPerms::ReadOnly,
+            OpenMode::READ,
+            opened.local,
+        ))),
+        // A FIFO, socket or device node: nothing a collector reads, and each can block or
+        // never end.
+        Kind::Other => Err(ErrorCode::Access),
+    }
+}
+
+/// What an open beneath a read-only root found.
+pub(super) enum Kind {
+    Dir,
+    File,
+    /// A FIFO, socket or device node (opened without blocking, never read).
+    Other,
+}
+
+/// A file or directory opened beneath a read-only root.
+pub(super) struct Opened {
+    pub file: std::fs::File,
+    pub kind: Kind,
+    /// Whether it lies on a [local](is_local) filesystem.
+    pub local: bool,
+}
+
+/// Opens `path` beneath the directory `dirfd` for reading, as the module's doc says: one
+/// `openat2` (`directory`: it must be one; `follow`: a symlink as the last component is
+/// followed, inside the root only), then its kind and filesystem.
+pub(super) fn open_beneath(
+    dirfd: i32,
+    path: &str,
+    directory: bool,
+    follow: bool,
+) -> Result<Opened, ErrorCode> {
     let mut o_flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    if oflags.contains(OpenFlags::DIRECTORY) {
+    if directory {
         o_flags |= libc::O_DIRECTORY;
     }
-    if !path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
+    if !follow {
         o_flags |= libc::O_NOFOLLOW;
     }
     let fd = openat2(
-        dir.dir.as_raw_fd(),
+        dirfd,
         path,
         o_flags,
         libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
     )?;
     let file = std::fs::File::from(fd);
     let kind = file.metadata().map_err(|e| code_of(&e))?.file_type();
-    if kind.is_dir() {
-        Ok(Descriptor::Dir(Dir::new(
-            file,
-            FsPerms::ReadOnly,
-            OpenMode::READ,
-            false,
-        )))
+    let kind = if kind.is_dir() {
+        Kind::Dir
     } else if kind.is_file() {
-        Ok(Descriptor::File(File::new(
-            file,
-            FsPerms::ReadOnly,
-            OpenMode::READ,
-            false,
-        )))
+        Kind::File
     } else {
-        // A FIFO, socket or device node: nothing a collector reads, and each can block or
-        // never end.
-        Err(ErrorCode::Access)
-    }
+        Kind::Other
+    };
+    let local = is_local(&file);
+    Ok(Opened { file, kind, local })
+}
+
+/// `statfs(2)`'s `f_type` of the filesystems whose reads never wait on anything but this
+/// machine: the kernel's own (procfs, sysfs, cgroup v1 and v2, tracefs, debugfs, securityfs,
+/// configfs, efivarfs), memory (tmpfs, ramfs) and local disks (ext2-4, xfs, btrfs, f2fs,
+/// overlayfs, squashfs, iso9660). Values from linux/magic.h; a filesystem missing here is
+/// only slower (its calls keep the blocking pool), never less safe.
+const LOCAL_FILESYSTEMS: &[u64] = &[
+    0x9fa0,      // PROC_SUPER_MAGIC
+    0x6265_6572, // SYSFS_MAGIC
+    0x0027_e0eb, // CGROUP_SUPER_MAGIC
+    0x6367_7270, // CGROUP2_SUPER_MAGIC
+    0x7472_6163, // TRACEFS_MAGIC
+    0x6462_6720, // DEBUGFS_MAGIC
+    0x7363_6673, // SECURITYFS_MAGIC
+    0x6265_6570, // CONFIGFS_MAGIC
+    0xde5e_81e4, // EFIVARFS_MAGIC
+    0x0102_1994, // TMPFS_MAGIC
+    0x8584_58f6, // RAMFS_MAGIC
+    0xef53,      // EXT2/3/4_SUPER_MAGIC
+    0x5846_5342, // XFS_SUPER_MAGIC
+    0x9123_683e, // BTRFS_SUPER_MAGIC
+    0xf2f5_2010, // F2FS_SUPER_MAGIC
+    0x794c_7630, // OVERLAYFS_SUPER_MAGIC
+    0x7371_7368, // SQUASHFS_MAGIC
+    0x9660,      // ISOFS_SUPER_MAGIC
+];
+
+/// Whether `file` lies on one of the [`LOCAL_FILESYSTEMS`], whose operations may run on the
+/// calling thread (see the module's doc). An `fstatfs` that fails answers no.
+pub(super) fn is_local(file: &std::fs::File) -> bool {
+    // SAFETY: statfs is plain old data, filled by the kernel; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor we own and a struct of the size the call expects.
+    let ok = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } == 0;
+    ok && LOCAL_FILESYSTEMS.contains(&(st.f_type as u64))
 }
 
 /// `openat2(2)`: opened without blocking (`O_NONBLOCK` is among `flags`), so it returns at

@@ -47,6 +47,7 @@ mod clock;
 mod dirs;
 mod engine;
 mod exporter;
+mod files;
 mod guest;
 pub mod limits;
 mod log;

@@ -1,7 +1,10 @@
-//! What a guest's `Store` holds: its WASI context (built from its grants), its resource
-//! limits, and the per-call accounting behind the `host` interface.
+//! What a guest's `Store` holds: its WASI context (built from its grants), the read-only
+//! grants' directories for the `files` interface, its resource limits, and the per-call
+//! accounting behind the `host` interface.
 
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -96,6 +99,38 @@ impl Grants {
     }
 }
 
+/// One read-only grant for the `files` interface: where the guest sees it, as path
+/// components, and its directory.
+pub(crate) struct Root {
+    pub(super) guest: Vec<String>,
+    pub(super) dir: OwnedFd,
+}
+
+/// The roots of `grants`' read-only directories, each opened once per instance (`O_PATH`: a
+/// handle to walk from, not readable itself).
+pub(crate) fn roots(grants: &[DirGrant]) -> Result<Vec<Root>> {
+    grants
+        .iter()
+        .filter(|g| g.read_only)
+        .map(|g| {
+            let dir = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(&g.host)
+                .with_context(|| format!("granting directory {}", g.host.display()))?;
+            Ok(Root {
+                guest: components(&g.guest).map(str::to_string).collect(),
+                dir: dir.into(),
+            })
+        })
+        .collect()
+}
+
+/// A path's components, without empty ones and `.` (`/sys//class/./net` is `sys class net`).
+pub(super) fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|c| !c.is_empty() && *c != ".")
+}
+
 /// The data of one guest instance's `Store`.
 pub struct State {
     wasi: WasiCtx,
@@ -110,6 +145,8 @@ pub struct State {
     pub(crate) clock: Arc<super::clock::Clock>,
     /// The string table shared with this instance (transformers).
     pub(crate) strings: super::strings::StringTable,
+    /// The read-only directory grants' roots, for the `files` interface.
+    pub(crate) read_roots: Vec<Root>,
 }
 
 impl State {
@@ -133,6 +170,7 @@ impl State {
             deadline,
             clock,
             strings: Default::default(),
+            read_roots: roots(&grants.dirs)?,
         })
     }
 

@@ -297,7 +297,10 @@ impl<'a> Ingest<'a, '_> {
             if let Some(id) = id {
                 self.name.push_str(&id.as_str());
             }
-            level = level.child(&self.name).map_err(|e| e.to_string())?;
+            level = self
+                .store
+                .child(&level, &self.name)
+                .map_err(|e| e.to_string())?;
         }
         Ok((level, item))
     }

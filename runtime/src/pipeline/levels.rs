@@ -53,8 +53,9 @@ impl Sets {
 pub const LEVELS_MEMORY: usize = 16 << 20;
 
 /// The levels of the sets earlier batches used, by the sets' addresses: each entry holds its
-/// set and resource, so no other set can have their addresses while it stands. Store levels
-/// are never removed, so a level found stays the one a lookup would find.
+/// set and resource, so no other set can have their addresses while it stands. A level the
+/// store took out of its tree since (no series left) is written through its path again by
+/// the store, so a level found stays good to write to.
 #[derive(Default)]
 pub struct Levels(Mutex<Kept>);
 

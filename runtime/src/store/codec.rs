@@ -23,6 +23,10 @@ pub const MAX_VALUES: usize = 512;
 /// which an i64 converts to f64 exactly for any value that has fractional digits at all.
 const MAX_EXP: i32 = 18;
 
+/// Values up to which encoding works in arrays of this size on the stack rather than of
+/// [`MAX_VALUES`] (clearing 4 KiB twice cost more than encoding 16 values).
+const SMALL: usize = 64;
+
 /// Distinct values a dictionary holds: 4-bit indices; beyond that decimal or raw wins.
 const MAX_DICT: usize = 16;
 
@@ -94,7 +98,18 @@ pub fn encode(values: &[f64], out: &mut Vec<u8>) {
             out.extend_from_slice(&map);
         }
     }
-    let mut present = [0f64; MAX_VALUES];
+    if nans == 0 {
+        return encode_values(values, out);
+    }
+    // A small piece (the store freezes 16 values at a time) does not clear a 4 KiB array.
+    let (mut small, mut big);
+    let present: &mut [f64] = if n <= SMALL {
+        small = [0f64; SMALL];
+        &mut small
+    } else {
+        big = [0f64; MAX_VALUES];
+        &mut big
+    };
     let mut m = 0;
     for v in values.iter().filter(|v| !v.is_nan()) {
         present[m] = *v;
@@ -117,8 +132,15 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
     let dict_size = dict.as_ref().map_or(usize::MAX, |d| {
         1 + d.len() * 8 + words(m, bits(d.len() as u64 - 1)) * 8
     });
-    let mut ds = [0i64; MAX_VALUES];
-    let dec = decimal(v, &mut ds);
+    let (mut small, mut big);
+    let ds: &mut [i64] = if m <= SMALL {
+        small = [0i64; SMALL];
+        &mut small
+    } else {
+        big = [0i64; MAX_VALUES];
+        &mut big
+    };
+    let dec = decimal(v, ds);
     let dec_size = dec.as_ref().map_or(usize::MAX, Decimal::size);
     if dict_size <= dec_size && dict_size < raw_size {
         let d = dict.expect("sized above");
@@ -283,7 +305,7 @@ impl Decimal {
 }
 
 /// The decimal form of `v`, if most values are decimals of a few digits.
-fn decimal(v: &[f64], ds: &mut [i64; MAX_VALUES]) -> Option<Decimal> {
+fn decimal(v: &[f64], ds: &mut [i64]) -> Option<Decimal> {
     let m = v.len();
     // The exponent: the largest a sample of the values needs (most series keep the same
     // number of decimals); values that need more become exceptions.

@@ -82,6 +82,15 @@ pub struct StoreConfig {
     /// How long samples stay in memory ("48h", "90m", "1d12h" or a number of seconds).
     #[serde(with = "crate::duration::serde")]
     pub retention_in_memory: Duration,
+    /// Series of the metrics `idle-metrics` names that are no longer written (a process that
+    /// exited) are dropped this long after their newest sample, instead of staying for
+    /// `retention-in-memory` ("1h" by default, as Netdata drops the charts of a process that
+    /// is gone after an hour; "0" keeps them for the whole retention).
+    #[serde(with = "crate::duration::serde")]
+    pub idle_retention: Duration,
+    /// Metric-name prefixes `idle-retention` applies to: per-process series, whose processes
+    /// come and go (default `["proc."]`: the process reader's series, one set per PID).
+    pub idle_metrics: Vec<String>,
     /// How often a full snapshot is written (after which the write-ahead log is truncated).
     #[serde(with = "crate::duration::serde")]
     pub checkpoint_interval: Duration,
@@ -117,6 +126,8 @@ impl Default for StoreConfig {
             default_frequency: DEFAULT_FREQUENCY,
             refuse_unknown_metrics: false,
             retention_in_memory: Duration::from_secs(48 * 3600),
+            idle_retention: Duration::from_secs(3600),
+            idle_metrics: vec!["proc.".into()],
             checkpoint_interval: Duration::from_secs(3600),
             wal: true,
             archive: ArchiveConfig::default(),
@@ -215,6 +226,8 @@ mod tests {
         assert_eq!(cfg.default_frequency, 30);
         assert_eq!(cfg.retention_in_memory, Duration::from_secs(86_400));
         assert_eq!(cfg.checkpoint_interval, Duration::from_secs(600));
+        assert_eq!(cfg.idle_retention, Duration::from_secs(3600));
+        assert_eq!(cfg.idle_metrics, vec!["proc.".to_string()]);
         assert_eq!(cfg.metrics["flops_any"].aggregation, Aggregation::Sum);
         assert_eq!(cfg.metrics["mem_used"].aggregation, Aggregation::None);
         assert!(!cfg.archive.enabled);

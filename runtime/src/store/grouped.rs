@@ -138,6 +138,7 @@ impl<K: Clone, T: Queued> GroupWrite<'_, K, T> {
         } = self;
         let wal = store.wal.is_some();
         let mut rejected = 0;
+        let mut moved = Vec::new();
         level.write_group(
             items,
             |it| {
@@ -154,12 +155,23 @@ impl<K: Clone, T: Queued> GroupWrite<'_, K, T> {
                         batch.push(&level.wal_path, p.metric.id, p.name, p.ts, p.value);
                     }
                 }
+                Err(StoreError::Removed) => moved.push(i),
                 Err(e) => {
                     rejected += 1;
                     refused.push((items[i].clone(), e));
                 }
             },
         );
+        // A level the background pass took out of the tree meanwhile: each sample through
+        // `write_to`, which finds the level at its path again (rare: a cached level whose
+        // series had all expired).
+        for i in moved {
+            let p = items[i].pending();
+            match store.write_to(batch, level, p.name, p.metric, p.ts, p.value) {
+                Ok(()) => *stored += 1,
+                Err(e) => refused.push((items[i].clone(), e)),
+            }
+        }
         if rejected > 0 {
             store
                 .counters

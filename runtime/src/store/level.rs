@@ -15,6 +15,10 @@ use super::buffer::{Chain, Pool};
 use super::spin::SpinLock;
 use super::{MetricInfo, StoreError, read, validate_name, write};
 
+/// `slots_at` of a level taken out of the tree (no slice lives at this address; an empty
+/// slice's pointer is the dangling one, 8).
+const REMOVED: usize = usize::MAX - 63;
+
 /// One series of a level: its chain, which carries the metric id (40 bytes).
 pub(crate) type Slot = Chain;
 
@@ -108,6 +112,9 @@ impl Level {
             });
         }
         let mut children = write(&self.children);
+        if self.is_removed() {
+            return Err(StoreError::Removed);
+        }
         let table = children.get_or_insert_with(Box::default);
         let h = hash(name.as_bytes());
         if let Some(c) = table.find(h, |c| self.is_named(c, name.as_bytes())) {
@@ -168,6 +175,7 @@ impl Level {
         let mut metrics = self.metrics.lock();
         match metrics.iter_mut().find(|s| s.id == m.id) {
             Some(s) => s.write(ts, value, pool),
+            None if self.is_removed() => Err(StoreError::Removed),
             None => {
                 let r = add(&mut metrics, m, ts, value, pool);
                 self.publish(&metrics);
@@ -192,6 +200,7 @@ impl Level {
             let (m, ts, value) = get(it);
             let r = match metrics.iter_mut().find(|s| s.id == m.id) {
                 Some(s) => s.write(ts, value, pool),
+                None if self.is_removed() => Err(StoreError::Removed),
                 None => {
                     let r = add(&mut metrics, m, ts, value, pool);
                     self.publish(&metrics);
@@ -236,6 +245,90 @@ impl Level {
             + table
             + std::mem::size_of_val::<[Slot]>(&metrics)
             + metrics.iter().map(Chain::heap_bytes).sum::<usize>()
+    }
+
+    /// The background pass over this level's chains (`Chain::compact`), one chain per lock
+    /// hold so writes to the level wait for one chain's encoding at most; chains `expired`
+    /// calls expired (judged again under the lock) are dropped. Returns the chains visited.
+    pub(crate) fn compact(&self, now: i64, pool: &Pool, expired: &dyn Fn(&Chain) -> bool) -> usize {
+        let (mut i, mut dead) = (0, false);
+        loop {
+            let mut metrics = self.metrics.lock();
+            let Some(c) = metrics.get_mut(i) else {
+                break;
+            };
+            if expired(c) {
+                dead = true;
+            } else {
+                c.compact(now, pool);
+            }
+            i += 1;
+        }
+        if dead {
+            let mut metrics = self.metrics.lock();
+            let (gone, keep): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut *metrics)
+                .into_vec()
+                .into_iter()
+                .partition(|c| expired(c));
+            *metrics = keep.into_boxed_slice();
+            self.publish(&metrics);
+            drop(metrics);
+            for c in gone {
+                c.release(pool);
+            }
+        }
+        i
+    }
+
+    fn is_removed(&self) -> bool {
+        self.slots_at.load(Ordering::Relaxed) as usize == REMOVED
+    }
+
+    /// Takes the children that hold no series and have no children out of the tree (each
+    /// marked removed under its own locks, so a writer holding it learns it and goes to the
+    /// tree again). Returns how many.
+    fn prune(&self) -> usize {
+        let mut guard = write(&self.children);
+        let Some(table) = guard.as_mut() else {
+            return 0;
+        };
+        let before = table.len();
+        table.retain(|c| !c.remove_if_empty());
+        let n = before - table.len();
+        if table.is_empty() {
+            *guard = None;
+        }
+        n
+    }
+
+    /// Marks this level removed if it holds no series and no children. Lock order: its
+    /// children table, then its series (as `heap_bytes` and every other path take them).
+    fn remove_if_empty(&self) -> bool {
+        let children = write(&self.children);
+        if children.as_ref().is_some_and(|t| !t.is_empty()) {
+            return false;
+        }
+        let metrics = self.metrics.lock();
+        if !metrics.is_empty() {
+            return false;
+        }
+        self.slots_at
+            .store(std::ptr::without_provenance_mut(REMOVED), Ordering::Relaxed);
+        true
+    }
+
+    /// The level's path from the root, as names.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        let mut p = &self.wal_path[1..];
+        let mut out = Vec::new();
+        while let Some((len, rest)) = p.split_first_chunk::<2>() {
+            let len = u16::from_le_bytes(*len) as usize;
+            let (name, r) = rest.split_at(len.min(rest.len()));
+            // Paths are built from `&str` names only.
+            out.push(std::str::from_utf8(name).unwrap_or_default());
+            p = r;
+        }
+        out
     }
 
     pub(crate) fn free(&self, t: i64, pool: &Pool) -> usize {
@@ -301,6 +394,25 @@ fn eq_short(a: &[u8], b: &[u8]) -> bool {
         8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
         _ => a == b,
     }
+}
+
+/// The background pass over `level` and every level below it, children first, so a level
+/// its last series left is taken out of the tree in the same pass. Returns the series visited.
+pub(crate) fn compact_tree(
+    level: &Arc<Level>,
+    now: i64,
+    pool: &Pool,
+    expired: &dyn Fn(&Chain) -> bool,
+) -> usize {
+    let mut n = level.compact(now, pool, expired);
+    let children = level.children();
+    if !children.is_empty() {
+        for c in &children {
+            n += compact_tree(c, now, pool, expired);
+        }
+        level.prune();
+    }
+    n
 }
 
 /// Depth-first walk in name order, handing each level with its path to `f`.

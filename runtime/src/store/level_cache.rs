@@ -4,8 +4,9 @@
 //! probe and an `Arc` clone per level, a cache miss each at thousands of levels).
 //!
 //! Caches wait in a pool of the store: a request takes one (one lock) and gives it back when
-//! done, so look-ups during a request touch no shared state. Levels are never removed from
-//! the tree, so a cached level stays the level its key resolved to.
+//! done, so look-ups during a request touch no shared state. A cached level the background
+//! pass took out of the tree (it held no series) refuses writes, and the store's write paths
+//! then find the level at its path again, so a cached level never loses a sample.
 
 use std::sync::{Arc, Mutex};
 

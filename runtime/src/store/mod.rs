@@ -24,7 +24,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use buffer::{BUFFER_CAP, MAX_FREQUENCY, Newest};
+pub use buffer::{BUFFER_CAP, IDLE_AFTER, MAX_FREQUENCY, Newest};
+
+/// Walks from the root that [`Store::level`] starts again when a level on the way was removed
+/// meanwhile: the background pass removes a level once per pass at most.
+const MAX_TRIES: u32 = 8;
+
+/// How often the workers run [`Store::compact`]: the open buffers' raw slots hold what a
+/// series wrote since the last pass (6 values at 10 s), so the interval bounds them.
+pub const COMPACT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 pub use config::{Aggregation, ArchiveConfig, LTTB_MIN_POINTS, MetricConfig, StoreConfig};
 pub use grouped::{GroupWrite, Held, LevelKeys, Pending, Queued, Written};
 pub use query::{ReadResult, Stats, lttb};
@@ -74,6 +82,10 @@ pub enum StoreError {
     },
     #[error("write-ahead log unavailable: {0}")]
     Wal(String),
+    /// The level was taken out of the tree (it held no series) while the caller held it:
+    /// [`Store`]'s write paths resolve the path again and write there.
+    #[error("level removed from the tree while in use")]
+    Removed,
 }
 
 impl StoreError {
@@ -203,11 +215,36 @@ impl Store {
 
     /// The level at `path` (created if missing), e.g. `["alex", "a903", "hwthread1"]`.
     pub fn level(&self, path: &[&str]) -> Result<Arc<Level>, StoreError> {
-        let mut l = self.root.clone();
-        for name in path {
-            l = l.child(name)?;
+        // A level the background pass removes between the look-up of it and of its child
+        // refuses the child: start again from the root (the pass removes only empty levels,
+        // so the next walk creates them anew).
+        let mut tries = 0;
+        'walk: loop {
+            let mut l = self.root.clone();
+            for name in path {
+                l = match l.child(name) {
+                    Err(StoreError::Removed) if tries < MAX_TRIES => {
+                        tries += 1;
+                        continue 'walk;
+                    }
+                    r => r?,
+                };
+            }
+            return Ok(l);
         }
-        Ok(l)
+    }
+
+    /// The child `name` of `level`, found again from the root if `level` was removed from
+    /// the tree while the caller held it.
+    pub fn child(&self, level: &Level, name: &str) -> Result<Arc<Level>, StoreError> {
+        match level.child(name) {
+            Err(StoreError::Removed) => {
+                let mut path = level.names();
+                path.push(name);
+                self.level(&path)
+            }
+            r => r,
+        }
     }
 
     fn find_level(&self, path: &[&str]) -> Option<Arc<Level>> {
@@ -268,6 +305,7 @@ impl Store {
         value: f64,
     ) -> Result<(), StoreError> {
         match level.write(m, ts, value, &self.pool) {
+            Err(StoreError::Removed) => self.write_moved(batch, level, (metric_name, m, ts, value)),
             Ok(()) => {
                 // Counted per batch: a shared atomic per sample would bounce between cores.
                 batch.samples += 1;
@@ -283,6 +321,20 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// [`Store::write_to`] for a level the background pass took out of the tree (a cached
+    /// level of a series that had expired): the level at its path now takes the sample.
+    #[cold]
+    #[inline(never)]
+    fn write_moved(
+        &self,
+        batch: &mut WalBatch,
+        level: &Level,
+        (name, m, ts, value): (&str, MetricInfo, i64, f64),
+    ) -> Result<(), StoreError> {
+        let now = self.level(&level.names())?;
+        self.write_to(batch, &now, name, m, ts, value)
     }
 
     /// Hands a batch to the WAL (no wait). Returns the sequence number to wait for.
@@ -334,6 +386,31 @@ impl Store {
             .buffers_freed
             .fetch_add(n as u64, Ordering::Relaxed);
         n
+    }
+
+    /// The background pass the workers run every [`COMPACT_EVERY`]: encodes what the write
+    /// path leaves raw (closed blocks, the open blocks' older slots), shrinks series no longer
+    /// written (`buffer::Chain::compact`), drops series of `idle-metrics` whose newest sample
+    /// is older than `idle-retention`, and takes levels left without series or children out
+    /// of the tree. `now`: the time idleness is measured from (seconds). Returns the series
+    /// visited.
+    pub fn compact(&self, now: i64) -> usize {
+        let keep = self.config.idle_retention.as_secs() as i64;
+        let prefixes = &self.config.idle_metrics;
+        let idle: Vec<bool> = if keep == 0 || prefixes.is_empty() {
+            Vec::new()
+        } else {
+            let names = self.registry.all_names();
+            names
+                .iter()
+                .map(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+                .collect()
+        };
+        let cutoff = now.saturating_sub(keep);
+        let expired = |c: &buffer::Chain| {
+            idle.get(c.id as usize).copied().unwrap_or(false) && c.newest_time() < cutoff
+        };
+        level::compact_tree(&self.root, now, &self.pool, &expired)
     }
 
     /// Names of the children of the level at `path` (empty if it does not exist).

@@ -294,6 +294,9 @@ fn free_releases_old_buffers() {
         s.write(&["cluster", "host", "1"], "b", i, i as f64)
             .unwrap();
     }
+    s.compact(count);
+    // The pass encoded the closed blocks and pooled their raw pages.
+    let pooled = s.usage().pooled_buffers;
     let n = s.free(&["cluster", "host"], (BUFFER_CAP * 2) as i64 + 100);
     assert_eq!(n, 3); // two of "a", one of "b"
     let r = s
@@ -310,9 +313,9 @@ fn free_releases_old_buffers() {
         s.write(&["cluster", "host", "1"], "a", 5, 1.0),
         Err(StoreError::TooOld { .. })
     ));
-    assert_eq!(s.usage().pooled_buffers, 0);
+    assert_eq!(s.usage().pooled_buffers, pooled);
     s.write(&["cluster", "host", "2"], "a", 0, 1.0).unwrap();
-    assert_eq!(s.usage().pooled_buffers, 0);
+    assert_eq!(s.usage().pooled_buffers, pooled);
     assert_eq!(s.free(&["no", "such"], i64::MAX), 0);
 }
 
@@ -449,4 +452,102 @@ fn level_stays_small() {
     // The memory goal (≤ 8.1 bytes per sample including the tree) depends on it: most levels
     // are hardware threads with four series.
     assert_eq!(std::mem::size_of::<Level>(), 72);
+}
+
+#[test]
+fn series_of_exited_processes_go_after_idle_retention_and_their_levels_with_them() {
+    // Default: `proc.*` series dropped an hour after their newest sample; others stay.
+    let s = Store::new(cfg(&[("cpu", 10, Aggregation::None)]));
+    let t0 = 1_000_000;
+    for i in 0..20 {
+        s.write(
+            &["c", "h", "4242"],
+            "proc.psinfo.utime",
+            t0 + i * 10,
+            i as f64,
+        )
+        .unwrap();
+        s.write(&["c", "h", "7"], "proc.psinfo.utime", t0 + i * 10, i as f64)
+            .unwrap();
+        s.write(&["c", "h"], "cpu", t0 + i * 10, i as f64).unwrap();
+        s.write(&["c", "h", "disk0"], "disk.read", t0 + i * 10, i as f64)
+            .unwrap();
+    }
+    let held = s.level(&["c", "h", "4242"]).unwrap();
+    // Process 7 goes on; 4242 exited at t0 + 190.
+    let later = t0 + 190 + 3600;
+    for t in (t0 + 200..=later).step_by(10) {
+        s.write(&["c", "h", "7"], "proc.psinfo.utime", t, 1.0)
+            .unwrap();
+    }
+    // Within the hour: kept (frozen, not dropped).
+    s.compact(later - 20);
+    assert_eq!(s.usage().series, 4);
+    s.compact(later + 10);
+    let mut kids = s.list_children(&["c", "h"]);
+    kids.sort();
+    assert_eq!(
+        kids,
+        vec!["7", "disk0"],
+        "the exited process' level is gone"
+    );
+    assert_eq!(s.usage().series, 3);
+    // Old series of metrics outside `idle-metrics` stay for the whole retention.
+    let r = s
+        .read(&sel(&["c", "h", "disk0"]), "disk.read", t0, t0 + 200, 0)
+        .unwrap();
+    assert_eq!(r.data[19], 19.0);
+    // A writer that still holds the removed level (a cache): the sample lands in the level
+    // at its path, created again, through both write paths.
+    let m = s.metric("proc.psinfo.utime").unwrap();
+    let mut batch = WalBatch::default();
+    s.write_to(&mut batch, &held, "proc.psinfo.utime", m, later, 5.0)
+        .unwrap();
+    let r = s.read(
+        &sel(&["c", "h", "4242"]),
+        "proc.psinfo.utime",
+        later,
+        later + 10,
+        0,
+    );
+    assert_eq!(r.unwrap().data, vec![5.0]);
+    s.compact(later + 7200);
+    let mut w = s.group_write(1);
+    let at = |ts, value| Pending {
+        name: "proc.psinfo.utime",
+        metric: m,
+        ts,
+        value,
+    };
+    w.push(&Held, &held, at(later + 7200, 6.0));
+    let written = w.finish(&Held);
+    assert_eq!((written.stored, written.refused.len()), (1, 0));
+    let r = s.read(
+        &sel(&["c", "h", "4242"]),
+        "proc.psinfo.utime",
+        later + 7200,
+        later + 7210,
+        0,
+    );
+    assert_eq!(r.unwrap().data, vec![6.0]);
+    // A child of a removed level is created under the live one.
+    let child = s.child(&held, "t1").unwrap();
+    s.write_to(&mut batch, &child, "cpu", m_cpu(&s), later, 1.0)
+        .unwrap();
+    assert_eq!(s.list_children(&["c", "h", "4242"]), vec!["t1"]);
+}
+
+fn m_cpu(s: &Store) -> MetricInfo {
+    s.metric("cpu").unwrap()
+}
+
+#[test]
+fn idle_retention_zero_keeps_exited_processes_for_the_whole_retention() {
+    let mut c = cfg(&[]);
+    c.idle_retention = std::time::Duration::ZERO;
+    let s = Store::new(c);
+    s.write(&["c", "h", "1"], "proc.x", 1000, 1.0).unwrap();
+    s.compact(1_000_000);
+    assert_eq!(s.usage().series, 1);
+    assert_eq!(s.list_children(&["c", "h"]), vec!["1"]);
 }

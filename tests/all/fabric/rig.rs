@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use serde_json::Value;
 use wasmon::fabric::histogram::{Histogram, WireHistogram};
 use wasmon::fabric::ownership::Buckets;
@@ -148,27 +147,20 @@ impl Bus {
         Bus { rt, b }
     }
 
-    /// Node -> owning agent, from the bucket (empty if the bucket does not answer in time).
+    /// Node -> owning agent, from the bucket's leader (empty if it does not answer in time).
     pub(super) fn owners(&self) -> HashMap<String, String> {
         self.rt.block_on(async {
-            let read = async {
-                let keys: Vec<String> = match self.b.owners.keys().await {
-                    Ok(k) => k.filter_map(|k| async { k.ok() }).collect().await,
-                    Err(_) => return HashMap::new(),
-                };
-                let mut out = HashMap::new();
-                for k in keys {
-                    if let Ok(Some(v)) = self.b.owners.get(&k).await
-                        && let Ok(o) = serde_json::from_slice::<Owner>(&v)
-                    {
-                        out.insert(k, o.agent);
-                    }
-                }
-                out
-            };
-            tokio::time::timeout(KV_WAIT, read)
-                .await
-                .unwrap_or_default()
+            let read = wasmon::nats::latest(&self.b.owners);
+            match tokio::time::timeout(KV_WAIT, read).await {
+                Ok(Ok(entries)) => entries
+                    .into_iter()
+                    .filter_map(|e| {
+                        let o = serde_json::from_slice::<Owner>(&e.value).ok()?;
+                        Some((e.key, o.agent))
+                    })
+                    .collect(),
+                _ => HashMap::new(),
+            }
         })
     }
 

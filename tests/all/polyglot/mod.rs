@@ -13,6 +13,8 @@ mod daemon;
 mod exporters;
 mod guests;
 
+pub(crate) use agents::prepare_slurm;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

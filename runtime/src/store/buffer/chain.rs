@@ -33,6 +33,13 @@ pub(crate) struct Chain {
     older: Box<[Closed]>,
 }
 
+/// Seconds between two background passes (`Chain::compact`, run by the store's workers).
+pub const COMPACT_EVERY_SECS: i64 = 60;
+
+/// A series not written for this long (and two of its steps) counts as no longer written: the
+/// background pass freezes all its slots but the newest (a process that exited).
+pub const IDLE_AFTER: i64 = 120;
+
 /// Largest step a chain holds: its step and phase share the 32 bits a `u32` step had, which
 /// keeps a chain at 40 bytes (the memory goal counts it per series). 65,535 s (18 h) steps
 /// make a 512-slot buffer cover 388 days; cc-metric-store's metrics step in seconds to minutes.
@@ -156,6 +163,11 @@ impl Chain {
         k.saturating_mul(self.step()).saturating_add(self.phase())
     }
 
+    /// The time of the newest slot written (or overwritten with a gap).
+    pub(crate) fn newest_time(&self) -> i64 {
+        self.time(self.head.end_slot() - 1)
+    }
+
     /// The frozen part of the open block: the last of `older` when its block is the head's.
     fn frozen(&self) -> Option<&Closed> {
         self.older.last().filter(|b| b.block == self.head.block)
@@ -173,7 +185,7 @@ impl Chain {
             })
             .chain(std::iter::once(Span {
                 block: self.head.block,
-                lo: self.frozen().map_or(self.head.lo, |f| f.lo),
+                lo: self.frozen().map_or(self.head.lo(), |f| f.lo),
                 hi: self.head.hi,
             }))
     }
@@ -189,13 +201,13 @@ impl Chain {
     /// offset of its first slot.
     pub(crate) fn open_values(&self, page: &mut [f64; BUFFER_CAP]) -> u16 {
         let h = &self.head;
-        page[h.lo as usize..h.hi as usize].copy_from_slice(h.values());
+        page[h.lo() as usize..h.hi as usize].copy_from_slice(h.values());
         match self.frozen() {
             Some(f) => {
                 f.values_into(page);
                 f.lo
             }
-            None => h.lo,
+            None => h.lo(),
         }
     }
 
@@ -235,11 +247,8 @@ impl Chain {
                 return Ok(());
             }
             if (freq..2 * freq).contains(&d) && (h.hi as usize) < BUFFER_CAP {
-                if h.values().len() >= FREEZE {
-                    self.freeze_and_push(value, pool);
-                } else {
-                    h.push(value, pool);
-                }
+                // A plain append: encoding is the background pass's (`compact`).
+                h.push(value, pool);
                 return Ok(());
             }
         }
@@ -249,31 +258,12 @@ impl Chain {
         if slot.div_euclid(CAP) == h.block as i64 {
             let off = slot.rem_euclid(CAP) as usize;
             let frozen = self.older.last().is_some_and(|b| b.block == h.block);
-            if off >= h.lo as usize || !frozen {
+            if off >= h.lo() as usize || !frozen {
                 h.set(off, value, pool);
                 return Ok(());
             }
         }
         self.write_slow(ts, slot, value, pool)
-    }
-
-    /// Moves the raw tail into the frozen part of its block (encoding it there, off the raw
-    /// slots every series pays for) and starts a new tail with `value` at the next slot.
-    #[cold]
-    #[inline(never)]
-    fn freeze_and_push(&mut self, value: f64, pool: &Pool) {
-        let h = &self.head;
-        let (block, lo, next) = (h.block, h.lo, h.end_slot());
-        match self.older.last_mut().filter(|b| b.block == block) {
-            Some(f) => f.append(h.values(), pool),
-            None => {
-                let f = Closed::frozen(block, lo, h.values());
-                let n = self.older.len();
-                insert(&mut self.older, n, f);
-            }
-        }
-        let old = std::mem::replace(&mut self.head, Buf::new(block, next, value, pool));
-        old.release(Some(pool));
     }
 
     #[cold]
@@ -316,34 +306,72 @@ impl Chain {
         Ok(())
     }
 
-    /// Closes the head (encoding it) and makes `next` the open buffer; closed buffers a late
-    /// write had opened are encoded again at the same time.
+    /// Closes the head and makes `next` the open buffer. Nothing is encoded whole here (the
+    /// background pass does it): the raw tail joins the block's frozen pieces, or, if none
+    /// were frozen yet, its slots become the closed buffer's raw page.
     fn close_head(&mut self, next: Buf, pool: &Pool) {
-        let digits = pool.precision(self.id);
         let old = std::mem::replace(&mut self.head, next);
         let mut v = std::mem::take(&mut self.older).into_vec();
         let closed = match v.pop_if(|b| b.block == old.block) {
-            // The frozen part and the tail encoded as one buffer: smaller than the pieces.
-            Some(f) => {
-                let mut page = [0f64; BUFFER_CAP];
-                f.values_into(&mut page);
-                page[old.lo as usize..old.hi as usize].copy_from_slice(old.values());
-                let mut out = Vec::new();
-                let slots = &page[f.lo as usize..old.hi as usize];
-                super::codec::encode_rounded(slots, digits, &mut out);
-                let c = Closed::packed(old.block, f.lo, old.hi, out.into_boxed_slice());
-                f.release(pool);
-                c
+            Some(mut f) => {
+                f.append(old.values(), pool);
+                old.release(Some(pool));
+                f
             }
-            None => Closed::packed(old.block, old.lo, old.hi, old.encode(digits)),
+            None => {
+                let (block, lo, hi) = (old.block, old.lo(), old.hi);
+                Closed::from_page(block, lo, hi, old.into_page(pool))
+            }
         };
-        old.release(Some(pool));
-        for b in &mut v {
-            b.seal(digits, pool);
-        }
         v.reserve_exact(1);
         v.push(closed);
         self.older = v.into_boxed_slice();
+    }
+
+    /// The background pass over this chain (`Store::compact`, off the write path): closed
+    /// buffers still raw or in pieces are encoded as one buffer each; the open buffer's
+    /// older slots are frozen into pieces of [`FREEZE`]; a series not written for
+    /// [`IDLE_AFTER`] (and two steps) has every slot but its newest frozen into one piece,
+    /// and its raw storage shrunk to that slot.
+    pub(crate) fn compact(&mut self, now: i64, pool: &Pool) {
+        let digits = pool.precision(self.id);
+        let block = self.head.block;
+        for b in self.older.iter_mut().filter(|b| b.block != block) {
+            b.seal(digits, pool);
+        }
+        let newest = self.time(self.head.end_slot() - 1);
+        let idle = now.saturating_sub(newest) > IDLE_AFTER.max(2 * self.step());
+        let len = self.head.len();
+        let k = if idle {
+            len - 1
+        } else {
+            (len - 1) / FREEZE * FREEZE
+        };
+        let room = if idle {
+            0
+        } else {
+            (COMPACT_EVERY_SECS / self.step()) as usize + 1
+        };
+        let (head, older) = (&mut self.head, &mut self.older);
+        let values = &head.values()[..k];
+        match older.last_mut().filter(|b| b.block == block) {
+            Some(f) if idle => f.append_as_one(values, pool),
+            Some(f) => values.chunks(FREEZE).for_each(|c| f.append(c, pool)),
+            None if k == 0 => {}
+            None => {
+                let step = if idle { k } else { FREEZE };
+                let mut f = Closed::frozen(block, head.lo(), &values[..step]);
+                values[step..]
+                    .chunks(FREEZE)
+                    .for_each(|c| f.append(c, pool));
+                let n = older.len();
+                insert(older, n, f);
+            }
+        }
+        head.drain_front(k);
+        // Room for what the series writes until the next pass, no more (a burst, or a
+        // block's worth written before any pass ran, left it larger).
+        head.fit(head.len() + room, pool);
     }
 
     /// First written slot and one past the last written slot.

@@ -49,7 +49,18 @@ impl Closed {
         }
     }
 
+    /// A closed buffer of the slots `lo..hi` of `page` (a block just closed, encoded later).
+    pub(super) fn from_page(block: i32, lo: u16, hi: u16, page: Page) -> Closed {
+        Closed {
+            block,
+            lo,
+            hi,
+            form: Form::Raw(page),
+        }
+    }
+
     /// A closed buffer of the encoded slots `lo..hi`.
+    #[cfg(test)]
     pub(super) fn packed(block: i32, lo: u16, hi: u16, bytes: Box<[u8]>) -> Closed {
         Closed {
             block,
@@ -150,14 +161,46 @@ impl Closed {
         self.hi = self.hi.max(o + 1);
     }
 
-    /// Encodes a raw (late-written) buffer again.
+    /// Encodes a raw (late-written or just closed) buffer, or a closed block's pieces, as one
+    /// buffer (values rounded to `digits` significant digits if set).
     pub(super) fn seal(&mut self, digits: u32, pool: &Pool) {
-        if let Form::Raw(p) = &self.form {
-            let mut out = Vec::new();
-            codec::encode_rounded(&p[self.lo as usize..self.hi as usize], digits, &mut out);
-            if let Form::Raw(p) = std::mem::replace(&mut self.form, Form::Packed(out.into())) {
-                pool.put(p);
+        let (lo, hi) = (self.lo as usize, self.hi as usize);
+        let mut out = Vec::new();
+        match &self.form {
+            Form::Packed(_) => return,
+            Form::Raw(p) => codec::encode_rounded(&p[lo..hi], digits, &mut out),
+            Form::Pieces(_) => {
+                let mut page = [0f64; BUFFER_CAP];
+                self.values_into(&mut page);
+                codec::encode_rounded(&page[lo..hi], digits, &mut out);
             }
+        }
+        if let Form::Raw(p) = std::mem::replace(&mut self.form, Form::Packed(out.into())) {
+            pool.put(p);
+        }
+    }
+
+    /// Appends `values` from slot offset `hi` on and encodes the whole frozen part again as
+    /// one piece: a series no longer written keeps one header, not several.
+    pub(super) fn append_as_one(&mut self, values: &[f64], pool: &Pool) {
+        if values.is_empty() && pieces::count(self.pieces()) == 1 {
+            return;
+        }
+        let (lo, hi, n) = (self.lo as usize, self.hi as usize, values.len());
+        let mut page = [0f64; BUFFER_CAP];
+        self.values_into(&mut page);
+        page[hi..hi + n].copy_from_slice(values);
+        let old = std::mem::replace(&mut self.form, Form::Pieces(pieces::new(&page[lo..hi + n])));
+        if let Form::Raw(p) = old {
+            pool.put(p);
+        }
+        self.hi += n as u16;
+    }
+
+    fn pieces(&self) -> &[u8] {
+        match &self.form {
+            Form::Pieces(b) => b,
+            _ => &[],
         }
     }
 

@@ -30,7 +30,7 @@ pub(crate) use super::page::Page;
 const CAP: i64 = BUFFER_CAP as i64;
 
 pub(crate) use chain::Chain;
-pub use chain::{MAX_FREQUENCY, Newest};
+pub use chain::{IDLE_AFTER, MAX_FREQUENCY, Newest};
 pub(crate) use closed::Closed;
 pub(crate) use pool::Pool;
 

@@ -6,16 +6,18 @@
 //! Format: pieces in slot order, each `u16 slots | u16 bytes | codec bytes` (the codec form
 //! of that many slots, NaN gaps included). A new piece is `FREEZE` slots; whenever the last
 //! `MERGE` pieces have the same length they are encoded again as one, so a block holds a few
-//! pieces of 32, 128 and 512 slots: each value is encoded about three times before its block
-//! closes, and the per-piece headers (about 20 bytes) stay a small share.
+//! pieces of 16, 64 and 256 slots: each value is encoded about three times before its block
+//! closes (and once more when the closed block is encoded whole), and the per-piece headers (about 20 bytes) stay a small share.
 
 use super::{BUFFER_CAP, codec};
 
-/// Raw slots the head keeps before they are frozen into a piece: small, because the raw tail
-/// costs 8 bytes a slot in every series, and an encoded piece of 32 values is ~2 bytes a value.
-pub(super) const FREEZE: usize = 32;
+/// Raw slots the background pass leaves in the head before it freezes them into a piece:
+/// small, because the raw tail costs 8 bytes a slot in every series (a tail's storage holds
+/// this plus what a series writes between two passes), while a piece's header (~15 bytes)
+/// is shared by its values.
+pub(super) const FREEZE: usize = 16;
 
-/// Pieces of one length merged into one (a base-4 counter: 32, 128, 512 slots).
+/// Pieces of one length merged into one (a base-4 counter: 16, 64, 256 slots).
 const MERGE: usize = 4;
 
 /// Bytes before each piece's codec bytes.
@@ -35,6 +37,11 @@ fn each(bytes: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
         slot += n;
         Some(piece)
     })
+}
+
+/// How many pieces `bytes` holds.
+pub(super) fn count(bytes: &[u8]) -> usize {
+    each(bytes).count()
 }
 
 fn put(out: &mut Vec<u8>, values: &[f64]) {
@@ -125,9 +132,9 @@ mod tests {
         for c in all[FREEZE..].chunks(FREEZE) {
             append(&mut p, c);
         }
-        // 15 pieces of 32 are 3 of 128 and 3 of 32 after the merges.
+        // 30 pieces of 16 are 1 of 256, 3 of 64 and 2 of 16 after the merges.
         let lens: Vec<usize> = each(&p).map(|(_, n, _)| n).collect();
-        assert_eq!(lens, vec![128, 128, 128, 32, 32, 32]);
+        assert_eq!(lens, vec![256, 64, 64, 64, 16, 16]);
         let mut out = vec![0.0; 480];
         decode(&p, &mut out);
         for (i, (a, b)) in out.iter().zip(&all).enumerate() {

@@ -26,6 +26,7 @@ fn chain_spans_buffers_and_fills_gaps() {
     for t in 1..1100 {
         c.write(t, t as f64, &pool).unwrap();
     }
+    pass(&mut c, &pool);
     assert_eq!(c.buffer_count(), 3);
     // Far jump leaves a gap of blocks; a write into the gap creates a page there.
     c.write(5000, 5.0, &pool).unwrap();
@@ -38,18 +39,22 @@ fn chain_spans_buffers_and_fills_gaps() {
     assert!(out[1100].is_nan());
     assert_eq!(out[3000], 3.0);
     assert_eq!(out[5000], 5.0);
+    // The pass returned the closed blocks' raw pages when it encoded them; one went to the
+    // late write at 3000.
+    let pooled = pool.len();
+    assert_eq!(pooled, 1);
     assert_eq!(c.free_before(1024, &pool), (2, false));
     assert!(matches!(
         c.write(10, 1.0, &pool),
         Err(StoreError::TooOld { .. })
     ));
     // Closed buffers are encoded: freeing them returns no page.
-    assert_eq!(pool.len(), 0);
+    assert_eq!(pool.len(), pooled);
     assert_eq!(c.free_before(i64::MAX, &pool), (3, true));
     assert_eq!(c.release(&pool), 1);
     // Only block 5 (a late write's raw page, not yet encoded) held a page; the head holds
     // one value in a small array.
-    assert_eq!(pool.len(), 1);
+    assert_eq!(pool.len(), pooled + 1);
 }
 
 #[test]
@@ -164,6 +169,12 @@ fn pool_pages_are_reset() {
     assert!(q.iter().all(|v| v.is_nan()));
 }
 
+/// The background pass with the series' newest slot as "now" (not idle).
+fn pass(c: &mut Chain, pool: &Pool) {
+    let now = c.time(c.span().1 - 1);
+    c.compact(now, pool);
+}
+
 fn same(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }
@@ -180,8 +191,11 @@ fn open_buffer_grows_with_its_samples() {
     for i in 5..300 {
         c.write(i * 10, i as f64, &pool).unwrap();
     }
-    // Past 32 slots the tail is frozen into encoded pieces: 300 integers in far less than
-    // the 4 KiB page they took raw.
+    // The writes alone keep the slots raw (a 4 KiB page by now).
+    assert_eq!(c.heap_bytes(), BUFFER_CAP * 8);
+    // The background pass freezes all but the last up to 16 slots into encoded pieces: 300
+    // integers in far less than the 4 KiB page they took raw.
+    pass(&mut c, &pool);
     assert!(c.heap_bytes() < 300 * 2, "{}", c.heap_bytes());
     assert_eq!(c.buffer_count(), 1);
     let mut out = vec![0.0; 300];
@@ -216,6 +230,7 @@ fn closed_buffers_are_encoded_and_read_back_exactly() {
         c.write(i, value(i), &pool).unwrap();
     }
     assert_eq!(c.buffer_count(), 4);
+    pass(&mut c, &pool);
     // Far below 8 bytes a value: the first block is nearly constant, the rest two-decimal.
     assert!(c.heap_bytes() < 3 * 512 * 2 + 512, "{}", c.heap_bytes());
     let mut out = vec![0.0; n as usize + 10];
@@ -244,6 +259,7 @@ fn a_constant_block_adds_without_decoding() {
     for i in 1..(BUFFER_CAP as i64 + 1) {
         c.write(i, 2.5, &pool).unwrap();
     }
+    pass(&mut c, &pool);
     let (older, _) = c.parts();
     assert!(matches!(&older[0].form, Form::Packed(b) if codec::constant(b) == Some(2.5)));
     let mut out = vec![1.0; 10];
@@ -258,6 +274,7 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
     for i in 1..1100 {
         c.write(i, i as f64 / 2.0, &pool).unwrap();
     }
+    pass(&mut c, &pool);
     let before = c.heap_bytes();
     c.write(10, -1.25, &pool).unwrap();
     c.write(700, 99.0, &pool).unwrap();
@@ -268,10 +285,11 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
         (out[10], out[700], out[11], out[701]),
         (-1.25, 99.0, 5.5, 350.5)
     );
-    // The next buffer to close encodes the written-to ones again.
+    // The next pass encodes the written-to ones again.
     for i in 1100..1600 {
         c.write(i, i as f64 / 2.0, &pool).unwrap();
     }
+    pass(&mut c, &pool);
     assert!(
         c.heap_bytes() < before + 2 * 4096,
         "{} vs {before}",
@@ -294,13 +312,15 @@ fn precision_rounds_closed_buffers_only() {
     for i in 1..600 {
         c.write(i, value(i), &pool).unwrap();
     }
+    pass(&mut c, &pool);
     let mut out = vec![0.0; 600];
     c.copy_into(0, 600, &mut out);
     // The closed buffer holds three significant digits; the open one every bit.
     assert_eq!(out[0], 143.0);
     assert_eq!(out[511], codec::round_to_digits(value(511), 3));
     assert_eq!(out[512].to_bits(), value(512).to_bits());
-    assert!(c.heap_bytes() < 512 + 128 * 8 + 64, "{}", c.heap_bytes());
+    let closed = &c.parts().0[0];
+    assert!(closed.heap_bytes() < 512 + 64, "{}", closed.heap_bytes());
     // Another metric id is lossless.
     let mut c = Chain::new(1, 1, 0, value(0), &pool).unwrap();
     for i in 1..600 {
@@ -322,6 +342,7 @@ fn a_short_series_is_frozen_in_pieces_and_reads_back_exactly() {
     let mut c = Chain::new(0, 300, 0, value(0), &pool).unwrap();
     for i in 1..288 {
         c.write(i * 300, value(i), &pool).unwrap();
+        pass(&mut c, &pool);
     }
     assert_eq!((c.buffer_count(), c.samples()), (1, 288));
     // Raw: 2,304 bytes (a 4 KiB page before the open buffer grew); now pieces and a tail
@@ -367,6 +388,12 @@ fn a_short_series_is_frozen_in_pieces_and_reads_back_exactly() {
     for i in 1..=32 {
         c.write(i, i as f64, &pool).unwrap();
     }
+    c.compact(1000, &pool);
+    assert_eq!(
+        c.parts().1.values().len(),
+        1,
+        "idle: all but the newest frozen"
+    );
     let n = c.newest().unwrap();
     assert_eq!((n.ts, n.value, n.previous), (32, 32.0, Some(31)));
     assert_eq!(c.latest(), Some((32, 32.0)));
@@ -379,6 +406,7 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     for i in 11..300 {
         c.write(i, i as f64 / 2.0, &pool).unwrap();
     }
+    pass(&mut c, &pool);
     // Into a frozen piece, before the block's first slot, and an overwrite in the tail.
     c.write(100, -1.0, &pool).unwrap();
     c.write(3, -2.0, &pool).unwrap();
@@ -404,8 +432,10 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     check(&c);
     assert_eq!(c.buffer_count(), 1);
     assert_eq!(c.span(), (3, 400));
-    // Closing the block encodes frozen part and tail as one buffer.
+    // Closing the block and the next pass encode frozen part and tail as one buffer.
     c.write(600, 1.0, &pool).unwrap();
+    check(&c);
+    pass(&mut c, &pool);
     let (older, _) = c.parts();
     assert_eq!(older.len(), 1);
     assert!(matches!(older[0].form, Form::Packed(_)));
@@ -431,4 +461,71 @@ fn a_restored_open_block_is_frozen_but_its_tail() {
     // Out-of-order blocks are refused.
     let closed = Closed::packed(3, 0, 1, vec![3].into_boxed_slice());
     assert!(Chain::from_parts(0, 1, 0, vec![closed], 2, 0, &values, &pool).is_none());
+}
+
+#[test]
+fn writes_and_background_passes_in_any_order_read_back_exactly() {
+    // A model (slot -> value) against the chain: appends, overwrites, gaps, late writes into
+    // closed and frozen parts, block jumps, interleaved with passes that find the series
+    // written or idle. Every read must match the model bit for bit.
+    let mut rng = crate::util::TestRng(0x5eed_1234_abcd_0001);
+    for round in 0..40 {
+        let pool = Pool::new(64);
+        let step = [1i64, 10, 60][round % 3];
+        let mut model = std::collections::BTreeMap::<i64, f64>::new();
+        let value = |rng: &mut crate::util::TestRng| match rng.below(10) {
+            0 => f64::NAN,
+            1 => -0.0,
+            2 => f64::from_bits(rng.next()),
+            3 => 7.0,
+            _ => (rng.below(100_000) as f64) / 100.0,
+        };
+        let v0 = value(&mut rng);
+        let mut c = Chain::new(0, step as u16, 0, v0, &pool).unwrap();
+        model.insert(0, v0);
+        let mut k = 0i64;
+        for _ in 0..3000 {
+            let v = value(&mut rng);
+            let slot = match rng.below(100) {
+                0..=79 => {
+                    k += 1;
+                    k
+                }
+                80..=84 => k,
+                85..=89 => {
+                    k += 1 + rng.below(40) as i64;
+                    k
+                }
+                90..=94 => (k - rng.below(700) as i64).max(0),
+                95 => {
+                    k += 600 + rng.below(900) as i64;
+                    k
+                }
+                _ => {
+                    let now = c.time(k) + if rng.below(3) == 0 { 10_000 } else { 0 };
+                    c.compact(now, &pool);
+                    continue;
+                }
+            };
+            c.write(slot * step, v, &pool).unwrap();
+            model.insert(slot, v);
+        }
+        for now in [c.time(k), c.time(k) + 100_000] {
+            c.compact(now, &pool);
+            let mut out = vec![0.0; (k + 20) as usize];
+            c.copy_into(-10, k + 10, &mut out);
+            for s in -10..k + 10 {
+                let want = model.get(&s).copied().unwrap_or(f64::NAN);
+                assert!(
+                    same(out[(s + 10) as usize], want),
+                    "round {round}, slot {s}"
+                );
+            }
+            let newest = model.iter().rev().find(|(_, v)| !v.is_nan());
+            assert_eq!(
+                c.latest().map(|(t, v)| (t, v.to_bits())),
+                newest.map(|(s, v)| (s * step, v.to_bits()))
+            );
+        }
+    }
 }
