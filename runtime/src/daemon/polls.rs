@@ -122,15 +122,7 @@ impl Daemon {
                         Err(e) => return Err(e.context(what.clone())),
                     };
                     let compiled = self.compile(&source)?;
-                    let gc = self.guest_config(
-                        config,
-                        &a.name,
-                        &a.params,
-                        a.deadline,
-                        a.memory,
-                        a.quarantine_after,
-                        &a.grants,
-                    )?;
+                    let gc = self.guest_config(config, &a.name, &a.params, &a.limits)?;
                     let print = format!("{}:{gc:?}", compiled.hash);
                     if old_prints.get(&domain) == Some(&print) {
                         prints.insert(domain, print);
