@@ -32,7 +32,7 @@ FLOORS = [
     ["config"],
     ["pipeline", "sink", "ingest", "store", "notify", "namespace", "linux", "procfs", "pcp",
      "fabric", "fleet", "guests", "kit", "host", "sample"],
-    ["lineproto", "nats", "supervise", "telemetry", "logging", "duration", "util", "testutil"],
+    ["lineproto", "nats", "supervise", "telemetry", "logging", "duration", "util", "flat", "testutil"],
 ]
 FLOOR = {part: i for i, floor in enumerate(FLOORS) for part in floor}
 

@@ -21,15 +21,6 @@ use std::time::{Duration, Instant};
 const GOAL_RSS_MB: f64 = 40.0;
 const GOAL_CPU_PERCENT: f64 = 0.2;
 
-fn secs_env(name: &str, default: u64) -> Duration {
-    Duration::from_secs(
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default),
-    )
-}
-
 fn healthy(port: u16) -> bool {
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -133,8 +124,8 @@ fn main() {
     {
         return;
     }
-    let settle = secs_env("FOOTPRINT_SETTLE", 20);
-    let measure = secs_env("FOOTPRINT_MEASURE", 60);
+    let settle = release::secs_env("FOOTPRINT_SETTLE", 20);
+    let measure = release::secs_env("FOOTPRINT_MEASURE", 60);
     let bin = binary();
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")

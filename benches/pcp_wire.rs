@@ -84,6 +84,13 @@ pub fn reference_pmcd() -> Option<Pmcd> {
 /// pmcd on a free port; `conf`: its pmcd.conf instead of the installed one.
 #[allow(dead_code)] // not every bench that includes this file starts its own pmcd.conf
 pub fn pmcd_with(conf: Option<&str>) -> Option<Pmcd> {
+    pmcd_env(conf, &[])
+}
+
+/// [`pmcd_with`], with `env` added to pmcd's environment (its PMDAs inherit it: e.g.
+/// pmdalinux's `LINUX_STATSPATH`, the root it reads /proc and /sys under).
+#[allow(dead_code)] // only `collect` sets PMDA variables
+pub fn pmcd_env(conf: Option<&str>, env: &[(&str, &str)]) -> Option<Pmcd> {
     let bin = std::path::Path::new("/usr/lib/pcp/bin/pmcd");
     if !bin.exists() || !std::path::Path::new("/var/lib/pcp/pmns/root").exists() {
         eprintln!("pcp: no reference pmcd (Debian's pcp is not installed): wasmon only");
@@ -106,6 +113,7 @@ pub fn pmcd_with(conf: Option<&str>) -> Option<Pmcd> {
         // Start its PMDAs as its own children (not through an already running pmdaroot of
         // another pmcd), so their CPU counts as this pmcd's.
         .env("PMCD_ROOT_AGENT", "0")
+        .envs(env.iter().copied())
         .current_dir(run.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -21,3 +21,14 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| root.join("target"));
     target.join("release/wasmon")
 }
+
+/// A duration in whole seconds from the environment variable `name`, else `default`.
+#[allow(dead_code)] // not every bench that includes this file reads one
+pub fn secs_env(name: &str, default: u64) -> std::time::Duration {
+    std::time::Duration::from_secs(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}

@@ -304,7 +304,9 @@ fn benches(c: &mut Criterion) {
                         let ts = T0 + step * FREQ;
                         step += 1;
                         for (l, name, m) in &all {
-                            store.write_to(&mut batch, l, name, *m, ts, step as f64).unwrap();
+                            store
+                                .write_to(&mut batch, l, name, *m, ts, step as f64)
+                                .unwrap();
                         }
                         if step % BUFFER_CAP as i64 == 0 {
                             store.free(&[], ts - 2 * BUFFER_CAP as i64 * FREQ);

@@ -157,75 +157,115 @@ pub struct NamespaceConfig {
     pub pmns: Vec<PathBuf>,
 }
 
-/// An agent: it owns part of the namespace and fetches values.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct AgentConfig {
-    /// Name for logs and counters.
-    pub name: String,
-    /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
-    #[serde(default)]
-    pub guest: Option<String>,
-    /// An agent built into the daemon instead of a guest: `linux` or `proc`.
-    #[serde(default)]
-    pub native: Option<String>,
-    /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
-    #[serde(default)]
-    pub domain: Option<u32>,
-    /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
-    /// `count 44:*:*`); native agents bring their own.
-    #[serde(default)]
-    pub pmns: Option<String>,
-    /// Handed to the guest's `configure` as a JSON object.
-    #[serde(default = "empty_table")]
-    pub params: toml::Table,
-    /// Fetch the agent's metrics on this interval and send them to `pipeline`.
-    #[serde(
-        default,
-        with = "crate::duration::serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub poll_interval: Option<Duration>,
-    /// Names (or non-leaf prefixes) to poll; default: everything under the names its PMNS
-    /// puts at the root.
-    #[serde(default)]
-    pub poll_names: Vec<String>,
-    /// The pipeline polled samples enter.
-    #[serde(default)]
-    pub pipeline: Option<String>,
-    /// More pipelines fed on the same `poll-interval`, each with the names it wants (a
-    /// `rate_of_change` pipeline takes the CPU counters only).
-    #[serde(default, rename = "feed", skip_serializing_if = "Vec::is_empty")]
-    pub feeds: Vec<FeedConfig>,
-    #[serde(
-        default,
-        with = "crate::duration::serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
+/// A guest's limits and grants, in `[[agent]]` and `[[pipeline.transformer]]` alike: each
+/// limit left out is `[guest-defaults]`'s.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GuestLimits {
+    /// Wall time one call may take.
     pub deadline: Option<Duration>,
-    #[serde(
-        default,
-        with = "crate::util::size::option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// The instance's memory cap.
     pub memory: Option<u64>,
-    #[serde(default)]
+    /// Failed calls in a row before the guest is quarantined.
     pub quarantine_after: Option<u32>,
-    #[serde(default)]
+    /// Directories and mapped files it may read.
     pub grants: Grants,
-    /// Native agents: the directory their `proc/` and `sys/` are read under (`/` by
-    /// default; PCP's `LINUX_STATSPATH`): a captured tree, or a host's /proc mounted in a
-    /// container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
-    /// The linux agent: which disks, interfaces and filesystems it reports.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub devices: crate::linux::Devices,
-    /// Guest agents: a path as the guest sees it (under one of its `grants.dirs`), checked
-    /// at start and at every reload: while it does not exist the agent is not run (the
-    /// embedded config's hardware agents: `/sys/class/infiniband`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub when_present: Option<String>,
+}
+
+/// Declares a section that runs a guest (see [`crate::flat::section!`]): the struct as
+/// written plus `limits` ([`GuestLimits`]), spelt flat (`deadline = "50ms"`, `grants.dirs`).
+macro_rules! guest_section {
+    (
+        $(#[doc = $doc:literal])*
+        #[derive($($derive:path),* $(,)?)]
+        #[serde($($container:tt)*)]
+        pub struct $name:ident as $flat:ident {
+            $($body:tt)*
+        }
+    ) => {
+        crate::flat::section! {
+            group limits: GuestLimits {
+                #[serde(
+                    default,
+                    with = "crate::duration::serde::option",
+                    skip_serializing_if = "Option::is_none"
+                )]
+                deadline: Option<Duration>,
+                #[serde(
+                    default,
+                    with = "crate::util::size::option",
+                    skip_serializing_if = "Option::is_none"
+                )]
+                memory: Option<u64>,
+                #[serde(default)]
+                quarantine_after: Option<u32>,
+                #[serde(default)]
+                grants: Grants,
+            }
+            $(#[doc = $doc])*
+            #[derive($($derive),*)]
+            #[serde($($container)*)]
+            pub struct $name as $flat {
+                $($body)*
+            }
+        }
+    };
+}
+
+guest_section! {
+    /// An agent: it owns part of the namespace and fetches values.
+    #[derive(Debug, Clone, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct AgentConfig as AgentToml {
+        /// Name for logs and counters.
+        pub name: String,
+        /// A guest of the `agent` world: bundled name, NAME in guests-dir, or a `.wasm` path.
+        #[serde(default)]
+        pub guest: Option<String>,
+        /// An agent built into the daemon instead of a guest: `linux` or `proc`.
+        #[serde(default)]
+        pub native: Option<String>,
+        /// The PCP domain it serves (defaults for native agents: linux 60, proc 3).
+        #[serde(default)]
+        pub domain: Option<u32>,
+        /// Its part of the PMNS in PCP's ASCII format (static names, and dynamic roots such as
+        /// `count 44:*:*`); native agents bring their own.
+        #[serde(default)]
+        pub pmns: Option<String>,
+        /// Handed to the guest's `configure` as a JSON object.
+        #[serde(default = "empty_table")]
+        pub params: toml::Table,
+        /// Fetch the agent's metrics on this interval and send them to `pipeline`.
+        #[serde(
+            default,
+            with = "crate::duration::serde::option",
+            skip_serializing_if = "Option::is_none"
+        )]
+        pub poll_interval: Option<Duration>,
+        /// Names (or non-leaf prefixes) to poll; default: everything under the names its PMNS
+        /// puts at the root.
+        #[serde(default)]
+        pub poll_names: Vec<String>,
+        /// The pipeline polled samples enter.
+        #[serde(default)]
+        pub pipeline: Option<String>,
+        /// More pipelines fed on the same `poll-interval`, each with the names it wants (a
+        /// `rate_of_change` pipeline takes the CPU counters only).
+        #[serde(default, rename = "feed", skip_serializing_if = "Vec::is_empty")]
+        pub feeds: Vec<FeedConfig>,
+        /// Native agents: the directory their `proc/` and `sys/` are read under (`/` by
+        /// default; PCP's `LINUX_STATSPATH`): a captured tree, or a host's /proc mounted in a
+        /// container.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub root: Option<PathBuf>,
+        /// The linux agent: which disks, interfaces and filesystems it reports.
+        #[serde(default, skip_serializing_if = "is_default")]
+        pub devices: crate::linux::Devices,
+        /// Guest agents: a path as the guest sees it (under one of its `grants.dirs`), checked
+        /// at start and at every reload: while it does not exist the agent is not run (the
+        /// embedded config's hardware agents: `/sys/class/infiniband`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub when_present: Option<String>,
+    }
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -250,8 +290,8 @@ impl AgentConfig {
         };
         self.domain.get_or_insert(d.domain);
         self.pmns.get_or_insert_with(|| d.pmns.to_string());
-        if self.grants.dirs.is_empty() {
-            self.grants.dirs = d
+        if self.limits.grants.dirs.is_empty() {
+            self.limits.grants.dirs = d
                 .dirs
                 .iter()
                 .map(|dir| crate::host::DirGrant {
@@ -267,7 +307,8 @@ impl AgentConfig {
     /// directory taken from `base` when relative. `None`: not set, or under no grant.
     pub fn when_present_on_host(&self, base: &Path) -> Option<PathBuf> {
         let path = Path::new(self.when_present.as_deref()?);
-        self.grants
+        self.limits
+            .grants
             .dirs
             .iter()
             .filter_map(|d| Some((d, path.strip_prefix(&d.guest).ok()?)))
@@ -401,35 +442,41 @@ pub struct FeedConfig {
     pub names: Vec<String>,
 }
 
-/// One transformer of a pipeline.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct StageConfig {
-    /// Bundled guest name, NAME in guests-dir, or a path to a `.wasm` file.
-    pub guest: String,
-    /// Handed to the guest's `configure` as a JSON object.
-    #[serde(default = "empty_table")]
-    pub params: toml::Table,
-    #[serde(
-        default,
-        with = "crate::duration::serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub deadline: Option<Duration>,
-    #[serde(
-        default,
-        with = "crate::util::size::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub memory: Option<u64>,
-    #[serde(default)]
-    pub quarantine_after: Option<u32>,
-    #[serde(default)]
-    pub grants: Grants,
+guest_section! {
+    /// One transformer of a pipeline.
+    #[derive(Debug, Clone, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct StageConfig as StageToml {
+        /// Bundled guest name, NAME in guests-dir, or a path to a `.wasm` file.
+        pub guest: String,
+        /// Handed to the guest's `configure` as a JSON object.
+        #[serde(default = "empty_table")]
+        pub params: toml::Table,
+    }
 }
 
 fn empty_table() -> toml::Table {
     toml::Table::new()
+}
+
+/// A parse error headed by the section it is in (`[fleet]: TOML parse error at line 7 ...`):
+/// toml shows the key's line only, and sections share key names (`username`, `deadline`).
+fn in_section(text: &str, e: toml::de::Error) -> anyhow::Error {
+    let header = e
+        .span()
+        .and_then(|at| text.get(..at.start))
+        .and_then(|before| {
+            before
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| l.starts_with('['))
+        })
+        .map(|l| l.split_once('#').map_or(l, |(h, _)| h).trim_end());
+    match header {
+        Some(h) => anyhow::anyhow!("{h}: {e}"),
+        None => e.into(),
+    }
 }
 
 /// Built-in sinks a pipeline may name besides its `[[sink]]`s.
@@ -438,7 +485,7 @@ pub const SINKS: &[&str] = crate::sink::config::BUILT_IN;
 impl Config {
     /// Parses and checks a configuration; errors name the field (and line) at fault.
     pub fn parse(text: &str) -> Result<Config> {
-        let mut config: Config = toml::from_str(text)?;
+        let mut config: Config = toml::from_str(text).map_err(|e| in_section(text, e))?;
         for a in &mut config.agents {
             a.fill_bundled_defaults();
         }
@@ -518,7 +565,7 @@ impl Config {
                         p.name
                     );
                 }
-                if t.deadline == Some(Duration::ZERO) {
+                if t.limits.deadline == Some(Duration::ZERO) {
                     bail!(
                         "pipeline {:?}: transformer[{j}].deadline must be positive",
                         p.name

@@ -83,7 +83,8 @@ pub const AGENT_DEFAULTS: &[AgentDefaults] = &[
         guest: "slurm",
         domain: 490,
         pmns: "root { slurm 490:*:* }\n",
-        dirs: &["/sys/fs/cgroup"],
+        // The jobs' cgroups, and the online CPUs (slurm_cgroup's zeros for idle threads).
+        dirs: &["/sys/fs/cgroup", "/sys/devices/system/cpu"],
     },
 ];
 

@@ -29,7 +29,8 @@
 //!   [`supervise`], long-lived tasks restarted (and counted) when they fail or panic;
 //!   [`telemetry`], wasmon's own
 //!   counters; [`logging`], the log's format, colours and level; [`duration`], durations in
-//!   configs; [`util`], sizes, the host name, NATS-safe keys, byte compares and the lock policy.
+//!   configs; [`util`], sizes, the host name, NATS-safe keys, byte compares and the lock policy;
+//!   [`flat`], config sections whose shared group of keys is spelt flat in the file.
 
 pub mod api;
 pub mod cli;
@@ -37,6 +38,7 @@ pub mod config;
 pub mod daemon;
 pub mod duration;
 pub mod fabric;
+pub mod flat;
 pub mod fleet;
 pub mod guests;
 pub mod host;

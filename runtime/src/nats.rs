@@ -57,25 +57,148 @@ pub const MAX_SERVERS: usize = 64;
 /// long after the cluster can take writes again.
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// One section's NATS connection: what every section that talks to NATS holds, under these
-/// field names (`url_field` is the section's name for its servers: `address`, `url`, `nats`).
-#[derive(Debug, Clone, Copy, Default)]
+/// Credentials and TLS of a NATS connection: the same fields in every section that talks to
+/// NATS (declared into each by [`section!`]) and the same flags on `wasmon fleet`.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct Auth {
+    /// NATS user name (with the password).
+    #[arg(long, requires = "password")]
+    pub username: Option<String>,
+    #[arg(long, requires = "username")]
+    pub password: Option<String>,
+    /// A file holding a NATS token (an `http` sink's: a bearer token).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// A NATS credentials file (JWT + nkey seed).
+    #[arg(long)]
+    pub creds_file: Option<PathBuf>,
+    /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate and its key, for servers that require one.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// No credentials, no TLS files.
+static NO_AUTH: Auth = Auth {
+    username: None,
+    password: None,
+    token_file: None,
+    creds_file: None,
+    tls_ca: None,
+    tls_cert: None,
+    tls_key: None,
+};
+
+impl Auth {
+    /// The files it names, under their field names.
+    pub fn files(&self) -> [(&'static str, Option<&Path>); 5] {
+        [
+            ("token-file", self.token_file.as_deref()),
+            ("creds-file", self.creds_file.as_deref()),
+            ("tls-ca", self.tls_ca.as_deref()),
+            ("tls-cert", self.tls_cert.as_deref()),
+            ("tls-key", self.tls_key.as_deref()),
+        ]
+    }
+
+    /// User and password go together, so do the client certificate and its key; with `base`
+    /// (the directory relative file names start from), the files exist. Errors name the field.
+    pub fn check(&self, base: Option<&Path>) -> Result<(), (&'static str, String)> {
+        if self.username.is_some() != self.password.is_some() {
+            return Err(("username", "username and password go together".into()));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(("tls-cert", "tls-cert and tls-key go together".into()));
+        }
+        if let Some(base) = base {
+            for (field, file) in self.files() {
+                if let Some(f) = file {
+                    let path = base.join(f);
+                    std::fs::metadata(&path)
+                        .map_err(|e| (field, format!("{}: {e}", path.display())))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Declares a config section that talks to NATS (see [`crate::flat::section!`]): the struct
+/// as written plus `auth` ([`Auth`]), whose keys the config file spells flat beside the
+/// section's own (`username = ...`, `tls-ca = ...`), and `connection()`, the [`Connection`]
+/// of the servers field named in the header.
+macro_rules! section {
+    (
+        $(#[doc = $doc:literal])*
+        #[derive($($derive:path),* $(,)?)]
+        #[serde($($container:tt)*)]
+        pub struct $name:ident as $flat:ident (servers: $servers:ident, $url_field:literal) {
+            $($body:tt)*
+        }
+    ) => {
+        $crate::flat::section! {
+            group auth: $crate::nats::Auth {
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                username: Option<String>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                password: Option<String>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                token_file: Option<std::path::PathBuf>,
+                // `creds-file-path`: cc-metric-store's spelling.
+                #[serde(default, alias = "creds-file-path", skip_serializing_if = "Option::is_none")]
+                creds_file: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_ca: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_cert: Option<std::path::PathBuf>,
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                tls_key: Option<std::path::PathBuf>,
+            }
+            $(#[doc = $doc])*
+            #[derive($($derive),*)]
+            #[serde($($container)*)]
+            pub struct $name as $flat {
+                $($body)*
+            }
+        }
+
+        impl $name {
+            /// The NATS connection this section describes.
+            pub fn connection(&self) -> $crate::nats::Connection<'_> {
+                $crate::nats::Connection {
+                    url_field: $url_field,
+                    servers: &self.$servers,
+                    auth: &self.auth,
+                }
+            }
+        }
+    };
+}
+pub(crate) use section;
+
+/// One section's NATS connection: its servers and [`Auth`] (`url_field` is the section's name
+/// for its servers: `address`, `url`, `nats`).
+#[derive(Debug, Clone, Copy)]
 pub struct Connection<'a> {
     /// The section and its servers' field, for errors (`"nats.address"`, `"fleet.nats"`).
     pub url_field: &'a str,
     /// One URL, or several separated by commas (a list in TOML is joined so).
     pub servers: &'a str,
-    pub username: Option<&'a str>,
-    pub password: Option<&'a str>,
-    /// A file holding a NATS token.
-    pub token_file: Option<&'a Path>,
-    /// A NATS credentials file (JWT + nkey seed).
-    pub creds_file: Option<&'a Path>,
-    /// The CA(s) the server's certificate must chain to, instead of the system's roots.
-    pub tls_ca: Option<&'a Path>,
-    /// A client certificate and its key, for servers that require one.
-    pub tls_cert: Option<&'a Path>,
-    pub tls_key: Option<&'a Path>,
+    pub auth: &'a Auth,
+}
+
+impl Default for Connection<'_> {
+    fn default() -> Self {
+        Connection {
+            url_field: "",
+            servers: "",
+            auth: &NO_AUTH,
+        }
+    }
 }
 
 /// A field and what is wrong with it.
@@ -167,42 +290,10 @@ impl Connection<'_> {
         parse_servers(self.servers).map_err(|p| (self.url_field.to_string(), p))
     }
 
-    /// Checks what the runtime will need: the servers parse, user and password go together,
-    /// so do the client certificate and its key; with `base`, the files exist.
+    /// Checks what the runtime will need: the servers parse, and what [`Auth::check`] checks.
     pub fn check(&self, base: Option<&Path>) -> Result<(), FieldError> {
         self.addresses()?;
-        if self.username.is_some() != self.password.is_some() {
-            return Err((
-                self.field("username"),
-                "username and password go together".into(),
-            ));
-        }
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err((
-                self.field("tls-cert"),
-                "tls-cert and tls-key go together".into(),
-            ));
-        }
-        if let Some(base) = base {
-            for (field, file) in self.files() {
-                if let Some(f) = file {
-                    let path = base.join(f);
-                    std::fs::metadata(&path)
-                        .map_err(|e| (self.field(field), format!("{}: {e}", path.display())))?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn files(&self) -> [(&'static str, Option<&Path>); 5] {
-        [
-            ("token-file", self.token_file),
-            ("creds-file", self.creds_file),
-            ("tls-ca", self.tls_ca),
-            ("tls-cert", self.tls_cert),
-            ("tls-key", self.tls_key),
-        ]
+        self.auth.check(base).map_err(|(f, p)| (self.field(f), p))
     }
 
     /// Connect options from the token, credentials and TLS files under `base` and the user
@@ -220,16 +311,17 @@ impl Connection<'_> {
             .connection_timeout(CONNECT_TIMEOUT)
             .ping_interval(PING_INTERVAL)
             .name(concat!("wasmon/", env!("CARGO_PKG_VERSION")));
-        if let (Some(u), Some(p)) = (self.username, self.password) {
-            opts = opts.user_and_password(u.to_string(), p.to_string());
+        let a = self.auth;
+        if let (Some(u), Some(p)) = (&a.username, &a.password) {
+            opts = opts.user_and_password(u.clone(), p.clone());
         }
-        if let Some(f) = self.token_file {
+        if let Some(f) = &a.token_file {
             let token = String::from_utf8_lossy(&read("token-file", f)?)
                 .trim()
                 .to_string();
             opts = opts.token(token);
         }
-        if let Some(f) = self.creds_file {
+        if let Some(f) = &a.creds_file {
             read("creds-file", f)?;
             let path = base.join(f);
             opts = opts
@@ -237,11 +329,11 @@ impl Connection<'_> {
                 .await
                 .map_err(|source| ConnectError::Credentials { path, source })?;
         }
-        if let Some(ca) = self.tls_ca {
+        if let Some(ca) = &a.tls_ca {
             read("tls-ca", ca)?;
             opts = opts.add_root_certificates(base.join(ca)).require_tls(true);
         }
-        if let (Some(cert), Some(key)) = (self.tls_cert, self.tls_key) {
+        if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
             read("tls-cert", cert)?;
             read("tls-key", key)?;
             opts = opts
@@ -673,16 +765,20 @@ mod tests {
         let c = Connection {
             url_field: "fleet.nats",
             servers: "nats://a:1",
-            username: Some("u"),
-            ..Default::default()
+            auth: &Auth {
+                username: Some("u".into()),
+                ..Auth::default()
+            },
         };
         assert_eq!(c.check(None).unwrap_err().0, "fleet.username");
         let dir = tempfile::tempdir().unwrap();
         let c = Connection {
             url_field: "nats.address",
             servers: "nats://a:1",
-            tls_ca: Some(Path::new("missing.pem")),
-            ..Default::default()
+            auth: &Auth {
+                tls_ca: Some("missing.pem".into()),
+                ..Auth::default()
+            },
         };
         assert_eq!(c.check(Some(dir.path())).unwrap_err().0, "nats.tls-ca");
         assert!(check_replicas(0).is_err() && check_replicas(6).is_err());

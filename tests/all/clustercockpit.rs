@@ -4,8 +4,14 @@
 #[path = "clustercockpit/tree.rs"]
 mod tree;
 
+#[path = "clustercockpit/jobs_nfs.rs"]
+mod jobs_nfs;
+
 #[path = "clustercockpit/node.rs"]
 mod node;
 
 #[path = "clustercockpit/formulas.rs"]
 mod formulas;
+
+#[path = "clustercockpit/formulas_jobs_nfs.rs"]
+mod formulas_jobs_nfs;

@@ -107,6 +107,51 @@ pub fn whole(v: f64) -> f64 {
     v.trunc()
 }
 
+/// The name of an output named by its instance: `to` with `{instance}` replaced by the
+/// instance, or by its entry in `rename` (nfs3stat's `nfs3_readdirplus` for PCP's `readdir+`).
+pub fn instance_name(to: &str, instance: &str, rename: &[(String, String)]) -> String {
+    let part = rename
+        .iter()
+        .find(|(from, _)| from == instance)
+        .map_or(instance, |(_, to)| to.as_str());
+    to.replace(crate::table::INSTANCE, part)
+}
+
+/// slurm_cgroup's split of job values over hardware threads: `values` per job, `members` the
+/// job's threads as `JOB:THREAD` in the order read, `online` the node's threads. Each member
+/// gets its job's value divided by the job's thread count (a job without a value: 0, as
+/// cc-metric-collector's zeroed job data), then each online thread no job holds gets 0.
+/// Returns (thread, value) in that order; a member without `:` is no member.
+pub fn split_cpus<'a>(
+    values: &[(&str, f64)],
+    members: &[&'a str],
+    online: &[&'a str],
+) -> Vec<(&'a str, f64)> {
+    use std::collections::{HashMap, HashSet};
+    let pairs: Vec<(&'a str, &'a str)> = members
+        .iter()
+        .filter_map(|m| (*m).rsplit_once(':'))
+        .collect();
+    let mut per_job: HashMap<&str, usize> = HashMap::new();
+    for (job, _) in &pairs {
+        *per_job.entry(job).or_default() += 1;
+    }
+    let values: HashMap<&str, f64> = values.iter().copied().collect();
+    let held: HashSet<&str> = pairs.iter().map(|(_, t)| *t).collect();
+    let mut out = Vec::with_capacity(pairs.len() + online.len());
+    for (job, thread) in &pairs {
+        let v = values.get(job).copied().unwrap_or(0.0);
+        out.push((*thread, v / per_job[job] as f64));
+    }
+    out.extend(
+        online
+            .iter()
+            .filter(|t| !held.contains(*t))
+            .map(|t| (*t, 0.0)),
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +162,34 @@ mod tests {
         let v = rate(1_000.0, 0, 1_000.0 + 2_500.0, 5_000_000_000, None, 0.1).unwrap();
         assert!((v - 250.0 / 5.0 / 100.0 * 100.0).abs() < 1e-12, "{v}");
         assert_eq!(rate(1.0, 5, 2.0, 5, None, 1.0), None);
+    }
+
+    #[test]
+    fn job_values_are_split_over_their_threads_and_idle_threads_are_0() {
+        let out = split_cpus(
+            &[("7", 800.0), ("9", 30.0)],
+            &["7:cpu0", "7:cpu1", "9:cpu3", "nocolon", "8:cpu2"],
+            &["cpu0", "cpu1", "cpu2", "cpu3", "cpu4"],
+        );
+        assert_eq!(
+            out,
+            vec![
+                ("cpu0", 400.0),
+                ("cpu1", 400.0),
+                ("cpu3", 30.0),
+                ("cpu2", 0.0),
+                ("cpu4", 0.0)
+            ]
+        );
+        let renamed = [("readdir+".to_string(), "readdirplus".to_string())];
+        assert_eq!(
+            instance_name("nfs3_{instance}", "readdir+", &renamed),
+            "nfs3_readdirplus"
+        );
+        assert_eq!(
+            instance_name("nfs3_{instance}", "read", &renamed),
+            "nfs3_read"
+        );
     }
 
     #[test]

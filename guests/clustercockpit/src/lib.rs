@@ -47,7 +47,8 @@ pub struct ClusterCockpit {
     prev: Map<(usize, Key), (f64, i64)>,
     /// (row, instance) -> the output's metadata, built once.
     meta: Map<(usize, Key), Metadata>,
-    /// (row, instance) -> the output's name, for rows that name it by instance (`hwmon-temp`).
+    /// (row, instance) -> the output's name, for rows that name it by instance (`hwmon-temp`,
+    /// a `to` holding `{instance}`).
     names: Map<(usize, Key), Option<Str>>,
     /// The PCP names rows read as `join` tags or `where` conditions.
     join_names: Vec<Str>,
@@ -142,6 +143,8 @@ impl ClusterCockpit {
         let mut counts: Map<usize, usize> = Map::default();
         // used-percent-max: per row, per instance, [total, free].
         let mut filesystems: Map<usize, Map<Key, [Option<f64>; 2]>> = Map::default();
+        // split-cpus: per row, [job values, the jobs' threads, the online threads] in order.
+        let mut splits: Map<usize, [Vec<(Str, f64)>; 3]> = Map::default();
         if self.prev.len() > MAX_SERIES {
             self.prev.clear();
         }
@@ -205,6 +208,11 @@ impl ClusterCockpit {
                             Some((v, t)) if row.formula == Formula::Rate => {
                                 formula::rate(v, t, s.value, s.timestamp_ns, row.wrap, row.factor)
                             }
+                            // nfsstat lists no operation without calls: no difference
+                            // unless both reads listed it.
+                            Some((v, _)) if row.nonzero_input && (v == 0.0 || s.value == 0.0) => {
+                                None
+                            }
                             Some((v, _)) => Some(formula::diff(v, s.value, row.wrap) * row.factor),
                         }
                     }
@@ -218,6 +226,10 @@ impl ClusterCockpit {
                             .or_default()
                             .entry(Key(s.resource.clone()))
                             .or_default()[slot] = Some(s.value);
+                        None
+                    }
+                    Formula::SplitCpus => {
+                        splits.entry(ri).or_default()[slot].push((s.resource.clone(), s.value));
                         None
                     }
                     Formula::Sum => None,
@@ -246,6 +258,16 @@ impl ClusterCockpit {
                 })
                 .fold(0.0, f64::max);
             self.emit(ri, "", max, ts, None, out);
+        }
+        let mut splits: Vec<_> = splits.into_iter().collect();
+        splits.sort_unstable_by_key(|(ri, _)| *ri);
+        for (ri, [values, members, online]) in splits {
+            let values: Vec<(&str, f64)> = values.iter().map(|(j, v)| (&**j, *v)).collect();
+            let members: Vec<&str> = members.iter().map(|(m, _)| &**m).collect();
+            let online: Vec<&str> = online.iter().map(|(t, _)| &**t).collect();
+            for (thread, v) in formula::split_cpus(&values, &members, &online) {
+                self.emit(ri, thread, v, ts, None, out);
+            }
         }
         self.sums(first, ts, out);
         if self.rows.iter().any(|r| r.hidden) {
@@ -319,13 +341,21 @@ impl ClusterCockpit {
             self.keys.empty.clone()
         };
         let key = (ri, Key(resource.clone()));
-        let name = if row.formula == Formula::HwmonTemp {
+        let name = if row.formula == Formula::HwmonTemp || row.by_instance {
             if self.names.len() > MAX_SERIES {
                 self.names.clear();
             }
-            let named = self.names.entry(key.clone()).or_insert_with(|| {
-                formula::hwmon_temp_name(&resource, &row.to).map(|n| intern(&n))
-            });
+            let named = self
+                .names
+                .entry((ri, Key(instance.into())))
+                .or_insert_with(|| {
+                    if row.by_instance {
+                        Some(formula::instance_name(&row.to, instance, &row.rename))
+                    } else {
+                        formula::hwmon_temp_name(instance, &row.to)
+                    }
+                    .map(|n| intern(&n))
+                });
             match named {
                 Some(n) => n.clone(),
                 None => return,

@@ -25,6 +25,10 @@ pub enum Formula {
     /// A hwmon temperature under tempstat's name for its sensor, `to` replacing the name's
     /// first `temp` (`temp`, `max_temp`, `crit_temp`), in whole degrees (`formula::whole`).
     HwmonTemp,
+    /// A job's value divided over the hardware threads of its cpuset, one output per thread,
+    /// and 0 for each online thread no job holds (slurm_cgroup): `from = [value, the job's
+    /// threads (instances JOB:cpuN), the online threads (instances cpuN)]`.
+    SplitCpus,
 }
 
 const FORMULAS: &[(&str, Formula)] = &[
@@ -36,6 +40,7 @@ const FORMULAS: &[(&str, Formula)] = &[
     ("gbytes", Formula::Gbytes),
     ("used-percent-max", Formula::UsedPercentMax),
     ("hwmon-temp", Formula::HwmonTemp),
+    ("split-cpus", Formula::SplitCpus),
 ];
 
 /// ClusterCockpit's topology levels (cc-metric-store's `type` tag values).
@@ -72,7 +77,12 @@ const FIELDS: &[&str] = &[
     "tag-override",
     "where",
     "hidden",
+    "rename",
+    "nonzero-input",
 ];
+
+/// What `to` holds where the output is named by its instance (nfs3stat's `nfs3_getattr`).
+pub const INSTANCE: &str = "{instance}";
 
 /// One row of the table.
 #[derive(Debug)]
@@ -123,6 +133,15 @@ pub struct Row {
     /// Instances containing a key get that level instead of the row's (tempstat's
     /// `tag_override`): (substring, type, type-id).
     pub overrides: Vec<(String, Str, Str)>,
+    /// `to` holds `{instance}`: each instance is an output of its own, named by it (after
+    /// `rename`), at the row's level (nfs3stat's and nfs4stat's operations).
+    pub by_instance: bool,
+    /// Instance -> the name it takes in `to` (PCP's `readdir+` is nfsstat's `readdirplus`).
+    pub rename: Vec<(String, String)>,
+    /// `diff`: sent only while the counter is non-zero at the previous poll and at this one
+    /// (nfsstat's list leaves out operations with no calls, and cc-metric-collector sends a
+    /// difference only for names both of its reads listed).
+    pub nonzero_input: bool,
 }
 
 /// See [`Row::join`].
@@ -223,6 +242,14 @@ fn row(i: usize, v: &serde_json::Value) -> Result<Row, String> {
                 i,
                 "of",
                 "`sum` adds outputs named in `of`, and reads no `from`",
+            ));
+        }
+        (Formula::SplitCpus, 3, 0) => {}
+        (Formula::SplitCpus, _, _) => {
+            return Err(err(
+                i,
+                "from",
+                "`split-cpus` reads three metrics: [value per job, the jobs' threads, the online threads]",
             ));
         }
         (Formula::UsedPercentMax, 2, 0) => {}
@@ -346,7 +373,43 @@ fn row(i: usize, v: &serde_json::Value) -> Result<Row, String> {
             ));
         }
     };
+    let rename = match r.get("rename") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| match v.as_str() {
+                Some(to) if !to.is_empty() => Ok((k.clone(), to.to_string())),
+                _ => Err(err(
+                    i,
+                    &format!("rename.{k}"),
+                    format!("expected a non-empty string, got {v}"),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(err(
+                i,
+                "rename",
+                format!("expected a table of names by instance, got {v}"),
+            ));
+        }
+    };
+    let by_instance = to.contains(INSTANCE);
+    if !rename.is_empty() && !by_instance {
+        return Err(err(
+            i,
+            "rename",
+            format!("renames instances for a `to` holding {INSTANCE}"),
+        ));
+    }
+    let nonzero_input = flag("nonzero-input")?;
+    if nonzero_input && formula != Formula::Diff {
+        return Err(err(i, "nonzero-input", "is for `diff` rows"));
+    }
     Ok(Row {
+        by_instance,
+        rename,
+        nonzero_input,
         from,
         to: intern(&to),
         formula,

@@ -8,6 +8,18 @@
 //! where the HCA has extended counters); `hw_counters` give `infiniband.port.diag.*`. The data
 //! counters count 4-octet words: [`data_bytes`] is the one place they become bytes.
 //!
+//! Connection-manager counters (`infiniband.port.cm.*`) come from `ports/N/cm_*` or, where the
+//! ib_cm module keeps them, `/sys/class/infiniband_cm/DEVICE/N/cm_*`; the port's GUID and GID
+//! prefix from its GID 0 (`ports/N/gids/0`), its capabilities from `cap_mask`, its network
+//! interface from the device's `net/*/dev_port`.
+//!
+//! pmdainfiniband's names that only a MAD, the verbs library or a command can answer are
+//! listed with its PMIDs and types and have no value here: `hca.vendor_id` (verbs' IEEE vendor
+//! id; sysfs has the PCI vendor, another number), `hca.res.*` (`rdma res show`, netlink),
+//! `port.max_mtu`/`active_mtu` (PortInfo MTU fields), `port.select`/`counter_select`,
+//! `port.switch.*` (the neighbour switch port's counters) and `control.*` (the PMDA's own MAD
+//! timeout and counter high-water marks).
+//!
 //! A file that is absent, unreadable or not a number (`N/A (no PMA)`) gives that instance no
 //! value for that metric, nothing else; no HCA at all gives no instances.
 
@@ -21,6 +33,86 @@ use wasmon_guest::sysfs;
 pub const DOMAIN: u32 = 91;
 const HCA: Option<u32> = Some(0);
 const PORT: Option<u32> = Some(1);
+/// pmdainfiniband's instance domain of its MAD counters (`control.hiwat`): none here.
+const CNT: Option<u32> = Some(2);
+
+/// ib_cm's class directory, where its counters live on kernels that keep them out of the port.
+const CM_CLASS: &str = "/sys/class/infiniband_cm";
+/// pmdainfiniband's cluster-4 items 1-44: (group directory, counter file) by item.
+const CM_GROUPS: [&str; 4] = [
+    "cm_rx_duplicates",
+    "cm_rx_msgs",
+    "cm_tx_msgs",
+    "cm_tx_retries",
+];
+const CM_FILES: [&str; 11] = [
+    "apr", "drep", "dreq", "lap", "mra", "rej", "rep", "req", "rtu", "sidr_rep", "sidr_req",
+];
+
+/// PortInfo CapabilityMask bits as pmdainfiniband names them (its spelling), in bit order.
+const CAPABILITIES: &[(u32, &str)] = &[
+    (1, "SM"),
+    (2, "Notice"),
+    (3, "Trap"),
+    (5, "AutomaticMigration"),
+    (6, "SLMapping"),
+    (7, "MKeyNVRAM"),
+    (8, "PKeyNVRAM"),
+    (9, "LedInfo"),
+    (10, "SMdisabled"),
+    (11, "SystemImageGUID"),
+    (12, "PkeySwitchExternalPortTrap"),
+    (16, "CommunicatonManagement"),
+    (17, "SNMPTunneling"),
+    (18, "Reinit"),
+    (19, "DeviceManagement"),
+    (20, "VendorClass"),
+    (21, "DRNotice"),
+    (22, "CapabilityMaskNotice"),
+    (23, "BootManagement"),
+    (24, "IsLinkRoundTripLatency"),
+    (25, "ClientRegistration"),
+];
+
+/// The names of the capability bits set in `mask`, comma-separated.
+pub fn capabilities(mask: u64) -> String {
+    CAPABILITIES
+        .iter()
+        .filter(|(bit, _)| mask & (1 << bit) != 0)
+        .map(|(_, name)| *name)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A GID as sysfs writes it (`fe80:0000:0000:0000:0002:c903:00a1:b2c1`): its subnet prefix
+/// (high 64 bits) and interface id (low 64 bits, the port GUID).
+pub fn gid_halves(text: &str) -> Option<(u64, u64)> {
+    let groups: Vec<u64> = text
+        .trim()
+        .split(':')
+        .map(|g| {
+            (g.len() <= 4)
+                .then(|| u64::from_str_radix(g, 16).ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    if groups.len() != 8 {
+        return None;
+    }
+    let half = |g: &[u64]| g.iter().fold(0u64, |acc, x| acc << 16 | x);
+    Some((half(&groups[..4]), half(&groups[4..])))
+}
+
+/// A GUID as pmdainfiniband writes it: four groups of four hex digits.
+pub fn guid_text(guid: u64) -> String {
+    format!(
+        "{:04x}:{:04x}:{:04x}:{:04x}",
+        guid >> 48,
+        (guid >> 32) & 0xffff,
+        (guid >> 16) & 0xffff,
+        guid & 0xffff
+    )
+}
 
 /// The class directory, as the sandbox sees it.
 const CLASS: &str = "/sys/class/infiniband";
@@ -35,7 +127,7 @@ pub fn data_bytes(words: u64) -> u64 {
 }
 
 use Semantics::{Counter, Discrete};
-use ValueType::{Int32, Int64, Text, Uint64};
+use ValueType::{Int32, Int64, Text, Uint32, Uint64};
 
 #[allow(clippy::too_many_arguments)] // one row of the table
 const fn m(
@@ -71,6 +163,31 @@ pub static METRICS: &[Metric] = &[
     m("infiniband.hca.node_guid", 0, 5, Text, Discrete, "", HCA, "Globally unique identifier of the adapter's node"),
     m("infiniband.hca.system_guid", 0, 6, Text, Discrete, "", HCA, "Globally unique identifier of the system image (sys_image_guid)"),
     m("infiniband.hca.board_id", 0, 17, Text, Discrete, "", HCA, "Board identifier the vendor gave the adapter"),
+    m("infiniband.hca.transport", 0, 16, Text, Discrete, "", HCA, "Transport of the adapter: Infinband (pmdainfiniband's spelling) for a CA, switch or router, iWARP for an RNIC"),
+    m("infiniband.hca.vendor_id", 0, 18, Text, Discrete, "", HCA, "IEEE vendor id the verbs library reports; no value from sysfs"),
+    m("infiniband.hca.res.pd", 0, 19, Uint64, Discrete, "", HCA, "Protection domains in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.cq", 0, 20, Uint64, Discrete, "", HCA, "Completion queues in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.qp", 0, 21, Uint64, Discrete, "", HCA, "Queue pairs in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.cm_id", 0, 22, Uint64, Discrete, "", HCA, "Connection manager ids in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.mr", 0, 23, Uint64, Discrete, "", HCA, "Memory regions in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.ctx", 0, 24, Uint64, Discrete, "", HCA, "User contexts in use (rdma res); no value from sysfs"),
+    m("infiniband.hca.res.srq", 0, 25, Uint64, Discrete, "", HCA, "Shared receive queues in use (rdma res); no value from sysfs"),
+    m("infiniband.port.guid", 0, 7, Text, Discrete, "", PORT, "GUID of the port: the interface half of its GID 0"),
+    m("infiniband.port.gid_prefix", 0, 8, Uint64, Discrete, "", PORT, "Subnet prefix of the port: the high half of its GID 0"),
+    m("infiniband.port.capabilities", 0, 13, Text, Discrete, "", PORT, "Capabilities the port advertises, by name, from its capability mask"),
+    m("infiniband.port.max_mtu", 0, 28, Uint64, Discrete, "", PORT, "Largest MTU the port supports (PortInfo); no value from sysfs"),
+    m("infiniband.port.active_mtu", 0, 29, Uint64, Discrete, "", PORT, "MTU in use on the link (PortInfo); no value from sysfs"),
+    m("infiniband.port.netdev_name", 0, 31, Text, Discrete, "", PORT, "Network interface on the port (IPoIB or RoCE), from the adapter's net devices"),
+    m("infiniband.port.select", 1, 20, Int64, Discrete, "", PORT, "PortSelect of the performance counters (a MAD field); no value from sysfs"),
+    m("infiniband.port.counter_select", 1, 21, Int64, Discrete, "", PORT, "CounterSelect of the performance counters (a MAD field); no value from sysfs"),
+    m("infiniband.control.query_timeout", 2, 0, Int32, Discrete, "", PORT, "pmdainfiniband's MAD timeout; this agent sends no MADs, so no value"),
+    m("infiniband.control.hiwat", 2, 1, Uint32, Discrete, "", CNT, "pmdainfiniband's counter high-water marks; no value here"),
+    m("infiniband.port.switch.in.bytes", 3, 0, Uint64, Counter, "byte", PORT, "Octets the neighbour switch port received (its MAD counters); no value from sysfs"),
+    m("infiniband.port.switch.in.packets", 3, 1, Uint64, Counter, "count", PORT, "Packets the neighbour switch port received; no value from sysfs"),
+    m("infiniband.port.switch.out.bytes", 3, 2, Uint64, Counter, "byte", PORT, "Octets the neighbour switch port sent; no value from sysfs"),
+    m("infiniband.port.switch.out.packets", 3, 3, Uint64, Counter, "count", PORT, "Packets the neighbour switch port sent; no value from sysfs"),
+    m("infiniband.port.switch.total.bytes", 3, 4, Uint64, Counter, "byte", PORT, "Octets the neighbour switch port moved both ways; no value from sysfs"),
+    m("infiniband.port.switch.total.packets", 3, 5, Uint64, Counter, "count", PORT, "Packets the neighbour switch port moved both ways; no value from sysfs"),
     m("infiniband.port.lid", 0, 9, Int32, Discrete, "", PORT, "Local identifier the subnet manager assigned to the port"),
     m("infiniband.port.state", 0, 10, Text, Discrete, "", PORT, "Logical state of the port (Down, Initializing, Armed, Active)"),
     m("infiniband.port.phystate", 0, 11, Text, Discrete, "", PORT, "Physical state of the port's link (Polling, Link Up, ...)"),
@@ -108,6 +225,50 @@ pub static METRICS: &[Metric] = &[
     m("infiniband.port.out.mcast_packets", 1, 25, Int64, Counter, "count", PORT, "Multicast packets sent"),
     m("infiniband.port.out.data", 1, 26, Int64, Counter, "byte", PORT, "The raw transmit data counter, in the 4-octet words it counts"),
     m("infiniband.port.in.data", 1, 27, Int64, Counter, "byte", PORT, "The raw receive data counter, in the 4-octet words it counts"),
+    m("infiniband.port.cm.rx_duplicates.apr", 4, 1, Uint64, Counter, "count", PORT, "Duplicate APR (alternate path response) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.drep", 4, 2, Uint64, Counter, "count", PORT, "Duplicate DREP (disconnect reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.dreq", 4, 3, Uint64, Counter, "count", PORT, "Duplicate DREQ (disconnect request) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.lap", 4, 4, Uint64, Counter, "count", PORT, "Duplicate LAP (load alternate path) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.mra", 4, 5, Uint64, Counter, "count", PORT, "Duplicate MRA (message receipt acknowledgement) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.rej", 4, 6, Uint64, Counter, "count", PORT, "Duplicate REJ (reject) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.rep", 4, 7, Uint64, Counter, "count", PORT, "Duplicate REP (connect reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.req", 4, 8, Uint64, Counter, "count", PORT, "Duplicate REQ (connect request) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.rtu", 4, 9, Uint64, Counter, "count", PORT, "Duplicate RTU (ready to use) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.sidr_rep", 4, 10, Uint64, Counter, "count", PORT, "Duplicate SIDR REP (service id resolution reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_duplicates.sidr_req", 4, 11, Uint64, Counter, "count", PORT, "Duplicate SIDR REQ (service id resolution request) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.apr", 4, 12, Uint64, Counter, "count", PORT, "APR (alternate path response) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.drep", 4, 13, Uint64, Counter, "count", PORT, "DREP (disconnect reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.dreq", 4, 14, Uint64, Counter, "count", PORT, "DREQ (disconnect request) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.lap", 4, 15, Uint64, Counter, "count", PORT, "LAP (load alternate path) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.mra", 4, 16, Uint64, Counter, "count", PORT, "MRA (message receipt acknowledgement) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.rej", 4, 17, Uint64, Counter, "count", PORT, "REJ (reject) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.rep", 4, 18, Uint64, Counter, "count", PORT, "REP (connect reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.req", 4, 19, Uint64, Counter, "count", PORT, "REQ (connect request) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.rtu", 4, 20, Uint64, Counter, "count", PORT, "RTU (ready to use) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.sidr_rep", 4, 21, Uint64, Counter, "count", PORT, "SIDR REP (service id resolution reply) messages the connection manager received"),
+    m("infiniband.port.cm.rx_msgs.sidr_req", 4, 22, Uint64, Counter, "count", PORT, "SIDR REQ (service id resolution request) messages the connection manager received"),
+    m("infiniband.port.cm.tx_msgs.apr", 4, 23, Uint64, Counter, "count", PORT, "APR (alternate path response) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.drep", 4, 24, Uint64, Counter, "count", PORT, "DREP (disconnect reply) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.dreq", 4, 25, Uint64, Counter, "count", PORT, "DREQ (disconnect request) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.lap", 4, 26, Uint64, Counter, "count", PORT, "LAP (load alternate path) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.mra", 4, 27, Uint64, Counter, "count", PORT, "MRA (message receipt acknowledgement) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.rej", 4, 28, Uint64, Counter, "count", PORT, "REJ (reject) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.rep", 4, 29, Uint64, Counter, "count", PORT, "REP (connect reply) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.req", 4, 30, Uint64, Counter, "count", PORT, "REQ (connect request) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.rtu", 4, 31, Uint64, Counter, "count", PORT, "RTU (ready to use) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.sidr_rep", 4, 32, Uint64, Counter, "count", PORT, "SIDR REP (service id resolution reply) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_msgs.sidr_req", 4, 33, Uint64, Counter, "count", PORT, "SIDR REQ (service id resolution request) messages the connection manager sent"),
+    m("infiniband.port.cm.tx_retries.apr", 4, 34, Uint64, Counter, "count", PORT, "APR (alternate path response) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.drep", 4, 35, Uint64, Counter, "count", PORT, "DREP (disconnect reply) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.dreq", 4, 36, Uint64, Counter, "count", PORT, "DREQ (disconnect request) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.lap", 4, 37, Uint64, Counter, "count", PORT, "LAP (load alternate path) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.mra", 4, 38, Uint64, Counter, "count", PORT, "MRA (message receipt acknowledgement) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.rej", 4, 39, Uint64, Counter, "count", PORT, "REJ (reject) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.rep", 4, 40, Uint64, Counter, "count", PORT, "REP (connect reply) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.req", 4, 41, Uint64, Counter, "count", PORT, "REQ (connect request) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.rtu", 4, 42, Uint64, Counter, "count", PORT, "RTU (ready to use) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.sidr_rep", 4, 43, Uint64, Counter, "count", PORT, "SIDR REP (service id resolution reply) messages the connection manager sent again"),
+    m("infiniband.port.cm.tx_retries.sidr_req", 4, 44, Uint64, Counter, "count", PORT, "SIDR REQ (service id resolution request) messages the connection manager sent again"),
     m("infiniband.port.diag.rq.dup", 4, 45, Uint64, Counter, "count", PORT, "Duplicate requests the receive queues saw (hw_counters rq_num_dup)"),
     m("infiniband.port.diag.rq.lle", 4, 46, Uint64, Counter, "count", PORT, "Receive-queue local length errors"),
     m("infiniband.port.diag.rq.lpe", 4, 47, Uint64, Counter, "count", PORT, "Receive-queue local protection errors"),
@@ -193,6 +354,11 @@ fn counter_source(item: u32) -> Option<Source> {
 struct Port {
     instance: String,
     dir: PathBuf,
+    /// ib_cm's directory of this port (`/sys/class/infiniband_cm/DEVICE/N`).
+    cm_dir: PathBuf,
+    /// The adapter's net devices (`device/net`), for the port's interface name.
+    net_dir: PathBuf,
+    number: u64,
     /// Counter files read in this fetch (a total reads each of its halves once).
     counters: HashMap<&'static str, Option<u64>>,
 }
@@ -281,6 +447,21 @@ impl Port {
                 };
                 int(v)
             }
+            (0, 7) => Some(Atom::Text(guid_text(gid_halves(&self.attr("gids/0")?)?.1))),
+            (0, 8) => Some(Atom::Uint(gid_halves(&self.attr("gids/0")?)?.0)),
+            (0, 13) => Some(Atom::Text(capabilities(sysfs::parse_u64(
+                &self.attr("cap_mask")?,
+            )?))),
+            (0, 31) => self.netdev().map(Atom::Text),
+            (4, item @ 1..=44) => {
+                let i = (item - 1) as usize;
+                let rel =
+                    Path::new(CM_GROUPS[i / CM_FILES.len()]).join(CM_FILES[i % CM_FILES.len()]);
+                let v = sysfs::read_u64(&self.dir.join(&rel))
+                    .or_else(|_| sysfs::read_u64(&self.cm_dir.join(&rel)))
+                    .ok()?;
+                Some(Atom::Uint(v))
+            }
             (4, _) => {
                 let file = metric.name.rsplit('.').next()?;
                 let queue = metric.name.split('.').nth(3)?;
@@ -292,6 +473,21 @@ impl Port {
             }
             _ => None,
         }
+    }
+}
+
+impl Port {
+    /// The net device on this port: the adapter's `device/net/*` whose `dev_port` (else
+    /// `dev_id`) is the port number less one, as `ibdev2netdev` pairs them.
+    fn netdev(&self) -> Option<String> {
+        sysfs::list(&self.net_dir).into_iter().find(|n| {
+            let dev = self.net_dir.join(n);
+            let index = sysfs::read_line(&dev.join("dev_port"))
+                .or_else(|_| sysfs::read_line(&dev.join("dev_id")))
+                .ok()
+                .and_then(|t| sysfs::parse_u64(&t));
+            index.is_some_and(|i| i.checked_add(1) == Some(self.number))
+        })
     }
 }
 
@@ -347,6 +543,17 @@ impl Infiniband {
             5 => text("node_guid"),
             6 => text("sys_image_guid"),
             17 => text("board_id"),
+            16 => {
+                let code: u32 = attr("node_type")?.split(':').next()?.trim().parse().ok()?;
+                Some(Atom::Text(
+                    match code {
+                        1..=3 => "Infinband",
+                        4 => "iWARP",
+                        _ => "unknown",
+                    }
+                    .into(),
+                ))
+            }
             _ => None,
         }
     }
@@ -371,6 +578,7 @@ impl Infiniband {
 
     fn ports(&self) -> Vec<(Port, Option<String>)> {
         let mut out = Vec::new();
+        let cm_class = sysfs::under(&self.root, CM_CLASS);
         for (hca, dir) in self.hcas() {
             let desc = sysfs::read_line(&dir.join("node_desc")).ok();
             for port in sysfs::list(&dir.join("ports")) {
@@ -378,6 +586,9 @@ impl Infiniband {
                     Port {
                         instance: format!("{hca}:{port}"),
                         dir: dir.join("ports").join(&port),
+                        cm_dir: cm_class.join(&hca).join(&port),
+                        net_dir: dir.join("device/net"),
+                        number: port.parse().unwrap_or(0),
                         counters: HashMap::new(),
                     },
                     desc.clone(),
@@ -398,3 +609,239 @@ impl Infiniband {
 }
 
 wasmon_guest::tree_agent!(Infiniband);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A synthesized tree in the shape of an IB host's sysfs (a ConnectX-5 `mlx5_0` with one
+    /// InfiniBand port and its IPoIB interface, and a RoCE `mlx5_1` whose connection-manager
+    /// counters live under /sys/class/infiniband_cm), removed when dropped.
+    struct Tree(PathBuf);
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tree(name: &str) -> Tree {
+        let root = std::env::temp_dir().join(format!("ib-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let put = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        let ib = "sys/class/infiniband/mlx5_0";
+        put(&format!("{ib}/node_type"), "1: CA\n");
+        put(&format!("{ib}/node_guid"), "0c42:a103:0065:3a5c\n");
+        put(&format!("{ib}/fw_ver"), "16.35.2000\n");
+        put(
+            &format!("{ib}/ports/1/gids/0"),
+            "fe80:0000:0000:0000:0c42:a103:0065:3a5c\n",
+        );
+        put(&format!("{ib}/ports/1/cap_mask"), "0x2651e84a\n");
+        put(&format!("{ib}/ports/1/lid"), "0x1a\n");
+        for (group, file, v) in [
+            ("cm_rx_msgs", "req", "4021"),
+            ("cm_tx_msgs", "rep", "4019"),
+            ("cm_tx_retries", "req", "N/A"),
+            ("cm_rx_duplicates", "sidr_req", "7"),
+        ] {
+            put(&format!("{ib}/ports/1/{group}/{file}"), &format!("{v}\n"));
+        }
+        // The IPoIB interface on port 1 (dev_port 0), and one on another port.
+        put(&format!("{ib}/device/net/ib0/dev_port"), "0\n");
+        put(&format!("{ib}/device/net/ib1/dev_port"), "1\n");
+        let roce = "sys/class/infiniband/mlx5_1";
+        put(&format!("{roce}/node_type"), "1: CA\n");
+        put(
+            &format!("{roce}/ports/1/gids/0"),
+            "fe80:0000:0000:0000:0e42:a1ff:fe65:3a5d\n",
+        );
+        put(&format!("{roce}/ports/1/cap_mask"), "0x04010000\n");
+        put(&format!("{roce}/ports/1/link_layer"), "Ethernet\n");
+        put(&format!("{roce}/device/net/ens1f1/dev_id"), "0x0\n");
+        put("sys/class/infiniband_cm/mlx5_1/1/cm_rx_msgs/req", "12\n");
+        put("sys/class/infiniband_cm/mlx5_1/1/cm_tx_msgs/dreq", "3\n");
+        // An iWARP adapter with a GID that is not one, and a mask that is not a number.
+        let iw = "sys/class/infiniband/irdma0";
+        put(&format!("{iw}/node_type"), "4: RNIC\n");
+        put(&format!("{iw}/ports/1/gids/0"), "fe80::1\n");
+        put(&format!("{iw}/ports/1/cap_mask"), "lots\n");
+        Tree(root)
+    }
+
+    /// `name`'s values by instance, with their atoms shown for comparing.
+    fn values(ib: &Infiniband, name: &str) -> Vec<(String, String)> {
+        let id = ib.catalog.names().lookup(name).unwrap();
+        let set = ib.fetch_ids(&[id]).pop().unwrap();
+        let Ok(values) = set.values else {
+            panic!("{name}: an error")
+        };
+        values
+            .into_iter()
+            .map(|v| {
+                let shown = format!("{:?}", v.value);
+                (v.instance, shown.trim_start_matches("Atom::").to_string())
+            })
+            .collect()
+    }
+
+    fn pairs(want: &[(&str, &str)]) -> Vec<(String, String)> {
+        want.iter()
+            .map(|(i, v)| (i.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn pmids_are_pmdainfinibands_every_name_once() {
+        let c = Catalog::new(DOMAIN, METRICS);
+        let p = |cluster, item| Pmid {
+            domain: 91,
+            cluster,
+            item,
+        };
+        for (name, id) in [
+            ("infiniband.hca.transport", p(0, 16)),
+            ("infiniband.hca.vendor_id", p(0, 18)),
+            ("infiniband.hca.res.srq", p(0, 25)),
+            ("infiniband.port.guid", p(0, 7)),
+            ("infiniband.port.gid_prefix", p(0, 8)),
+            ("infiniband.port.capabilities", p(0, 13)),
+            ("infiniband.port.max_mtu", p(0, 28)),
+            ("infiniband.port.active_mtu", p(0, 29)),
+            ("infiniband.port.netdev_name", p(0, 31)),
+            ("infiniband.port.select", p(1, 20)),
+            ("infiniband.port.counter_select", p(1, 21)),
+            ("infiniband.control.query_timeout", p(2, 0)),
+            ("infiniband.control.hiwat", p(2, 1)),
+            ("infiniband.port.switch.in.bytes", p(3, 0)),
+            ("infiniband.port.switch.total.packets", p(3, 5)),
+            ("infiniband.port.cm.rx_duplicates.apr", p(4, 1)),
+            ("infiniband.port.cm.rx_msgs.req", p(4, 19)),
+            ("infiniband.port.cm.tx_msgs.apr", p(4, 23)),
+            ("infiniband.port.cm.tx_retries.sidr_req", p(4, 44)),
+            ("infiniband.port.diag.rq.dup", p(4, 45)),
+        ] {
+            assert_eq!(c.names().lookup(name).unwrap(), id, "{name}");
+        }
+        // pmdainfiniband's pmns has 137 leaves.
+        assert_eq!(METRICS.len(), 137);
+        let mut pmids: Vec<(u32, u32)> = METRICS.iter().map(|m| (m.cluster, m.item)).collect();
+        pmids.sort();
+        pmids.dedup();
+        assert_eq!(pmids.len(), METRICS.len());
+        let mut names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len());
+    }
+
+    #[test]
+    fn port_identity_capabilities_and_interface_from_sysfs() {
+        let t = tree("identity");
+        let ib = Infiniband::at(&t.0);
+        assert_eq!(
+            values(&ib, "infiniband.port.guid"),
+            pairs(&[
+                ("mlx5_0:1", "Text(\"0c42:a103:0065:3a5c\")"),
+                ("mlx5_1:1", "Text(\"0e42:a1ff:fe65:3a5d\")"),
+            ]),
+            "a GID that is not one (irdma0) has no value"
+        );
+        assert_eq!(
+            values(&ib, "infiniband.port.gid_prefix"),
+            pairs(&[
+                ("mlx5_0:1", &format!("Uint({})", 0xfe80_0000_0000_0000u64)),
+                ("mlx5_1:1", &format!("Uint({})", 0xfe80_0000_0000_0000u64)),
+            ])
+        );
+        // 0x2651e84a: bits 1, 3, 6, 11, 16, 20, 22, 25 named; 13, 14, 15, 26, 29 not.
+        assert_eq!(
+            values(&ib, "infiniband.port.capabilities")[0],
+            (
+                "mlx5_0:1".to_string(),
+                "Text(\"SM,Trap,SLMapping,SystemImageGUID,CommunicatonManagement,VendorClass,CapabilityMaskNotice,ClientRegistration\")".to_string()
+            )
+        );
+        assert_eq!(values(&ib, "infiniband.port.capabilities").len(), 2);
+        assert_eq!(
+            values(&ib, "infiniband.port.netdev_name"),
+            pairs(&[
+                ("mlx5_0:1", "Text(\"ib0\")"),
+                ("mlx5_1:1", "Text(\"ens1f1\")"),
+            ])
+        );
+        assert_eq!(
+            values(&ib, "infiniband.hca.transport"),
+            pairs(&[
+                ("irdma0", "Text(\"iWARP\")"),
+                ("mlx5_0", "Text(\"Infinband\")"),
+                ("mlx5_1", "Text(\"Infinband\")"),
+            ])
+        );
+    }
+
+    #[test]
+    fn cm_counters_from_the_port_or_ib_cm_and_no_value_for_what_sysfs_lacks() {
+        let t = tree("cm");
+        let ib = Infiniband::at(&t.0);
+        assert_eq!(
+            values(&ib, "infiniband.port.cm.rx_msgs.req"),
+            pairs(&[("mlx5_0:1", "Uint(4021)"), ("mlx5_1:1", "Uint(12)")])
+        );
+        assert_eq!(
+            values(&ib, "infiniband.port.cm.tx_msgs.rep"),
+            pairs(&[("mlx5_0:1", "Uint(4019)")])
+        );
+        assert_eq!(
+            values(&ib, "infiniband.port.cm.tx_msgs.dreq"),
+            pairs(&[("mlx5_1:1", "Uint(3)")])
+        );
+        assert_eq!(
+            values(&ib, "infiniband.port.cm.rx_duplicates.sidr_req"),
+            pairs(&[("mlx5_0:1", "Uint(7)")])
+        );
+        assert!(
+            values(&ib, "infiniband.port.cm.tx_retries.req").is_empty(),
+            "N/A is no number"
+        );
+        for name in [
+            "infiniband.hca.vendor_id",
+            "infiniband.hca.res.qp",
+            "infiniband.port.max_mtu",
+            "infiniband.port.active_mtu",
+            "infiniband.port.select",
+            "infiniband.port.switch.in.bytes",
+            "infiniband.control.query_timeout",
+            "infiniband.control.hiwat",
+        ] {
+            assert!(values(&ib, name).is_empty(), "{name}");
+        }
+        // The metrics read before go on as ever beside them.
+        assert_eq!(
+            values(&ib, "infiniband.port.lid"),
+            pairs(&[("mlx5_0:1", "Int(26)")])
+        );
+    }
+
+    #[test]
+    fn gids_guids_and_capability_masks() {
+        assert_eq!(
+            gid_halves("fe80:0000:0000:0000:0002:c903:00a1:b2c1\n"),
+            Some((0xfe80_0000_0000_0000, 0x0002_c903_00a1_b2c1))
+        );
+        assert_eq!(gid_halves("fe80::1"), None);
+        assert_eq!(gid_halves("fe80:0:0:0:0:0:0:1x"), None);
+        assert_eq!(gid_halves("fe80:0:0:0:0:0:0:0:1"), None);
+        assert_eq!(gid_halves("12345:0:0:0:0:0:0:1"), None);
+        assert_eq!(guid_text(0x0002_c903_00a1_b2c1), "0002:c903:00a1:b2c1");
+        assert_eq!(capabilities(0), "");
+        assert_eq!(
+            capabilities(1 << 1 | 1 << 25 | 1 << 4),
+            "SM,ClientRegistration"
+        );
+    }
+}

@@ -7,14 +7,18 @@ every `job_<id>` (Slurm up to 25.11) or SLUID (`s` and 13 Crockford base-32 char
 `memory.max`, `cpu.stat` and `cpuset.cpus`, with the same meanings and formulas (user and
 system CPU as percentages of `usage_usec`; an unlimited `memory.max` as 0). It adds the job's
 `io.stat`, summed over devices. cc-metric-collector divides each job value by the job's CPUs
-and sends it per hardware thread; here a job is one instance (its job id, or its SLUID) and
-`slurm.job.cpuset` lists its CPUs, so a transformer can do that split.
+and sends it per hardware thread, and 0 for each online hardware thread no job holds; here a
+job is one instance (its job id, or its SLUID), `slurm.job.hwthread` has one instance per job
+and hardware thread of its cpuset (`4201:cpu3`), and `slurm.hwthread.jobs` one per online
+hardware thread (`/sys/devices/system/cpu/online`, the file cc-metric-collector reads), so a
+transformer (the ClusterCockpit profile's) does that split.
 
 A file that is missing or unreadable gives no value for its metrics of that job (memory.peak
 needs Linux 5.19); reads are bounded (MAX_READ), so a hostile tree costs at most that much per
 file. Parameters::
 
-    {"cgroup_base": "/sys/fs/cgroup/system.slice/slurmstepd.scope", "domain": 490}
+    {"cgroup_base": "/sys/fs/cgroup/system.slice/slurmstepd.scope",
+     "cpu_online": "/sys/devices/system/cpu/online", "domain": 490}
 """
 
 import os
@@ -31,6 +35,9 @@ MAX_READ = 64 * 1024
 MAX_JOBS = 4096
 # Directories listed under cgroup_base per fetch (jobs and anything else).
 MAX_ENTRIES = 65536
+# Hardware threads in one cpuset or in the online list: the largest nodes have a few
+# thousand; a list naming more (a hostile file) is taken as malformed rather than expanded.
+MAX_CPUS = 16384
 
 JOB_DIR = re.compile(r"^job_([0-9]+)$")
 SLUID_DIR = re.compile(r"^[sS][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{13}$")
@@ -52,6 +59,11 @@ JOB_METRICS = [
     (13, "io.read_ops", "counter", "count", "reads the job issued to block devices (io.stat rios)", "uint64"),
     (14, "io.write_ops", "counter", "count", "writes the job issued to block devices (io.stat wios)", "uint64"),
 ]
+# Per job and hardware thread (cluster 2), per online hardware thread (cluster 3).
+HWTHREAD_HELP = ("the hardware threads of each job's cpuset, one instance per job and thread "
+                 "(JOB:cpuN), the thread's number as value")
+ONLINE_HELP = ("how many jobs' cpusets hold each online hardware thread (cpuN, from "
+               "/sys/devices/system/cpu/online); 0 for a thread no job holds")
 
 
 def read_text(path):
@@ -83,7 +95,7 @@ def parse_cpus(text):
         except ValueError:
             return None
         # A range no machine has (a hostile file) is not expanded.
-        if first < 0 or last - first > 65536:
+        if first < 0 or last < first or len(cpus) + last - first >= MAX_CPUS:
             return None
         cpus.extend(range(first, last + 1))
     return cpus
@@ -134,6 +146,8 @@ def job_values(d):
         if cpus is not None:
             v["cpus"] = len(cpus)
             v["cpuset"] = cpuset.strip()
+            # Each thread once (an instance name is unique), in the file's order.
+            v["_hwthreads"] = list(dict.fromkeys(cpus))
     io = read_text(d + "/io.stat")
     if io is not None:
         sums = {"rbytes": 0, "wbytes": 0, "rios": 0, "wios": 0}
@@ -181,10 +195,15 @@ def read_jobs(base):
 class Slurm(Tree):
     def __init__(self, params):
         self.base = params.string("cgroup_base", "/sys/fs/cgroup/system.slice/slurmstepd.scope")
+        self.online_path = params.string("cpu_online", "/sys/devices/system/cpu/online")
         self.domain = params.integer("domain", 490, min=1, max=510)
         indom = (self.domain << 22) | 0
         metrics = {"slurm.jobs": Metric((self.domain, 0, 0), "instant", "count",
-                                        "Slurm jobs with a cgroup on this node", type="uint32")}
+                                        "Slurm jobs with a cgroup on this node", type="uint32"),
+                   "slurm.job.hwthread": Metric((self.domain, 2, 0), "discrete", "", HWTHREAD_HELP,
+                                                (self.domain << 22) | 1, "uint32"),
+                   "slurm.hwthread.jobs": Metric((self.domain, 3, 0), "instant", "count", ONLINE_HELP,
+                                                 (self.domain << 22) | 2, "uint32")}
         self.by_item = {}
         for item, name, sem, units, help, ty in JOB_METRICS:
             metrics["slurm.job." + name] = Metric((self.domain, 1, item), sem, units, help, indom, ty)
@@ -203,10 +222,28 @@ class Slurm(Tree):
             self.last_skipped = skipped
         if pmid.cluster == 0 and pmid.item == 0:
             return len(self.jobs)
+        if pmid.cluster == 2 and pmid.item == 0:
+            return [("%s:cpu%d" % (job, c), c)
+                    for job, values in self.jobs for c in values.get("_hwthreads", ())]
+        if pmid.cluster == 3 and pmid.item == 0:
+            return self.online_threads()
         name = self.by_item.get(pmid.item) if pmid.cluster == 1 else None
         if name is None:
             raise UnknownPmid()
         return [(job, values[name]) for job, values in self.jobs if name in values]
+
+    def online_threads(self):
+        """[(cpuN, jobs holding it)] over the online hardware threads; none when the online
+        list cannot be read or does not parse."""
+        text = read_text(self.online_path)
+        cpus = parse_cpus(text) if text is not None else None
+        if cpus is None:
+            return []
+        held = {}
+        for _, values in self.jobs:
+            for c in values.get("_hwthreads", ()):
+                held[c] = held.get(c, 0) + 1
+        return [("cpu%d" % c, held.get(c, 0)) for c in dict.fromkeys(cpus)]
 
     def fetched(self):
         # One scan per fetch call, however many metrics it asks for.

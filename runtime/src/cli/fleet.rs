@@ -20,25 +20,9 @@ pub struct FleetArgs {
     /// The fleet's name (`[fleet] name`).
     #[arg(long)]
     pub name: String,
-    /// CA(s) the server's certificate must chain to.
-    #[arg(long)]
-    pub tls_ca: Option<PathBuf>,
-    /// Client certificate and key, for servers that require one.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// NATS credentials file (JWT + nkey seed).
-    #[arg(long)]
-    pub creds_file: Option<PathBuf>,
-    /// A file holding a NATS token.
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-    /// NATS user name (with --password).
-    #[arg(long, requires = "password")]
-    pub username: Option<String>,
-    #[arg(long, requires = "username")]
-    pub password: Option<String>,
+    /// Credentials and TLS (`[fleet]`'s fields as flags: `--tls-ca FILE` ...).
+    #[command(flatten)]
+    pub auth: crate::nats::Auth,
     /// Replicas of the fleet's buckets, should this command create them (`[fleet] replicas`;
     /// 1 when not given). When given, existing buckets with another number are an error.
     #[arg(long)]
@@ -142,13 +126,7 @@ fn config_of(a: &FleetArgs) -> FleetConfig {
         max_component_size: crate::fleet::config::DEFAULT_MAX_COMPONENT_SIZE,
         start_wait: crate::fleet::config::DEFAULT_START_WAIT,
         replicas: a.replicas,
-        username: a.username.clone(),
-        password: a.password.clone(),
-        token_file: a.token_file.clone(),
-        creds_file: a.creds_file.clone(),
-        tls_ca: a.tls_ca.clone(),
-        tls_cert: a.tls_cert.clone(),
-        tls_key: a.tls_key.clone(),
+        auth: a.auth.clone(),
     }
 }
 

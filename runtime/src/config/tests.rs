@@ -20,9 +20,16 @@ fn default_config_parses() {
             "infiniband",
             "denki",
             "hwmon",
-            "lustre"
+            "lustre",
+            "nfsclient",
+            "slurm"
         ]
     );
+    // The C and Python agents run only where their files are: nothing to build elsewhere.
+    for name in ["nfsclient", "slurm"] {
+        let a = c.agents.iter().find(|a| a.name == name).unwrap();
+        assert!(a.when_present.is_some(), "{name}");
+    }
     assert_eq!(c.guest_defaults.memory, 64 << 20);
 }
 
@@ -185,4 +192,68 @@ fn the_pcp_section() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("port"), "{e}");
+}
+
+/// Every section that talks to NATS takes the same credential and TLS keys (declared once by
+/// `nats::section!`), and its errors name the key and the section.
+#[test]
+fn nats_sections_take_the_same_auth_keys_and_errors_name_key_and_section() {
+    let sections = [
+        (
+            "[nats]\naddress = 'nats://h:4222'\nsubscriptions = []\n",
+            "nats.",
+        ),
+        ("[notify.nats]\naddress = 'nats://h:4222'\n", "notify.nats."),
+        (
+            "[fabric]\nenabled = true\nnats = 'nats://h:4222'\nagent = 'a'\n",
+            "fabric.",
+        ),
+        ("[fleet]\nnats = 'nats://h:4222'\nname = 'prod'\n", "fleet."),
+        (
+            "[[sink]]\nname = 's'\ntype = 'jetstream'\nurl = 'nats://h:4222'\nsubject = 'x'\nstream = 'X'\n",
+            "sink \"s\": ",
+        ),
+    ];
+    let all = "username = 'u'\npassword = 'p'\ntoken-file = 't'\ncreds-file-path = 'c'\n\
+               tls-ca = 'ca.pem'\ntls-cert = 'c.pem'\ntls-key = 'k.pem'\n";
+    let want = crate::nats::Auth {
+        username: Some("u".into()),
+        password: Some("p".into()),
+        token_file: Some("t".into()),
+        creds_file: Some("c".into()),
+        tls_ca: Some("ca.pem".into()),
+        tls_cert: Some("c.pem".into()),
+        tls_key: Some("k.pem".into()),
+    };
+    for (section, prefix) in sections {
+        let c = Config::parse(&format!("{section}{all}")).unwrap();
+        let auth = [
+            c.nats.as_ref().map(|n| n.connection().auth),
+            c.notify.nats.as_ref().map(|n| n.connection().auth),
+            Some(c.fabric.connection().auth).filter(|a| a.username.is_some()),
+            c.fleet.as_ref().map(|f| f.connection().auth),
+            c.sinks.first().map(|s| s.connection().auth),
+        ];
+        let got: Vec<_> = auth.into_iter().flatten().collect();
+        assert_eq!(got, [&want], "{section}");
+        let header = section.lines().next().unwrap();
+        for (extra, names) in [
+            ("usrname = 'u'", "unknown field `usrname`"),
+            ("tls-ca = 5", "tls-ca = 5"),
+        ] {
+            let e = Config::parse(&format!("{section}{extra}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(names) && e.contains(header), "{section}: {e}");
+        }
+        let e = Config::parse(&format!("{section}username = 'u'\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "{prefix}username: username and password go together"
+            )),
+            "{section}: {e}"
+        );
+    }
 }

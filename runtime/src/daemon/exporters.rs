@@ -96,15 +96,12 @@ impl Daemon {
         let source = self.resolve(config, reference)?;
         let compiled = self.compile(&source)?;
         let name = format!("sink:{}:{reference}", sink.name);
-        let guest = self.guest_config(
-            config,
-            &name,
-            &sink.params,
-            Some(sink.deadline),
-            Some(sink.memory),
-            None,
-            &crate::host::Grants::default(),
-        )?;
+        let limits = crate::config::GuestLimits {
+            deadline: Some(sink.deadline),
+            memory: Some(sink.memory),
+            ..Default::default()
+        };
+        let guest = self.guest_config(config, &name, &sink.params, &limits)?;
         let identity = format!(
             "{} {} {:?} {}",
             compiled.hash, guest.params, guest.deadline, guest.memory

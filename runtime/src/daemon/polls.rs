@@ -108,17 +108,21 @@ impl Daemon {
                     agent,
                 ),
                 (None, Some(guest)) => {
-                    let source = self.resolve(config, guest).with_context(|| what.clone())?;
+                    let source = match self.resolve(config, guest) {
+                        Ok(source) => source,
+                        // An optional collector (`when-present`: the default config's) that
+                        // this machine cannot build yet (a Python agent before `wasmon guest
+                        // prepare`, a C one without clang) costs itself, not the daemon: the
+                        // log names the fix, and a reload after it runs the agent.
+                        Err(e) if a.when_present.is_some() => {
+                            tracing::error!("{what} not run: {e:#}");
+                            texts.pop();
+                            continue;
+                        }
+                        Err(e) => return Err(e.context(what.clone())),
+                    };
                     let compiled = self.compile(&source)?;
-                    let gc = self.guest_config(
-                        config,
-                        &a.name,
-                        &a.params,
-                        a.deadline,
-                        a.memory,
-                        a.quarantine_after,
-                        &a.grants,
-                    )?;
+                    let gc = self.guest_config(config, &a.name, &a.params, &a.limits)?;
                     let print = format!("{}:{gc:?}", compiled.hash);
                     if old_prints.get(&domain) == Some(&print) {
                         prints.insert(domain, print);

@@ -251,31 +251,19 @@ impl Daemon {
         let source = self.resolve(config, &t.guest)?;
         let compiled = self.compile(&source)?;
         let name = format!("{}[{i}]:{}", p.name, t.guest);
-        let guest = self.guest_config(
-            config,
-            &name,
-            &t.params,
-            t.deadline,
-            t.memory,
-            t.quarantine_after,
-            &t.grants,
-        )?;
+        let guest = self.guest_config(config, &name, &t.params, &t.limits)?;
         Image::<TransformerWorld>::load(&self.runtime, &compiled, guest)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn guest_config(
         &self,
         config: &Config,
         name: &str,
         params: &toml::Table,
-        deadline: Option<std::time::Duration>,
-        memory: Option<u64>,
-        quarantine_after: Option<u32>,
-        grants: &crate::host::Grants,
+        limits: &crate::config::GuestLimits,
     ) -> Result<GuestConfig> {
         let d = &config.guest_defaults;
-        let mut grants = grants.clone();
+        let mut grants = limits.grants.clone();
         // Granted paths in a config file are relative to it, like every other path there.
         let base = self.base_dir();
         for dir in &mut grants.dirs {
@@ -286,11 +274,11 @@ impl Daemon {
         }
         Ok(GuestConfig {
             name: name.into(),
-            deadline: deadline.unwrap_or(d.deadline),
-            memory: memory.unwrap_or(d.memory),
+            deadline: limits.deadline.unwrap_or(d.deadline),
+            memory: limits.memory.unwrap_or(d.memory),
             grants,
             params: serde_json::to_string(params)?,
-            quarantine_after: quarantine_after.unwrap_or(d.quarantine_after),
+            quarantine_after: limits.quarantine_after.unwrap_or(d.quarantine_after),
             max_output_samples: crate::host::limits::MAX_OUTPUT_SAMPLES,
         })
     }

@@ -23,64 +23,65 @@ pub enum SourceKind {
     Simulated,
 }
 
-/// `[fabric]`: one agent of the fabric hierarchy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct FabricConfig {
-    /// Run the fabric agent at all.
-    pub enabled: bool,
-    /// The NATS server (with JetStream) the agents coordinate through, or a cluster's seeds
-    /// (a list, or URLs separated by commas).
-    #[serde(deserialize_with = "crate::nats::servers")]
-    pub nats: String,
-    /// The fabric's name: buckets are `wasmon-fabric-NAME-leases` / `-owners`, subjects
-    /// start with `wasmon.fabric.NAME`. Letters, digits, `-` and `_`.
-    pub name: String,
-    /// This agent's id, unique in the fabric (default: the host name).
-    pub agent: String,
-    /// The agent this one reports to; empty: this is the master.
-    pub parent: String,
-    pub source: SourceKind,
-    /// `simulated`: the fabric file; `net` / `infiniband`: the sysfs directory (default
-    /// `/sys/class/net` / `/sys/class/infiniband`).
-    pub path: Option<PathBuf>,
-    /// Nodes discovery starts from (the adapters this agent's host is plugged into).
-    /// Empty: every node of a sysfs source (they are all local).
-    pub attach: Vec<String>,
-    /// How often counters are read (sysfs sources; a simulated fabric paces its own epochs).
-    #[serde(with = "crate::duration::serde")]
-    pub epoch: Duration,
-    /// Lease of an agent: its ports are taken over when it has not renewed for this long.
-    /// The lease bucket's `max_age`. At least two epochs.
-    #[serde(with = "crate::duration::serde")]
-    pub lease: Duration,
-    /// The pipeline reported port counters (`fabric.COUNTER`, resource `NODE/PORT`) enter.
-    pub pipeline: Option<String>,
-    /// Subscriber that owns the trap thresholds and receives the traps.
-    pub subscriber: String,
-    /// Trap thresholds of error counters: an increase of at least N in one epoch traps.
-    /// Counters not named use `trap-default`; 0 disables a counter's traps.
-    pub traps: BTreeMap<String, u64>,
-    pub trap_default: u64,
-    /// Change thresholds of data, packet and congestion counters (bytes for data):
-    /// a counter is reported when it changed by more than N since it was last reported.
-    /// Counters not named use the defaults below.
-    pub change: BTreeMap<String, u64>,
-    pub change_bytes_default: u64,
-    pub change_count_default: u64,
-    /// Replicas of the fabric's key-value buckets when this agent creates them (1 when not
-    /// set; 3 on a 3-server cluster). When set, an existing bucket with another number is
-    /// reported, not used.
-    pub replicas: Option<usize>,
-    /// NATS credentials and TLS, as in `[nats]`.
-    pub username: Option<String>,
-    pub password: Option<String>,
-    pub token_file: Option<PathBuf>,
-    #[serde(alias = "creds-file-path")]
-    pub creds_file: Option<PathBuf>,
-    pub tls_ca: Option<PathBuf>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
+crate::nats::section! {
+    /// `[fabric]`: one agent of the fabric hierarchy, and its NATS credentials and TLS as in
+    /// `[nats]`.
+    #[derive(Clone, Debug, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+    pub struct FabricConfig as FabricToml (servers: nats, "fabric.nats") {
+        /// Run the fabric agent at all.
+        pub enabled: bool,
+        /// The NATS server (with JetStream) the agents coordinate through, or a cluster's seeds
+        /// (a list, or URLs separated by commas).
+        #[serde(deserialize_with = "crate::nats::servers")]
+        pub nats: String,
+        /// The fabric's name: buckets are `wasmon-fabric-NAME-leases` / `-owners`, subjects
+        /// start with `wasmon.fabric.NAME`. Letters, digits, `-` and `_`.
+        pub name: String,
+        /// This agent's id, unique in the fabric (default: the host name).
+        pub agent: String,
+        /// The agent this one reports to; empty: this is the master.
+        pub parent: String,
+        pub source: SourceKind,
+        /// `simulated`: the fabric file; `net` / `infiniband`: the sysfs directory (default
+        /// `/sys/class/net` / `/sys/class/infiniband`).
+        pub path: Option<PathBuf>,
+        /// Nodes discovery starts from (the adapters this agent's host is plugged into).
+        /// Empty: every node of a sysfs source (they are all local).
+        pub attach: Vec<String>,
+        /// How often counters are read (sysfs sources; a simulated fabric paces its own epochs).
+        #[serde(with = "crate::duration::serde")]
+        pub epoch: Duration,
+        /// Lease of an agent: its ports are taken over when it has not renewed for this long.
+        /// The lease bucket's `max_age`. At least two epochs.
+        #[serde(with = "crate::duration::serde")]
+        pub lease: Duration,
+        /// The pipeline reported port counters (`fabric.COUNTER`, resource `NODE/PORT`) enter.
+        pub pipeline: Option<String>,
+        /// Subscriber that owns the trap thresholds and receives the traps.
+        pub subscriber: String,
+        /// Trap thresholds of error counters: an increase of at least N in one epoch traps.
+        /// Counters not named use `trap-default`; 0 disables a counter's traps.
+        pub traps: BTreeMap<String, u64>,
+        pub trap_default: u64,
+        /// Change thresholds of data, packet and congestion counters (bytes for data):
+        /// a counter is reported when it changed by more than N since it was last reported.
+        /// Counters not named use the defaults below.
+        pub change: BTreeMap<String, u64>,
+        pub change_bytes_default: u64,
+        pub change_count_default: u64,
+        /// Replicas of the fabric's key-value buckets when this agent creates them (1 when not
+        /// set; 3 on a 3-server cluster). When set, an existing bucket with another number is
+        /// reported, not used.
+        pub replicas: Option<usize>,
+    }
+}
+
+/// The section's defaults for the keys a `[fabric]` leaves out.
+impl Default for FabricToml {
+    fn default() -> Self {
+        FabricConfig::default().into()
+    }
 }
 
 impl Default for FabricConfig {
@@ -104,13 +105,7 @@ impl Default for FabricConfig {
             change_bytes_default: 1 << 20,
             change_count_default: 10_000,
             replicas: None,
-            username: None,
-            password: None,
-            token_file: None,
-            creds_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            auth: Default::default(),
         }
     }
 }
@@ -128,21 +123,6 @@ impl FabricConfig {
             crate::util::key_safe(&crate::util::hostname())
         } else {
             self.agent.clone()
-        }
-    }
-
-    /// The connection this section describes.
-    pub fn connection(&self) -> crate::nats::Connection<'_> {
-        crate::nats::Connection {
-            url_field: "fabric.nats",
-            servers: &self.nats,
-            username: self.username.as_deref(),
-            password: self.password.as_deref(),
-            token_file: self.token_file.as_deref(),
-            creds_file: self.creds_file.as_deref(),
-            tls_ca: self.tls_ca.as_deref(),
-            tls_cert: self.tls_cert.as_deref(),
-            tls_key: self.tls_key.as_deref(),
         }
     }
 

@@ -2,11 +2,9 @@
 //! the keys a published component must be signed by, and the rollout's limits. Plain serde
 //! structs with defaults, checked by [`FleetConfig::check`]; read at start only.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 
 /// The group every daemon of a fleet is in: a release published without `--group`.
 pub const ALL: &str = "all";
@@ -20,56 +18,44 @@ pub const DEFAULT_MAX_COMPONENT_SIZE: u64 = 64 << 20;
 pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(5);
 pub use crate::nats::MAX_REPLICAS;
 
-/// `[fleet]`: guests published once into JetStream, run by every daemon of the fleet.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct FleetConfig {
-    /// The NATS server (with JetStream) the fleet's buckets live on, or a cluster's seeds (a
-    /// list, or URLs separated by commas).
-    #[serde(deserialize_with = "crate::nats::servers")]
-    pub nats: String,
-    /// The fleet's name: its buckets are `wasmon-fleet-NAME` (components),
-    /// `wasmon-fleet-NAME-releases` and `wasmon-fleet-NAME-health`. Letters, digits, `-`, `_`.
-    pub name: String,
-    /// Rollout groups this daemon belongs to (it always follows releases to `all`).
-    #[serde(default)]
-    pub groups: Vec<String>,
-    /// Base64 Ed25519 public keys; a published component must be signed by one of them.
-    /// Empty: unsigned components are accepted (with a warning at start).
-    #[serde(default)]
-    pub trusted_keys: Vec<String>,
-    /// This daemon's name in the health bucket (default: the host name).
-    #[serde(default)]
-    pub node: String,
-    /// A new version quarantined within this time after its swap is rolled back.
-    #[serde(default = "rollback_window", with = "crate::duration::serde")]
-    pub rollback_window: Duration,
-    /// Components larger than this are refused before they are fetched.
-    #[serde(default = "max_size", with = "crate::util::size")]
-    pub max_component_size: u64,
-    /// How long a start waits for NATS before running the last verified versions from disk.
-    #[serde(default = "start_wait", with = "crate::duration::serde")]
-    pub start_wait: Duration,
-    /// Replicas of the fleet's buckets when this daemon creates them (1 to 5, 1 when not set;
-    /// more than 1 needs a JetStream cluster of at least that many servers). When set, an
-    /// existing bucket with another number is reported, not used.
-    #[serde(default)]
-    pub replicas: Option<usize>,
-    /// NATS credentials and TLS, as for the sinks (paths relative to the config file).
-    #[serde(default)]
-    pub username: Option<String>,
-    #[serde(default)]
-    pub password: Option<String>,
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    #[serde(default)]
-    pub creds_file: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_ca: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_cert: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_key: Option<PathBuf>,
+crate::nats::section! {
+    /// `[fleet]`: guests published once into JetStream, run by every daemon of the fleet, and
+    /// the NATS credentials and TLS (paths relative to the config file).
+    #[derive(Clone, Debug, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct FleetConfig as FleetToml (servers: nats, "fleet.nats") {
+        /// The NATS server (with JetStream) the fleet's buckets live on, or a cluster's seeds (a
+        /// list, or URLs separated by commas).
+        #[serde(deserialize_with = "crate::nats::servers")]
+        pub nats: String,
+        /// The fleet's name: its buckets are `wasmon-fleet-NAME` (components),
+        /// `wasmon-fleet-NAME-releases` and `wasmon-fleet-NAME-health`. Letters, digits, `-`, `_`.
+        pub name: String,
+        /// Rollout groups this daemon belongs to (it always follows releases to `all`).
+        #[serde(default)]
+        pub groups: Vec<String>,
+        /// Base64 Ed25519 public keys; a published component must be signed by one of them.
+        /// Empty: unsigned components are accepted (with a warning at start).
+        #[serde(default)]
+        pub trusted_keys: Vec<String>,
+        /// This daemon's name in the health bucket (default: the host name).
+        #[serde(default)]
+        pub node: String,
+        /// A new version quarantined within this time after its swap is rolled back.
+        #[serde(default = "rollback_window", with = "crate::duration::serde")]
+        pub rollback_window: Duration,
+        /// Components larger than this are refused before they are fetched.
+        #[serde(default = "max_size", with = "crate::util::size")]
+        pub max_component_size: u64,
+        /// How long a start waits for NATS before running the last verified versions from disk.
+        #[serde(default = "start_wait", with = "crate::duration::serde")]
+        pub start_wait: Duration,
+        /// Replicas of the fleet's buckets when this daemon creates them (1 to 5, 1 when not set;
+        /// more than 1 needs a JetStream cluster of at least that many servers). When set, an
+        /// existing bucket with another number is reported, not used.
+        #[serde(default)]
+        pub replicas: Option<usize>,
+    }
 }
 
 fn rollback_window() -> Duration {
@@ -117,21 +103,6 @@ impl FleetConfig {
             .iter()
             .filter_map(|k| parse_key(k).ok())
             .collect()
-    }
-
-    /// The connection this section describes.
-    pub fn connection(&self) -> crate::nats::Connection<'_> {
-        crate::nats::Connection {
-            url_field: "fleet.nats",
-            servers: &self.nats,
-            username: self.username.as_deref(),
-            password: self.password.as_deref(),
-            token_file: self.token_file.as_deref(),
-            creds_file: self.creds_file.as_deref(),
-            tls_ca: self.tls_ca.as_deref(),
-            tls_cert: self.tls_cert.as_deref(),
-            tls_key: self.tls_key.as_deref(),
-        }
     }
 
     pub fn check(&self) -> Result<(), String> {

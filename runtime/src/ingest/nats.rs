@@ -9,7 +9,6 @@
 //! not acknowledged is delivered again. A second daemon with its own `durable` is a replica that
 //! catches up from the stream. NATS going away (a restart) is waited out, not fatal.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -19,36 +18,18 @@ use tokio_util::sync::CancellationToken;
 use super::ingest;
 use crate::store::Store;
 
-/// `[nats]` section: server and subscriptions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
-    /// separated by commas).
-    #[serde(deserialize_with = "crate::nats::servers")]
-    pub address: String,
-    /// User name (with `password`).
-    #[serde(default)]
-    pub username: Option<String>,
-    #[serde(default)]
-    pub password: Option<String>,
-    /// A file holding a NATS token.
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    /// A NATS credentials file (JWT + nkey seed); `creds-file-path` is cc-metric-store's
-    /// spelling, accepted too.
-    #[serde(default, alias = "creds-file-path")]
-    pub creds_file: Option<PathBuf>,
-    /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
-    #[serde(default)]
-    pub tls_ca: Option<PathBuf>,
-    /// PEM client certificate and key, for servers that require one.
-    #[serde(default)]
-    pub tls_cert: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_key: Option<PathBuf>,
-    /// Subjects to subscribe to.
-    pub subscriptions: Vec<NatsSubscription>,
+crate::nats::section! {
+    /// `[nats]` section: server and subscriptions.
+    #[derive(Debug, Clone, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct NatsConfig as NatsToml (servers: address, "nats.address") {
+        /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
+        /// separated by commas).
+        #[serde(deserialize_with = "crate::nats::servers")]
+        pub address: String,
+        /// Subjects to subscribe to.
+        pub subscriptions: Vec<NatsSubscription>,
+    }
 }
 
 /// One subscription.
@@ -83,21 +64,6 @@ fn default_window() -> std::time::Duration {
 }
 
 impl NatsConfig {
-    /// The connection this section describes.
-    pub fn connection(&self) -> crate::nats::Connection<'_> {
-        crate::nats::Connection {
-            url_field: "nats.address",
-            servers: &self.address,
-            username: self.username.as_deref(),
-            password: self.password.as_deref(),
-            token_file: self.token_file.as_deref(),
-            creds_file: self.creds_file.as_deref(),
-            tls_ca: self.tls_ca.as_deref(),
-            tls_cert: self.tls_cert.as_deref(),
-            tls_key: self.tls_key.as_deref(),
-        }
-    }
-
     /// Checks the servers, stream and consumer names (NATS refuses some), replicas, and that
     /// credentials and TLS files go together.
     pub fn check(&self) -> Result<(), String> {
@@ -459,13 +425,7 @@ mod tests {
         let token = CancellationToken::new();
         let cfg = NatsConfig {
             address,
-            username: None,
-            password: None,
-            token_file: None,
-            creds_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            auth: Default::default(),
             subscriptions: vec![
                 NatsSubscription {
                     subscribe_to: "updates.>".into(),
@@ -517,25 +477,14 @@ mod tests {
             }
         }
         assert!(got, "no NATS message was stored");
-        token.cancel();
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        crate::testutil::stop(&token, task).await;
     }
 
     #[tokio::test]
     async fn connect_error_is_reported() {
         let cfg = NatsConfig {
             address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
-            username: None,
-            password: None,
-            token_file: None,
-            creds_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            auth: Default::default(),
             subscriptions: vec![],
         };
         let store = Arc::new(Store::new(StoreConfig::default()));

@@ -249,6 +249,19 @@ struct CtxLite {
     root: super::Root,
 }
 
+/// How many `cpuN` lines /proc/stat has (0 without the file).
+fn stat_cpus(ctx: &Ctx) -> usize {
+    let mut buf = String::new();
+    ctx.root.read("proc/stat", &mut buf).map_or(0, |text| {
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix("cpu")
+                    .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .count()
+    })
+}
+
 /// `/proc/cpuinfo` and the /sys/devices/system attributes of its CPUs.
 #[derive(Default)]
 pub struct CpuSys {
@@ -263,10 +276,16 @@ impl Group for CpuSys {
 
     fn refresh(&mut self, ctx: &Ctx) {
         let mut buf = std::mem::take(&mut self.cpu.buf);
-        let processors = match ctx.root.read("proc/cpuinfo", &mut buf) {
+        let mut processors = match ctx.root.read("proc/cpuinfo", &mut buf) {
             Ok(text) => text.lines().filter(|l| l.starts_with("processor")).count(),
             Err(_) => 0,
         };
+        if processors == 0 && !buf.is_empty() {
+            // Uniprocessor formats without `processor` lines (Alpha, 32-bit PowerMac) describe
+            // every CPU in one record; where sysfs lists no CPUs either, /proc/stat's CPU
+            // lines count them (pmdalinux has the configured count; never fewer than one).
+            processors = stat_cpus(ctx).max(1);
+        }
         self.cpu.topology(ctx, processors);
         self.cpu.ok = processors > 0 || !buf.is_empty();
         if self.cpu.ok {

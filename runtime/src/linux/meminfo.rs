@@ -26,6 +26,9 @@ enum Src {
     PageSize,
     /// A huge page count times Hugepagesize, in bytes.
     HugeBytes(&'static str),
+    /// MemAvailable, or on kernels before 3.14, which lack it, the kernel's own estimate
+    /// (see [`estimate_available`]).
+    Available,
 }
 
 fn src(item: u32) -> Option<Src> {
@@ -89,7 +92,7 @@ fn src(item: u32) -> Option<Src> {
         55 => Key("HardwareCorrupted"),
         56 => Key("AnonHugePages"),
         57 => Key("DirectMap1G"),
-        58 => Key("MemAvailable"),
+        58 => Available,
         59 => Bytes("Hugepagesize"),
         60 => HugeBytes("HugePages_Total"),
         61 => HugeBytes("HugePages_Free"),
@@ -110,6 +113,8 @@ pub struct MemInfo {
     buf: String,
     /// (key, value) in file order; a few dozen keys, so a scan beats a map.
     keys: Vec<(String, u64)>,
+    /// MemAvailable estimated where the file lacks it.
+    estimated: Option<u64>,
 }
 
 impl MemInfo {
@@ -134,6 +139,33 @@ pub fn parse(text: &str, keys: &mut Vec<(String, u64)>) {
     }
 }
 
+/// The sum of every zone's low watermark in /proc/zoneinfo, in pages (its `low` lines).
+fn low_watermarks(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_ascii_whitespace();
+            (w.next() == Some("low")).then(|| w.next()?.parse::<u64>().ok())?
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// MemAvailable as kernels since 3.14 compute it (commit 34e431b0ae), in Kbyte, for older
+/// kernels: free memory above the low watermarks, plus the page cache and reclaimable slab
+/// that could be freed (each less the smaller of its half and the watermarks). pmdalinux
+/// 6.0.3 estimates the same figure but subtracts the watermarks in bytes from Kbyte values,
+/// which on a host with /proc/zoneinfo leaves 0; here the units agree.
+fn estimate_available(m: &MemInfo, low_kb: u64) -> Option<u64> {
+    let g = |k| m.get(k).map(i128::from);
+    let low = i128::from(low_kb);
+    let _ = g("MemTotal")?;
+    let mut avail = g("MemFree")? - low;
+    let cache = g("Active(file)")? + g("Inactive(file)")?;
+    avail += cache - (cache / 2).min(low);
+    let slab = g("SReclaimable")?;
+    avail += slab - (slab / 2).min(low);
+    Some(avail.clamp(0, i128::from(u64::MAX)) as u64)
+}
+
 /// The page size of this host (the root's files do not say; pmdalinux asks the kernel too).
 pub(super) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -148,8 +180,17 @@ impl Group for MemInfo {
 
     fn refresh(&mut self, ctx: &Ctx) {
         self.keys.clear();
+        self.estimated = None;
         if let Ok(text) = ctx.root.read("proc/meminfo", &mut self.buf) {
             parse(text, &mut self.keys);
+        }
+        if !self.keys.is_empty() && self.get("MemAvailable").is_none() {
+            let low = ctx
+                .root
+                .read("proc/zoneinfo", &mut self.buf)
+                .map_or(0, low_watermarks);
+            let low_kb = low.saturating_mul(page_size() >> 10);
+            self.estimated = estimate_available(self, low_kb);
         }
     }
 
@@ -183,6 +224,7 @@ impl Group for MemInfo {
             Some(Src::HugeBytes(k)) => g(k)
                 .zip(g("Hugepagesize"))
                 .map(|(n, size)| n.wrapping_mul(size << 10)),
+            Some(Src::Available) => g("MemAvailable").or(self.estimated),
             None => None,
         };
         if let Some(v) = v {

@@ -57,6 +57,8 @@ mod vmstat;
 mod zoneinfo;
 
 #[cfg(test)]
+mod machines;
+#[cfg(test)]
 pub mod testing;
 #[cfg(test)]
 mod tests;

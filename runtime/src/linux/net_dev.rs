@@ -1,7 +1,8 @@
 //! `/proc/net/dev` (clusters 3 and 90): per-interface receive and transmit counters, and
-//! their sums over the physical interfaces (`network.all.*`: not `lo`, `bondN`, `teamN` or
-//! `face`, whose traffic other interfaces already count, as pmdalinux's default pattern). Interfaces are numbered
-//! in discovery order (the server's default), as pmdalinux's instance cache numbers them.
+//! their sums over the physical interfaces (`network.all.*`: not loopback, bonds, tunnels,
+//! bridges or veth pairs, whose traffic other interfaces already count; see [`physical`]).
+//! Interfaces are numbered in discovery order (the server's default), as pmdalinux's
+//! instance cache numbers them.
 
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
@@ -66,13 +67,31 @@ fn all_columns(item: u32) -> Option<&'static [usize]> {
     })
 }
 
-/// Not an aggregate or loopback interface.
+/// Counted in `network.all.*`: not loopback, an aggregate (bond, team) or a virtual
+/// interface whose traffic a physical one carries again (tunnels, bridges of libvirt, CNI,
+/// podman and docker, veth pairs). The pattern PCP's `linux/interfaces.conf` ships, which
+/// pmdalinux reads (its built-in fallback, without that file, is only the first three and
+/// `face`); an interface is excluded when its whole name is a prefix below and digits.
 fn physical(name: &str) -> bool {
-    let numbered = |p: &str| {
+    let numbered = |p: &str, suffix: &str| {
         name.strip_prefix(p)
+            .and_then(|n| n.strip_suffix(suffix))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    !(name == "lo" || name == "face" || numbered("bond") || numbered("team"))
+    const NUMBERED: [&str; 8] = [
+        "bond",
+        "team",
+        "tun",
+        "virbr",
+        "cni",
+        "cni-podman",
+        "docker",
+        "veth",
+    ];
+    !(name == "lo"
+        || name == "face"
+        || NUMBERED.iter().any(|p| numbered(p, ""))
+        || numbered("virbr", "-nic"))
 }
 
 fn sum(row: &Row, cols: &[usize]) -> u64 {

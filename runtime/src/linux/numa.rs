@@ -74,9 +74,15 @@ pub struct Numa {
 }
 
 /// The first number after `key` on `line` (as pmdalinux: the first digit after the key).
+/// The key must start a word: `Mapped:` is not the tail of `ShmemPmdMapped:` or
+/// `FilePmdMapped:` (PCP after 6.0.3 lists those longer keys before `Mapped:` in its table,
+/// so that its substring search never takes them for it; 6.0.3 answers their 0).
 fn after(line: &str, key: &str) -> Option<u64> {
-    let at = line.find(key)? + key.len();
-    let rest = &line[at..];
+    let start = line.match_indices(key).find_map(|(i, _)| {
+        let word = i == 0 || line.as_bytes()[i - 1].is_ascii_whitespace();
+        word.then_some(i)
+    })?;
+    let rest = &line[start + key.len()..];
     let start = rest.find(|c: char| c.is_ascii_digit())?;
     let digits = &rest[start..];
     let end = digits

@@ -3,65 +3,29 @@
 //! blocks, drops counted); one task publishes them. Owns only the `[notify.nats]` config and
 //! that task; the notifier's semantics are untouched.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::{ChannelSink, Notifier, forward};
 
-/// `[notify.nats]`: where notifications are published.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct NatsSinkConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
-    /// separated by commas).
-    #[serde(deserialize_with = "crate::nats::servers")]
-    pub address: String,
-    /// Notifications go to `{subject-prefix}.{subscriber}` (`.`, `*`, `>` and spaces in the
-    /// subscriber name become `_`).
-    #[serde(default = "default_prefix")]
-    pub subject_prefix: String,
-    /// Notifications buffered between ingest and the publisher; beyond it they are dropped
-    /// (and counted) rather than slowing ingest.
-    #[serde(default = "default_capacity")]
-    pub queue_capacity: usize,
-    /// User name (with `password`).
-    #[serde(default)]
-    pub username: Option<String>,
-    #[serde(default)]
-    pub password: Option<String>,
-    /// A file holding a NATS token.
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    /// A NATS credentials file (JWT + nkey seed; `creds-file-path` accepted too).
-    #[serde(default, alias = "creds-file-path")]
-    pub creds_file: Option<PathBuf>,
-    /// PEM CA(s) the server's certificate must chain to, instead of the system's roots.
-    #[serde(default)]
-    pub tls_ca: Option<PathBuf>,
-    /// PEM client certificate and key, for servers that require one.
-    #[serde(default)]
-    pub tls_cert: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_key: Option<PathBuf>,
-}
-
-impl NatsSinkConfig {
-    /// The connection this section describes.
-    pub fn connection(&self) -> crate::nats::Connection<'_> {
-        crate::nats::Connection {
-            url_field: "notify.nats.address",
-            servers: &self.address,
-            username: self.username.as_deref(),
-            password: self.password.as_deref(),
-            token_file: self.token_file.as_deref(),
-            creds_file: self.creds_file.as_deref(),
-            tls_ca: self.tls_ca.as_deref(),
-            tls_cert: self.tls_cert.as_deref(),
-            tls_key: self.tls_key.as_deref(),
-        }
+crate::nats::section! {
+    /// `[notify.nats]`: where notifications are published.
+    #[derive(Clone, Debug, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct NatsSinkConfig as NatsSinkToml (servers: address, "notify.nats.address") {
+        /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's seeds (a list, or URLs
+        /// separated by commas).
+        #[serde(deserialize_with = "crate::nats::servers")]
+        pub address: String,
+        /// Notifications go to `{subject-prefix}.{subscriber}` (`.`, `*`, `>` and spaces in the
+        /// subscriber name become `_`).
+        #[serde(default = "default_prefix")]
+        pub subject_prefix: String,
+        /// Notifications buffered between ingest and the publisher; beyond it they are dropped
+        /// (and counted) rather than slowing ingest.
+        #[serde(default = "default_capacity")]
+        pub queue_capacity: usize,
     }
 }
 
@@ -126,13 +90,7 @@ mod tests {
             address,
             subject_prefix: default_prefix(),
             queue_capacity: 16,
-            username: None,
-            password: None,
-            token_file: None,
-            creds_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            auth: Default::default(),
         };
         let token = CancellationToken::new();
         let task = tokio::spawn(run_nats_sink(Arc::clone(&n), cfg, token.clone()));
@@ -155,12 +113,7 @@ mod tests {
         assert_eq!(msg.subject.as_str(), "wasmon.notify.ops_team");
         let got: Notification = serde_json::from_slice(&msg.payload).unwrap();
         assert_eq!((got.handle, &*got.instance, got.value), (h, "4768", 50.0));
-        token.cancel();
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        crate::testutil::stop(&token, task).await;
     }
 
     #[tokio::test]
@@ -169,13 +122,7 @@ mod tests {
             address: format!("nats://127.0.0.1:{}", crate::testutil::free_port()),
             subject_prefix: default_prefix(),
             queue_capacity: 1,
-            username: None,
-            password: None,
-            token_file: None,
-            creds_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            auth: Default::default(),
         };
         let r = run_nats_sink(Arc::new(Notifier::default()), cfg, CancellationToken::new()).await;
         assert!(matches!(r, Err(NatsSinkError::Connect { .. })));

@@ -2,7 +2,7 @@
 //! Checks that serde cannot express (URLs, files, NATS names) are in [`SinkConfig::check`],
 //! run at start and at every reload, so a bad sink is refused before anything is replaced.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -54,120 +54,104 @@ impl SinkType {
     }
 }
 
-/// One `[[sink]]` entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct SinkConfig {
-    /// Unique name, used by pipelines' `sinks`, in the API, the logs and the counters; also the
-    /// name of its queue's directory under `data-dir/sinks/`.
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: SinkType,
-    /// `http`/`remote-write`: the endpoint (`http://` or `https://`); `nats`/`jetstream`: the
-    /// server (`nats://` or `tls://`), or a cluster's seeds (a list, or URLs separated by
-    /// commas); `guest`: either.
-    #[serde(deserialize_with = "crate::nats::servers")]
-    pub url: String,
-    /// `guest`: the exporter: a bundled guest's name (`otlp`, `jsonl`), NAME in guests-dir, a
-    /// `.wasm` path, or a guest published to the fleet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guest: Option<String>,
-    /// `guest`: handed to the exporter's `configure` as a JSON object.
-    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
-    pub params: toml::Table,
-    /// `guest`: wall time one `encode` call may take.
-    #[serde(
-        default = "default_encode_deadline",
-        with = "crate::duration::serde",
-        skip_serializing_if = "is_default_encode_deadline"
-    )]
-    pub deadline: Duration,
-    /// `guest`: the exporter instance's memory cap.
-    #[serde(default = "default_encode_memory", with = "crate::util::size")]
-    pub memory: u64,
-    /// `guest`: failed calls (trap, deadline, memory, malformed requests) on one batch before
-    /// it is dead-lettered. Each failure throws the instance away: the batch is tried again on
-    /// a fresh one.
-    #[serde(default = "default_max_encode_failures")]
-    pub max_encode_failures: u32,
-    /// `nats`/`jetstream` (and `guest` over NATS): the subject records are published on.
-    #[serde(default)]
-    pub subject: Option<String>,
-    /// `jetstream` (and `guest` over NATS, which then publishes to JetStream): the stream
-    /// (created with `subject` when missing).
-    #[serde(default)]
-    pub stream: Option<String>,
-    /// `jetstream`: the stream's de-duplication window when this sink creates it. Re-sends
-    /// after a crash or a lost PubAck within it are stored once.
-    #[serde(
-        default = "default_duplicate_window",
-        with = "crate::duration::serde",
-        skip_serializing_if = "is_default_window"
-    )]
-    pub duplicate_window: Duration,
-    /// `jetstream` (and `guest` to JetStream): the stream's replicas when this sink creates it
-    /// (1 to 5, 1 when not set; 3 on a 3-server cluster). When set, an existing stream with
-    /// another number is reported and not used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<usize>,
-    /// `nats`/`jetstream`: NATS user name (with `password`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// `http`/`remote-write`: a file holding a bearer token (a JWT for cc-metric-store or
-    /// wasmon), read at start and at every reload; `nats`/`jetstream`: a NATS token.
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    /// `nats`/`jetstream`: a NATS credentials file (JWT and nkey seed).
-    #[serde(default)]
-    pub creds_file: Option<PathBuf>,
-    /// PEM file of the CA(s) the server's certificate must chain to, instead of the system's
-    /// roots.
-    #[serde(default)]
-    pub tls_ca: Option<PathBuf>,
-    /// PEM client certificate (with `tls-key`) for servers that require one.
-    #[serde(default)]
-    pub tls_cert: Option<PathBuf>,
-    #[serde(default)]
-    pub tls_key: Option<PathBuf>,
-    /// `http`: gzip bodies (`Content-Encoding: gzip`). wasmon, InfluxDB and VictoriaMetrics take
-    /// them; cc-metric-store does not: set `false` for it.
-    #[serde(default = "yes")]
-    pub gzip: bool,
-    /// Line protocol (`http`, `nats`, `jetstream`): these metadata keys of a sample go as tags
-    /// too, beside the level's (cc-metric-collector's `meta_as_tags`; its `device` and `unit`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub meta_as_tags: Vec<String>,
-    /// Retries back off from 100 ms up to this, with full jitter, without end.
-    #[serde(
-        default = "default_max_backoff",
-        with = "crate::duration::serde",
-        skip_serializing_if = "is_default_backoff"
-    )]
-    pub max_backoff: Duration,
-    /// A request that has not been answered after this is abandoned and retried.
-    #[serde(
-        default = "default_timeout",
-        with = "crate::duration::serde",
-        skip_serializing_if = "is_default_timeout"
-    )]
-    pub timeout: Duration,
-    /// Samples per queued record (and so per request or message at most); a pipeline's larger
-    /// batches are split.
-    #[serde(default = "default_batch_size")]
-    pub batch_size: usize,
-    /// The queue's budget on disk; past it the oldest records are dropped and counted.
-    #[serde(default = "default_queue_max_size", with = "crate::util::size")]
-    pub queue_max_size: u64,
-    /// Records queued longer than this are dropped and counted.
-    #[serde(default = "default_queue_max_age", with = "crate::duration::serde")]
-    pub queue_max_age: Duration,
-    /// Samples per second this sink sends while it drains a backlog (after an outage), so that
-    /// a thousand nodes coming back at once do not stampede the central store. Live traffic
-    /// (a queue of a record or two) is never held back. 0: no limit.
-    #[serde(default = "default_catch_up_rate")]
-    pub catch_up_rate: u64,
+crate::nats::section! {
+    /// One `[[sink]]` entry. Its `auth`: `nats`/`jetstream` (and `guest` over NATS): the NATS
+    /// credentials; `token-file` of an `http`/`remote-write` sink: a bearer token (a JWT for
+    /// cc-metric-store or wasmon), read at start and at every reload; the TLS files for HTTPS and
+    /// NATS alike.
+    #[derive(Debug, Clone, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+    pub struct SinkConfig as SinkToml (servers: url, "url") {
+        /// Unique name, used by pipelines' `sinks`, in the API, the logs and the counters; also the
+        /// name of its queue's directory under `data-dir/sinks/`.
+        pub name: String,
+        #[serde(rename = "type")]
+        pub kind: SinkType,
+        /// `http`/`remote-write`: the endpoint (`http://` or `https://`); `nats`/`jetstream`: the
+        /// server (`nats://` or `tls://`), or a cluster's seeds (a list, or URLs separated by
+        /// commas); `guest`: either.
+        #[serde(deserialize_with = "crate::nats::servers")]
+        pub url: String,
+        /// `guest`: the exporter: a bundled guest's name (`otlp`, `jsonl`), NAME in guests-dir, a
+        /// `.wasm` path, or a guest published to the fleet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub guest: Option<String>,
+        /// `guest`: handed to the exporter's `configure` as a JSON object.
+        #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+        pub params: toml::Table,
+        /// `guest`: wall time one `encode` call may take.
+        #[serde(
+            default = "default_encode_deadline",
+            with = "crate::duration::serde",
+            skip_serializing_if = "is_default_encode_deadline"
+        )]
+        pub deadline: Duration,
+        /// `guest`: the exporter instance's memory cap.
+        #[serde(default = "default_encode_memory", with = "crate::util::size")]
+        pub memory: u64,
+        /// `guest`: failed calls (trap, deadline, memory, malformed requests) on one batch before
+        /// it is dead-lettered. Each failure throws the instance away: the batch is tried again on
+        /// a fresh one.
+        #[serde(default = "default_max_encode_failures")]
+        pub max_encode_failures: u32,
+        /// `nats`/`jetstream` (and `guest` over NATS): the subject records are published on.
+        #[serde(default)]
+        pub subject: Option<String>,
+        /// `jetstream` (and `guest` over NATS, which then publishes to JetStream): the stream
+        /// (created with `subject` when missing).
+        #[serde(default)]
+        pub stream: Option<String>,
+        /// `jetstream`: the stream's de-duplication window when this sink creates it. Re-sends
+        /// after a crash or a lost PubAck within it are stored once.
+        #[serde(
+            default = "default_duplicate_window",
+            with = "crate::duration::serde",
+            skip_serializing_if = "is_default_window"
+        )]
+        pub duplicate_window: Duration,
+        /// `jetstream` (and `guest` to JetStream): the stream's replicas when this sink creates it
+        /// (1 to 5, 1 when not set; 3 on a 3-server cluster). When set, an existing stream with
+        /// another number is reported and not used.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub replicas: Option<usize>,
+        /// `http`: gzip bodies (`Content-Encoding: gzip`). wasmon, InfluxDB and VictoriaMetrics take
+        /// them; cc-metric-store does not: set `false` for it.
+        #[serde(default = "yes")]
+        pub gzip: bool,
+        /// Line protocol (`http`, `nats`, `jetstream`): these metadata keys of a sample go as tags
+        /// too, beside the level's (cc-metric-collector's `meta_as_tags`; its `device` and `unit`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub meta_as_tags: Vec<String>,
+        /// Retries back off from 100 ms up to this, with full jitter, without end.
+        #[serde(
+            default = "default_max_backoff",
+            with = "crate::duration::serde",
+            skip_serializing_if = "is_default_backoff"
+        )]
+        pub max_backoff: Duration,
+        /// A request that has not been answered after this is abandoned and retried.
+        #[serde(
+            default = "default_timeout",
+            with = "crate::duration::serde",
+            skip_serializing_if = "is_default_timeout"
+        )]
+        pub timeout: Duration,
+        /// Samples per queued record (and so per request or message at most); a pipeline's larger
+        /// batches are split.
+        #[serde(default = "default_batch_size")]
+        pub batch_size: usize,
+        /// The queue's budget on disk; past it the oldest records are dropped and counted.
+        #[serde(default = "default_queue_max_size", with = "crate::util::size")]
+        pub queue_max_size: u64,
+        /// Records queued longer than this are dropped and counted.
+        #[serde(default = "default_queue_max_age", with = "crate::duration::serde")]
+        pub queue_max_age: Duration,
+        /// Samples per second this sink sends while it drains a backlog (after an outage), so that
+        /// a thousand nodes coming back at once do not stampede the central store. Live traffic
+        /// (a queue of a record or two) is never held back. 0: no limit.
+        #[serde(default = "default_catch_up_rate")]
+        pub catch_up_rate: u64,
+    }
 }
 
 fn yes() -> bool {
@@ -280,21 +264,6 @@ impl SinkConfig {
         self.url.starts_with("nats://") || self.url.starts_with("tls://")
     }
 
-    /// The NATS connection of a sink that sends over NATS.
-    pub fn connection(&self) -> crate::nats::Connection<'_> {
-        crate::nats::Connection {
-            url_field: "url",
-            servers: &self.url,
-            username: self.username.as_deref(),
-            password: self.password.as_deref(),
-            token_file: self.token_file.as_deref(),
-            creds_file: self.creds_file.as_deref(),
-            tls_ca: self.tls_ca.as_deref(),
-            tls_cert: self.tls_cert.as_deref(),
-            tls_key: self.tls_key.as_deref(),
-        }
-    }
-
     fn err(&self, field: &'static str, problem: impl Into<String>) -> SinkConfigError {
         SinkConfigError {
             sink: self.name.clone(),
@@ -385,16 +354,13 @@ impl SinkConfig {
             _ => {}
         }
         for (field, set) in [
-            ("creds-file", self.creds_file.is_some()),
-            ("username", self.username.is_some()),
-            ("password", self.password.is_some()),
+            ("creds-file", self.auth.creds_file.is_some()),
+            ("username", self.auth.username.is_some()),
+            ("password", self.auth.password.is_some()),
         ] {
             if set && !self.nats() {
                 return Err(self.err(field, "only sinks that send over NATS take one"));
             }
-        }
-        if self.username.is_some() != self.password.is_some() {
-            return Err(self.err("username", "username and password go together"));
         }
         if let Some(r) = self.replicas {
             if !self.jetstream() {
@@ -403,22 +369,7 @@ impl SinkConfig {
             crate::nats::check_replicas(r).map_err(|p| self.err("replicas", p))?;
         }
         self.check_guest()?;
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err(self.err("tls-cert", "tls-cert and tls-key go together"));
-        }
-        for (field, file) in [
-            ("token-file", &self.token_file),
-            ("creds-file", &self.creds_file),
-            ("tls-ca", &self.tls_ca),
-            ("tls-cert", &self.tls_cert),
-            ("tls-key", &self.tls_key),
-        ] {
-            if let (Some(f), Some(base)) = (file, base) {
-                let path = base.join(f);
-                std::fs::metadata(&path)
-                    .map_err(|e| self.err(field, format!("{}: {e}", path.display())))?;
-            }
-        }
+        self.auth.check(base).map_err(|(f, p)| self.err(f, p))?;
         if self.batch_size == 0 {
             return Err(self.err("batch-size", "must be at least 1"));
         }

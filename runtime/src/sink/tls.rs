@@ -22,7 +22,7 @@ pub fn http_client(cfg: &SinkConfig, base: &Path) -> Result<reqwest::Client, Fie
         .timeout(cfg.timeout)
         .connect_timeout(cfg.timeout.min(crate::nats::CONNECT_TIMEOUT))
         .user_agent(concat!("wasmon/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = &cfg.tls_ca {
+    if let Some(ca) = &cfg.auth.tls_ca {
         let pem = read(base, "tls-ca", ca)?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| ("tls-ca", format!("{}: {e}", ca.display())))?;
@@ -34,7 +34,7 @@ pub fn http_client(cfg: &SinkConfig, base: &Path) -> Result<reqwest::Client, Fie
             b = b.add_root_certificate(c);
         }
     }
-    if let (Some(cert), Some(key)) = (&cfg.tls_cert, &cfg.tls_key) {
+    if let (Some(cert), Some(key)) = (&cfg.auth.tls_cert, &cfg.auth.tls_key) {
         let mut pem = read(base, "tls-cert", cert)?;
         pem.push(b'\n');
         pem.extend(read(base, "tls-key", key)?);
@@ -52,13 +52,7 @@ pub fn http_client(cfg: &SinkConfig, base: &Path) -> Result<reqwest::Client, Fie
 
 /// Reads every file a NATS sink names, so that a missing one is a config error at (re)load.
 pub fn check_nats_files(cfg: &SinkConfig, base: &Path) -> Result<(), FieldError> {
-    for (field, file) in [
-        ("token-file", &cfg.token_file),
-        ("creds-file", &cfg.creds_file),
-        ("tls-ca", &cfg.tls_ca),
-        ("tls-cert", &cfg.tls_cert),
-        ("tls-key", &cfg.tls_key),
-    ] {
+    for (field, file) in cfg.auth.files() {
         if let Some(f) = file {
             read(base, field, f)?;
         }

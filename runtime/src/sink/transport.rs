@@ -97,7 +97,7 @@ impl Transport {
         match cfg.kind {
             SinkType::Http | SinkType::RemoteWrite | SinkType::Guest => {
                 let mut headers = HeaderMap::new();
-                if let Some(f) = &cfg.token_file {
+                if let Some(f) = &cfg.auth.token_file {
                     let path = base.join(f);
                     let token = std::fs::read_to_string(&path)
                         .map_err(|e| err("token-file", format!("{}: {e}", path.display())))?;

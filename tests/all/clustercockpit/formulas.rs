@@ -29,7 +29,7 @@ fn profile_params(pipeline: usize, stage: usize) -> Value {
 }
 
 /// (name, tags as `k=v` joined by `,`, value) of each output, for comparing whole.
-fn seen(out: &[Sample]) -> Vec<(String, String, f64)> {
+pub(super) fn seen(out: &[Sample]) -> Vec<(String, String, f64)> {
     out.iter()
         .map(|s| {
             let tags: Vec<String> = s.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -38,7 +38,7 @@ fn seen(out: &[Sample]) -> Vec<(String, String, f64)> {
         .collect()
 }
 
-fn one(name: &str, tags: &str, v: f64) -> (String, String, f64) {
+pub(super) fn one(name: &str, tags: &str, v: f64) -> (String, String, f64) {
     (name.into(), tags.into(), v)
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::jobs_nfs;
 use super::tree::{self, Expected};
 use crate::common::*;
 
@@ -106,13 +107,14 @@ fn node_config(dir: &Path, url: &str, capture: &str, root: &Path, guests: &Path)
         text = text.replace(from, &to);
     }
     let every = "poll-interval = \"10s\"";
-    assert_eq!(text.matches(every).count(), 5, "linux and 4 guest agents");
+    assert_eq!(text.matches(every).count(), 6, "linux and 5 guest agents");
     text = text.replace(every, &format!("poll-interval = \"{STEP}s\""));
     for (agent, dirs) in [
         ("hwmon", &["sys"][..]),
         ("infiniband", &["sys"]),
         ("cpusys", &["proc", "sys"]),
         ("nfsclient", &["proc"]),
+        ("slurm", &["sys/fs/cgroup", "sys/devices/system/cpu"]),
     ] {
         let entry = format!("guest = \"{agent}\"\n");
         assert_eq!(text.matches(&entry).count(), 1, "the profile runs {agent}");
@@ -210,8 +212,15 @@ fn parse(line: &str) -> (String, BTreeMap<String, String>, f64) {
 /// it (they read equal files); an absolute value as the last one.
 fn holds(name: &str, values: &[f64], want: f64) -> bool {
     let eq = |x: f64| (x - want).abs() <= 1e-9 * want.abs().max(1.0);
-    let change = name.ends_with("_bw") || name.starts_with("io_") || name.starts_with("cpu_");
-    if change {
+    let change = name.ends_with("_bw")
+        || name.starts_with("io_")
+        || name.starts_with("cpu_")
+        || name.starts_with("nfs3_")
+        || name.starts_with("nfs4_");
+    if change && want == 0.0 {
+        // Sent, and only as 0 (an operation nfsstat listed first in B: B -> B).
+        !values.is_empty() && values.iter().all(|x| *x == 0.0)
+    } else if change {
         let moved: Vec<f64> = values.iter().copied().filter(|x| *x != 0.0).collect();
         values.len() >= 3 && moved.len() == 1 && eq(moved[0])
     } else {
@@ -236,6 +245,11 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     tree::write_guest_files(&a, 0);
     tree::write_guest_files(&b, 1);
     tree::write_guest_files(&guests, 0);
+    for (dir, s) in [(&a, 0), (&b, 1)] {
+        jobs_nfs::write_rpc(dir, s);
+        jobs_nfs::write_slurm(dir, s);
+    }
+    jobs_nfs::write_slurm(&guests, 0);
     let central_toml = tmp.path().join("central.toml");
     std::fs::write(
         &central_toml,
@@ -256,7 +270,9 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
         &guests,
     );
     std::fs::write(&node_toml, config).unwrap();
-    let node = DaemonProcess::start(&node_toml);
+    // The slurm agent is Python: built (and its toolchain installed) into the tests' cache.
+    crate::polyglot::prepare_slurm();
+    let node = DaemonProcess::start_with(&node_toml, crate::polyglot::cache_env);
     let t0 = chrono::Utc::now().timestamp() - 5;
 
     // Two polls of A (rates between them are 0), then B between two polls.
@@ -281,6 +297,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     std::thread::sleep(Duration::from_millis((swap_at - now_ms).max(0) as u64));
     point(&root, &b);
     tree::write_guest_files(&guests, 1);
+    jobs_nfs::write_slurm(&guests, 1);
     let n = polls();
     wait(
         "two polls of B after the change",
@@ -330,6 +347,8 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     let mut ib_tags = BTreeMap::new();
     tree::ibstat(&b, &mut want, &mut ib_tags);
     tree::nfsiostat(&b, &mut want);
+    jobs_nfs::nfsstat(&a, &b, &mut want);
+    jobs_nfs::slurm_cgroup(&b, &mut want);
     // schedstat's rates come from the cpusys agent's polls, a few ms apart from the linux
     // agent's: their time step, from hwthread 0's, must give every other hwthread's too.
     let mut sched_at_one = Expected::new();

@@ -111,7 +111,7 @@ fn updates_naming_one_revision(bin: PathBuf) {
             let bucket: Owner = serde_json::from_slice(&latest.value).unwrap();
             assert_eq!(
                 holders,
-                [bucket.agent.clone()],
+                std::slice::from_ref(&bucket.agent),
                 "round {round} ({n} updates succeeded): the holders after the fences"
             );
         }

@@ -30,7 +30,7 @@ fn fetch(d: &DaemonProcess, name: &str) -> serde_json::Map<String, Value> {
 
 /// Builds the bundled slurm agent into the tests' cache with `wasmon guest prepare` (which
 /// installs componentize-py there when missing), once per run.
-fn prepare_slurm() {
+pub(crate) fn prepare_slurm() {
     static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         super::ensure_system_toolchain("python");
@@ -45,10 +45,14 @@ fn prepare_slurm() {
     });
 }
 
-/// A daemon running the bundled `slurm` agent on `host` granted as /sys/fs/cgroup (its domain
-/// and PMNS its own), with foo beside it.
-fn slurm_daemon(dir: &Path, host: &Path) -> DaemonProcess {
+/// A daemon running the bundled `slurm` agent on `host` granted as /sys/fs/cgroup and a
+/// directory whose `online` holds `online` as /sys/devices/system/cpu (its domain and PMNS its
+/// own), with foo beside it.
+fn slurm_daemon(dir: &Path, host: &Path, online: &str) -> DaemonProcess {
     prepare_slurm();
+    let cpu = dir.join("cpu");
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::write(cpu.join("online"), online).unwrap();
     let config = config_file(
         dir,
         &format!(
@@ -58,13 +62,14 @@ name = "slurm"
 guest = "slurm"
 deadline = "2s"
 memory = "256MiB"
-grants = {{ dirs = [{{ host = "{}", guest = "/sys/fs/cgroup" }}] }}
+grants = {{ dirs = [{{ host = "{}", guest = "/sys/fs/cgroup" }}, {{ host = "{}", guest = "/sys/devices/system/cpu" }}] }}
 
 [[agent]]
 name = "foo"
 guest = "foo"
 "#,
-            host.display()
+            host.display(),
+            cpu.display()
         ),
     );
     DaemonProcess::start_with(&config, super::cache_env)
@@ -83,7 +88,7 @@ fn percent(part: f64, usage: f64) -> f64 {
 #[test]
 fn slurm_reports_each_job_of_a_slurm_nodes_cgroup_tree_as_cc_metric_collector_reads_it() {
     let dir = tempfile::tempdir().unwrap();
-    let d = slurm_daemon(dir.path(), &fixtures().join("slurm/node"));
+    let d = slurm_daemon(dir.path(), &fixtures().join("slurm/node"), "0-23\n");
 
     // job_<id> and SLUID directories are jobs; job_notanumber, step_batch and system are not.
     assert_eq!(fetch(&d, "slurm.jobs")[""], json!(4));
@@ -144,6 +149,24 @@ fn slurm_reports_each_job_of_a_slurm_nodes_cgroup_tree_as_cc_metric_collector_re
         (&json!(6), &json!("8-11,16,18"))
     );
     assert_eq!(cpus["4203"], json!(1));
+    // Each job's hardware threads (JOB:cpuN), and how many jobs hold each online thread:
+    // what the ClusterCockpit profile splits job figures over (slurm_cgroup).
+    let threads = fetch(&d, "slurm.job.hwthread");
+    assert_eq!(threads.len(), 8 + 6 + 1 + 4, "{threads:?}");
+    assert_eq!(threads["4202:cpu16"], json!(16));
+    assert_eq!(threads["s0F3KQ8VZ2M4NX:cpu23"], json!(23));
+    assert!(!threads.contains_key("4202:cpu17"));
+    let held = fetch(&d, "slurm.hwthread.jobs");
+    assert_eq!(held.len(), 24, "{held:?}");
+    assert_eq!(
+        (
+            &held["cpu0"],
+            &held["cpu12"],
+            &held["cpu17"],
+            &held["cpu19"]
+        ),
+        (&json!(1), &json!(1), &json!(0), &json!(0))
+    );
 
     // io.stat summed over its devices.
     assert_eq!(
@@ -206,7 +229,8 @@ fn slurm_on_a_hostile_cgroup_tree_answers_what_it_can_and_the_daemon_is_untouche
         job(n);
     }
 
-    let d = slurm_daemon(dir.path(), &dir.path().join("cg"));
+    // An online list with a word in it.
+    let d = slurm_daemon(dir.path(), &dir.path().join("cg"), "0-3,four\n");
     assert_eq!(
         fetch(&d, "slurm.jobs")[""],
         json!(303),
@@ -225,6 +249,16 @@ fn slurm_on_a_hostile_cgroup_tree_answers_what_it_can_and_the_daemon_is_untouche
         fetch(&d, "slurm.job.io.write_bytes")["2"],
         json!(7),
         "the numbers of a bad io.stat line that are numbers"
+    );
+    assert!(
+        fetch(&d, "slurm.hwthread.jobs").is_empty(),
+        "an online list that does not parse: no threads"
+    );
+    assert!(
+        fetch(&d, "slurm.job.hwthread")
+            .keys()
+            .all(|k| !k.starts_with("2:")),
+        "no threads for a cpuset no machine has"
     );
     // The other agent and the daemon answer as ever.
     assert!(fetch(&d, "foo.count.ops").contains_key(""));
@@ -372,6 +406,108 @@ fn a_python_agent_not_built_yet_names_the_command_that_builds_it() {
         err.contains("bundled guest `slurm` is written in python")
             && err.contains("wasmon guest prepare slurm")
             && err.contains("componentize-py 0.25.1"),
+        "{err}"
+    );
+}
+
+/// The default config lists slurm (and nfsclient) behind `when-present`: on a node where the
+/// path exists but `wasmon guest prepare slurm` has not been run, that agent is not run, the
+/// log says so with the command that builds it, and the daemon and its other agents run; once
+/// the component is there (here: built, in guests-dir), a reload runs it. (Without
+/// `when-present` the same agent is an error: the entry asked for it.)
+#[test]
+fn a_gated_python_agent_not_built_yet_is_logged_and_the_daemon_runs_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    let job = dir.path().join("cg/system.slice/slurmstepd.scope/job_7");
+    std::fs::create_dir_all(&job).unwrap();
+    std::fs::write(job.join("memory.current"), "4096\n").unwrap();
+    let guests = dir.path().join("guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    let config = config_file(
+        dir.path(),
+        &format!(
+            r#"guests-dir = "{}"
+{NO_PROCFS}
+[[agent]]
+name = "slurm"
+guest = "slurm"
+deadline = "2s"
+memory = "256MiB"
+when-present = "/sys/fs/cgroup/system.slice/slurmstepd.scope"
+grants = {{ dirs = [{{ host = "{}", guest = "/sys/fs/cgroup" }}] }}
+
+[[agent]]
+name = "foo"
+guest = "foo"
+"#,
+            guests.display(),
+            dir.path().join("cg").display()
+        ),
+    );
+    let no_toolchain = |c: &mut std::process::Command| {
+        c.env("WASMON_TOOLCHAINS", empty.join("toolchains"))
+            .env("XDG_CACHE_HOME", empty.join("cache"));
+    };
+    let d = DaemonProcess::start_with(&config, no_toolchain);
+    let log = d.stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("agent \"slurm\" not run")
+            && log.contains("wasmon guest prepare slurm")
+            && log.contains("ERROR"),
+        "{log}"
+    );
+    assert!(fetch(&d, "foo.count.ops").contains_key(""));
+    assert!(
+        fetch(&d, "slurm.jobs").is_empty(),
+        "no slurm agent, no value"
+    );
+    assert_eq!(d.get("/api/healthcheck").unwrap().status(), 200);
+
+    // The component appears (built elsewhere: `wasmon guest build`, or the tests' prepare):
+    // a reload runs the agent.
+    prepare_slurm();
+    std::fs::copy(
+        super::work().join("cache/wasmon/bundled/slurm.wasm"),
+        guests.join("slurm.wasm"),
+    )
+    .unwrap();
+    d.reload();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while fetch(&d, "slurm.jobs").get("").is_none() {
+        assert!(
+            std::time::Instant::now() < end,
+            "slurm not run after the reload:\n{}",
+            d.stderr.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert_eq!(fetch(&d, "slurm.jobs")[""], json!(1));
+    assert_eq!(fetch(&d, "slurm.job.memory.used")["7"], json!(4096));
+    drop(d);
+    std::fs::remove_file(guests.join("slurm.wasm")).unwrap();
+
+    // Ungated, the daemon refuses to start, naming the agent and the command.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "when-present = \"/sys/fs/cgroup/system.slice/slurmstepd.scope\"\n",
+            "",
+        ),
+    )
+    .unwrap();
+    // (`timeout`: a daemon that started anyway would never return.)
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.arg("60").arg(crate::common::wasmon_bin());
+    no_toolchain(&mut cmd);
+    let out = super::run(cmd.args(["run", "--config"]).arg(&config));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    // The start's outcome, as JSON: the agents' error names the agent and the command.
+    assert!(
+        err.contains(r#""agents_error": "agent \"slurm\""#)
+            && err.contains("wasmon guest prepare slurm"),
         "{err}"
     );
 }

@@ -155,6 +155,14 @@ impl Group for NetSnmp {
         }
         if ctx.root.read("proc/net/snmp6", &mut self.buf).is_ok() {
             self.parse_lines();
+            // A counter an older kernel's snmp6 lacks (2.6.32 has no Ip6InNoECTPkts,
+            // Icmp6InCsumErrors, Udp6IgnoredMulti, ...) is 0, as pmdalinux answers it (its
+            // snmp6 table starts at zero); without the file at all there is no value.
+            for (v, &(_, _, section, _)) in self.vals.iter_mut().zip(KEYS) {
+                if section.is_empty() && v.is_none() {
+                    *v = Some(0);
+                }
+            }
         }
     }
 

@@ -110,7 +110,8 @@ fn a_new_kernels_snmp_netstat_and_snmp6_by_section_and_key() {
         network.icmp6.inmsgs 31
         network.udp6.indatagrams 44
         network.udplite6.indatagrams 0
-        network.ip6.outforwdatagrams -",
+        # Not in this snmp6: 0, as pmdalinux answers a counter its kernel lacks.
+        network.ip6.outforwdatagrams 0",
     );
 }
 
