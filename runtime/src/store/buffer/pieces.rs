@@ -67,11 +67,19 @@ pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool) {
     let mut out = std::mem::take(bytes).into_vec();
     out.reserve_exact(HEAD + 16 + values.len() * 2);
     put(&mut out, values);
-    while merge {
+    if merge {
+        merge_last(&mut out);
+    }
+    *bytes = out.into_boxed_slice();
+}
+
+/// Merges the last pieces of `out` while `MERGE` of them have the same length.
+fn merge_last(out: &mut Vec<u8>) {
+    loop {
         // The last `MERGE` pieces: (byte offset, slots), oldest first.
         let mut last = [(0usize, 0usize); MERGE];
         let (mut k, mut at) = (0usize, 0usize);
-        for (_, n, body) in each(&out) {
+        for (_, n, body) in each(out) {
             last[k % MERGE] = (at, n);
             k += 1;
             at += HEAD + body.len();
@@ -88,9 +96,8 @@ pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool) {
         let mut tmp = [0f64; BUFFER_CAP];
         decode(&out[from..], &mut tmp[..slots]);
         out.truncate(from);
-        put(&mut out, &tmp[..slots]);
+        put(out, &tmp[..slots]);
     }
-    *bytes = out.into_boxed_slice();
 }
 
 /// Slots `a..a + out.len()` (relative to the frozen part's start) into `out`; only the pieces
