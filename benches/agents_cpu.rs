@@ -22,8 +22,9 @@ mod trees;
 
 /// The poll interval of the default config's agents.
 const INTERVAL: &str = "10s";
-/// Long enough for every agent's first poll (a Python agent's instance starts CPython).
-const WARM_UP: Duration = Duration::from_secs(25);
+/// Long enough for a daemon's start (compiling the 18 MB Python component takes ~20 s of
+/// CPU) and every agent's first poll (a Python agent's instance starts CPython).
+const WARM_UP: Duration = Duration::from_secs(60);
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -94,7 +94,13 @@ fn main() {
         .unwrap_or(200);
     let config: toml::Value =
         toml::from_str(wasmon::config::profile("clustercockpit").unwrap()).unwrap();
-    let agent_cfg = &config["agent"][0];
+    // The linux agent's entry (the guest agents' come before and after it).
+    let agent_cfg = config["agent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a.get("native").and_then(|n| n.as_str()) == Some("linux"))
+        .expect("the profile runs the linux agent");
     let polled = metrics(&strings(&agent_cfg["poll-names"]));
     let fed = metrics(&strings(&agent_cfg["feed"][0]["names"]));
     let rt = std::sync::Arc::new(Runtime::new(None).unwrap());

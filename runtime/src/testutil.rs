@@ -1,5 +1,6 @@
 //! Test support shared by the parts' unit tests: a real `nats-server` (Debian's package,
-//! installed when missing) on a free loopback port, stopped when dropped.
+//! installed when missing) on a free loopback port, stopped when dropped; a task stopped
+//! through its cancellation token.
 
 use std::process::{Child, Command, Stdio};
 
@@ -12,6 +13,19 @@ fn binary() -> Option<&'static str> {
     ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
+}
+
+/// Cancels `token` and waits (10 s at most) for `task` to end without error.
+pub async fn stop<E: std::fmt::Debug>(
+    token: &tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), E>>,
+) {
+    token.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .expect("the task ends once cancelled")
+        .expect("the task did not panic")
+        .expect("the task ends without error");
 }
 
 /// A loopback port nothing listens on (at the time of asking).

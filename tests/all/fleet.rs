@@ -240,6 +240,28 @@ start-wait = "3s"
     path
 }
 
+/// Daemons `(node, groups)` following the fleet on `nats` and trusting `public`, each printing
+/// its samples (stdout sink); `fleet_extra` is appended to their `[fleet]`.
+pub fn start_printing(
+    dir: &Path,
+    nats: &str,
+    public: &str,
+    nodes: &[(&str, &[&str])],
+    fleet_extra: &str,
+) -> Vec<std::sync::Arc<DaemonProcess>> {
+    nodes
+        .iter()
+        .map(|(node, groups)| {
+            let cfg = daemon_config(dir, nats, node, groups, &[public], "stdout");
+            // `[fleet]` is the config's last section.
+            let mut text = std::fs::read_to_string(&cfg).unwrap();
+            text.push_str(fleet_extra);
+            std::fs::write(&cfg, text).unwrap();
+            std::sync::Arc::new(DaemonProcess::start(&cfg))
+        })
+        .collect()
+}
+
 /// The release entry under `key` in the releases bucket, as a peer with bucket access reads it.
 pub fn release_entry(url: &str, key: &str) -> Vec<u8> {
     with_buckets(url, async |b| {

@@ -6,8 +6,13 @@
  * fetch (a slot's hits grow by N + 1). Parameters:
  *
  *     {"domain": 46, "root": "cagent.dyn", "count": 3, "grow_every": 0, "max": 16}
+ *
+ * `count_file` (a path, e.g. under a granted directory) replaces `count` with the number the
+ * file holds, read with wg_read_file at configure.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "wasmon_guest.h"
 
@@ -41,6 +46,21 @@ const char *wg_agent_configure(const wg_params *p, wg_tree *tree) {
     if ((err = wg_param_integer(p, "count", 3, 0, MAX_SLOTS, &count))) return err;
     if ((err = wg_param_integer(p, "grow_every", 0, 0, INT64_MAX, &grow_every))) return err;
     if ((err = wg_param_integer(p, "max", 16, count, MAX_SLOTS, &max_slots))) return err;
+    const char *count_file;
+    if ((err = wg_param_string(p, "count_file", "", &count_file))) return err;
+    if (*count_file) {
+        static char message[600];
+        char *text;
+        size_t len;
+        int e = wg_read_file(count_file, 64, &text, &len);
+        if (e) {
+            snprintf(message, sizeof message, "count_file: %s: %s", count_file, strerror(e));
+            return message;
+        }
+        count = strtoll(text, NULL, 10);
+        free(text);
+        if (count < 0 || count > max_slots) return "count_file: not a count within max";
+    }
     fetches = 0;
     for (int n = 0; n < MAX_SLOTS; n++) hits[n] = 0;
     if ((err = wg_tree_root(tree, root))) return err;

@@ -1,12 +1,30 @@
 """Unit tests of the Python SDK's codec, parameters and namespace tree (run natively by
 `cargo test`, tests/all/polyglot.rs: `python3 -m unittest`)."""
 
+import contextlib
+import sys
 import unittest
 from types import SimpleNamespace
 
 from wasmon_guest import (CUMULATIVE, DELTA, GAUGE, Codec, ConfigError, Kind, Metric, NonLeaf,
                           Params, Pmid, Request, Sample, Tree, UnknownName, UnknownPmid, rfc3339,
                           sample_json)
+
+
+@contextlib.contextmanager
+def stand_ins(mods):
+    """`mods` in sys.modules (the modules componentize-py generates, stood in for) while the
+    block runs; what was there before afterwards."""
+    saved = {k: sys.modules.get(k) for k in mods}
+    sys.modules.update(mods)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
 
 
 def batch(new_strings, metadata, ids, kinds, values, ts, reset=False):
@@ -174,7 +192,6 @@ class ExporterTest(unittest.TestCase):
 
     def test_export_exporter_with_stand_ins_for_the_bindings(self):
         # The modules componentize-py generates, stood in for: a record and the Err exception.
-        import sys
         import types as pytypes
         from collections import namedtuple
 
@@ -191,9 +208,7 @@ class ExporterTest(unittest.TestCase):
             "wit_world.exports.encode": pytypes.SimpleNamespace(Request=namedtuple(
                 "Request", "suffix content_type headers body")),
         }
-        saved = {k: sys.modules.get(k) for k in mods}
-        sys.modules.update(mods)
-        try:
+        with stand_ins(mods):
             class Names:
                 def __init__(self, params):
                     self.suffix = params.string("suffix")
@@ -217,12 +232,53 @@ class ExporterTest(unittest.TestCase):
             with self.assertRaises(Err) as e:
                 enc.encode(batch(["bad"], [[]], [3, 1, 2, 0], [0], [1], [1]))
             self.assertEqual(e.exception.value, "cannot encode `bad`")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    sys.modules.pop(k, None)
-                else:
-                    sys.modules[k] = v
+
+
+class FilesTest(unittest.TestCase):
+    def test_read_file_through_files_and_open(self):
+        # Natively: open(), bounded by `max`.
+        import os
+        import tempfile
+        import types as pytypes
+
+        from wasmon_guest import read_file
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "count")
+            with open(path, "wb") as f:
+                f.write(b"42\n")
+            self.assertEqual(read_file(path, 64), b"42\n")
+            self.assertIsNone(read_file(path, 2), "larger than max")
+            self.assertIsNone(read_file(os.path.join(d, "absent"), 64))
+
+            # In a component: the `files` import, and open() where it answers `elsewhere`.
+            class Err(Exception):
+                def __init__(self, value):
+                    self.value = value
+
+            class FileError:
+                ACCESS, ELSEWHERE = "access", "elsewhere"
+
+            asked = []
+
+            def files_read(p, m):
+                asked.append((p, m))
+                if p == "/granted":
+                    return b"7\n"
+                raise Err(FileError.ELSEWHERE if p == path else FileError.ACCESS)
+
+            imports = pytypes.ModuleType("wit_world.imports")
+            imports.files = pytypes.SimpleNamespace(read_file=files_read, FileError=FileError)
+            mods = {
+                "componentize_py_types": pytypes.SimpleNamespace(Err=Err),
+                "wit_world": pytypes.ModuleType("wit_world"),
+                "wit_world.imports": imports,
+            }
+            with stand_ins(mods):
+                self.assertEqual(read_file("/granted", 64), b"7\n")
+                self.assertEqual(read_file(path, 64), b"42\n", "elsewhere: open()")
+                self.assertIsNone(read_file("/sys/../secret", 64), "access: no value")
+                self.assertEqual(asked, [("/granted", 64), (path, 64), ("/sys/../secret", 64)])
 
 
 if __name__ == "__main__":

@@ -477,12 +477,7 @@ mod tests {
             }
         }
         assert!(got, "no NATS message was stored");
-        token.cancel();
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        crate::testutil::stop(&token, task).await;
     }
 
     #[tokio::test]

@@ -113,12 +113,7 @@ mod tests {
         assert_eq!(msg.subject.as_str(), "wasmon.notify.ops_team");
         let got: Notification = serde_json::from_slice(&msg.payload).unwrap();
         assert_eq!((got.handle, &*got.instance, got.value), (h, "4768", 50.0));
-        token.cancel();
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        crate::testutil::stop(&token, task).await;
     }
 
     #[tokio::test]

@@ -90,17 +90,13 @@ fn fleet_on_a_cluster_survives_the_loss_of_a_server(bin: PathBuf) {
     let url = cluster.urls();
     let (key, public) = keygen(&url, dir.path(), "signing.key");
     let key_s = key.to_str().unwrap();
-    let daemons: Vec<Arc<DaemonProcess>> = [("a", vec!["canary"]), ("b", vec![]), ("c", vec![])]
-        .into_iter()
-        .map(|(node, groups)| {
-            let cfg = daemon_config(dir.path(), &url, node, &groups, &[&public], "stdout");
-            // `[fleet]` is the config's last section.
-            let mut text = std::fs::read_to_string(&cfg).unwrap();
-            text.push_str(&format!("replicas = {REPLICAS}\n"));
-            std::fs::write(&cfg, text).unwrap();
-            Arc::new(DaemonProcess::start(&cfg))
-        })
-        .collect();
+    let daemons = start_printing(
+        dir.path(),
+        &url,
+        &public,
+        &[("a", &["canary"]), ("b", &[]), ("c", &[])],
+        &format!("replicas = {REPLICAS}\n"),
+    );
     let (stop, sent, producer) = produce(&daemons, 10, Duration::from_millis(20));
     let testing = guest_bytes("testing");
     let all_three = vec!["a".to_string(), "b".into(), "c".into()];

@@ -69,14 +69,13 @@ fn fleet_signed_canary_rollout_refusals_and_rollback_lose_no_sample() {
     let (key, public) = keygen(&url, dir.path(), "signing.key");
     let (stranger, _) = keygen(&url, dir.path(), "stranger.key");
     let key_s = key.to_str().unwrap();
-    let daemons: Vec<Arc<DaemonProcess>> =
-        [("a", vec!["canary"]), ("b", vec!["rack7"]), ("c", vec![])]
-            .into_iter()
-            .map(|(node, groups)| {
-                let cfg = daemon_config(dir.path(), &url, node, &groups, &[&public], "stdout");
-                Arc::new(DaemonProcess::start(&cfg))
-            })
-            .collect();
+    let daemons = start_printing(
+        dir.path(),
+        &url,
+        &public,
+        &[("a", &["canary"]), ("b", &["rack7"]), ("c", &[])],
+        "",
+    );
     let (stop, sent, producer) = produce(&daemons, 10, Duration::from_millis(20));
     let testing = guest_bytes("testing");
     let all_three = vec!["a".to_string(), "b".into(), "c".into()];

@@ -412,8 +412,9 @@ fn a_python_agent_not_built_yet_names_the_command_that_builds_it() {
 
 /// The default config lists slurm (and nfsclient) behind `when-present`: on a node where the
 /// path exists but `wasmon guest prepare slurm` has not been run, that agent is not run, the
-/// log says so with the command that builds it, and the daemon and its other agents run.
-/// (Without `when-present` the same agent is a config error: the entry asked for it.)
+/// log says so with the command that builds it, and the daemon and its other agents run; once
+/// the component is there (here: built, in guests-dir), a reload runs it. (Without
+/// `when-present` the same agent is an error: the entry asked for it.)
 #[test]
 fn a_gated_python_agent_not_built_yet_is_logged_and_the_daemon_runs_without_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -421,13 +422,18 @@ fn a_gated_python_agent_not_built_yet_is_logged_and_the_daemon_runs_without_it()
     let job = dir.path().join("cg/system.slice/slurmstepd.scope/job_7");
     std::fs::create_dir_all(&job).unwrap();
     std::fs::write(job.join("memory.current"), "4096\n").unwrap();
+    let guests = dir.path().join("guests");
+    std::fs::create_dir_all(&guests).unwrap();
     let config = config_file(
         dir.path(),
         &format!(
-            r#"{NO_PROCFS}
+            r#"guests-dir = "{}"
+{NO_PROCFS}
 [[agent]]
 name = "slurm"
 guest = "slurm"
+deadline = "2s"
+memory = "256MiB"
 when-present = "/sys/fs/cgroup/system.slice/slurmstepd.scope"
 grants = {{ dirs = [{{ host = "{}", guest = "/sys/fs/cgroup" }}] }}
 
@@ -435,6 +441,7 @@ grants = {{ dirs = [{{ host = "{}", guest = "/sys/fs/cgroup" }}] }}
 name = "foo"
 guest = "foo"
 "#,
+            guests.display(),
             dir.path().join("cg").display()
         ),
     );
@@ -456,7 +463,29 @@ guest = "foo"
         "no slurm agent, no value"
     );
     assert_eq!(d.get("/api/healthcheck").unwrap().status(), 200);
+
+    // The component appears (built elsewhere: `wasmon guest build`, or the tests' prepare):
+    // a reload runs the agent.
+    prepare_slurm();
+    std::fs::copy(
+        super::work().join("cache/wasmon/bundled/slurm.wasm"),
+        guests.join("slurm.wasm"),
+    )
+    .unwrap();
+    d.reload();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while fetch(&d, "slurm.jobs").get("").is_none() {
+        assert!(
+            std::time::Instant::now() < end,
+            "slurm not run after the reload:\n{}",
+            d.stderr.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert_eq!(fetch(&d, "slurm.jobs")[""], json!(1));
+    assert_eq!(fetch(&d, "slurm.job.memory.used")["7"], json!(4096));
     drop(d);
+    std::fs::remove_file(guests.join("slurm.wasm")).unwrap();
 
     // Ungated, the daemon refuses to start, naming the agent and the command.
     let text = std::fs::read_to_string(&config).unwrap();

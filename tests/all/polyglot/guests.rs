@@ -502,3 +502,55 @@ fn js_agent_serves_its_subtree_in_a_running_daemon() {
 fn c_agent_serves_its_subtree_in_a_running_daemon() {
     dyn_agent_in_a_running_daemon("c", "c", 46);
 }
+
+/// The C SDK's `wg_read_file` (the C `dyn_agent`'s `count_file`): through the host's `files`
+/// interface under a read-only grant, through WASI (fopen) under a read-write one, and an
+/// errno a configure error names.
+#[test]
+fn a_c_agent_reads_a_granted_file_in_one_call_or_through_wasi() {
+    use wasmon::host::{AgentWorld, DirGrant, GuestConfig, Image};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("count"), "5\n").unwrap();
+    std::fs::write(dir.path().join("big"), "1".repeat(100)).unwrap();
+    let wasm = built("c", "dyn_agent");
+    let rt = super::cached_runtime();
+    let compiled = rt
+        .compile(&std::fs::read(&wasm).unwrap(), "dyn_agent")
+        .unwrap();
+    let load = |read_only: bool, file: &str| {
+        let params = json!({"domain": 46, "count_file": format!("/data/{file}"), "max": 16});
+        let mut cfg = GuestConfig::new("dyn_agent", &params.to_string());
+        cfg.memory = 256 << 20;
+        cfg.grants.dirs = vec![DirGrant {
+            host: dir.path().to_path_buf(),
+            guest: "/data".into(),
+            read_only,
+        }];
+        Image::<AgentWorld>::load(&rt, &compiled, cfg)
+    };
+    for read_only in [true, false] {
+        let mut a = load(read_only, "count").unwrap();
+        assert_eq!(
+            a.lookup_name("cagent.dyn.slot.s4.hits").unwrap(),
+            Ok(pmid(46, 1, 4)),
+            "read_only {read_only}"
+        );
+        assert_eq!(
+            a.lookup_name("cagent.dyn.slot.s5.hits").unwrap(),
+            Err(NsError::UnknownName)
+        );
+        let err = load(read_only, "absent")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("count_file: /data/absent: No such file"),
+            "{err}"
+        );
+        let err = load(read_only, "big").err().expect("refused").to_string();
+        assert!(
+            err.contains("count_file: /data/big: File too large"),
+            "{err}"
+        );
+    }
+}

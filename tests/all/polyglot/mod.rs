@@ -227,7 +227,7 @@ fn python_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(report.contains("Ran 16 tests"), "{report}");
+    assert!(report.contains("Ran 17 tests"), "{report}");
 }
 
 #[test]

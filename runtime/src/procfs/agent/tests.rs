@@ -383,6 +383,30 @@ fn descriptors_and_pmns_cover_the_table() {
     assert_eq!(agent.label_name().as_deref(), Some("proc"));
 }
 
+/// Each metric's help is one line of its own: no two alike, short enough for `pminfo -T`,
+/// and naming where the value comes from (or saying why it is fixed).
+#[test]
+fn help_is_one_distinct_line_per_metric() {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for def in DEFS {
+        let h = def.help;
+        assert!(!h.trim().is_empty() && h.trim() == h, "{}: {h:?}", def.name);
+        assert!(!h.chars().any(char::is_control), "{}: {h:?}", def.name);
+        assert!(h.chars().count() <= 160, "{}: help too long", def.name);
+        assert!(
+            h.contains("/proc")
+                || h.contains("always")
+                || h.contains("PCP")
+                || h.contains("policy"),
+            "{}: help names no source: {h:?}",
+            def.name
+        );
+        if let Some(other) = seen.insert(h, def.name) {
+            panic!("{} repeats the help of {other}: {h:?}", def.name);
+        }
+    }
+}
+
 #[test]
 fn this_machines_processes_in_one_pass() {
     let mut agent = ProcAgent::new();
