@@ -504,10 +504,10 @@ fn live_cpu_root(ncpu: usize) -> tempfile::TempDir {
             let r = rel.join(e.file_name());
             if t.is_dir() {
                 files(&e.path(), &r, out);
-            } else if t.is_file() {
-                if let Ok(b) = std::fs::read(e.path()) {
-                    out.push((r, b));
-                }
+            } else if t.is_file()
+                && let Ok(b) = std::fs::read(e.path())
+            {
+                out.push((r, b));
             }
         }
     }
@@ -759,7 +759,7 @@ fn poll() {
         // process set every `proc_interval`.
         let mut tick = |n: u32, client: &mut Client| {
             let at = proc_interval * n;
-            if at.as_millis() % interval.as_millis() == 0 {
+            if at.as_millis().is_multiple_of(interval.as_millis()) {
                 client.fetch(&linux_req, &mut buf);
                 if let Some((_, port)) = &ne {
                     scrape_once(*port);

@@ -156,6 +156,13 @@ impl Detectors {
             det.handles.push(det.notifier.add(&cfg.subscriber, spec)?);
         }
         det.fields = fields;
+        // Threads are read for the blocked-thread detector alone: it needs the run time of a
+        // thread in a blocking state only (whether it ran between two passes), so the others'
+        // schedstat is not read (half the files a pass opens).
+        if cfg.blocked.enabled && cfg.blocked.wchan.is_empty() && !cfg.threads {
+            det.reader
+                .thread_sched_only_in(Some(det.block_states.clone()));
+        }
         Ok(det)
     }
 

@@ -398,6 +398,34 @@ async fn cpu_hog_fires_within_two_windows() {
     task.await.unwrap().unwrap();
 }
 
+/// The blocked-thread detector's reader reads a thread's schedstat only when the thread is in
+/// a blocking state: a stopped child's thread has it, this process's running and sleeping
+/// threads do not; without the setting every thread has it.
+#[test]
+fn thread_schedstat_only_for_threads_in_the_given_states() {
+    let kid = spawn("sleep", &["600"]);
+    kid.signal(libc::SIGSTOP);
+    wait_for_state(kid.pid(), b'T');
+    let me = std::process::id();
+    let mut r = ProcReader::new();
+    r.thread_sched_only_in(Some(vec![b'T']));
+    let s = r.read_all(Fields::STATE | Fields::SCHED, true).unwrap();
+    let stopped = s.find(kid.pid()).expect("the child is listed");
+    assert!(s.threads_of(stopped).iter().all(|t| t.sched.is_some()));
+    let mine = s.find(me).unwrap();
+    assert!(
+        s.threads_of(mine)
+            .iter()
+            .all(|t| t.stat.state == b'T' || t.sched.is_none())
+    );
+    // Processes keep theirs: proc.sched.* samples come from them.
+    assert!(mine.sched.is_some());
+    r.thread_sched_only_in(None);
+    let s = r.read_all(Fields::STATE | Fields::SCHED, true).unwrap();
+    let mine = s.find(me).unwrap();
+    assert!(s.threads_of(mine).iter().all(|t| t.sched.is_some()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_thread_fires_once_per_blocking_episode() {
     let n = quiet();
