@@ -1,15 +1,15 @@
 //! Buffer chains: one per (level, metric). A chain is a time-ordered list of 512-slot buffers
 //! on one time grid per chain: steps of the metric's frequency starting at the chain's first
 //! write (cc-metric-store's `start` rule: a 60 s metric first written at 1000 has slots at
-//! 1000, 1060, ...). Buffers sit at multiples of 512 slots of that grid. The newest (open)
-//! block keeps only its last up to 32 slots raw (4 slots, doubling); the slots before them are
-//! frozen into encoded pieces as the series moves on (`pieces`), so a short or sparse series
-//! pays a few bytes a value even if it never fills a block. A block that closes (the next
-//! write lands in a later block) is encoded whole by `codec` (constant, dictionary, decimal or
-//! raw) and read back by decoding. Also owns the page pool, and the late-sample rule (a write
-//! older than the chain goes into the buffer its time belongs to, unless it is older than
-//! retention; a closed buffer or frozen part it lands in is decoded to a raw page and encoded
-//! again when the chain next closes a block).
+//! 1000, 1060, ...). Buffers sit at multiples of 512 slots of that grid. A write only appends
+//! to (or overwrites in) the newest block's raw slots (`open`); encoding is the background
+//! pass's (`Chain::compact`, every minute): it encodes closed blocks whole with `codec`
+//! (constant, dictionary, decimal or raw), freezes the open block's older slots into encoded
+//! pieces (`pieces`), so a short or sparse series pays a few bytes a value even if it never
+//! fills a block, and freezes a series no longer written whole. Also owns the page pool, and
+//! the late-sample rule (a write older than the chain goes into the buffer its time belongs
+//! to, unless it is older than retention; a closed buffer or frozen part it lands in is
+//! decoded to a raw page and encoded again by the next pass).
 //!
 //! Split by role: `pool` (page recycling, retention horizon, precision), `pieces` (the frozen
 //! part's byte format), `open` (the raw tail), `closed` (encoded closed buffers and the frozen
