@@ -149,7 +149,9 @@ mod tests {
              infiniband, domain 91, when /sys/class/infiniband exists); denki (guest denki, \
              domain 156, when /sys/class/powercap/intel-rapl:0 exists); hwmon (guest hwmon, \
              domain 180, when /sys/class/hwmon/hwmon0 exists); lustre (guest lustre, domain 134, \
-             when /proc/fs/lustre exists)"
+             when /proc/fs/lustre exists); nfsclient (guest nfsclient, domain 62, when \
+             /proc/fs/nfsfs exists); slurm (guest slurm, domain 490, when \
+             /sys/fs/cgroup/system.slice/slurmstepd.scope exists)"
         );
         assert_eq!(r.sinks, "none");
     }
