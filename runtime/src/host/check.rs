@@ -67,7 +67,7 @@ impl WorldKind {
     fn imports(self) -> &'static [&'static str] {
         match self {
             WorldKind::Transformer => &["types", "host"],
-            WorldKind::Agent => &["types", "host", "mapped"],
+            WorldKind::Agent => &["types", "host", "mapped", "files"],
             WorldKind::Exporter => &["types", "host"],
         }
     }
