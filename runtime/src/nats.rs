@@ -586,22 +586,36 @@ fn latest_of(prefix: &str, m: async_nats::jetstream::message::StreamMessage) -> 
 /// that cannot be read fails the whole listing; one gone meanwhile (expired) is left out.
 pub async fn latest(store: &async_nats::jetstream::kv::Store) -> anyhow::Result<Vec<Latest>> {
     use async_nats::jetstream::stream::LastRawMessageErrorKind;
-    use futures_util::StreamExt;
     let prefix = format!("$KV.{}.", store.name);
     let keys = subjects(&store.stream, &format!("{prefix}>"))
         .await
         .map_err(|e| anyhow::anyhow!("listing keys: {e}"))?;
-    let reads: Vec<anyhow::Result<Option<Latest>>> = futures_util::stream::iter(keys)
-        .map(|subject| {
-            let prefix = &prefix;
-            async move {
-                match store.stream.get_last_raw_message_by_subject(&subject).await {
-                    Ok(m) => Ok(latest_of(prefix, m)),
-                    Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
-                    Err(e) => Err(anyhow::anyhow!("reading {subject}: {e}")),
-                }
+    read_in_flight(keys, |subject| {
+        let prefix = &prefix;
+        async move {
+            match store.stream.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => Ok(latest_of(prefix, m)),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+                Err(e) => Err(anyhow::anyhow!("reading {subject}: {e}")),
             }
-        })
+        }
+    })
+    .await
+}
+
+/// Runs `read` over `items`, [`READS_IN_FLIGHT`] at a time, and keeps the entries found, in
+/// the items' order; the first failed read fails the whole.
+async fn read_in_flight<T, F, Fut>(
+    items: impl IntoIterator<Item = T>,
+    read: F,
+) -> anyhow::Result<Vec<Latest>>
+where
+    F: FnMut(T) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<Latest>>>,
+{
+    use futures_util::StreamExt;
+    let reads: Vec<anyhow::Result<Option<Latest>>> = futures_util::stream::iter(items)
+        .map(read)
         .buffered(READS_IN_FLIGHT)
         .collect()
         .await;
@@ -640,28 +654,18 @@ pub async fn changes_since(
     last: u64,
 ) -> anyhow::Result<Vec<Latest>> {
     use async_nats::jetstream::stream::RawMessageErrorKind;
-    use futures_util::StreamExt;
     let prefix = format!("$KV.{}.", store.name);
-    let reads: Vec<anyhow::Result<Option<Latest>>> =
-        futures_util::stream::iter(after.saturating_add(1)..=last)
-            .map(|seq| {
-                let prefix = &prefix;
-                async move {
-                    match store.stream.get_raw_message(seq).await {
-                        Ok(m) => Ok(latest_of(prefix, m)),
-                        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
-                        Err(e) => Err(anyhow::anyhow!("reading sequence {seq}: {e}")),
-                    }
-                }
-            })
-            .buffered(READS_IN_FLIGHT)
-            .collect()
-            .await;
-    let mut out = Vec::new();
-    for r in reads {
-        out.extend(r?);
-    }
-    Ok(out)
+    read_in_flight(after.saturating_add(1)..=last, |seq| {
+        let prefix = &prefix;
+        async move {
+            match store.stream.get_raw_message(seq).await {
+                Ok(m) => Ok(latest_of(prefix, m)),
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
+                Err(e) => Err(anyhow::anyhow!("reading sequence {seq}: {e}")),
+            }
+        }
+    })
+    .await
 }
 
 /// The first nats-server release whose key-value compare-and-set holds on a cluster: before
