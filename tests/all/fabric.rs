@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wasmon::fabric::counters::find;
-use wasmon::fabric::{SimFabric, SimSpec};
 
 use crate::common::*;
 
@@ -28,16 +27,7 @@ use rig::*;
 fn four_agents_share_a_simulated_fabric_over_nats() {
     let dir = tempfile::tempdir().unwrap();
     let mut nats = Nats::start(free_port(), &dir.path().join("js"));
-    let spec = SimSpec {
-        radix: 24,
-        pods: 10,
-        hosts_per_edge: 12,
-        seed: 42,
-        epoch: EPOCH,
-        ..SimSpec::default()
-    };
-    let sim_path = dir.path().join("fabric.sim");
-    let fabric = Arc::new(SimFabric::create(Some(&sim_path), &spec).unwrap());
+    let (fabric, sim_path) = sim_fabric(dir.path(), 24, 10, 12, 42);
     let total_ports = fabric.port_count();
     assert!(total_ports >= 10_000);
     // A core switch that is not there yet: it appears later in the test.

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use wasmon::fabric::ownership::{self, Buckets, View};
 use wasmon::fabric::wire::{Owner, owners_bucket};
-use wasmon::fabric::{SimFabric, SimSpec};
 
 use super::rig::*;
 use crate::cluster::{Cluster, current_server, debian_server};
@@ -159,16 +158,7 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
     let server = crate::cluster::version(&bin);
     let mut cluster = Cluster::start(&bin, &dir.path().join("nats"), 3);
     let urls = cluster.urls();
-    let spec = SimSpec {
-        radix: 16,
-        pods: 6,
-        hosts_per_edge: 8,
-        seed: 7,
-        epoch: EPOCH,
-        ..SimSpec::default()
-    };
-    let sim_path = dir.path().join("fabric.sim");
-    let fabric = Arc::new(SimFabric::create(Some(&sim_path), &spec).unwrap());
+    let (fabric, sim_path) = sim_fabric(dir.path(), 16, 6, 8, 7);
     let total_ports = fabric.port_count();
     let stop = Arc::new(AtomicBool::new(false));
     let ticker = {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use wasmon::fabric::histogram::{Histogram, WireHistogram};
 use wasmon::fabric::ownership::Buckets;
 use wasmon::fabric::wire::{Owner, leases_bucket, owners_bucket};
-use wasmon::fabric::{CounterSource, Engine, Output, SimFabric, SimSource, Thresholds};
+use wasmon::fabric::{CounterSource, Engine, Output, SimFabric, SimSource, SimSpec, Thresholds};
 
 use crate::common::*;
 
@@ -28,6 +28,31 @@ pub(super) const AGENTS: [(&str, &str, &str); 4] = [
 ];
 
 pub(super) use crate::common::NatsServer as Nats;
+
+/// A simulated fabric ticking every [`EPOCH`] (`radix`-port switches, `pods` pods,
+/// `hosts_per_edge` hosts per edge switch), shared through `dir/fabric.sim`, the file the
+/// agents' `simulated` source reads; returns the fabric and that path.
+pub(super) fn sim_fabric(
+    dir: &Path,
+    radix: u32,
+    pods: u32,
+    hosts_per_edge: u32,
+    seed: u64,
+) -> (Arc<SimFabric>, PathBuf) {
+    let spec = SimSpec {
+        radix,
+        pods,
+        hosts_per_edge,
+        seed,
+        epoch: EPOCH,
+        ..SimSpec::default()
+    };
+    let path = dir.join("fabric.sim");
+    (
+        Arc::new(SimFabric::create(Some(&path), &spec).unwrap()),
+        path,
+    )
+}
 
 /// A reader of every port, processing every epoch: the central histograms to compare with.
 pub(super) struct Central {
