@@ -379,7 +379,7 @@ impl Agent {
         let _ = handle.buckets.set(buckets.clone());
         let version = client.server_info().version;
         let replicas = buckets.owners.stream.cached_info().config.num_replicas;
-        if replicas > 1 && crate::nats::cas_safe(&version) == Some(false) {
+        if replicas > 1 && crate::nats::jetstream::cas_safe(&version) == Some(false) {
             tracing::warn!(
                 server = %version,
                 replicas,

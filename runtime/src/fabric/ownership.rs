@@ -43,9 +43,15 @@ pub async fn open_buckets(
     replicas: Option<usize>,
 ) -> anyhow::Result<Buckets> {
     Ok(Buckets {
-        leases: crate::nats::open_kv_bucket(js, &leases_bucket(name), lease, replicas).await?,
-        owners: crate::nats::open_kv_bucket(js, &owners_bucket(name), Duration::ZERO, replicas)
+        leases: crate::nats::jetstream::open_kv_bucket(js, &leases_bucket(name), lease, replicas)
             .await?,
+        owners: crate::nats::jetstream::open_kv_bucket(
+            js,
+            &owners_bucket(name),
+            Duration::ZERO,
+            replicas,
+        )
+        .await?,
     })
 }
 
@@ -121,9 +127,9 @@ async fn refresh_one(
         }
         let whole = have == 0 || last < have || last - have > WALK_LIMIT;
         let entries = if whole {
-            crate::nats::latest(store).await
+            crate::nats::jetstream::latest(store).await
         } else {
-            crate::nats::changes_since(store, have, last).await
+            crate::nats::jetstream::changes_since(store, have, last).await
         }
         .map_err(|e| format!("{e:#}"))?;
         Ok((last, Some((whole, entries))))
@@ -250,7 +256,11 @@ pub async fn lapsed(
     let mut out = HashSet::new();
     for (agent, seen_rev) in suspects {
         // From the stream's leader: a replica that was away may answer an old revision.
-        let got = tokio::time::timeout(timeout, crate::nats::latest_entry(&b.leases, &agent)).await;
+        let got = tokio::time::timeout(
+            timeout,
+            crate::nats::jetstream::latest_entry(&b.leases, &agent),
+        )
+        .await;
         match got {
             Ok(Ok(None)) => {
                 out.insert(agent);

@@ -313,9 +313,9 @@ pub struct AgentStatus {
 }
 
 /// Every agent with a lease in the bucket (lapsed ones have none), sorted by id; read from the
-/// stream's leader without a consumer (see `crate::nats::latest`).
+/// stream's leader without a consumer (see `crate::nats::jetstream::latest`).
 pub async fn status(b: &Buckets) -> anyhow::Result<Vec<AgentStatus>> {
-    let entries = crate::nats::latest(&b.leases)
+    let entries = crate::nats::jetstream::latest(&b.leases)
         .await
         .map_err(|e| anyhow::anyhow!("listing leases: {e:#}"))?;
     let now = crate::procfs::now_ns();
@@ -335,7 +335,7 @@ pub async fn status(b: &Buckets) -> anyhow::Result<Vec<AgentStatus>> {
 /// Who monitors a node: the owner value and its revision, if anyone does (from the stream's
 /// leader).
 pub async fn owner(b: &Buckets, node: &str) -> anyhow::Result<Option<(Owner, u64)>> {
-    match crate::nats::latest_entry(&b.owners, node).await {
+    match crate::nats::jetstream::latest_entry(&b.owners, node).await {
         Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put => {
             Ok(Some((serde_json::from_slice(&e.value)?, e.revision)))
         }

@@ -72,7 +72,7 @@ pub async fn open(
     let replicas = want.unwrap_or(1);
     let components = match js.get_object_store(&name).await {
         Ok(s) => {
-            crate::nats::check_stream_replicas(js, &format!("OBJ_{name}"), want)
+            crate::nats::jetstream::check_stream_replicas(js, &format!("OBJ_{name}"), want)
                 .await
                 .map_err(anyhow::Error::msg)?;
             s
@@ -101,10 +101,20 @@ pub async fn open(
         components_stream,
         components_name: name,
         js: js.clone(),
-        releases: crate::nats::open_kv_bucket(js, &releases_bucket(fleet), Duration::ZERO, want)
-            .await?,
-        health: crate::nats::open_kv_bucket(js, &health_bucket(fleet), Duration::ZERO, want)
-            .await?,
+        releases: crate::nats::jetstream::open_kv_bucket(
+            js,
+            &releases_bucket(fleet),
+            Duration::ZERO,
+            want,
+        )
+        .await?,
+        health: crate::nats::jetstream::open_kv_bucket(
+            js,
+            &health_bucket(fleet),
+            Duration::ZERO,
+            want,
+        )
+        .await?,
     })
 }
 
@@ -260,7 +270,7 @@ pub async fn fetch(b: &Buckets, m: &Manifest, max: u64) -> Result<Vec<u8>, Fetch
 }
 
 /// The chunks of an object, one message get after another (`next_by_subj` from the sequence
-/// after the last chunk read), without a consumer (see [`crate::nats::subjects`]); more than `limit` bytes
+/// after the last chunk read), without a consumer (see [`crate::nats::jetstream::subjects`]); more than `limit` bytes
 /// or chunks other than the metadata says are tampering.
 async fn read_chunks(
     b: &Buckets,
@@ -307,11 +317,11 @@ async fn read_chunks(
 }
 
 /// The objects of the components store (deleted ones included, flagged), from their
-/// metadata messages, without a consumer (see [`crate::nats::subjects`]).
+/// metadata messages, without a consumer (see [`crate::nats::jetstream::subjects`]).
 pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo>> {
     let filter = format!("$O.{}.M.>", b.components_name);
     let mut out = Vec::new();
-    for subject in crate::nats::subjects(&b.components_stream, &filter).await? {
+    for subject in crate::nats::jetstream::subjects(&b.components_stream, &filter).await? {
         let m = b
             .components_stream
             .get_last_raw_message_by_subject(&subject)
@@ -325,7 +335,7 @@ pub async fn objects(b: &Buckets) -> anyhow::Result<Vec<object_store::ObjectInfo
     Ok(out)
 }
 
-pub use crate::nats::{Latest, latest};
+pub use crate::nats::jetstream::{Latest, latest};
 
 /// Every value of a bucket (key, bytes), as [`latest`] reads them; deleted keys are skipped.
 pub async fn all_entries(store: &kv::Store) -> anyhow::Result<Vec<(String, Vec<u8>)>> {

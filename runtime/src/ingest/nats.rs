@@ -236,7 +236,7 @@ async fn run_consumer(
             return;
         }
         let consumer = async {
-            let st = crate::nats::stream_for(
+            let st = crate::nats::jetstream::stream_for(
                 &js,
                 &stream,
                 std::slice::from_ref(&sc.subscribe_to),

@@ -507,7 +507,7 @@ async fn ensure_stream(
         SinkType::Guest => vec![format!("{subject}.>"), subject],
         _ => vec![subject],
     };
-    crate::nats::stream_for(js, name, &subjects, cfg.duplicate_window, cfg.replicas)
+    crate::nats::jetstream::stream_for(js, name, &subjects, cfg.duplicate_window, cfg.replicas)
         .await
         .map(|_| ())
 }

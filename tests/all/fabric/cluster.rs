@@ -55,7 +55,7 @@ async fn open(url: &str, name: &str) -> Buckets {
 fn updates_naming_one_revision(bin: PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let server = crate::cluster::version(&bin);
-    let cas_safe = wasmon::nats::cas_safe(&server).expect("a version");
+    let cas_safe = wasmon::nats::jetstream::cas_safe(&server).expect("a version");
     let cluster = Cluster::start(&bin, dir.path(), 3);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (won, doubles) = rt.block_on(async {
@@ -103,7 +103,7 @@ fn updates_naming_one_revision(bin: PathBuf) {
                     holders.push(name.clone());
                 }
             }
-            let latest = wasmon::nats::latest_entry(&racers[0].1.owners, &key)
+            let latest = wasmon::nats::jetstream::latest_entry(&racers[0].1.owners, &key)
                 .await
                 .unwrap()
                 .unwrap();
@@ -226,7 +226,7 @@ fn fabric_survives_a_leader_kill(bin: PathBuf) {
         t0.elapsed().as_secs_f64()
     );
     // The start-up warning names a server whose compare-and-set does not hold on a cluster.
-    let cas_safe = wasmon::nats::cas_safe(&server).expect("a version");
+    let cas_safe = wasmon::nats::jetstream::cas_safe(&server).expect("a version");
     for (a, d) in &daemons {
         let log = d.stderr.lock().unwrap().clone();
         let warned = log.contains(&format!(

@@ -175,7 +175,7 @@ impl Bus {
     /// Node -> owning agent, from the bucket's leader (empty if it does not answer in time).
     pub(super) fn owners(&self) -> HashMap<String, String> {
         self.rt.block_on(async {
-            let read = wasmon::nats::latest(&self.b.owners);
+            let read = wasmon::nats::jetstream::latest(&self.b.owners);
             match tokio::time::timeout(KV_WAIT, read).await {
                 Ok(Ok(entries)) => entries
                     .into_iter()
