@@ -1,7 +1,8 @@
 //! The decoder: reads any byte string back into slots or fails with a [`DecodeError`], never
 //! panicking (the format is described in `codec.rs`).
 
-use super::{bits, words, DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10};
+use super::compact::{self, DecimalHead};
+use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, words};
 
 struct Reader<'a>(&'a [u8]);
 
@@ -35,6 +36,11 @@ pub fn constant(bytes: &[u8]) -> Option<f64> {
     match bytes {
         [0, 0, rest @ ..] if rest.len() == 8 => {
             Some(f64::from_bits(u64::from_le_bytes(rest.try_into().ok()?)))
+        }
+        [0, 4, rest @ ..] => {
+            let mut r: &[u8] = rest;
+            let v = compact::read_int_constant(&mut r).ok()?;
+            r.is_empty().then_some(v)
         }
         _ => None,
     }
@@ -167,56 +173,26 @@ fn decode_values(
             };
             let base = r.u64()? as i64;
             let min_delta = if delta { r.u64()? as i64 } else { 0 };
-            let w = r.u8()? as u32;
-            if w > 64 {
+            let width = r.u8()? as u32;
+            if width > 64 {
                 return Err(DecodeError::Invalid("bit width over 64"));
             }
-            let nexc = r.u16()? as usize;
-            let count = if delta { m - 1 } else { m };
-            let src = Packed::new(r.take(words(count, w) * 8)?, w);
-            if delta {
-                // Each integer is the running sum up to it: sum the ones before the range
-                // without converting them.
-                let mut d = base;
-                for i in 1..=from {
-                    d = d
-                        .wrapping_add(min_delta)
-                        .wrapping_add(src.get(i - 1) as i64);
-                }
-                // One loop per sign of `e` (what `scale_back` computes): integers convert
-                // without a division by 1.
-                let p = POW10[e.unsigned_abs() as usize];
-                match e.signum() {
-                    0 => running(dst, d, min_delta, &src, from, |d| d as f64),
-                    1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
-                    _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
-                }
-            } else {
-                // Each value from its own bit offset: no dependency between iterations.
-                let p = POW10[e.unsigned_abs() as usize];
-                let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
-                match e.signum() {
-                    0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
-                    1 => dst
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, o)| *o = int(i) / p),
-                    _ => dst
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, o)| *o = int(i) * p),
-                }
-            }
-            for _ in 0..nexc {
-                let i = r.u16()? as usize;
-                let v = f64::from_bits(r.u64()?);
-                if i >= m {
-                    return Err(DecodeError::Invalid("exception index out of range"));
-                }
-                if (from..to).contains(&i) {
-                    dst[i - from] = v;
-                }
-            }
+            let exceptions = r.u16()? as usize;
+            let head = DecimalHead {
+                e,
+                delta,
+                base,
+                min_delta,
+                width,
+                exceptions,
+            };
+            decimal_body(r, &head, m, from, dst)?;
+        }
+        4 => dst.fill(compact::read_int_constant(&mut r.0)?),
+        6 => super::ratio::decode(&mut r.0, m, from, dst)?,
+        5 => {
+            let head = DecimalHead::read(&mut r.0)?;
+            decimal_body(r, &head, m, from, dst)?;
         }
         3 => {
             let src = r.take(m * 8)?;
@@ -225,6 +201,72 @@ fn decode_values(
             }
         }
         f => return Err(DecodeError::ValueForm(f)),
+    }
+    Ok(())
+}
+
+/// The decimal form's packed integers and exceptions (forms 2 and 5 after their headers):
+/// present values `from..from + dst.len()` of `m`.
+fn decimal_body(
+    r: &mut Reader<'_>,
+    head: &DecimalHead,
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let to = from + dst.len();
+    let DecimalHead {
+        e,
+        delta,
+        base,
+        min_delta,
+        width: w,
+        exceptions: nexc,
+    } = *head;
+    let count = if delta { m.saturating_sub(1) } else { m };
+    let src = Packed::new(r.take(words(count, w) * 8)?, w);
+    if delta {
+        // Each integer is the running sum up to it: sum the ones before the range
+        // without converting them.
+        let mut d = base;
+        for i in 1..=from {
+            d = d
+                .wrapping_add(min_delta)
+                .wrapping_add(src.get(i - 1) as i64);
+        }
+        // One loop per sign of `e` (what `scale_back` computes): integers convert
+        // without a division by 1.
+        let p = POW10[e.unsigned_abs() as usize];
+        match e.signum() {
+            0 => running(dst, d, min_delta, &src, from, |d| d as f64),
+            1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
+            _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
+        }
+    } else {
+        // Each value from its own bit offset: no dependency between iterations.
+        let p = POW10[e.unsigned_abs() as usize];
+        let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
+        match e.signum() {
+            0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
+            1 => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, o)| *o = int(i) / p),
+            _ => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, o)| *o = int(i) * p),
+        }
+    }
+    for _ in 0..nexc {
+        let i = r.u16()? as usize;
+        let v = f64::from_bits(r.u64()?);
+        if i >= m {
+            return Err(DecodeError::Invalid("exception index out of range"));
+        }
+        if (from..to).contains(&i) {
+            dst[i - from] = v;
+        }
     }
     Ok(())
 }
@@ -251,21 +293,21 @@ fn running(
 }
 
 /// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).
-struct Packed<'a> {
+pub(super) struct Packed<'a> {
     src: &'a [u8],
     w: u32,
     mask: u64,
 }
 
 impl<'a> Packed<'a> {
-    fn new(src: &'a [u8], w: u32) -> Packed<'a> {
+    pub(super) fn new(src: &'a [u8], w: u32) -> Packed<'a> {
         let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
         Packed { src, w, mask }
     }
 
     /// Value `i`, read from its own bit offset (two words where it may straddle them).
     #[inline(always)]
-    fn get(&self, i: usize) -> u64 {
+    pub(super) fn get(&self, i: usize) -> u64 {
         if self.w == 0 {
             return 0;
         }

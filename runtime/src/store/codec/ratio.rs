@@ -1,0 +1,284 @@
+//! Form 6, rates of counters: values that are `n / d` with `n` an integer (a counter's
+//! increase) and `d` a multiple of `2^-s` (an interval between two timestamps held as f64
+//! seconds since the epoch: between 2004 and 2038 such a difference is a multiple of 2^-22).
+//! A collector's rate `Δcount / Δt` is such a value; its decimal digits are noise (no decimal
+//! form holds it) but the pair `(n, d·2^s)` is two small integers. Owns this form's bytes;
+//! the caller writes the form byte's section only when it is the smallest.
+//!
+//! Layout after the form byte 6: `u8 s`, zigzag varint `n_lo`, `u8 n_width`, varint `j_lo`,
+//! `u8 j_width`, varint exception count, then `m` packed `n - n_lo` (words as in the decimal
+//! form), `m` packed `j - j_lo`, then `(u16 index, u64 bits)` per exception. Value `i` is
+//! `n_i as f64 / (j_i as f64 × 2^-s)`, bit for bit; exceptions replace the values with no
+//! such pair within the search below.
+
+use super::compact::{put_uvar, read_ivar, read_uvar, uvar_len, zigzag};
+use super::{DecodeError, bits, words};
+
+/// The grid of intervals between epoch timestamps held as f64 (2^30 ≤ t < 2^31 s: 2004-2038).
+/// A coarser grid (integer seconds, later epochs) is a subset of it.
+const S: u32 = 22;
+
+/// Intervals tried for a block's first rate, seconds: the usual collection intervals.
+const INTERVALS: [f64; 15] = [
+    1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+];
+
+/// Counter increases tried around `r × d` (either side) for a block's first rate, over each
+/// of the usual intervals: jitter of the interval moves `n` by `r × jitter`.
+const NEAR: i64 = 12;
+
+/// The same over the interval of the value before (the block is rates): wider, so a fast
+/// counter's rate (20,000 a second with 3 ms of jitter) still finds its pair.
+const NEAR_NEXT: i64 = 64;
+
+/// Values of a block tried as the first rate before the form is given up on.
+const FIRST_TRIES: usize = 4;
+
+/// `n / (j × 2^-s)`: the one formula encoder and decoder share.
+#[inline(always)]
+fn value(n: i64, j: i64, scale: f64) -> f64 {
+    n as f64 / (j as f64 * scale)
+}
+
+fn scale_of(s: u32) -> f64 {
+    f64::from_bits(((1023 - s) as u64) << 52)
+}
+
+/// A pair `(n, j)` within [`NEAR`] counts of `r × d` that gives back `r` exactly.
+fn near(r: f64, d: f64, scale: f64, span: i64) -> Option<(i64, i64)> {
+    let x = r * d;
+    if !x.is_finite() || x.abs() > 1e15 {
+        return None;
+    }
+    let n0 = x.round() as i64;
+    for k in 0..=2 * span {
+        // 0, -1, 1, -2, 2, ...
+        let n = n0 + if k % 2 == 0 { -(k / 2) } else { (k + 1) / 2 };
+        if n == 0 {
+            continue;
+        }
+        let jf = n as f64 / r / scale;
+        if !(1.0..9e15).contains(&jf) {
+            continue;
+        }
+        let j0 = jf.round() as i64;
+        for j in [j0, j0 - 1, j0 + 1] {
+            if j > 0 && value(n, j, scale).to_bits() == r.to_bits() {
+                return Some((n, j));
+            }
+        }
+    }
+    None
+}
+
+/// Multiples of the interval before tried for a value: 1 first; 2 and 3 for missed samples;
+/// 4 to 6 when the block's first value came out as a reduced fraction (`n/4` over a quarter
+/// of the interval reads back the same), which `encode` scales up afterwards.
+const MULTIPLES: [f64; 7] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 0.5];
+
+/// The pair of `r` given the interval of the value before it (`d`), or a multiple of it, or
+/// one of the usual intervals.
+fn pair(r: f64, d: Option<f64>, scale: f64) -> Option<(i64, i64)> {
+    if r == 0.0 && r.is_sign_positive() {
+        return Some((0, 0));
+    }
+    match d {
+        Some(d) => near(r, d, scale, NEAR_NEXT).or_else(|| {
+            MULTIPLES[1..]
+                .iter()
+                .find_map(|k| near(r, d * k, scale, NEAR))
+        }),
+        None => INTERVALS.iter().find_map(|d| near(r, *d, scale, NEAR)),
+    }
+}
+
+/// Writes form 6 for `v` (present values, none NaN) if it is smaller than `budget` bytes.
+pub(super) fn encode(v: &[f64], budget: usize, out: &mut Vec<u8>) -> bool {
+    let m = v.len();
+    let scale = scale_of(S);
+    let mut pairs = [(0i64, 0i64); super::MAX_VALUES];
+    let mut exceptions: Vec<u16> = Vec::new();
+    let mut d: Option<f64> = None;
+    let mut tries = 0;
+    for (i, r) in v.iter().enumerate() {
+        let found = if d.is_none() && tries >= FIRST_TRIES {
+            return false;
+        } else {
+            pair(*r, d, scale)
+        };
+        match found {
+            Some((n, j)) => {
+                pairs[i] = (n, j);
+                if j > 0 {
+                    d = Some(j as f64 * scale);
+                }
+            }
+            None => {
+                if d.is_none() && *r != 0.0 {
+                    tries += 1;
+                }
+                // Sized over `budget` long before this many.
+                if exceptions.len() * 10 >= budget {
+                    return false;
+                }
+                exceptions.push(i as u16);
+            }
+        }
+    }
+    let Some(d) = d else { return false };
+    // A pair found over a fraction of the block's interval (the same value as `k·n` over `k`
+    // times it) is scaled to that interval, so the intervals' range stays their jitter's.
+    // Zeros and exceptions take a neighbour's interval so they widen nothing.
+    let jd = (d / scale) as i64;
+    let mut last_j = jd;
+    for (i, p) in pairs[..m].iter_mut().enumerate() {
+        if p.1 == 0 || exceptions.binary_search(&(i as u16)).is_ok() {
+            *p = (0, last_j);
+            continue;
+        }
+        let k = (jd + p.1 / 2) / p.1;
+        if k >= 2 {
+            if let Some(scaled) = p.0.checked_mul(k).zip(p.1.checked_mul(k)) {
+                if scaled.1 < 1 << 53 && scaled.0.unsigned_abs() < 1 << 53 {
+                    *p = scaled;
+                }
+            }
+        }
+        last_j = p.1;
+    }
+    let pairs = &pairs[..m];
+    let (nlo, nhi) = pairs
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (jlo, jhi) = pairs
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let (nw, jw) = (bits(nhi.wrapping_sub(nlo) as u64), bits((jhi - jlo) as u64));
+    let size = 1
+        + 1
+        + uvar_len(zigzag(nlo))
+        + 1
+        + uvar_len(jlo as u64)
+        + 1
+        + uvar_len(exceptions.len() as u64)
+        + (words(m, nw) + words(m, jw)) * 8
+        + exceptions.len() * 10;
+    if size >= budget {
+        return false;
+    }
+    out.push(6);
+    out.push(S as u8);
+    put_uvar(out, zigzag(nlo));
+    out.push(nw as u8);
+    put_uvar(out, jlo as u64);
+    out.push(jw as u8);
+    put_uvar(out, exceptions.len() as u64);
+    super::encode::pack(pairs.iter().map(|p| p.0.wrapping_sub(nlo) as u64), nw, out);
+    super::encode::pack(pairs.iter().map(|p| (p.1 - jlo) as u64), jw, out);
+    for i in exceptions {
+        out.extend_from_slice(&i.to_le_bytes());
+        out.extend_from_slice(&v[i as usize].to_bits().to_le_bytes());
+    }
+    true
+}
+
+fn byte(bytes: &mut &[u8]) -> Result<u8, DecodeError> {
+    let (&b, rest) = bytes.split_first().ok_or(DecodeError::Truncated)?;
+    *bytes = rest;
+    Ok(b)
+}
+
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
+    if bytes.len() < n {
+        return Err(DecodeError::Truncated);
+    }
+    let (a, b) = bytes.split_at(n);
+    *bytes = b;
+    Ok(a)
+}
+
+/// Present values `from..from + dst.len()` of a form-6 section of `m` values at the front of
+/// `bytes` (after the form byte).
+pub(super) fn decode(
+    bytes: &mut &[u8],
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let s = byte(bytes)? as u32;
+    if s > 52 {
+        return Err(DecodeError::Invalid("ratio scale out of range"));
+    }
+    let nlo = read_ivar(bytes)?;
+    let nw = byte(bytes)? as u32;
+    let jlo = read_uvar(bytes)?;
+    let jw = byte(bytes)? as u32;
+    if nw > 64 || jw > 64 {
+        return Err(DecodeError::Invalid("bit width over 64"));
+    }
+    let nexc = read_uvar(bytes)?;
+    if nexc > m as u64 {
+        return Err(DecodeError::Invalid("more exceptions than values"));
+    }
+    let ns = super::decode::Packed::new(take(bytes, words(m, nw) * 8)?, nw);
+    let js = super::decode::Packed::new(take(bytes, words(m, jw) * 8)?, jw);
+    let scale = scale_of(s);
+    for (i, o) in dst.iter_mut().enumerate() {
+        let n = nlo.wrapping_add(ns.get(from + i) as i64);
+        let j = jlo.wrapping_add(js.get(from + i));
+        *o = n as f64 / (j as f64 * scale);
+    }
+    let to = from + dst.len();
+    for _ in 0..nexc {
+        let e = take(bytes, 10)?;
+        let i = u16::from_le_bytes([e[0], e[1]]) as usize;
+        if i >= m {
+            return Err(DecodeError::Invalid("exception index out of range"));
+        }
+        if (from..to).contains(&i) {
+            dst[i - from] = f64::from_bits(u64::from_le_bytes(e[2..].try_into().expect("8")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rates as a collector computes them: counter increases over float epoch timestamps.
+    fn rates(count: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut t, mut c) = (1_528_207_811.719_152f64, 1_000_000u64);
+        (0..count)
+            .map(|_| {
+                let t2 = t + 60.0 + (next() % 3000) as f64 * 1e-6;
+                let c2 = c + next() % 5000;
+                let r = (c2 - c) as f64 / (t2 - t);
+                (t, c) = (t2, c2);
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn counter_rates_come_back_bit_for_bit_in_fewer_bytes() {
+        let v = rates(512, 7);
+        let mut out = Vec::new();
+        assert!(encode(&v, v.len() * 8, &mut out), "no ratio form for rates");
+        assert!(out.len() < v.len() * 4, "{} bytes", out.len());
+        let mut back = vec![0.0; v.len()];
+        let mut b = &out[1..];
+        decode(&mut b, v.len(), 0, &mut back).unwrap();
+        assert!(b.is_empty());
+        for (a, b) in v.iter().zip(&back) {
+            assert_eq!(a.to_bits(), b.to_bits());
+        }
+    }
+}
