@@ -2,6 +2,7 @@
 //! panicking (the format is described in `codec.rs`).
 
 use super::compact::{self, DecimalHead};
+use super::ratio::{self, RatioHead};
 use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, words};
 
 struct Reader<'a>(&'a [u8]);
@@ -189,7 +190,16 @@ fn decode_values(
             decimal_body(r, &head, m, from, dst)?;
         }
         4 => dst.fill(compact::read_int_constant(&mut r.0)?),
-        6 => super::ratio::decode(&mut r.0, m, from, dst)?,
+        6 => {
+            let head = RatioHead::read(&mut r.0, m)?;
+            let ns = Packed::new(r.take(words(m, head.n_width) * 8)?, head.n_width);
+            let js = Packed::new(r.take(words(m, head.j_width) * 8)?, head.j_width);
+            let scale = head.scale();
+            for (i, o) in dst.iter_mut().enumerate() {
+                *o = ratio::value_of(&head, ns.get(from + i), js.get(from + i), scale);
+            }
+            exceptions(r, head.exceptions, m, from, dst)?;
+        }
         5 => {
             let head = DecimalHead::read(&mut r.0)?;
             decimal_body(r, &head, m, from, dst)?;
@@ -214,7 +224,6 @@ fn decimal_body(
     from: usize,
     dst: &mut [f64],
 ) -> Result<(), DecodeError> {
-    let to = from + dst.len();
     let DecimalHead {
         e,
         delta,
@@ -258,7 +267,20 @@ fn decimal_body(
                 .for_each(|(i, o)| *o = int(i) * p),
         }
     }
-    for _ in 0..nexc {
+    exceptions(r, nexc, m, from, dst)
+}
+
+/// `count` exceptions `(u16 index, u64 bits)` of a section of `m` values over the decoded
+/// values `from..from + dst.len()`.
+fn exceptions(
+    r: &mut Reader<'_>,
+    count: usize,
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let to = from + dst.len();
+    for _ in 0..count {
         let i = r.u16()? as usize;
         let v = f64::from_bits(r.u64()?);
         if i >= m {
@@ -293,21 +315,21 @@ fn running(
 }
 
 /// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).
-pub(super) struct Packed<'a> {
+struct Packed<'a> {
     src: &'a [u8],
     w: u32,
     mask: u64,
 }
 
 impl<'a> Packed<'a> {
-    pub(super) fn new(src: &'a [u8], w: u32) -> Packed<'a> {
+    fn new(src: &'a [u8], w: u32) -> Packed<'a> {
         let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
         Packed { src, w, mask }
     }
 
     /// Value `i`, read from its own bit offset (two words where it may straddle them).
     #[inline(always)]
-    pub(super) fn get(&self, i: usize) -> u64 {
+    fn get(&self, i: usize) -> u64 {
         if self.w == 0 {
             return 0;
         }

@@ -109,8 +109,25 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
     // Noisy values (more than half a value's bytes in the best form so far) may be rates of
     // counters: the ratio form's search costs ~10 ns a value, paid only then.
     let best = dict_size.min(dec_size).min(raw_size);
-    if best > m * 4 && ratio::encode(v, best, out) {
-        return;
+    if best > m * 4 {
+        let mut pairs = [(0i64, 0i64); MAX_VALUES];
+        let mut exceptions = Vec::new();
+        if let Some(head) = ratio::analyse(v, best, &mut pairs, &mut exceptions) {
+            head.write(out);
+            let pairs = &pairs[..m];
+            let (n_lo, j_lo) = (head.n_lo, head.j_lo as i64);
+            pack(
+                pairs.iter().map(|p| p.0.wrapping_sub(n_lo) as u64),
+                head.n_width,
+                out,
+            );
+            pack(pairs.iter().map(|p| (p.1 - j_lo) as u64), head.j_width, out);
+            for i in exceptions {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&v[i as usize].to_bits().to_le_bytes());
+            }
+            return;
+        }
     }
     if dict_size <= dec_size && dict_size < raw_size {
         let d = dict.expect("sized above");
@@ -338,7 +355,7 @@ fn decimal(v: &[f64], ds: &mut [i64]) -> Option<Decimal> {
     })
 }
 
-pub(super) fn pack(vals: impl Iterator<Item = u64>, w: u32, out: &mut Vec<u8>) {
+fn pack(vals: impl Iterator<Item = u64>, w: u32, out: &mut Vec<u8>) {
     if w == 0 {
         return;
     }

@@ -110,19 +110,101 @@ fn pair(r: f64, d: Option<f64>, confirmed: bool, scale: f64) -> Option<((i64, i6
         .map(|p| (p, false))
 }
 
-/// Writes form 6 for `v` (present values, none NaN) if it is smaller than `budget` bytes.
+/// Form 6's header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RatioHead {
+    pub(super) s: u32,
+    pub(super) n_lo: i64,
+    pub(super) n_width: u32,
+    pub(super) j_lo: u64,
+    pub(super) j_width: u32,
+    pub(super) exceptions: usize,
+}
+
+impl RatioHead {
+    /// Header bytes, the form byte included.
+    pub(super) fn size(&self) -> usize {
+        1 + 1
+            + uvar_len(zigzag(self.n_lo))
+            + 1
+            + uvar_len(self.j_lo)
+            + 1
+            + uvar_len(self.exceptions as u64)
+    }
+
+    pub(super) fn write(&self, out: &mut Vec<u8>) {
+        out.push(6);
+        out.push(self.s as u8);
+        put_uvar(out, zigzag(self.n_lo));
+        out.push(self.n_width as u8);
+        put_uvar(out, self.j_lo);
+        out.push(self.j_width as u8);
+        put_uvar(out, self.exceptions as u64);
+    }
+
+    /// A form-6 header at the front of `bytes` (after the form byte), for `m` values.
+    pub(super) fn read(bytes: &mut &[u8], m: usize) -> Result<RatioHead, DecodeError> {
+        let s = byte(bytes)? as u32;
+        if s > 52 {
+            return Err(DecodeError::Invalid("ratio scale out of range"));
+        }
+        let n_lo = read_ivar(bytes)?;
+        let n_width = byte(bytes)? as u32;
+        let j_lo = read_uvar(bytes)?;
+        let j_width = byte(bytes)? as u32;
+        if n_width > 64 || j_width > 64 {
+            return Err(DecodeError::Invalid("bit width over 64"));
+        }
+        let exceptions = read_uvar(bytes)?;
+        if exceptions > m as u64 {
+            return Err(DecodeError::Invalid("more exceptions than values"));
+        }
+        Ok(RatioHead {
+            s,
+            n_lo,
+            n_width,
+            j_lo,
+            j_width,
+            exceptions: exceptions as usize,
+        })
+    }
+
+    /// `2^-s`, what the decoder multiplies `j` by.
+    pub(super) fn scale(&self) -> f64 {
+        scale_of(self.s)
+    }
+}
+
+/// Value `i` of a form-6 section: `n / (j × 2^-s)` (the one formula encoder and decoder
+/// share), from the packed offsets.
+#[inline(always)]
+pub(super) fn value_of(head: &RatioHead, n_off: u64, j_off: u64, scale: f64) -> f64 {
+    value(
+        head.n_lo.wrapping_add(n_off as i64),
+        head.j_lo.wrapping_add(j_off) as i64,
+        scale,
+    )
+}
+
+/// Form 6 for `v` (present values, none NaN): its header, with `pairs[..m]` set to each
+/// value's `(n, j)` (an exception's to a neighbour's, so it widens nothing) and the
+/// exceptions' indices in `exceptions`; `None` unless it is smaller than `budget` bytes.
 /// Gives up once half the values have no pair (the search costs ~0.3 µs a value that has
 /// none, and exceptions cost 10 bytes: such a block is noise, not rates).
-pub(super) fn encode(v: &[f64], budget: usize, out: &mut Vec<u8>) -> bool {
+pub(super) fn analyse(
+    v: &[f64],
+    budget: usize,
+    pairs: &mut [(i64, i64); super::MAX_VALUES],
+    exceptions: &mut Vec<u16>,
+) -> Option<RatioHead> {
     let m = v.len();
     let scale = scale_of(S);
-    let mut pairs = [(0i64, 0i64); super::MAX_VALUES];
-    let mut exceptions: Vec<u16> = Vec::new();
+    exceptions.clear();
     let mut d: Option<f64> = None;
     let (mut tries, mut confirmed) = (0, false);
     for (i, r) in v.iter().enumerate() {
         if d.is_none() && tries >= FIRST_TRIES {
-            return false;
+            return None;
         }
         let found = pair(*r, d, confirmed, scale).map(|(p, same)| {
             confirmed = same;
@@ -140,67 +222,51 @@ pub(super) fn encode(v: &[f64], budget: usize, out: &mut Vec<u8>) -> bool {
                     tries += 1;
                 }
                 if exceptions.len() * 2 >= m || exceptions.len() * 10 >= budget {
-                    return false;
+                    return None;
                 }
+                pairs[i] = (0, 0);
                 exceptions.push(i as u16);
             }
         }
     }
-    let Some(d) = d else { return false };
     // A pair found over a fraction of the block's interval (the same value as `k·n` over `k`
     // times it) is scaled to that interval, so the intervals' range stays their jitter's.
-    // Zeros and exceptions take a neighbour's interval so they widen nothing.
-    let jd = (d / scale) as i64;
+    // Zeros and exceptions (`j` = 0) take a neighbour's interval.
+    let jd = (d? / scale) as i64;
     let mut last_j = jd;
-    for (i, p) in pairs[..m].iter_mut().enumerate() {
-        if p.1 == 0 || exceptions.binary_search(&(i as u16)).is_ok() {
+    for p in pairs[..m].iter_mut() {
+        if p.1 == 0 {
             *p = (0, last_j);
             continue;
         }
         let k = (jd + p.1 / 2) / p.1;
-        if k >= 2 {
-            if let Some(scaled) = p.0.checked_mul(k).zip(p.1.checked_mul(k)) {
-                if scaled.1 < 1 << 53 && scaled.0.unsigned_abs() < 1 << 53 {
-                    *p = scaled;
-                }
-            }
+        if let Some(scaled) = p.0.checked_mul(k).zip(p.1.checked_mul(k))
+            && k >= 2
+            && scaled.1 < 1 << 53
+            && scaled.0.unsigned_abs() < 1 << 53
+        {
+            *p = scaled;
         }
         last_j = p.1;
     }
     let pairs = &pairs[..m];
-    let (nlo, nhi) = pairs
+    let (n_lo, n_hi) = pairs
         .iter()
         .fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
-    let (jlo, jhi) = pairs
+    let (j_lo, j_hi) = pairs
         .iter()
         .fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-    let (nw, jw) = (bits(nhi.wrapping_sub(nlo) as u64), bits((jhi - jlo) as u64));
-    let size = 1
-        + 1
-        + uvar_len(zigzag(nlo))
-        + 1
-        + uvar_len(jlo as u64)
-        + 1
-        + uvar_len(exceptions.len() as u64)
-        + (words(m, nw) + words(m, jw)) * 8
-        + exceptions.len() * 10;
-    if size >= budget {
-        return false;
-    }
-    out.push(6);
-    out.push(S as u8);
-    put_uvar(out, zigzag(nlo));
-    out.push(nw as u8);
-    put_uvar(out, jlo as u64);
-    out.push(jw as u8);
-    put_uvar(out, exceptions.len() as u64);
-    super::encode::pack(pairs.iter().map(|p| p.0.wrapping_sub(nlo) as u64), nw, out);
-    super::encode::pack(pairs.iter().map(|p| (p.1 - jlo) as u64), jw, out);
-    for i in exceptions {
-        out.extend_from_slice(&i.to_le_bytes());
-        out.extend_from_slice(&v[i as usize].to_bits().to_le_bytes());
-    }
-    true
+    let head = RatioHead {
+        s: S,
+        n_lo,
+        n_width: bits(n_hi.wrapping_sub(n_lo) as u64),
+        j_lo: j_lo as u64,
+        j_width: bits((j_hi - j_lo) as u64),
+        exceptions: exceptions.len(),
+    };
+    let size =
+        head.size() + (words(m, head.n_width) + words(m, head.j_width)) * 8 + exceptions.len() * 10;
+    (size < budget).then_some(head)
 }
 
 fn byte(bytes: &mut &[u8]) -> Result<u8, DecodeError> {
@@ -209,63 +275,8 @@ fn byte(bytes: &mut &[u8]) -> Result<u8, DecodeError> {
     Ok(b)
 }
 
-fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
-    if bytes.len() < n {
-        return Err(DecodeError::Truncated);
-    }
-    let (a, b) = bytes.split_at(n);
-    *bytes = b;
-    Ok(a)
-}
-
-/// Present values `from..from + dst.len()` of a form-6 section of `m` values at the front of
-/// `bytes` (after the form byte).
-pub(super) fn decode(
-    bytes: &mut &[u8],
-    m: usize,
-    from: usize,
-    dst: &mut [f64],
-) -> Result<(), DecodeError> {
-    let s = byte(bytes)? as u32;
-    if s > 52 {
-        return Err(DecodeError::Invalid("ratio scale out of range"));
-    }
-    let nlo = read_ivar(bytes)?;
-    let nw = byte(bytes)? as u32;
-    let jlo = read_uvar(bytes)?;
-    let jw = byte(bytes)? as u32;
-    if nw > 64 || jw > 64 {
-        return Err(DecodeError::Invalid("bit width over 64"));
-    }
-    let nexc = read_uvar(bytes)?;
-    if nexc > m as u64 {
-        return Err(DecodeError::Invalid("more exceptions than values"));
-    }
-    let ns = super::decode::Packed::new(take(bytes, words(m, nw) * 8)?, nw);
-    let js = super::decode::Packed::new(take(bytes, words(m, jw) * 8)?, jw);
-    let scale = scale_of(s);
-    for (i, o) in dst.iter_mut().enumerate() {
-        let n = nlo.wrapping_add(ns.get(from + i) as i64);
-        let j = jlo.wrapping_add(js.get(from + i));
-        *o = n as f64 / (j as f64 * scale);
-    }
-    let to = from + dst.len();
-    for _ in 0..nexc {
-        let e = take(bytes, 10)?;
-        let i = u16::from_le_bytes([e[0], e[1]]) as usize;
-        if i >= m {
-            return Err(DecodeError::Invalid("exception index out of range"));
-        }
-        if (from..to).contains(&i) {
-            dst[i - from] = f64::from_bits(u64::from_le_bytes(e[2..].try_into().expect("8")));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     /// Rates as a collector computes them: counter increases over float epoch timestamps.
     fn rates(count: usize, seed: u64) -> Vec<f64> {
@@ -292,12 +303,11 @@ mod tests {
     fn counter_rates_come_back_bit_for_bit_in_fewer_bytes() {
         let v = rates(512, 7);
         let mut out = Vec::new();
-        assert!(encode(&v, v.len() * 8, &mut out), "no ratio form for rates");
+        crate::store::codec::encode(&v, &mut out);
+        assert_eq!(out[1], 6, "no ratio form for rates");
         assert!(out.len() < v.len() * 4, "{} bytes", out.len());
         let mut back = vec![0.0; v.len()];
-        let mut b = &out[1..];
-        decode(&mut b, v.len(), 0, &mut back).unwrap();
-        assert!(b.is_empty());
+        crate::store::codec::decode(&out, &mut back).unwrap();
         for (a, b) in v.iter().zip(&back) {
             assert_eq!(a.to_bits(), b.to_bits());
         }
