@@ -89,6 +89,7 @@ typedef struct {
     uint8_t have[N_NUM]; /* 0: no value (its line was malformed) */
     uint64_t ops[N_OPS][OP_FIELDS];
     uint8_t op_have[N_OPS][OP_FIELDS];
+    wg_inst inst; /* the mount point's instance number in the fetch call (wg_instance) */
 } mount;
 
 /* ---- the metric table -------------------------------------------------------------------- */
@@ -650,21 +651,24 @@ int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out) {
     (void)tree;
     if (id.domain != DOMAIN || id.cluster >= N_CLUSTERS || id.item > MAX_ITEM || !declared[id.cluster][id.item])
         return WG_UNKNOWN_PMID;
-    if (!parsed) parse();
+    if (!parsed) {
+        parse();
+        /* Each mount point is looked up once per fetch call, not once per value. */
+        for (size_t i = 0; i < n_mounts; i++) mounts[i]->inst = wg_instance(mounts[i]->str[S_MOUNTPOINT]);
+    }
     slot s = slots[id.cluster][id.item];
     for (size_t i = 0; i < n_mounts; i++) {
         const mount *m = mounts[i];
-        const char *inst = m->str[S_MOUNTPOINT];
         switch (s.kind) {
         case K_STR:
-            if (m->str[s.field]) wg_value_text(out, inst, m->str[s.field]);
+            if (m->str[s.field]) wg_value_text_at(out, m->inst, m->str[s.field]);
             break;
         case K_NUM:
-            if (m->have[s.field]) wg_value_uint(out, inst, m->num[s.field]);
+            if (m->have[s.field]) wg_value_uint_at(out, m->inst, m->num[s.field]);
             break;
         case K_OP:
             if (m->op_have[s.field / OP_FIELDS][s.field % OP_FIELDS])
-                wg_value_uint(out, inst, m->ops[s.field / OP_FIELDS][s.field % OP_FIELDS]);
+                wg_value_uint_at(out, m->inst, m->ops[s.field / OP_FIELDS][s.field % OP_FIELDS]);
             break;
         }
     }

@@ -19,7 +19,7 @@
 //       constructor(params) { super("myagent", { "myagent.up": new Metric([46, 0, 0]) }); }
 //       fetch(pmid) { if (pmid.item !== 0) throw new UnknownPmid(); return 1; }
 //     }
-//     export const { namespace, source } = exportAgent(Up);
+//     export const { namespace, metrics } = exportAgent(Up);
 //
 // An exporter is a class whose constructor takes the parameters and whose `encode(samples)`
 // returns the requests that carry them (the host sends them, retries and acknowledges):
@@ -535,12 +535,13 @@ export function nsError(e) {
 }
 
 /**
- * The objects to export as the `namespace` and `source` interfaces
- * (`export const { namespace, source } = exportAgent(cls)`). `new cls(params)` configures;
+ * The objects to export as the `namespace` and `metrics` interfaces
+ * (`export const { namespace, metrics } = exportAgent(cls)`). `new cls(params)` configures;
  * the instance answers `lookupName`, `namesOf`, `children` (`[[name, leaf]]`), `describe` (a
  * Metric) and `fetch(pmid)` (a value, or `[[instance, value]]`, in the Metric's `type`), throwing `UnknownName`,
  * `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call (a dynamic
- * subtree may change there).
+ * subtree may change there). A fetch answers each instance name once and its position in
+ * each value (the WIT `fetched`).
  */
 export function exportAgent(cls) {
   let impl = null;
@@ -562,7 +563,7 @@ export function exportAgent(cls) {
     namesOf: (id) => Array.from(call("namesOf", Pmid.of(id)), String),
     children: (name) => Array.from(call("children", name), ([n, leaf]) => ({ name: String(n), leaf: Boolean(leaf) })),
   };
-  const source = {
+  const metrics = {
     configure(params) {
       impl = configured(cls, params);
     },
@@ -574,12 +575,21 @@ export function exportAgent(cls) {
       };
     },
     fetch(ids) {
-      const out = Array.from(ids, (id) => {
+      const numbers = new Map();
+      const number = (name) => {
+        let n = numbers.get(name);
+        if (n === undefined) {
+          n = numbers.size;
+          numbers.set(name, n);
+        }
+        return n;
+      };
+      const sets = Array.from(ids, (id) => {
         try {
           const got = call("fetch", Pmid.of(id));
           // The type the agent describes the metric with (a map look-up for a Tree).
           const type = call("describe", Pmid.of(id))?.type ?? "double";
-          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance, value }));
+          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance: number(instance), value }));
           return { id, values: { tag: "ok", val: values } };
         } catch (e) {
           // One metric failing does not fail the others; `call` made it an ns-error already.
@@ -587,8 +597,9 @@ export function exportAgent(cls) {
         }
       });
       if (impl !== null && typeof impl.fetched === "function") impl.fetched();
-      return out;
+      // A Map iterates in insertion order: the names in the order their numbers were given.
+      return { instances: [...numbers.keys()], sets };
     },
   };
-  return { namespace, source };
+  return { namespace, metrics };
 }
