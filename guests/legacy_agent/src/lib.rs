@@ -9,7 +9,9 @@ wit_bindgen::generate!({
 });
 
 use exports::wasmon::collector::{namespace, source};
-use wasmon::collector::types::{Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+use wasmon::collector::types::{
+    Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+};
 
 const DOMAIN: u32 = 77;
 const LEAVES: [&str; 2] = ["legacy.up", "legacy.disk.reads"];
@@ -30,7 +32,11 @@ struct Legacy;
 impl namespace::Guest for Legacy {
     fn lookup_name(name: String) -> Result<Pmid, NsError> {
         match LEAVES.iter().position(|l| *l == name) {
-            Some(i) => Ok(Pmid { domain: DOMAIN, cluster: 0, item: i as u32 }),
+            Some(i) => Ok(Pmid {
+                domain: DOMAIN,
+                cluster: 0,
+                item: i as u32,
+            }),
             None if name == "legacy" || name == "legacy.disk" => Err(NsError::NonLeaf),
             None => Err(NsError::UnknownName),
         }
@@ -44,7 +50,13 @@ impl namespace::Guest for Legacy {
             "legacy.disk" => vec![("reads", true)],
             _ => return Err(NsError::UnknownName),
         };
-        Ok(kids.into_iter().map(|(n, leaf)| Child { name: n.into(), leaf }).collect())
+        Ok(kids
+            .into_iter()
+            .map(|(n, leaf)| Child {
+                name: n.into(),
+                leaf,
+            })
+            .collect())
     }
 }
 
@@ -57,8 +69,16 @@ impl source::Guest for Legacy {
         Ok(MetricDesc {
             id,
             value_type: ValueType::Uint64,
-            semantics: if i == 0 { Semantics::Instant } else { Semantics::Counter },
-            units: if i == 0 { String::new() } else { "count".into() },
+            semantics: if i == 0 {
+                Semantics::Instant
+            } else {
+                Semantics::Counter
+            },
+            units: if i == 0 {
+                String::new()
+            } else {
+                "count".into()
+            },
             indom: (i == 1).then_some(DOMAIN << 22),
             help: LEAVES[i].into(),
         })
@@ -69,10 +89,19 @@ impl source::Guest for Legacy {
             .map(|id| ValueSet {
                 id,
                 values: item(id).map(|i| match i {
-                    0 => vec![Value { instance: String::new(), value: Atom::Uint(1) }],
+                    0 => vec![Value {
+                        instance: String::new(),
+                        value: Atom::Uint(1),
+                    }],
                     _ => vec![
-                        Value { instance: "sda".into(), value: Atom::Uint(10 + n) },
-                        Value { instance: "sdb".into(), value: Atom::Uint(20 + n) },
+                        Value {
+                            instance: "sda".into(),
+                            value: Atom::Uint(10 + n),
+                        },
+                        Value {
+                            instance: "sdb".into(),
+                            value: Atom::Uint(20 + n),
+                        },
                     ],
                 }),
             })
