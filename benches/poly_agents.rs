@@ -33,9 +33,18 @@ fn load(
         &target.join("guest-toolchains"),
     )
     .unwrap_or_else(|e| panic!("building {lang}/{name}: {e:#}"));
-    let compiled = rt
-        .compile(&std::fs::read(&built.path).unwrap(), name)
-        .unwrap();
+    sandboxed(rt, &std::fs::read(&built.path).unwrap(), name, host, guest)
+}
+
+/// The component `bytes` as agent `name`, granted `host` read-only at `guest`.
+fn sandboxed(
+    rt: &std::sync::Arc<Runtime>,
+    bytes: &[u8],
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> AgentInstance {
+    let compiled = rt.compile(bytes, name).unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
     cfg.grants.dirs = vec![DirGrant {
         host: host.to_path_buf(),
@@ -165,7 +174,12 @@ fn ns_ids(ids: &[Pmid]) -> Vec<wasmon::namespace::Pmid> {
 }
 
 /// Values in a daemon fetch's answer.
-fn count(fetched: &[(wasmon::namespace::Pmid, Result<wasmon::namespace::Values, wasmon::namespace::NsError>)]) -> usize {
+fn count(
+    fetched: &[(
+        wasmon::namespace::Pmid,
+        Result<wasmon::namespace::Values, wasmon::namespace::NsError>,
+    )],
+) -> usize {
     fetched
         .iter()
         .map(|(_, v)| v.as_ref().map_or(0, |v| v.len()))
@@ -174,19 +188,15 @@ fn count(fetched: &[(wasmon::namespace::Pmid, Result<wasmon::namespace::Values, 
 
 /// A component built elsewhere (`POLY_AGENTS_BEFORE=DIR` holding `nfsclient.wasm`, e.g. one
 /// built before the `metrics` export, which this host loads as a `legacy-agent`).
-fn load_before(rt: &std::sync::Arc<Runtime>, name: &str, host: &Path, guest: &str) -> Option<AgentInstance> {
+fn load_before(
+    rt: &std::sync::Arc<Runtime>,
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> Option<AgentInstance> {
     let dir = std::env::var_os("POLY_AGENTS_BEFORE")?;
     let bytes = std::fs::read(Path::new(&dir).join(format!("{name}.wasm"))).ok()?;
-    let compiled = rt.compile(&bytes, name).unwrap();
-    let mut cfg = GuestConfig::new(name, "{}");
-    cfg.grants.dirs = vec![DirGrant {
-        host: host.to_path_buf(),
-        guest: guest.into(),
-        read_only: true,
-    }];
-    cfg.memory = 256 << 20;
-    cfg.deadline = Duration::from_secs(5);
-    Some(Image::<AgentWorld>::load(rt, &compiled, cfg).unwrap())
+    Some(sandboxed(rt, &bytes, name, host, guest))
 }
 
 fn nfsclient(c: &mut Criterion) {
@@ -221,15 +231,17 @@ fn nfsclient(c: &mut Criterion) {
             b.iter(|| agent.fetch(&ns))
         });
         // The same without the namespace's per-value strings: the call and the lift only.
-        c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_c_guest_raw"), |b| {
-            b.iter(|| agent.0.fetch_raw(&ids).unwrap())
-        });
+        c.bench_function(
+            &format!("nfsclient_poll_{mounts}_mounts_c_guest_raw"),
+            |b| b.iter(|| agent.0.fetch_raw(&ids).unwrap()),
+        );
         if let Some(before) = load_before(&rt, "nfsclient", dir.path(), "/proc/self") {
             let mut before = as_daemon(before);
             assert_eq!(count(&before.fetch(&ns)), values);
-            c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_c_guest_before"), |b| {
-                b.iter(|| before.fetch(&ns))
-            });
+            c.bench_function(
+                &format!("nfsclient_poll_{mounts}_mounts_c_guest_before"),
+                |b| b.iter(|| before.fetch(&ns)),
+            );
         }
         let path = dir.path().join("mountstats");
         c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_native"), |b| {

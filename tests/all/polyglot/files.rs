@@ -46,7 +46,10 @@ fn a_js_agent_reads_granted_files_through_the_sdks_files_helper() {
     // Every regular file of the listing, read whole; the subdirectory is not a file.
     assert_eq!(
         values(0),
-        [("a.txt".into(), Atom::Uint(18)), ("b.txt".into(), Atom::Uint(0))]
+        [
+            ("a.txt".into(), Atom::Uint(18)),
+            ("b.txt".into(), Atom::Uint(0))
+        ]
     );
     assert_eq!(
         values(1),
@@ -65,7 +68,10 @@ fn a_js_agent_reads_granted_files_through_the_sdks_files_helper() {
 
     // Each error names the path and why, with the file-error case.
     for (probe, want) in [
-        ("/data/missing", "no-entry: /data/missing: no such file or directory"),
+        (
+            "/data/missing",
+            "no-entry: /data/missing: no such file or directory",
+        ),
         ("/data/sub", "wrong-kind: /data/sub: not a regular file"),
         (
             "/etc/hostname",
