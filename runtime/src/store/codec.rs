@@ -82,6 +82,8 @@ mod decode;
 mod encode;
 #[path = "codec/ratio.rs"]
 mod ratio;
+#[path = "codec/unpack.rs"]
+mod unpack;
 
 pub use decode::{constant, decode, decode_range};
 pub use encode::{encode, encode_rounded, round_to_digits};

@@ -3,7 +3,7 @@
 
 use super::compact::{self, DecimalHead};
 use super::ratio::{self, RatioHead};
-use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, words};
+use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, unpack, words};
 
 struct Reader<'a>(&'a [u8]);
 
@@ -72,44 +72,37 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
         decode_values(&mut r, n, a, out)?;
         return finish(r);
     }
-    // The slots holding values, in order.
-    let mut slots = [0u16; MAX_VALUES];
-    let m;
+    // Which slots hold values: bit `i` of word `i / 64`.
+    let mut present = [0u64; MAX_VALUES / 64];
     match form {
         1 => {
             let map = r.take(n.div_ceil(8))?;
-            let mut k = 0;
-            for i in 0..n {
-                if map[i / 8] >> (i % 8) & 1 == 1 {
-                    slots[k] = i as u16;
-                    k += 1;
-                }
+            for (i, b) in map.iter().enumerate() {
+                present[i / 8] |= (*b as u64) << (i % 8 * 8);
             }
             if map.len() * 8 > n && map[n / 8] >> (n % 8) != 0 {
                 return Err(DecodeError::Invalid("bitmap bits past the end"));
             }
-            m = k;
         }
         2 => {
             let runs = r.u16()? as usize;
-            let mut nan = [false; MAX_VALUES];
+            for w in present.iter_mut().take(n.div_ceil(64)) {
+                *w = u64::MAX;
+            }
+            if n % 64 != 0 {
+                present[n / 64] = (1u64 << (n % 64)) - 1;
+            }
             let mut next = 0usize;
             for _ in 0..runs {
                 let (s, l) = (r.u16()? as usize, r.u16()? as usize);
                 if s < next || l == 0 || s + l > n {
                     return Err(DecodeError::Invalid("NaN runs out of order or range"));
                 }
-                nan[s..s + l].fill(true);
+                for i in s..s + l {
+                    present[i / 64] &= !(1u64 << (i % 64));
+                }
                 next = s + l;
             }
-            let mut k = 0;
-            for (i, is_nan) in nan.iter().enumerate().take(n) {
-                if !is_nan {
-                    slots[k] = i as u16;
-                    k += 1;
-                }
-            }
-            m = k;
         }
         3 => {
             out.fill(f64::NAN);
@@ -117,20 +110,36 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
         }
         f => return Err(DecodeError::NanForm(f)),
     }
+    let m = ones_before(&present, n);
     if m == 0 {
         return Err(DecodeError::Invalid("no values but not the all-NaN form"));
     }
-    let (pa, pb) = (
-        slots[..m].partition_point(|s| (*s as usize) < a),
-        slots[..m].partition_point(|s| (*s as usize) < b),
-    );
-    let mut vals = [0f64; MAX_VALUES];
-    decode_values(&mut r, m, pa, &mut vals[..pb - pa])?;
-    out.fill(f64::NAN);
-    for (s, v) in slots[pa..pb].iter().zip(&vals) {
-        out[*s as usize - a] = *v;
+    // The range's present values go to the front of `out`, then move out to their slots
+    // from the back (a value never moves left of where it was decoded): no scratch array.
+    let (pa, pb) = (ones_before(&present, a), ones_before(&present, b));
+    decode_values(&mut r, m, pa, &mut out[..pb - pa])?;
+    if pb - pa < out.len() {
+        let mut j = pb - pa;
+        for s in (a..b).rev() {
+            out[s - a] = if present[s / 64] >> (s % 64) & 1 == 1 {
+                j -= 1;
+                out[j]
+            } else {
+                f64::NAN
+            };
+        }
     }
     finish(r)
+}
+
+/// Set bits of `bits` below bit `i`.
+fn ones_before(bits: &[u64; MAX_VALUES / 64], i: usize) -> usize {
+    let whole: u32 = bits[..i / 64].iter().map(|w| w.count_ones()).sum();
+    let part = match i % 64 {
+        0 => 0,
+        r => (bits[i / 64] & ((1u64 << r) - 1)).count_ones(),
+    };
+    (whole + part) as usize
 }
 
 /// Present values `from..from + dst.len()` of the value section of `m` present values.
@@ -153,13 +162,25 @@ fn decode_values(
                 *d = f64::from_bits(r.u64()?);
             }
             let w = bits(k as u64 - 1);
-            let src = Packed::new(r.take(words(m, w) * 8)?, w);
-            for (i, o) in dst.iter_mut().enumerate() {
-                // `w` bits index a table of 2^w entries; only the first `k` are set.
-                match dict[..k].get(src.get(from + i) as usize) {
-                    Some(v) => *o = *v,
-                    None => return Err(DecodeError::Invalid("dictionary index out of range")),
+            let src = r.take(words(m, w) * 8)?;
+            // An index past the `k` entries set (of the 2^w <= 16 that `w` bits can name)
+            // is flagged by a table rather than compared: no branch per value.
+            let mut unset = [1u8; MAX_DICT];
+            unset[..k].fill(0);
+            let mut bad = 0u8;
+            unpack::each_run(src, w, from, dst.len(), |at, idx, zero| {
+                let o = &mut dst[at..at + idx.len()];
+                if zero {
+                    return o.fill(dict[0]);
                 }
+                for (o, i) in o.iter_mut().zip(idx) {
+                    let i = *i as usize % MAX_DICT;
+                    *o = dict[i];
+                    bad |= unset[i];
+                }
+            });
+            if bad != 0 {
+                return Err(DecodeError::Invalid("dictionary index out of range"));
             }
         }
         2 => {
@@ -233,39 +254,18 @@ fn decimal_body(
         exceptions: nexc,
     } = *head;
     let count = if delta { m.saturating_sub(1) } else { m };
-    let src = Packed::new(r.take(words(count, w) * 8)?, w);
-    if delta {
-        // Each integer is the running sum up to it: sum the ones before the range
-        // without converting them.
-        let mut d = base;
-        for i in 1..=from {
-            d = d
-                .wrapping_add(min_delta)
-                .wrapping_add(src.get(i - 1) as i64);
-        }
-        // One loop per sign of `e` (what `scale_back` computes): integers convert
-        // without a division by 1.
-        let p = POW10[e.unsigned_abs() as usize];
-        match e.signum() {
-            0 => running(dst, d, min_delta, &src, from, |d| d as f64),
-            1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
-            _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
-        }
-    } else {
-        // Each value from its own bit offset: no dependency between iterations.
-        let p = POW10[e.unsigned_abs() as usize];
-        let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
-        match e.signum() {
-            0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
-            1 => dst
-                .iter_mut()
-                .enumerate()
-                .for_each(|(i, o)| *o = int(i) / p),
-            _ => dst
-                .iter_mut()
-                .enumerate()
-                .for_each(|(i, o)| *o = int(i) * p),
-        }
+    let src = r.take(words(count, w) * 8)?;
+    // One loop per sign of `e` (what `scale_back` computes): integers convert without a
+    // division by 1.
+    let p = POW10[e.unsigned_abs() as usize];
+    let dec = Decimal { src, w, base, from };
+    match (delta, e.signum()) {
+        (true, 0) => dec.running(dst, min_delta, |d| d as f64),
+        (true, 1) => dec.running(dst, min_delta, |d| d as f64 / p),
+        (true, _) => dec.running(dst, min_delta, |d| d as f64 * p),
+        (false, 0) => dec.framed(dst, |d| d as f64),
+        (false, 1) => dec.framed(dst, |d| d as f64 / p),
+        (false, _) => dec.framed(dst, |d| d as f64 * p),
     }
     exceptions(r, nexc, m, from, dst)
 }
@@ -293,24 +293,52 @@ fn exceptions(
     Ok(())
 }
 
-/// Delta-mode values into `dst`: `d` is the integer of present value `from`, each next one
-/// adds `min_delta` and its packed delta.
-#[inline(always)]
-fn running(
-    dst: &mut [f64],
-    mut d: i64,
-    min_delta: i64,
-    src: &Packed<'_>,
+/// The packed integers of a decimal section and the range's first present value.
+struct Decimal<'a> {
+    src: &'a [u8],
+    w: u32,
+    base: i64,
     from: usize,
-    conv: impl Fn(i64) -> f64,
-) {
-    for (j, o) in dst.iter_mut().enumerate() {
-        if j > 0 {
-            d = d
-                .wrapping_add(min_delta)
-                .wrapping_add(src.get(from + j - 1) as i64);
-        }
-        *o = conv(d);
+}
+
+impl Decimal<'_> {
+    /// Frame-of-reference values into `dst`: `base` plus each one's packed offset (a run of
+    /// zero offsets is `base` converted once).
+    #[inline(always)]
+    fn framed(&self, dst: &mut [f64], conv: impl Fn(i64) -> f64) {
+        unpack::each_run(self.src, self.w, self.from, dst.len(), |at, p, zero| {
+            let o = &mut dst[at..at + p.len()];
+            if zero {
+                return o.fill(conv(self.base));
+            }
+            for (o, x) in o.iter_mut().zip(p) {
+                *o = conv(self.base.wrapping_add(*x as i64));
+            }
+        });
+    }
+
+    /// Delta-mode values into `dst`: integer `i` is `base` plus `i × min_delta` plus the
+    /// packed deltas before it (those before the range summed without converting them).
+    #[inline(always)]
+    fn running(&self, dst: &mut [f64], min_delta: i64, conv: impl Fn(i64) -> f64) {
+        let Some((first, rest)) = dst.split_first_mut() else {
+            return;
+        };
+        let mut skipped = 0i64;
+        unpack::each_run(self.src, self.w, 0, self.from, |_, p, _| {
+            skipped = p.iter().fold(skipped, |a, x| a.wrapping_add(*x as i64));
+        });
+        let mut d = self
+            .base
+            .wrapping_add((self.from as i64).wrapping_mul(min_delta))
+            .wrapping_add(skipped);
+        *first = conv(d);
+        unpack::each_run(self.src, self.w, self.from, rest.len(), |at, p, _| {
+            for (o, x) in rest[at..at + p.len()].iter_mut().zip(p) {
+                d = d.wrapping_add(min_delta).wrapping_add(*x as i64);
+                *o = conv(d);
+            }
+        });
     }
 }
 

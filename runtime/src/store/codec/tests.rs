@@ -70,6 +70,10 @@ fn round_trip(v: &[f64]) {
         (n / 4, n / 4 + 1),
         (n / 2, n / 2),
         (1, n.saturating_sub(1).max(1)),
+        // Across and on the unpacking's groups of 64.
+        (63, 130),
+        (64, 128),
+        (n.saturating_sub(65), n),
     ] {
         if a > b || b > n {
             continue;
