@@ -89,7 +89,7 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
             for w in present.iter_mut().take(n.div_ceil(64)) {
                 *w = u64::MAX;
             }
-            if n % 64 != 0 {
+            if !n.is_multiple_of(64) {
                 present[n / 64] = (1u64 << (n % 64)) - 1;
             }
             let mut next = 0usize;
