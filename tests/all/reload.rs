@@ -164,7 +164,11 @@ fn a_pipeline_flushed_after_each_batch_emits_with_the_batch_and_sleeps_between()
     }
     let calls = pipeline.stages()[0].calls;
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(pipeline.stages()[0].calls, calls, "an idle pipeline calls nothing");
+    assert_eq!(
+        pipeline.stages()[0].calls,
+        calls,
+        "an idle pipeline calls nothing"
+    );
     assert!(rx.try_recv().is_err());
     // Back to a clock: a batch waits in the stage for the next tick.
     pipeline

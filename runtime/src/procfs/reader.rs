@@ -468,8 +468,8 @@ fn open(path: &[u8], flags: libc::c_int) -> io::Result<Fd> {
 /// Read at most `cap` bytes of the file at `rel` (NUL-terminated) under the directory `dir`
 /// into `buf` (grown up to `cap`): a hostile or huge file costs a bounded read.
 fn read_at(dir: &Fd, rel: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
-    let c = CStr::from_bytes_with_nul(rel)
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let c =
+        CStr::from_bytes_with_nul(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: `c` is NUL-terminated and the directory descriptor is open.
     let fd = unsafe { libc::openat(dir.0, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
