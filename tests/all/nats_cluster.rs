@@ -27,6 +27,8 @@ use crate::forward::rig::*;
 /// (a record every 100 ms), little enough for two clusters side by side on two cores.
 const RATE: u64 = 10_000;
 
+mod frozen;
+
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -70,24 +72,46 @@ impl Monitor {
                 .timeout(Duration::from_secs(1))
                 .build()
                 .unwrap();
-            let nats = rt.block_on(async {
-                let addrs: Vec<&str> = urls.split(',').collect();
-                async_nats::ConnectOptions::new()
-                    .ping_interval(Duration::from_secs(1))
-                    .connect(addrs)
-                    .await
-                    .unwrap()
-            });
-            let ask = |subject: &'static str| {
+            // A connection to a server, given up after a few unanswered polls: a frozen
+            // server would otherwise hide the others' progress for as long as it hangs
+            // (async-nats pings only an idle connection, and these polls never let it idle).
+            let connect = || {
                 rt.block_on(async {
+                    let addrs: Vec<&str> = urls.split(',').collect();
+                    tokio::time::timeout(
+                        Duration::from_secs(1),
+                        async_nats::ConnectOptions::new()
+                            .ping_interval(Duration::from_secs(1))
+                            .connect(addrs),
+                    )
+                    .await
+                    .ok()?
+                    .ok()
+                })
+            };
+            let nats = std::cell::RefCell::new(connect());
+            let unanswered = std::cell::Cell::new(0u32);
+            let ask = |subject: &'static str| {
+                if nats.borrow().is_none() || unanswered.get() >= 4 {
+                    *nats.borrow_mut() = connect();
+                    unanswered.set(0);
+                }
+                let client = nats.borrow().clone()?;
+                let got = rt.block_on(async {
                     let r = tokio::time::timeout(
                         Duration::from_millis(300),
-                        nats.request(subject, "".into()),
+                        client.request(subject, "".into()),
                     )
                     .await;
                     let m = r.ok()?.ok()?;
                     serde_json::from_slice::<Value>(&m.payload).ok()
-                })
+                });
+                unanswered.set(if got.is_some() {
+                    0
+                } else {
+                    unanswered.get() + 1
+                });
+                got
             };
             let mut out = Vec::new();
             let mut p = Poll::default();
