@@ -1,7 +1,8 @@
 //! Small helpers several parts share: sizes in config files ("64MiB"), this machine's host
-//! name, names safe as NATS keys, the word-wise byte compare of the hot paths, the protobuf
-//! writes of the encoders, and the crate's one policy on poisoned locks. A leaf: it imports nothing of the crate, so every
-//! part may use it without an arrow running back up.
+//! name, names safe as NATS keys, the word-wise byte compare of the hot paths, numbers as C's
+//! `strtoul` reads them, the protobuf writes of the encoders, and the crate's one policy on
+//! poisoned locks. A leaf: it imports nothing of the crate, so every part may use it without
+//! an arrow running back up.
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -118,6 +119,60 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// An optional leading `+` or `-`: whether it was `-`, and the bytes after it.
+#[inline]
+pub fn split_sign(b: &[u8]) -> (bool, &[u8]) {
+    match b {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, b),
+    }
+}
+
+/// A number as C's `strtoul(s, &end, 10)` reads it, which is how PCP's agents read the
+/// numbers of /proc and /sys: blanks (C's `isspace`) skipped, an optional sign, decimal digits
+/// up to the first other byte. More than a u64 holds reads as `u64::MAX` (C's `ERANGE`); a
+/// `-` negates, wrapping (`-1` is `u64::MAX`). Returns the value and the bytes after the
+/// digits; with no digits, 0 and all of `b` (C's `end == s`).
+///
+/// The per-process and per-CPU files call it for every field, so the common case (1 to 19
+/// digits, which cannot overflow) is one pass with wrapping arithmetic and one compare; the
+/// rest is [`strtoul_edge`]'s.
+#[inline]
+pub fn strtoul(b: &[u8]) -> (u64, &[u8]) {
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t'..=b'\r') {
+        i += 1;
+    }
+    let (neg, digits) = split_sign(&b[i..]);
+    let mut v: u64 = 0;
+    let mut n = 0;
+    while let Some(&c @ b'0'..=b'9') = digits.get(n) {
+        v = v.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+        n += 1;
+    }
+    if n.wrapping_sub(1) >= 19 {
+        return strtoul_edge(b, digits, n, v, neg);
+    }
+    (if neg { v.wrapping_neg() } else { v }, &digits[n..])
+}
+
+/// [`strtoul`] with no digits or with 20 or more (which may overflow).
+#[cold]
+#[inline(never)]
+fn strtoul_edge<'a>(b: &'a [u8], digits: &'a [u8], n: usize, v: u64, neg: bool) -> (u64, &'a [u8]) {
+    let (read, rest) = digits.split_at(n);
+    let fits = read.iter().try_fold(0u64, |v, d| {
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    });
+    match (n, fits, neg) {
+        (0, _, _) => (0, b),
+        (_, None, _) => (u64::MAX, rest),
+        (_, Some(_), true) => (v.wrapping_neg(), rest),
+        (_, Some(_), false) => (v, rest),
+    }
+}
+
 // The crate's one policy on poisoned locks: a thread that panicked while holding a lock has
 // been reported already (the panic hook logs it), and every part keeps the state behind its
 // locks whole between statements that can panic (one insert, one push, one swap). So the
@@ -197,6 +252,24 @@ mod tests {
                 .unwrap_err()
                 .contains("too large")
         );
+    }
+
+    #[test]
+    fn strtoul_reads_as_c_does() {
+        assert_eq!(strtoul(b"  -1 x"), (u64::MAX, &b" x"[..]));
+        assert_eq!(strtoul(b"\t\n\x0b\x0c\r+42kB"), (42, &b"kB"[..]));
+        assert_eq!(strtoul(b"x"), (0, &b"x"[..]));
+        // No digits: nothing is consumed, not even the blanks and the sign.
+        assert_eq!(strtoul(b" -x"), (0, &b" -x"[..]));
+        assert_eq!(strtoul(b""), (0, &b""[..]));
+        assert_eq!(strtoul(b"18446744073709551615 "), (u64::MAX, &b" "[..]));
+        // Past u64: ERANGE's ULONG_MAX, whatever the sign.
+        assert_eq!(strtoul(b"18446744073709551616"), (u64::MAX, &b""[..]));
+        assert_eq!(strtoul(b"-99999999999999999999999,"), (u64::MAX, &b","[..]));
+        assert_eq!(strtoul(b"-0"), (0, &b""[..]));
+        assert_eq!(split_sign(b"+-1"), (false, &b"-1"[..]));
+        assert_eq!(split_sign(b"-1"), (true, &b"1"[..]));
+        assert_eq!(split_sign(b"1"), (false, &b"1"[..]));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! checked the first character (`-`, a digit or `.`).
 
 use super::ErrorKind;
+use crate::util::split_sign;
 
 /// Largest binary exponent magnitude worth tracking: past it every f64 result is already 0 or
 /// infinite, and the sum stays far from i64 overflow however many digits follow.
@@ -89,21 +90,10 @@ fn parse_hex(b: &[u8]) -> Option<f64> {
     if !digits || !matches!(b.get(i), Some(b'p' | b'P')) {
         return None;
     }
-    i += 1;
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (neg, exp_text) = split_sign(&b[i + 1..]);
     let mut e: i64 = 0;
     let mut exp_digits = false;
-    for &c in &b[i..] {
+    for &c in exp_text {
         match c {
             b'_' => {}
             b'0'..=b'9' => {
@@ -140,7 +130,7 @@ fn scale2(mut m: f64, mut exp: i64) -> f64 {
 /// Go's `underscoreOK`: an underscore only between digits, or between a base prefix and a
 /// digit; the sign and a `0x`/`0b`/`0o` prefix count as Go counts them.
 fn underscore_ok(s: &[u8]) -> bool {
-    let s = s.strip_prefix(b"-").or(s.strip_prefix(b"+")).unwrap_or(s);
+    let (_, s) = split_sign(s);
     // What was seen last: '^' start, '0' a digit or base prefix, '_' an underscore, '!' other.
     let mut saw = b'^';
     let mut i = 0;

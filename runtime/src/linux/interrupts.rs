@@ -12,6 +12,7 @@
 use super::indom::{CPU, INTERRUPT, INTERRUPT_CPU, SOFTIRQ, SOFTIRQ_CPU};
 use super::{Ctx, Group, Metric};
 use crate::namespace::{LabelsOf, Value, Values};
+use crate::util::strtoul;
 use serde_json::json;
 
 /// Most columns taken from a header: more CPUs than any Linux kernel supports
@@ -184,7 +185,8 @@ impl Table {
         let mut end = 0;
         let mut total = 0u64;
         for col in 0..self.header.len() {
-            let (value, e) = strtoul(b, s);
+            let (value, after) = strtoul(&b[s..]);
+            let e = b.len() - after.len();
             end = e;
             if !b.get(e).is_some_and(|c| c.is_ascii_whitespace()) {
                 continue;
@@ -225,6 +227,14 @@ impl Table {
             .then_some((r, cpu))
     }
 
+    /// The labels of the cell `NAME::cpuN`: its CPU, then `row`'s labels of its row.
+    fn cell_labels(&self, inst: &str, row: impl Fn(&Row) -> Labels) -> Option<Labels> {
+        let (r, cpu) = self.cell(inst)?;
+        let mut labels = vec![("cpu".into(), json!(cpu))];
+        labels.extend(row(r));
+        Some(labels)
+    }
+
     fn per_row(&self, out: &mut Values, u32_only: bool) {
         let mut name = String::new();
         for r in &self.rows {
@@ -254,36 +264,6 @@ impl Table {
             }
         }
     }
-}
-
-/// `strtoul(b + s)`: skips whitespace and an optional sign, reads decimal digits (saturating
-/// as strtoul does). With no digits, the end is `s` itself.
-fn strtoul(b: &[u8], s: usize) -> (u64, usize) {
-    let mut i = s;
-    while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
-        i += 1;
-    }
-    let neg = match b.get(i) {
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        _ => false,
-    };
-    let digits = i;
-    let mut v = 0u64;
-    while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
-        v = v.saturating_mul(10).saturating_add(u64::from(d - b'0'));
-        i += 1;
-    }
-    if i == digits {
-        return (0, s);
-    }
-    (if neg { v.wrapping_neg() } else { v }, i)
 }
 
 /// `ERR: 12` style rows (pmdalinux's `sscanf(line, "ERR: %u")`).
@@ -322,6 +302,17 @@ fn squash_into(text: &str, out: &mut String) {
     }
 }
 
+/// An instance's labels: (name, value) pairs.
+type Labels = Vec<(String, serde_json::Value)>;
+
+/// An interrupt line's labels: its name and description.
+fn irq_labels(r: &Row) -> Labels {
+    vec![
+        ("irq".into(), json!(r.name)),
+        ("irqtext".into(), json!(r.text)),
+    ]
+}
+
 /// `/proc/interrupts`: cluster 4.
 #[derive(Default)]
 pub struct Interrupts(Table);
@@ -350,24 +341,11 @@ impl Group for Interrupts {
         }
     }
 
-    fn labels(&self, of: LabelsOf) -> Option<Vec<(String, serde_json::Value)>> {
+    fn labels(&self, of: LabelsOf) -> Option<Labels> {
         let t = &self.0;
         match of {
-            LabelsOf::Instance(INTERRUPT, name) => {
-                let r = t.row(name)?;
-                Some(vec![
-                    ("irq".into(), json!(r.name)),
-                    ("irqtext".into(), json!(r.text)),
-                ])
-            }
-            LabelsOf::Instance(INTERRUPT_CPU, inst) => {
-                let (r, cpu) = t.cell(inst)?;
-                Some(vec![
-                    ("cpu".into(), json!(cpu)),
-                    ("irq".into(), json!(r.name)),
-                    ("irqtext".into(), json!(r.text)),
-                ])
-            }
+            LabelsOf::Instance(INTERRUPT, name) => Some(irq_labels(t.row(name)?)),
+            LabelsOf::Instance(INTERRUPT_CPU, inst) => t.cell_labels(inst, irq_labels),
             _ => None,
         }
     }
@@ -399,15 +377,11 @@ impl Group for SoftIrqs {
         }
     }
 
-    fn labels(&self, of: LabelsOf) -> Option<Vec<(String, serde_json::Value)>> {
+    fn labels(&self, of: LabelsOf) -> Option<Labels> {
         match of {
-            LabelsOf::Instance(SOFTIRQ_CPU, inst) => {
-                let (r, cpu) = self.0.cell(inst)?;
-                Some(vec![
-                    ("cpu".into(), json!(cpu)),
-                    ("softirq".into(), json!(r.name)),
-                ])
-            }
+            LabelsOf::Instance(SOFTIRQ_CPU, inst) => self
+                .0
+                .cell_labels(inst, |r| vec![("softirq".into(), json!(r.name))]),
             // The CPU indom's labels are stat's; the softirq indom has none per instance.
             LabelsOf::Instance(SOFTIRQ | CPU, _) => None,
             _ => None,

@@ -347,8 +347,7 @@ impl Group for Ipc {
 #[cfg(test)]
 mod tests {
     use super::super::LinuxAgent;
-    use super::super::testing::{agent, fetch, fetch_f64, one};
-    use crate::namespace::Value;
+    use super::super::testing::{agent, one};
 
     #[test]
     fn objects_from_proc_sysvipc_under_a_root() {
@@ -374,67 +373,46 @@ mod tests {
                 "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n",
             ),
         ]);
-        let keys = fetch(&mut a, "ipc.shm.key");
-        assert_eq!(keys[0], ("32768".into(), Value::Text("0x00000000".into())));
-        assert_eq!(keys[1], ("32769".into(), Value::Text("0xffffffff".into())));
-        assert_eq!(
-            fetch(&mut a, "ipc.shm.owner")[0].1,
-            Value::Text("alice".into())
-        );
-        assert_eq!(
-            fetch(&mut a, "ipc.shm.owner")[1].1,
-            Value::Text("root".into())
-        );
-        assert_eq!(fetch_f64(&mut a, "ipc.shm.perms")[0].1, 600.0);
-        assert_eq!(
-            fetch(&mut a, "ipc.shm.status")[0].1,
-            Value::Text("dest".into())
-        );
-        assert_eq!(fetch_f64(&mut a, "ipc.shm.segsz")[0].1, 524288.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.shm.nattch")[0].1, 2.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.shm.creator_pid")[0].1, 1234.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.shm.last_access_pid")[0].1, 5678.0);
-        assert_eq!(
-            fetch(&mut a, "ipc.msg.key")[0].1,
-            Value::Text("0x12345678".into())
-        );
-        assert_eq!(fetch_f64(&mut a, "ipc.msg.perms")[0].1, 644.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.msg.msgsz")[0].1, 10.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.msg.messages")[0].1, 2.0);
-        assert_eq!(fetch_f64(&mut a, "ipc.msg.last_recv_pid")[0].1, 301.0);
         a.expect(
-            "ipc.sem.nsems 0=4
+            r#"ipc.shm.key 32768="0x00000000" 32769="0xffffffff"
+            ipc.shm.owner 32768="alice" 32769="root"
+            ipc.shm.perms 32768=600 32769=600
+            ipc.shm.status 32768="dest" 32769=""
+            ipc.shm.segsz 32768=524288 32769=4096
+            ipc.shm.nattch 32768=2 32769=0
+            ipc.shm.creator_pid 32768=1234 32769=1235
+            ipc.shm.last_access_pid 32768=5678 32769=1235
+            ipc.msg.key 0="0x12345678"
+            ipc.msg.perms 0=644
+            ipc.msg.msgsz 0=10
+            ipc.msg.messages 0=2
+            ipc.msg.last_recv_pid 0=301
+            ipc.sem.nsems 0=4
             # Limits are the live kernel's: none under a captured root.
             ipc.sem.max_semid -
-            ipc.shm.tot -",
+            ipc.shm.tot -"#,
         );
     }
 
     #[test]
     fn live_limits_match_proc_sys_kernel() {
         let mut a = LinuxAgent::new();
-        let sem: Vec<f64> = std::fs::read_to_string("/proc/sys/kernel/sem")
-            .unwrap()
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
+        // The numbers of /proc/sys/kernel/NAME.
+        let kernel = |name: &str| -> Vec<f64> {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .unwrap()
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect()
+        };
+        let sem = kernel("sem");
         // /proc/sys/kernel/sem: SEMMSL SEMMNS SEMOPM SEMMNI.
         assert_eq!(one(&mut a, "ipc.sem.max_perid"), Some(sem[0]));
         assert_eq!(one(&mut a, "ipc.sem.max_sem"), Some(sem[1]));
         assert_eq!(one(&mut a, "ipc.sem.max_ops"), Some(sem[2]));
         assert_eq!(one(&mut a, "ipc.sem.max_semid"), Some(sem[3]));
-        let msgmax: f64 = std::fs::read_to_string("/proc/sys/kernel/msgmax")
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert_eq!(one(&mut a, "ipc.msg.max_msgsz"), Some(msgmax));
-        let shmmni: f64 = std::fs::read_to_string("/proc/sys/kernel/shmmni")
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert_eq!(one(&mut a, "ipc.shm.max_seg"), Some(shmmni));
+        assert_eq!(one(&mut a, "ipc.msg.max_msgsz"), Some(kernel("msgmax")[0]));
+        assert_eq!(one(&mut a, "ipc.shm.max_seg"), Some(kernel("shmmni")[0]));
         assert!(one(&mut a, "ipc.shm.used_ids").is_some());
     }
 }

@@ -428,37 +428,27 @@ vethab12: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0
     fn addresses_from_files_and_no_ipv4_under_another_root() {
         let dir = host();
         let mut a = LinuxAgent::with_root(dir.path());
-        let text = |v: Vec<(String, Value)>| -> Vec<(String, String)> {
-            let mut v: Vec<_> = v
+        // Each instance's text as `name=text`, sorted (directory order varies).
+        let text = |a: &mut LinuxAgent, m: &str| -> Vec<String> {
+            let mut v: Vec<_> = fetch(a, &format!("network.interface.{m}"))
                 .into_iter()
                 .map(|(n, v)| match v {
-                    Value::Text(t) => (n, t),
+                    Value::Text(t) => format!("{n}={t}"),
                     other => panic!("{other:?}"),
                 })
                 .collect();
             v.sort();
             v
         };
-        let hw = text(fetch(&mut a, "network.interface.hw_addr"));
+        let hw = text(&mut a, "hw_addr");
         assert_eq!(hw.len(), 6);
-        assert!(hw.contains(&("eth0".into(), "02:00:00:00:00:04".into())));
-        let v6 = text(fetch(&mut a, "network.interface.ipv6_addr"));
+        assert!(hw.contains(&"eth0=02:00:00:00:00:04".into()));
         // The last address of an interface is the one pmdalinux keeps.
         assert_eq!(
-            v6,
-            vec![
-                ("eth0".into(), "2001:db8::2/64".into()),
-                ("lo".into(), "::1/128".into())
-            ]
+            text(&mut a, "ipv6_addr"),
+            ["eth0=2001:db8::2/64", "lo=::1/128"]
         );
-        let scope = text(fetch(&mut a, "network.interface.ipv6_scope"));
-        assert_eq!(
-            scope,
-            vec![
-                ("eth0".into(), "Global".into()),
-                ("lo".into(), "Host".into())
-            ]
-        );
+        assert_eq!(text(&mut a, "ipv6_scope"), ["eth0=Global", "lo=Host"]);
         assert!(fetch(&mut a, "network.interface.inet_addr").is_empty());
     }
 

@@ -177,7 +177,6 @@ impl Group for SlabInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LinuxAgent;
     use super::super::testing::{agent, fetch_f64};
 
     const V21: &str = "\
@@ -198,32 +197,26 @@ fake cache (DMA)     100    128     64   64    1 : tunables  120   60    8 : sla
             ["ext4_inode_cache", "kmalloc-rcl-8k", "fake_cache__DMA)"]
         );
         assert_eq!(active[0].1, 12000.0);
-        let get = |a: &mut LinuxAgent, m| -> Vec<f64> {
-            fetch_f64(a, m).into_iter().map(|x| x.1).collect()
-        };
-        assert_eq!(
-            get(&mut a, "mem.slabinfo.objects.total"),
-            [12600.0, 0.0, 128.0]
-        );
-        assert_eq!(
-            get(&mut a, "mem.slabinfo.objects.size"),
-            [1080.0, 8192.0, 64.0]
-        );
-        assert_eq!(get(&mut a, "mem.slabinfo.slabs.active"), [420.0, 0.0, 2.0]);
-        assert_eq!(get(&mut a, "mem.slabinfo.slabs.total"), [420.0, 0.0, 2.0]);
-        assert_eq!(
-            get(&mut a, "mem.slabinfo.slabs.pages_per_slab"),
-            [8.0, 8.0, 1.0]
-        );
-        assert_eq!(
-            get(&mut a, "mem.slabinfo.slabs.objects_per_slab"),
-            [30.0, 4.0, 64.0]
-        );
         let page = super::super::meminfo::page_size() as f64;
-        assert_eq!(
-            get(&mut a, "mem.slabinfo.slabs.total_size"),
-            [8.0 * 12000.0 * page / 30.0, 0.0, 100.0 * page / 64.0]
-        );
+        for (metric, want) in [
+            ("objects.total", [12600.0, 0.0, 128.0]),
+            ("objects.size", [1080.0, 8192.0, 64.0]),
+            ("slabs.active", [420.0, 0.0, 2.0]),
+            ("slabs.total", [420.0, 0.0, 2.0]),
+            ("slabs.pages_per_slab", [8.0, 8.0, 1.0]),
+            ("slabs.objects_per_slab", [30.0, 4.0, 64.0]),
+            (
+                "slabs.total_size",
+                [8.0 * 12000.0 * page / 30.0, 0.0, 100.0 * page / 64.0],
+            ),
+        ] {
+            let got = fetch_f64(&mut a, &format!("mem.slabinfo.{metric}"));
+            assert_eq!(
+                got.iter().map(|x| x.1).collect::<Vec<_>>(),
+                want,
+                "{metric}"
+            );
+        }
     }
 
     #[test]

@@ -52,7 +52,8 @@ pub fn agent(files: &[(&str, &str)]) -> (tempfile::TempDir, LinuxAgent) {
 /// - `name 12.5`: exactly one value, equal to the number (`_` separators allowed);
 /// - `name -`: no value;
 /// - `name "text"`: exactly one value, this text;
-/// - `name sda=1 sdb=2`: exactly these instances, in this order, with these values;
+/// - `name sda=1 sdb=2`: exactly these instances, in this order, with these values (`sda="none"`
+///   for a text without blanks);
 /// - `name !AppVersion`: the fetch fails with this error.
 ///
 /// Blank lines and `#` comment lines are skipped.
@@ -84,25 +85,18 @@ fn expect(a: &mut LinuxAgent, table: &str) {
         };
         let ok = match want {
             "-" => got.is_empty(),
-            _ if want.starts_with('"') => {
-                let text = want.trim_matches('"');
-                matches!(&got[..], [(_, Value::Text(t))] if t == text)
-            }
-            _ if want.contains('=') => {
-                let insts: Vec<(&str, f64)> = want
+            _ if want.contains('=') && !want.starts_with('"') => {
+                let insts: Vec<(&str, &str)> = want
                     .split_ascii_whitespace()
-                    .map(|p| {
-                        let (i, v) = p.split_once('=').expect("instance=value");
-                        (i, number(v))
-                    })
+                    .map(|p| p.split_once('=').expect("instance=value"))
                     .collect();
                 got.len() == insts.len()
                     && got
                         .iter()
                         .zip(&insts)
-                        .all(|((gi, gv), (wi, wv))| gi == wi && gv.as_f64() == Some(*wv))
+                        .all(|((gi, gv), (wi, wv))| gi == wi && same(gv, wv))
             }
-            _ => matches!(&got[..], [(_, v)] if v.as_f64() == Some(number(want))),
+            _ => matches!(&got[..], [(_, v)] if same(v, want)),
         };
         if !ok {
             wrong.push(format!("{name}: want {want}, got {got:?}"));
@@ -114,6 +108,14 @@ fn expect(a: &mut LinuxAgent, table: &str) {
         wrong.len(),
         wrong.join("\n")
     );
+}
+
+/// Whether `got` is the table's `want`: a `"text"` or a number.
+fn same(got: &Value, want: &str) -> bool {
+    match want.strip_prefix('"').and_then(|w| w.strip_suffix('"')) {
+        Some(text) => matches!(got, Value::Text(t) if t == text),
+        None => got.as_f64() == Some(number(want)),
+    }
 }
 
 fn number(text: &str) -> f64 {

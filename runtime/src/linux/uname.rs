@@ -152,36 +152,41 @@ mod tests {
 
     #[test]
     fn distro_from_release_files_in_pmdalinux_order() {
-        let (_dir, mut a) = agent(&[
-            ("etc/debian_version", "12.11\n"),
-            ("etc/lsb-release", "DISTRIB_ID=Ubuntu\n"),
-        ]);
-        assert_eq!(
-            text(&mut a, "kernel.uname.distro").as_deref(),
-            Some("Debian 12.11")
-        );
-        // A captured tree: no uname(2) values, but the agent's version.
-        assert_eq!(text(&mut a, "kernel.uname.release"), None);
-        assert_eq!(text(&mut a, "pmda.uname"), None);
-        assert_eq!(text(&mut a, "pmda.version").as_deref(), Some("6.0.3"));
-        let (_dir, mut a) = agent(&[(
-            "etc/lsb-release",
-            "DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE=22.04\n",
-        )]);
-        assert_eq!(
-            text(&mut a, "kernel.uname.distro").as_deref(),
-            Some("Ubuntu")
-        );
-        let (_dir, mut a) = agent(&[(
-            "etc/redhat-release",
-            "Red Hat Enterprise Linux release 9.2 (Plow)\n",
-        )]);
-        assert_eq!(
-            text(&mut a, "kernel.uname.distro").as_deref(),
-            Some("Red Hat Enterprise Linux release 9.2 (Plow)")
-        );
-        let (_dir, mut a) = agent(&[]);
-        assert_eq!(text(&mut a, "kernel.uname.distro").as_deref(), Some("?"));
+        for (files, want) in [
+            (
+                &[
+                    ("etc/debian_version", "12.11\n"),
+                    ("etc/lsb-release", "DISTRIB_ID=Ubuntu\n"),
+                ][..],
+                "Debian 12.11",
+            ),
+            (
+                &[(
+                    "etc/lsb-release",
+                    "DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE=22.04\n",
+                )],
+                "Ubuntu",
+            ),
+            (
+                &[(
+                    "etc/redhat-release",
+                    "Red Hat Enterprise Linux release 9.2 (Plow)\n",
+                )],
+                "Red Hat Enterprise Linux release 9.2 (Plow)",
+            ),
+            (&[], "?"),
+        ] {
+            let (_dir, mut a) = agent(files);
+            assert_eq!(
+                text(&mut a, "kernel.uname.distro").as_deref(),
+                Some(want),
+                "{files:?}"
+            );
+            // A captured tree: no uname(2) values, but the agent's version.
+            assert_eq!(text(&mut a, "kernel.uname.release"), None);
+            assert_eq!(text(&mut a, "pmda.uname"), None);
+            assert_eq!(text(&mut a, "pmda.version").as_deref(), Some("6.0.3"));
+        }
     }
 
     #[test]

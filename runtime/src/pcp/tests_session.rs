@@ -149,6 +149,18 @@ fn ask(s: &mut Session, req: Request) -> Vec<u32> {
     words(&s.answer(req).expect("a reply"))
 }
 
+/// The reply to a FETCH of `ids` in context `ctx` (`highres`: HIGHRES_FETCH).
+fn fetch(s: &mut Session, ctx: u32, ids: &[u32], highres: bool) -> Vec<u32> {
+    ask(
+        s,
+        Request::Fetch {
+            ctx,
+            ids: ids.to_vec(),
+            highres,
+        },
+    )
+}
+
 /// A reply's names, decoded with the request decoder (the PDU is the same).
 fn names_in(reply: &[u32]) -> Vec<String> {
     let bytes: Vec<u8> = reply.iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -307,25 +319,11 @@ fn descs_fetch_profile_instances_text() {
         })),
         None
     );
-    let r = ask(
-        &mut s,
-        Request::Fetch {
-            ctx: 3,
-            ids: vec![colour, ops],
-            highres: false,
-        },
-    );
+    let r = fetch(&mut s, 3, &[colour, ops], false);
     // colour: one DPTR value (a double), instance 1; ops: one U64.
     assert_eq!(r[5], 2);
     assert_eq!(r[6..10], [colour, 1, 1, 1]);
-    let other_ctx = ask(
-        &mut s,
-        Request::Fetch {
-            ctx: 4,
-            ids: vec![colour],
-            highres: false,
-        },
-    );
+    let other_ctx = fetch(&mut s, 4, &[colour], false);
     assert_eq!(other_ctx[7], 3, "another context has no profile");
     // Help text where the agent has it, PM_ERR_TEXT otherwise (and for indoms).
     let text = ask(
@@ -476,13 +474,6 @@ fn descs_and_labels_answers() {
         },
     );
     assert_eq!(none, [28, t::LABEL, 0, ops, 16, 0, 0]);
-    let r = ask(
-        &mut s,
-        Request::Fetch {
-            ctx: 0,
-            ids: vec![ops],
-            highres: true,
-        },
-    );
+    let r = fetch(&mut s, 0, &[ops], true);
     assert_eq!((r[1], r[3]), (t::HIGHRES_RESULT, 1));
 }

@@ -233,12 +233,16 @@ mod tests {
 
     const SELF_STAT: &[u8] = b"7367 (cat) R 7355 7355 4740 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 27130 3133440 411 18446744073709551615 94188129431552 94188129451433 140723426492320 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 94188129467440 94188129469056 94188756062208 140723426495202 140723426495222 140723426495222 140723426496491 0\n";
 
+    /// Parses `line`, checks its pid, command and state, and returns the fields to check.
+    fn parsed(line: &[u8], pid: u32, comm: &str, state: u8) -> TaskStat {
+        let (p, st) = parse_stat(line).unwrap();
+        assert_eq!((p, st.comm.as_str(), st.state), (pid, comm, state));
+        st
+    }
+
     #[test]
     fn parses_a_plain_stat_line() {
-        let (pid, st) = parse_stat(SELF_STAT).unwrap();
-        assert_eq!(pid, 7367);
-        assert_eq!(st.comm.as_str(), "cat");
-        assert_eq!(st.state, b'R');
+        let st = parsed(SELF_STAT, 7367, "cat", b'R');
         assert_eq!(
             (st.ppid, st.pgrp, st.session, st.tpgid),
             (7355, 7355, 4740, -1)
@@ -255,10 +259,7 @@ mod tests {
     #[test]
     fn comm_with_spaces_and_parentheses_splits_at_last_paren() {
         let line = b"42 (a) b) (c d)) S 1 42 42 0 -1 0 5 0 0 0 1 2 0 0 20 0 3 0 99 1000 7 0 0 0 0 0 0 0 0 0 0 0 0 0 0 2\n";
-        let (pid, st) = parse_stat(line).unwrap();
-        assert_eq!(pid, 42);
-        assert_eq!(st.comm.as_str(), "a) b) (c d)");
-        assert_eq!(st.state, b'S');
+        let st = parsed(line, 42, "a) b) (c d)", b'S');
         assert_eq!(
             (st.utime, st.stime, st.num_threads, st.rss_pages),
             (1, 2, 3, 7)

@@ -74,6 +74,7 @@ pub struct Description {
     pub thread: bool,
 }
 
+/// A per-process metric's row of [`DESCRIPTIONS`]; `.per_thread()` for a thread's.
 const fn d(
     name: &'static str,
     counter: bool,
@@ -89,15 +90,12 @@ const fn d(
     }
 }
 
-const fn t(
-    name: &'static str,
-    counter: bool,
-    units: &'static str,
-    help: &'static str,
-) -> Description {
-    Description {
-        thread: true,
-        ..d(name, counter, units, help)
+impl Description {
+    const fn per_thread(self) -> Self {
+        Description {
+            thread: true,
+            ..self
+        }
     }
 }
 
@@ -155,30 +153,34 @@ pub const DESCRIPTIONS: &[Description] = {
             "sec",
             "Time the process's threads were runnable but waited for a CPU (schedstat).",
         ),
-        t(
+        d(
             THREAD_CPU_USER,
             true,
             "sec",
             "CPU time the thread spent in user mode.",
-        ),
-        t(
+        )
+        .per_thread(),
+        d(
             THREAD_CPU_SYSTEM,
             true,
             "sec",
             "CPU time the thread spent in the kernel.",
-        ),
-        t(
+        )
+        .per_thread(),
+        d(
             THREAD_SCHED_RUN,
             true,
             "sec",
             "Time the thread ran on a CPU (schedstat).",
-        ),
-        t(
+        )
+        .per_thread(),
+        d(
             THREAD_BLOCKED,
             false,
             "sec",
             "How long the thread has been in a watched blocking state, 0 when it is not.",
-        ),
+        )
+        .per_thread(),
     ]
 };
 

@@ -121,6 +121,17 @@ fn config(sub: &str) -> ProcfsConfig {
     cfg
 }
 
+/// [`config`] with the blocked-thread detector on: a thread in one of `states` for
+/// `after_ms` is blocked, and alarms wait `batch_ms` to go out together.
+fn blocked_config(sub: &str, states: &[&str], after_ms: u64, batch_ms: u64) -> ProcfsConfig {
+    let mut cfg = config(sub);
+    cfg.blocked.enabled = true;
+    cfg.blocked.states = states.iter().map(|s| s.to_string()).collect();
+    cfg.blocked.after = Duration::from_millis(after_ms);
+    cfg.blocked.batch_window = Duration::from_millis(batch_ms);
+    cfg
+}
+
 #[test]
 fn reads_own_process_and_threads_from_real_proc() {
     let me = std::process::id();
@@ -429,11 +440,7 @@ fn thread_schedstat_only_for_threads_in_the_given_states() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_thread_fires_once_per_blocking_episode() {
     let n = quiet();
-    let mut cfg = config("stop-test");
-    cfg.blocked.enabled = true;
-    cfg.blocked.states = vec!["T".into()];
-    cfg.blocked.after = Duration::from_millis(300);
-    cfg.blocked.batch_window = Duration::ZERO;
+    let cfg = blocked_config("stop-test", &["T"], 300, 0);
     let sub_name = cfg.blocked.subscriber.clone();
     let kid = spawn("sleep", &["600"]);
     let inst = format!("{0}/{0}", kid.pid());
@@ -443,23 +450,24 @@ async fn stopped_thread_fires_once_per_blocking_episode() {
     let task = tokio::spawn(run_detectors(Arc::clone(&n), cfg, shutdown.clone()));
     // 12 polls while stopped: one alarm, not one per poll.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let first: Vec<_> = drain(&n, &sub_name)
-        .into_iter()
-        .filter(|x| *x.instance == *inst)
-        .collect();
+    // The alarms about the stopped child since the last look.
+    let ours = || -> Vec<_> {
+        drain(&n, &sub_name)
+            .into_iter()
+            .filter(|x| *x.instance == *inst)
+            .collect()
+    };
+    let first = ours();
     assert_eq!(first.len(), 1, "{first:?}");
     assert!(first[0].value >= 0.3);
     // Unblock, let a poll see it running, block again: a second alarm.
     kid.signal(libc::SIGCONT);
     wait_for_state(kid.pid(), b'S');
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(drain(&n, &sub_name).iter().all(|x| *x.instance != *inst));
+    assert!(ours().is_empty());
     kid.signal(libc::SIGSTOP);
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let second: Vec<_> = drain(&n, &sub_name)
-        .into_iter()
-        .filter(|x| *x.instance == *inst)
-        .collect();
+    let second = ours();
     assert_eq!(second.len(), 1, "{second:?}");
     shutdown.cancel();
     task.await.unwrap().unwrap();
@@ -468,11 +476,7 @@ async fn stopped_thread_fires_once_per_blocking_episode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_alarms_of_a_burst_arrive_as_one_batch() {
     let n = quiet();
-    let mut cfg = config("burst-test");
-    cfg.blocked.enabled = true;
-    cfg.blocked.states = vec!["T".into()];
-    cfg.blocked.after = Duration::from_millis(200);
-    cfg.blocked.batch_window = Duration::from_millis(500);
+    let cfg = blocked_config("burst-test", &["T"], 200, 500);
     let sub = n.subscriber(&cfg.blocked.subscriber);
     let kids: Vec<Kid> = (0..3).map(|_| spawn("sleep", &["600"])).collect();
     let shutdown = CancellationToken::new();
@@ -537,12 +541,8 @@ fn wchan_pattern_counts_as_blocked() {
     // `sleep` waits in hrtimer_nanosleep (state S, which is not in the configured states): only
     // the wchan pattern can make it count as blocked.
     let n = quiet();
-    let mut cfg = config("wchan-test");
-    cfg.blocked.enabled = true;
-    cfg.blocked.states = vec![];
+    let mut cfg = blocked_config("wchan-test", &[], 150, 0);
     cfg.blocked.wchan = vec!["nanosleep".into()];
-    cfg.blocked.after = Duration::from_millis(150);
-    cfg.blocked.batch_window = Duration::ZERO;
     let sub = cfg.blocked.subscriber.clone();
     let kid = spawn("sleep", &["600"]);
     let inst = format!("{0}/{0}", kid.pid());

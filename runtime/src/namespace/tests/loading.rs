@@ -127,7 +127,7 @@ fn a_trapped_agent_does_not_disturb_other_subtrees() {
     let text = "root { foo baz 45:*:* static 1:0:0 }\nfoo { count 44:*:* version 44:0:1 }\n";
     let ns = Namespace::from_pmns(&[("t", text)]).unwrap();
     let mut a = agents(vec![
-        (44, Box::new(Trapped) as Box<dyn Agent>),
+        (44, Box::new(Failing::trapped()) as Box<dyn Agent>),
         (
             45,
             Box::new(ListAgent::new(&[
@@ -207,35 +207,11 @@ fn agents_cannot_escape_their_domain_or_subtree() {
 
 #[test]
 fn endless_agent_subtrees_are_cut() {
-    struct Endless;
-    impl Agent for Endless {
-        fn lookup_name(&mut self, _: &str) -> Result<Pmid, NsError> {
-            Err(NsError::NonLeaf)
-        }
-        fn names_of(&mut self, _: Pmid) -> Result<Vec<String>, NsError> {
-            Err(NsError::UnknownPmid)
-        }
-        fn children(&mut self, _: &str) -> Result<Vec<Child>, NsError> {
-            Ok(vec![
-                Child {
-                    name: "again".into(),
-                    leaf: false,
-                },
-                Child {
-                    name: "leaf".into(),
-                    leaf: true,
-                },
-            ])
-        }
-        fn describe(&mut self, _: Pmid) -> Result<MetricDesc, NsError> {
-            Err(NsError::UnknownPmid)
-        }
-        fn fetch(&mut self, _: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
-            Vec::new()
-        }
-    }
+    let mut endless = Failing {
+        error: NsError::UnknownPmid,
+        children: Some(&[("again", false), ("leaf", true)]),
+    };
     let ns = Namespace::from_pmns(&[("x", "root { foo 44:*:* other 1:0:0 }\n")]).unwrap();
-    let mut endless = Endless;
     let t = ns
         .traverse(
             "",

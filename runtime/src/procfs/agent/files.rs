@@ -2,40 +2,16 @@
 //! `io`, `smaps_rollup`, `schedstat`, `cgroup`, `autogroup`, `cmdline`), plus the instance name
 //! PCP's proc agent gives a process, `/proc/tty/drivers`, and the passwd/group name tables.
 //! Pure functions over byte slices (the name tables read their file when asked); no /proc
-//! access here. Numbers are read as C's `strtoul` reads them (leading blanks, a sign, digits
-//! up to the first other byte, wrapping): the agent answers what pmdaproc answers.
+//! access here. Numbers are read as C's `strtoul` reads them (`util::strtoul`): the agent
+//! answers what pmdaproc answers.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::util::strtoul;
+
 /// Bytes of an instance name and of `psargs` pmdaproc keeps (`MAXPATHLEN` less the pid).
 pub const CMDLINE_CAP: usize = 4096;
-
-/// `strtoul`-like: skip blanks, optional sign, decimal digits (wrapping); 0 when none. Returns
-/// the value and the rest after the digits.
-pub fn num(b: &[u8]) -> (u64, &[u8]) {
-    let mut i = 0;
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n') {
-        i += 1;
-    }
-    let neg = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let mut v: u64 = 0;
-    while let Some(d) = b.get(i).map(|c| c.wrapping_sub(b'0')).filter(|d| *d <= 9) {
-        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
-        i += 1;
-    }
-    (if neg { v.wrapping_neg() } else { v }, &b[i..])
-}
 
 /// The value after `key` on a `key value` line of a status-like file.
 fn after<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
@@ -90,7 +66,7 @@ pub fn parse_full_stat(b: &[u8]) -> Option<FullStat> {
         if p.is_empty() || p[0] == b'\n' {
             break;
         }
-        let (v, r) = num(&p[1..]);
+        let (v, r) = strtoul(&p[1..]);
         st.f[n] = v;
         st.fields = n;
         p = r;
@@ -156,7 +132,7 @@ pub fn parse_status(b: &[u8]) -> Status {
             let mut out = [0u32; 4];
             let mut p = v;
             for slot in out.iter_mut() {
-                let (n, r) = num(p);
+                let (n, r) = strtoul(p);
                 *slot = n as u32;
                 p = r;
             }
@@ -168,14 +144,14 @@ pub fn parse_status(b: &[u8]) -> Status {
             st.gid = four(v);
         } else if line.starts_with(b"Vm") {
             if let Some(i) = VM_KEYS.iter().position(|k| line.starts_with(k)) {
-                st.vm[i] = num(&line[VM_KEYS[i].len()..]).0 as u32;
+                st.vm[i] = strtoul(&line[VM_KEYS[i].len()..]).0 as u32;
             }
         } else if let Some(v) = after(line, b"Threads:") {
-            st.threads = num(v).0 as u32;
+            st.threads = strtoul(v).0 as u32;
         } else if let Some(v) = after(line, b"voluntary_ctxt_switches:") {
-            st.vctxsw = num(v).0 as u32;
+            st.vctxsw = strtoul(v).0 as u32;
         } else if let Some(v) = after(line, b"nonvoluntary_ctxt_switches:") {
-            st.nvctxsw = num(v).0 as u32;
+            st.nvctxsw = strtoul(v).0 as u32;
         } else if let Some(i) = [b"SigPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:"]
             .iter()
             .position(|k| line.starts_with(*k))
@@ -184,11 +160,11 @@ pub fn parse_status(b: &[u8]) -> Status {
         } else if let Some(v) = after(line, b"Cpus_allowed_list:") {
             st.cpus_allowed = Some(text_value(v, false));
         } else if let Some(v) = after(line, b"Ngid:") {
-            st.ngid = Some(num(v).0 as u32);
+            st.ngid = Some(strtoul(v).0 as u32);
         } else if let Some(v) = after(line, b"Tgid:") {
-            st.tgid = Some(num(v).0 as u32);
+            st.tgid = Some(strtoul(v).0 as u32);
         } else if let Some(v) = after(line, b"envID:") {
-            st.envid = Some(num(v).0 as u32);
+            st.envid = Some(strtoul(v).0 as u32);
         } else if let Some(i) = [&b"NStgid:"[..], b"NSpid:", b"NSpgid:", b"NSsid:"]
             .iter()
             .position(|k| line.starts_with(k))
@@ -205,7 +181,7 @@ pub fn parse_numbers<const N: usize>(b: &[u8]) -> [u64; N] {
     let mut out = [0u64; N];
     let mut p = b;
     for slot in out.iter_mut() {
-        let (v, r) = num(p);
+        let (v, r) = strtoul(p);
         *slot = v;
         p = r;
     }
@@ -250,7 +226,7 @@ pub fn parse_keyed<const N: usize>(b: &[u8], keys: &[&[u8]; N]) -> [u64; N] {
     let mut out = [0u64; N];
     for line in b.split(|&c| c == b'\n') {
         if let Some(i) = keys.iter().position(|k| line.starts_with(k)) {
-            out[i] = num(&line[keys[i].len()..]).0;
+            out[i] = strtoul(&line[keys[i].len()..]).0;
         }
     }
     out
@@ -311,10 +287,10 @@ pub fn parse_autogroup(b: &[u8]) -> (u32, i32) {
     let Some(rest) = b.strip_prefix(b"/autogroup-") else {
         return (0, 0);
     };
-    let (id, rest) = num(rest);
+    let (id, rest) = strtoul(rest);
     let nice = rest
         .strip_prefix(b" nice")
-        .map_or(0, |r| num(r).0 as i64 as i32);
+        .map_or(0, |r| strtoul(r).0 as i64 as i32);
     (id as u32, nice)
 }
 

@@ -349,7 +349,7 @@ impl Worker {
             };
         }
         if need.has(Need::OOM) {
-            p.oom = self.parsed(&dir, c"oom_score", |b| files::num(b).0 as u32);
+            p.oom = self.parsed(&dir, c"oom_score", |b| crate::util::strtoul(b).0 as u32);
         }
         if need.has(Need::CGROUP) {
             p.cgroup = self.parsed(&dir, c"cgroup", parse_cgroup);
