@@ -1,7 +1,7 @@
 //! The decoder: reads any byte string back into slots or fails with a [`DecodeError`], never
 //! panicking (the format is described in `codec.rs`).
 
-use super::{bits, words, DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10};
+use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, words};
 
 struct Reader<'a>(&'a [u8]);
 

@@ -1,7 +1,7 @@
 //! The encoder: picks each buffer's smallest form of the cascade and writes it (the format is
 //! described in `codec.rs`).
 
-use super::{bits, scale_back, words, MAX_DICT, MAX_EXP, MAX_VALUES, POW10};
+use super::{MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, scale_back, words};
 
 /// Values up to which encoding works in arrays of this size on the stack rather than of
 /// [`MAX_VALUES`] (clearing 4 KiB twice cost more than encoding 16 values).
