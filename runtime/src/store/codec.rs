@@ -13,7 +13,13 @@
 //!   exception; value `i` is `d_i / 10^e` (`d_i * 10^-e` for negative `e`) with `d_i = base +
 //!   p_i` (mode 0, frame of reference) or `d_i = d_{i-1} + min_delta + p_{i-1}`, `d_0 = base`
 //!   (mode 1, deltas); exceptions replace the values that do not survive that round trip;
-//!   3 raw: `m × u64 bits`.
+//!   3 raw: `m × u64 bits`;
+//!   4 integer constant: zigzag varint `d`, the value `d as f64` (`compact.rs`);
+//!   5 decimal with a compact header: `u8 (e + 18) | mode << 7`, zigzag varint base, zigzag
+//!   varint min_delta (mode 1 only), `u8 width`, varint exceptions, then form 2's packed words
+//!   and exceptions. The encoder writes 4 and 5 where 0 and 2 would read the same; 0 and 2
+//!   stay readable (snapshots written before them);
+//!   6 ratio (rates of counters, `n / (j × 2^-s)`): the layout in `ratio.rs`.
 //! - Bit-packed values sit in little-endian u64 words, `ceil(count × width / 64)` of them.
 
 /// The most values one buffer holds (the store's `BUFFER_CAP`).
@@ -68,10 +74,14 @@ fn scale_back(d: i64, e: i32) -> f64 {
 
 // Paths spelled out: the fuzz target includes this file by `#[path]`, where bare names would
 // resolve beside it.
+#[path = "codec/compact.rs"]
+mod compact;
 #[path = "codec/decode.rs"]
 mod decode;
 #[path = "codec/encode.rs"]
 mod encode;
+#[path = "codec/ratio.rs"]
+mod ratio;
 
 pub use decode::{constant, decode, decode_range};
 pub use encode::{encode, encode_rounded, round_to_digits};

@@ -36,6 +36,11 @@ pub(crate) struct Chain {
 /// Seconds between two background passes (`Chain::compact`, run by the store's workers).
 pub const COMPACT_EVERY_SECS: i64 = 60;
 
+/// Most raw slots the pass leaves free in the tail for the next minute's writes: a series
+/// written every second would otherwise keep 61 (a 1 KiB array) between passes; past these a
+/// write doubles the array (a copy of at most a few hundred bytes, twice a minute).
+const MAX_ROOM: usize = 8;
+
 /// A series not written for this long (and two of its steps) counts as no longer written: the
 /// background pass freezes all its slots but the newest (a process that exited).
 pub const IDLE_AFTER: i64 = 120;
@@ -351,7 +356,7 @@ impl Chain {
         let room = if idle {
             0
         } else {
-            (COMPACT_EVERY_SECS / self.step()) as usize + 1
+            ((COMPACT_EVERY_SECS / self.step()) as usize + 1).min(MAX_ROOM)
         };
         let (head, older) = (&mut self.head, &mut self.older);
         let values = &head.values()[..k];

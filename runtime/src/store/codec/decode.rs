@@ -1,6 +1,8 @@
 //! The decoder: reads any byte string back into slots or fails with a [`DecodeError`], never
 //! panicking (the format is described in `codec.rs`).
 
+use super::compact::{self, DecimalHead};
+use super::ratio::{self, RatioHead};
 use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, words};
 
 struct Reader<'a>(&'a [u8]);
@@ -35,6 +37,11 @@ pub fn constant(bytes: &[u8]) -> Option<f64> {
     match bytes {
         [0, 0, rest @ ..] if rest.len() == 8 => {
             Some(f64::from_bits(u64::from_le_bytes(rest.try_into().ok()?)))
+        }
+        [0, 4, rest @ ..] => {
+            let mut r: &[u8] = rest;
+            let v = compact::read_int_constant(&mut r).ok()?;
+            r.is_empty().then_some(v)
         }
         _ => None,
     }
@@ -167,56 +174,35 @@ fn decode_values(
             };
             let base = r.u64()? as i64;
             let min_delta = if delta { r.u64()? as i64 } else { 0 };
-            let w = r.u8()? as u32;
-            if w > 64 {
+            let width = r.u8()? as u32;
+            if width > 64 {
                 return Err(DecodeError::Invalid("bit width over 64"));
             }
-            let nexc = r.u16()? as usize;
-            let count = if delta { m - 1 } else { m };
-            let src = Packed::new(r.take(words(count, w) * 8)?, w);
-            if delta {
-                // Each integer is the running sum up to it: sum the ones before the range
-                // without converting them.
-                let mut d = base;
-                for i in 1..=from {
-                    d = d
-                        .wrapping_add(min_delta)
-                        .wrapping_add(src.get(i - 1) as i64);
-                }
-                // One loop per sign of `e` (what `scale_back` computes): integers convert
-                // without a division by 1.
-                let p = POW10[e.unsigned_abs() as usize];
-                match e.signum() {
-                    0 => running(dst, d, min_delta, &src, from, |d| d as f64),
-                    1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
-                    _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
-                }
-            } else {
-                // Each value from its own bit offset: no dependency between iterations.
-                let p = POW10[e.unsigned_abs() as usize];
-                let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
-                match e.signum() {
-                    0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
-                    1 => dst
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, o)| *o = int(i) / p),
-                    _ => dst
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, o)| *o = int(i) * p),
-                }
+            let exceptions = r.u16()? as usize;
+            let head = DecimalHead {
+                e,
+                delta,
+                base,
+                min_delta,
+                width,
+                exceptions,
+            };
+            decimal_body(r, &head, m, from, dst)?;
+        }
+        4 => dst.fill(compact::read_int_constant(&mut r.0)?),
+        6 => {
+            let head = RatioHead::read(&mut r.0, m)?;
+            let ns = Packed::new(r.take(words(m, head.n_width) * 8)?, head.n_width);
+            let js = Packed::new(r.take(words(m, head.j_width) * 8)?, head.j_width);
+            let scale = head.scale();
+            for (i, o) in dst.iter_mut().enumerate() {
+                *o = ratio::value_of(&head, ns.get(from + i), js.get(from + i), scale);
             }
-            for _ in 0..nexc {
-                let i = r.u16()? as usize;
-                let v = f64::from_bits(r.u64()?);
-                if i >= m {
-                    return Err(DecodeError::Invalid("exception index out of range"));
-                }
-                if (from..to).contains(&i) {
-                    dst[i - from] = v;
-                }
-            }
+            exceptions(r, head.exceptions, m, from, dst)?;
+        }
+        5 => {
+            let head = DecimalHead::read(&mut r.0)?;
+            decimal_body(r, &head, m, from, dst)?;
         }
         3 => {
             let src = r.take(m * 8)?;
@@ -225,6 +211,84 @@ fn decode_values(
             }
         }
         f => return Err(DecodeError::ValueForm(f)),
+    }
+    Ok(())
+}
+
+/// The decimal form's packed integers and exceptions (forms 2 and 5 after their headers):
+/// present values `from..from + dst.len()` of `m`.
+fn decimal_body(
+    r: &mut Reader<'_>,
+    head: &DecimalHead,
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let DecimalHead {
+        e,
+        delta,
+        base,
+        min_delta,
+        width: w,
+        exceptions: nexc,
+    } = *head;
+    let count = if delta { m.saturating_sub(1) } else { m };
+    let src = Packed::new(r.take(words(count, w) * 8)?, w);
+    if delta {
+        // Each integer is the running sum up to it: sum the ones before the range
+        // without converting them.
+        let mut d = base;
+        for i in 1..=from {
+            d = d
+                .wrapping_add(min_delta)
+                .wrapping_add(src.get(i - 1) as i64);
+        }
+        // One loop per sign of `e` (what `scale_back` computes): integers convert
+        // without a division by 1.
+        let p = POW10[e.unsigned_abs() as usize];
+        match e.signum() {
+            0 => running(dst, d, min_delta, &src, from, |d| d as f64),
+            1 => running(dst, d, min_delta, &src, from, |d| d as f64 / p),
+            _ => running(dst, d, min_delta, &src, from, |d| d as f64 * p),
+        }
+    } else {
+        // Each value from its own bit offset: no dependency between iterations.
+        let p = POW10[e.unsigned_abs() as usize];
+        let int = |i: usize| base.wrapping_add(src.get(from + i) as i64) as f64;
+        match e.signum() {
+            0 => dst.iter_mut().enumerate().for_each(|(i, o)| *o = int(i)),
+            1 => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, o)| *o = int(i) / p),
+            _ => dst
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, o)| *o = int(i) * p),
+        }
+    }
+    exceptions(r, nexc, m, from, dst)
+}
+
+/// `count` exceptions `(u16 index, u64 bits)` of a section of `m` values over the decoded
+/// values `from..from + dst.len()`.
+fn exceptions(
+    r: &mut Reader<'_>,
+    count: usize,
+    m: usize,
+    from: usize,
+    dst: &mut [f64],
+) -> Result<(), DecodeError> {
+    let to = from + dst.len();
+    for _ in 0..count {
+        let i = r.u16()? as usize;
+        let v = f64::from_bits(r.u64()?);
+        if i >= m {
+            return Err(DecodeError::Invalid("exception index out of range"));
+        }
+        if (from..to).contains(&i) {
+            dst[i - from] = v;
+        }
     }
     Ok(())
 }

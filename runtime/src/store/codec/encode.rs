@@ -1,6 +1,8 @@
 //! The encoder: picks each buffer's smallest form of the cascade and writes it (the format is
 //! described in `codec.rs`).
 
+use super::compact::{self, DecimalHead};
+use super::ratio;
 use super::{MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, scale_back, words};
 
 /// Values up to which encoding works in arrays of this size on the stack rather than of
@@ -79,8 +81,13 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
     let m = v.len();
     let first = v[0].to_bits();
     if v.iter().all(|x| x.to_bits() == first) {
-        out.push(0);
-        out.extend_from_slice(&first.to_le_bytes());
+        match compact::small_int(v[0]) {
+            Some(d) => compact::write_int_constant(d, out),
+            None => {
+                out.push(0);
+                out.extend_from_slice(&first.to_le_bytes());
+            }
+        }
         return;
     }
     let raw_size = m * 8;
@@ -99,6 +106,29 @@ fn encode_values(v: &[f64], out: &mut Vec<u8>) {
     };
     let dec = decimal(v, ds);
     let dec_size = dec.as_ref().map_or(usize::MAX, Decimal::size);
+    // Noisy values (more than half a value's bytes in the best form so far) may be rates of
+    // counters: the ratio form's search costs ~10 ns a value, paid only then.
+    let best = dict_size.min(dec_size).min(raw_size);
+    if best > m * 4 {
+        let mut pairs = [(0i64, 0i64); MAX_VALUES];
+        let mut exceptions = Vec::new();
+        if let Some(head) = ratio::analyse(v, best, &mut pairs, &mut exceptions) {
+            head.write(out);
+            let pairs = &pairs[..m];
+            let (n_lo, j_lo) = (head.n_lo, head.j_lo as i64);
+            pack(
+                pairs.iter().map(|p| p.0.wrapping_sub(n_lo) as u64),
+                head.n_width,
+                out,
+            );
+            pack(pairs.iter().map(|p| (p.1 - j_lo) as u64), head.j_width, out);
+            for i in exceptions {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&v[i as usize].to_bits().to_le_bytes());
+            }
+            return;
+        }
+    }
     if dict_size <= dec_size && dict_size < raw_size {
         let d = dict.expect("sized above");
         out.push(1);
@@ -198,27 +228,24 @@ struct Decimal {
 }
 
 impl Decimal {
-    fn size(&self) -> usize {
-        1 + 1
-            + 1
-            + 8
-            + if self.delta { 8 } else { 0 }
-            + 1
-            + 2
-            + words(self.count, self.width) * 8
-            + self.exceptions.len() * 10
+    fn head(&self) -> DecimalHead {
+        DecimalHead {
+            e: self.e,
+            delta: self.delta,
+            base: self.base,
+            min_delta: self.min_delta,
+            width: self.width,
+            exceptions: self.exceptions.len(),
+        }
     }
 
+    fn size(&self) -> usize {
+        self.head().size() + words(self.count, self.width) * 8 + self.exceptions.len() * 10
+    }
+
+    /// Form 5 (the decimal form with its header compact; form 2's body).
     fn write(&self, ds: &[i64], out: &mut Vec<u8>) {
-        out.push(2);
-        out.push(self.e as i8 as u8);
-        out.push(self.delta as u8);
-        out.extend_from_slice(&self.base.to_le_bytes());
-        if self.delta {
-            out.extend_from_slice(&self.min_delta.to_le_bytes());
-        }
-        out.push(self.width as u8);
-        out.extend_from_slice(&(self.exceptions.len() as u16).to_le_bytes());
+        self.head().write(out);
         if self.delta {
             let md = self.min_delta;
             let deltas = ds

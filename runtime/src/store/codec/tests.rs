@@ -29,8 +29,20 @@ fn value(r: &mut Rng, kind: usize) -> f64 {
         3 => r.below(1 << 40) as f64,
         4 => f64::from_bits(r.below(1 << 52) as u64), // subnormal
         5 => ((r.below(100_000) as f64) * 0.001 + 1e6).mul_add(1.0, 0.0),
-        _ => -(r.below(1000) as f64) / 7.0,
+        6 => -(r.below(1000) as f64) / 7.0,
+        _ => rate(r),
     }
+}
+
+/// A counter's rate as collectors compute it: an increase over the difference of two epoch
+/// timestamps held as f64 (the ratio form's values), at a 1 s to 5 min interval.
+fn rate(r: &mut Rng) -> f64 {
+    let step = [1.0, 10.0, 60.0, 300.0][r.below(4)];
+    let t1 = 1_100_000_000.0 + r.below(900_000_000) as f64 + r.below(1_000_000) as f64 * 1e-6;
+    let t2 = t1 + step + (r.below(4000) as f64 - 2000.0) * 1e-6;
+    let bits = r.below(40);
+    let n = r.below(1 << bits) as f64 - if r.below(8) == 0 { 5.0 } else { 0.0 };
+    n / (t2 - t1)
 }
 
 fn same(a: f64, b: f64) -> bool {
@@ -80,13 +92,13 @@ fn random_blocks_round_trip_bit_for_bit() {
         let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let n = 1 + r.below(512);
         // A block mixes a main kind with a sprinkle of others and NaN gaps.
-        let main = r.below(7);
+        let main = r.below(8);
         let noise = r.below(4);
         let v: Vec<f64> = (0..n)
             .map(|_| match r.below(16) {
                 0 if noise > 0 => f64::NAN,
                 1 if noise > 1 => {
-                    let k = r.below(7);
+                    let k = r.below(8);
                     value(&mut r, k)
                 }
                 _ => value(&mut r, main),
@@ -105,7 +117,9 @@ fn shaped_blocks_pick_small_forms() {
         e.len()
     };
     // Idle: constant, all zero, all NaN.
-    assert!(size(&[0.0; 512]) <= 10);
+    assert!(size(&[0.0; 512]) <= 3);
+    assert!(size(&[42.0; 512]) <= 3);
+    assert!(size(&[-0.0; 512]) <= 10);
     assert!(size(&[42.5; 512]) <= 10);
     assert_eq!(size(&[f64::NAN; 512]), 1);
     // Few distinct values: a dictionary.
@@ -167,7 +181,7 @@ fn arbitrary_bytes_decode_or_fail_without_panic() {
         // Steer half the inputs into known forms so the deeper checks run too.
         if len >= 2 && r.below(2) == 0 {
             bytes[0] = r.below(4) as u8;
-            bytes[1] = r.below(4) as u8;
+            bytes[1] = r.below(7) as u8;
         }
         let n = r.below(513);
         let mut out = vec![0.0; n];
@@ -175,10 +189,25 @@ fn arbitrary_bytes_decode_or_fail_without_panic() {
             valid += 1;
         }
     }
-    // Mutations of real encodings: flip bytes, truncate, extend.
-    let v: Vec<f64> = (0..300).map(|i| (i % 17) as f64 * 0.5).collect();
+    // Mutations of real encodings (decimal, ratio, integer constant): flip bytes, truncate,
+    // extend.
+    let mut rr = Rng(11);
+    let rates: Vec<f64> = (0..300).map(|_| rate(&mut rr)).collect();
+    for v in [
+        (0..300)
+            .map(|i| (i % 17) as f64 * 0.5)
+            .collect::<Vec<f64>>(),
+        rates,
+        vec![12.0; 300],
+    ] {
+        mutated(&v);
+    }
+    assert!(valid < 20_000);
+}
+
+fn mutated(v: &[f64]) {
     let mut enc = Vec::new();
-    encode(&v, &mut enc);
+    encode(v, &mut enc);
     for i in 0..enc.len() {
         for flip in [1u8, 0x80, 0xff] {
             let mut b = enc.clone();
@@ -193,6 +222,31 @@ fn arbitrary_bytes_decode_or_fail_without_panic() {
         decode(&longer, &mut vec![0.0; 300]),
         Err(DecodeError::Trailing(1))
     );
-    assert!(decode(&enc, &mut vec![0.0; 600]).is_err());
-    assert!(valid < 20_000);
+    // A constant has no length of its own; every other form counts its values.
+    if constant(&enc).is_none() {
+        assert!(decode(&enc, &mut vec![0.0; 600]).is_err());
+    }
+}
+
+#[test]
+fn counter_rates_take_the_ratio_form() {
+    let mut r = Rng(5);
+    for step in [1.0, 10.0, 60.0, 300.0] {
+        // Rates of one counter at one interval, with the timestamps' jitter and a missed poll.
+        let mut t = 1_528_207_811.719_152f64;
+        let v: Vec<f64> = (0..512)
+            .map(|i| {
+                let d = step * if i == 100 { 2.0 } else { 1.0 };
+                let t2 = t + d + (r.below(3000) as f64 - 1500.0) * 1e-6;
+                let x = r.below(20_000) as f64 / (t2 - t);
+                t = t2;
+                x
+            })
+            .collect();
+        let mut e = Vec::new();
+        encode(&v, &mut e);
+        round_trip(&v);
+        assert_eq!(e[1], 6, "step {step}: form {}", e[1]);
+        assert!(e.len() < 512 * 5, "step {step}: {} bytes", e.len());
+    }
 }
