@@ -28,6 +28,22 @@ pub mod agent {
     });
 }
 
+/// Agents built before the `metrics` export (values carry instance names): the same imports,
+/// so the agent world's linker serves them.
+pub mod legacy_agent {
+    wasmtime::component::bindgen!({
+        world: "legacy-agent",
+        path: "../wit",
+        with: {
+            "wasmon:collector/types": super::transformer::wasmon::collector::types,
+            "wasmon:collector/host": super::transformer::wasmon::collector::host,
+            "wasmon:collector/mapped": super::agent::wasmon::collector::mapped,
+            "wasmon:collector/files": super::agent::wasmon::collector::files,
+        },
+        exports: { default: async },
+    });
+}
+
 pub mod exporter {
     wasmtime::component::bindgen!({
         world: "exporter",

@@ -140,7 +140,7 @@ class Scaffold(Tree):
         self.calls += 1
 
 
-Namespace, Source = export_agent(Scaffold)
+Namespace, Metrics = export_agent(Scaffold)
 "#;
 
 const JS: &str = r#"// A wasmon agent: {DOC}
@@ -171,7 +171,7 @@ class Scaffold extends Tree {
   }
 }
 
-export const { namespace, source } = exportAgent(Scaffold);
+export const { namespace, metrics } = exportAgent(Scaffold);
 "#;
 
 const C: &str = r#"/* A wasmon agent: {DOC}
