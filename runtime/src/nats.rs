@@ -452,32 +452,48 @@ pub struct Hung {
     pub known: Vec<String>,
 }
 
+/// Whether `client`'s server answers one probe within [`PROBE_TIMEOUT`] (the server itself
+/// answers it, "no responders").
+pub async fn answers(client: &async_nats::Client) -> bool {
+    let asked = tokio::time::timeout(
+        PROBE_TIMEOUT,
+        client.request(PROBE_SUBJECT, bytes::Bytes::new()),
+    )
+    .await;
+    match asked {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => e.kind() == async_nats::RequestErrorKind::NoResponders,
+        Err(_) => false,
+    }
+}
+
+/// What the cluster's server `client` is connected to said of itself and of the others.
+pub fn said(client: &async_nats::Client) -> Hung {
+    let info = client.server_info();
+    let known = info
+        .connect_urls
+        .iter()
+        .take(MAX_SERVERS)
+        .map(|u| {
+            if u.contains("://") {
+                u.clone()
+            } else {
+                format!("nats://{u}")
+            }
+        })
+        .collect();
+    Hung {
+        server: format!("{}:{}", info.host, info.port),
+        known,
+    }
+}
+
 /// Resolves when `client`'s server has left [`PROBES_FAILED`] probes in a row unanswered
 /// (a probe every [`PROBE_EVERY`]): a hung server (stopped, its sockets open), or a
 /// reconnection stuck on one. The caller drops the client and connects anew with
 /// [`Connection::connect_avoiding`].
 pub async fn hung(client: &async_nats::Client) -> Hung {
-    use async_nats::RequestErrorKind;
     let mut failed = 0;
-    let said = |client: &async_nats::Client| {
-        let info = client.server_info();
-        let known = info
-            .connect_urls
-            .iter()
-            .take(MAX_SERVERS)
-            .map(|u| {
-                if u.contains("://") {
-                    u.clone()
-                } else {
-                    format!("nats://{u}")
-                }
-            })
-            .collect();
-        Hung {
-            server: format!("{}:{}", info.host, info.port),
-            known,
-        }
-    };
     let mut last = said(client);
     // Until the server answered once, the client may still be connecting (every server
     // down at start): it is given up only after FIRST_ANSWER_WITHIN.
@@ -485,17 +501,7 @@ pub async fn hung(client: &async_nats::Client) -> Hung {
     let first = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(PROBE_EVERY).await;
-        let asked = tokio::time::timeout(
-            PROBE_TIMEOUT,
-            client.request(PROBE_SUBJECT, bytes::Bytes::new()),
-        )
-        .await;
-        let answered = match asked {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => e.kind() == RequestErrorKind::NoResponders,
-            Err(_) => false,
-        };
-        if answered {
+        if answers(client).await {
             failed = 0;
             answered_once = true;
             last = said(client);
