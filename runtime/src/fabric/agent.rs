@@ -618,7 +618,9 @@ impl Agent {
                 continue;
             }
             for p in self.pending.values_mut() {
-                if p.fenced && p.from_live.as_ref() == Some(&owner) && p.revision <= lease.owners_rev
+                if p.fenced
+                    && p.from_live.as_ref() == Some(&owner)
+                    && p.revision <= lease.owners_rev
                 {
                     p.released = true;
                 }
@@ -641,8 +643,8 @@ impl Agent {
             let me = &self.me;
             self.pending.retain(|n, p| {
                 let mine = v.owners.get(n).is_some_and(|r| &r.owner.agent == me);
-                let settled = p.fenced
-                    && (p.from_live.is_none() || p.released || p.since.elapsed() >= stale);
+                let settled =
+                    p.fenced && (p.from_live.is_none() || p.released || p.since.elapsed() >= stale);
                 mine && !settled
             });
             let owned = v
