@@ -91,6 +91,12 @@ pub type SharedView = Arc<Mutex<View>>;
 /// thousand); a view further behind is read again whole (every key's latest entry).
 const WALK_LIMIT: u64 = 4096;
 
+/// How much longer than one KV operation's limit a fresh view's first read may take: it reads
+/// every key (one read per node, 64 at a time), which on a busy cluster takes longer than the
+/// limit, and a read cut off at the limit starts over at the next epoch and never finishes
+/// (seen with 100 agents starting at once, 1 s epochs). The epochs do not wait for it.
+const FIRST_READ_FACTOR: u32 = 10;
+
 /// The owners-bucket key a fence writes (no node's name: node names never start with `_`).
 pub const FENCE_KEY: &str = "_fence";
 
@@ -134,43 +140,46 @@ async fn refresh_owners(
         .map_err(|e| format!("{e:#}"))?;
         Ok((last, Some((whole, entries))))
     };
+    // A fresh view reads every key: give it longer (it runs beside the epochs).
+    let timeout = if have == 0 {
+        timeout * FIRST_READ_FACTOR
+    } else {
+        timeout
+    };
     let (last, got) = tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))??;
     let mut v = crate::util::lock(view);
-    match got {
-        Some((whole, entries)) => {
-            if whole {
-                // What the listing covers is replaced; claims this agent recorded meanwhile
-                // (discovery runs beside a slow refresh) are newer and stay.
-                v.owners.retain(|_, r| r.revision > last);
-                v.owners_rev = last;
+    if let Some((whole, entries)) = got {
+        if whole {
+            // What the listing covers is replaced; claims this agent recorded meanwhile
+            // (discovery runs beside a slow refresh) are newer and stay.
+            v.owners.retain(|_, r| r.revision > last);
+            v.owners_rev = last;
+        }
+        for e in entries {
+            // Never older over newer: a claim this agent recorded itself may be ahead.
+            if v.owners
+                .get(&e.key)
+                .is_some_and(|r| r.revision > e.revision)
+            {
+                continue;
             }
-            for e in entries {
-                // Never older over newer: a claim this agent recorded itself may be ahead.
-                if v.owners
-                    .get(&e.key)
-                    .is_some_and(|r| r.revision > e.revision)
-                {
-                    continue;
+            match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
+                (kv::Operation::Put, Ok(owner)) => {
+                    v.owners.insert(
+                        e.key,
+                        OwnerRec {
+                            owner,
+                            revision: e.revision,
+                        },
+                    );
                 }
-                match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
-                    (kv::Operation::Put, Ok(owner)) => {
-                        v.owners.insert(
-                            e.key,
-                            OwnerRec {
-                                owner,
-                                revision: e.revision,
-                            },
-                        );
-                    }
-                    _ => {
-                        v.owners.remove(&e.key);
-                    }
+                _ => {
+                    v.owners.remove(&e.key);
                 }
             }
         }
-        None => {}
     }
     v.owners_rev = v.owners_rev.max(last);
     v.owners_checked = Some(asked);
@@ -205,14 +214,15 @@ async fn refresh_leases(
                 .cloned()
                 .collect()
         };
+        let reads: Vec<anyhow::Result<Option<crate::nats::jetstream::Latest>>> =
+            futures_util::stream::iter(new)
+                .map(|key| async move { crate::nats::jetstream::latest_entry(store, &key).await })
+                .buffer_unordered(CLAIMS_IN_FLIGHT)
+                .collect()
+                .await;
         let mut read = Vec::new();
-        for key in new {
-            if let Some(e) = crate::nats::jetstream::latest_entry(store, &key)
-                .await
-                .map_err(|e| format!("{e:#}"))?
-            {
-                read.push(e);
-            }
+        for r in reads {
+            read.extend(r.map_err(|e| format!("{e:#}"))?);
         }
         Ok::<_, String>((keys, read))
     };
