@@ -599,6 +599,42 @@ mod tests {
         assert!(check_replicas(3).is_ok());
     }
 
+    #[test]
+    fn the_hung_server_is_known_by_what_it_said() {
+        let a = parse_servers("nats://127.0.0.1:4222").unwrap().remove(0);
+        assert!(same_server(&a, "127.0.0.1:4222"));
+        assert!(same_server(&a, "0.0.0.0:4222"));
+        assert!(!same_server(&a, "127.0.0.1:4223"));
+        assert!(!same_server(&a, "10.0.0.1:4222"));
+        assert!(!same_server(&a, ":0"));
+    }
+
+    /// A stopped server (SIGSTOP: its socket open, nothing answered) fails the probe, and
+    /// `hung` names it within two probes; a running one answers.
+    #[tokio::test]
+    async fn a_stopped_server_is_found_hung() {
+        let server = crate::testutil::NatsServer::start();
+        let client = server.client().await;
+        assert!(answers(&client).await, "a running server answers");
+        let port = server.address.rsplit(':').next().unwrap().to_string();
+        let pid = server.pid() as i32;
+        let watching = {
+            let c = client.clone();
+            tokio::spawn(async move { hung(&c).await })
+        };
+        // Answered a probe or two first (a connection that never answered is given longer).
+        tokio::time::sleep(PROBE_EVERY * 3).await;
+        assert!(!watching.is_finished(), "a running server is not hung");
+        // SAFETY: kill(2) on the test's own child; SIGCONT follows below.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        let found = tokio::time::timeout(Duration::from_secs(10), watching).await;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        let found = found.expect("found hung within 10 s").unwrap();
+        assert!(found.server.ends_with(&format!(":{port}")), "{found:?}");
+        assert!(answers(&client).await, "it answers again once resumed");
+    }
+
     /// A daemon whose first seed is down at start connects through another.
     #[tokio::test]
     async fn connects_through_a_seed_that_answers() {
