@@ -570,25 +570,27 @@ mod tests {
         let (f, p) = c.check(None).unwrap_err();
         assert_eq!(f, "fleet.nats");
         assert!(p.contains("server 2 of 2"), "{p}");
-        let c = Connection {
-            url_field: "fleet.nats",
-            servers: "nats://a:1",
-            auth: &Auth {
-                username: Some("u".into()),
-                ..Auth::default()
-            },
+        // An auth key's error names it in the section's spelling.
+        let user = Auth {
+            username: Some("u".into()),
+            ..Auth::default()
         };
-        assert_eq!(c.check(None).unwrap_err().0, "fleet.username");
+        let ca = Auth {
+            tls_ca: Some("missing.pem".into()),
+            ..Auth::default()
+        };
         let dir = tempfile::tempdir().unwrap();
-        let c = Connection {
-            url_field: "nats.address",
-            servers: "nats://a:1",
-            auth: &Auth {
-                tls_ca: Some("missing.pem".into()),
-                ..Auth::default()
-            },
-        };
-        assert_eq!(c.check(Some(dir.path())).unwrap_err().0, "nats.tls-ca");
+        for (url_field, auth, base, key) in [
+            ("fleet.nats", &user, None, "fleet.username"),
+            ("nats.address", &ca, Some(dir.path()), "nats.tls-ca"),
+        ] {
+            let c = Connection {
+                url_field,
+                servers: "nats://a:1",
+                auth,
+            };
+            assert_eq!(c.check(base).unwrap_err().0, key);
+        }
         assert!(check_replicas(0).is_err() && check_replicas(6).is_err());
         assert!(check_replicas(3).is_ok());
     }

@@ -500,31 +500,21 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ingest_from_real_nats_server() {
         let server = crate::testutil::NatsServer::start();
-        let address = server.address.clone();
         let publisher = server.client().await;
         let store = Arc::new(Store::new(StoreConfig::default()));
         let token = CancellationToken::new();
+        let core = |subject: &str, cluster: Option<&str>| NatsSubscription {
+            subscribe_to: subject.into(),
+            cluster_tag: cluster.map(Into::into),
+            stream: None,
+            durable: None,
+            duplicate_window: default_window(),
+            replicas: None,
+        };
         let cfg = NatsConfig {
-            address,
+            address: server.address.clone(),
             auth: Default::default(),
-            subscriptions: vec![
-                NatsSubscription {
-                    subscribe_to: "updates.>".into(),
-                    cluster_tag: Some("fritz".into()),
-                    stream: None,
-                    durable: None,
-                    duplicate_window: default_window(),
-                    replicas: None,
-                },
-                NatsSubscription {
-                    subscribe_to: "other".into(),
-                    cluster_tag: None,
-                    stream: None,
-                    durable: None,
-                    duplicate_window: default_window(),
-                    replicas: None,
-                },
-            ],
+            subscriptions: vec![core("updates.>", Some("fritz")), core("other", None)],
         };
         let task = tokio::spawn(run_nats_ingest(
             store.clone(),
