@@ -25,7 +25,8 @@
 //! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200); `COLLECT_ONLY=threads`
 //! or `COLLECT_ONLY=poll` runs one section alone; `COLLECT_POLL_SECS` is the `poll` window
 //! (default 60 s, after a 15 s warm-up) and `COLLECT_POLL_CPUS` its CPU counts (default
-//! `host,64,256,1024`).
+//! `host,64,256,1024`); `WASMON_BIN_BEFORE` runs a second daemon binary beside it in `poll`
+//! (a change's before and after in one run).
 
 #[path = "pcp_wire.rs"]
 mod pcp_wire;
@@ -122,8 +123,13 @@ impl Drop for Daemon {
 
 /// The release daemon started in `dir` on `config` (written there as wasmon.toml).
 fn spawn_daemon(dir: &std::path::Path, config: &str) -> Child {
+    spawn_daemon_of(&release::binary(), dir, config)
+}
+
+/// The daemon binary `bin` started in `dir` on `config`.
+fn spawn_daemon_of(bin: &std::path::Path, dir: &std::path::Path, config: &str) -> Child {
     std::fs::write(dir.join("wasmon.toml"), config).unwrap();
-    Command::new(release::binary())
+    Command::new(bin)
         .args(["run", "--config", "wasmon.toml"])
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -564,9 +570,13 @@ fn default_poll_names(cfg: &toml::Table) -> Vec<String> {
     names
 }
 
-/// The release daemon on the embedded default config, only its ports and data directory
+/// The daemon `bin` on the embedded default config, only its ports and data directory
 /// changed (and the linux agent's `root` when given).
-fn default_daemon(cfg: &toml::Table, root: Option<&std::path::Path>) -> Daemon {
+fn default_daemon(
+    bin: &std::path::Path,
+    cfg: &toml::Table,
+    root: Option<&std::path::Path>,
+) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let (http, pcp) = (free_port(), free_port());
     let mut cfg = cfg.clone();
@@ -585,7 +595,7 @@ fn default_daemon(cfg: &toml::Table, root: Option<&std::path::Path>) -> Daemon {
             }
         }
     }
-    let child = spawn_daemon(dir.path(), &toml::to_string(&cfg).unwrap());
+    let child = spawn_daemon_of(bin, dir.path(), &toml::to_string(&cfg).unwrap());
     let mut d = Daemon {
         child,
         pcp,
@@ -708,6 +718,9 @@ fn poll() {
         })
         .collect();
     let counts = std::env::var("COLLECT_POLL_CPUS").unwrap_or("host,64,256,1024".into());
+    // `WASMON_BIN_BEFORE`: another build run beside it on the same config (a change's before).
+    let bin = release::binary();
+    let before_bin = std::env::var_os("WASMON_BIN_BEFORE").map(PathBuf::from);
     println!(
         "\n`poll`: the default config's polling ({} linux names every {}s, the process reader \
          every {}s), CPU per {}s interval over {}s, warm-up {}s",
@@ -719,10 +732,11 @@ fn poll() {
         warmup.as_secs()
     );
     println!(
-        "\n| CPUs | linux values | wasmon (default config) | pmcd + pmdalinux + pmdaproc | node_exporter | \
-         wasmon / pmcd | wasmon / node_exporter | linux agent CPU per poll (in this process) |"
+        "\n| CPUs | linux values | wasmon before (WASMON_BIN_BEFORE) | wasmon (default config) | \
+         pmcd + pmdalinux + pmdaproc | node_exporter | wasmon / pmcd | wasmon / node_exporter | \
+         linux agent CPU per poll (in this process) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for count in counts.split(',') {
         let root = match count.trim() {
             "host" => None,
@@ -741,7 +755,10 @@ fn poll() {
             eprintln!("collect: no reference pmcd: no poll figures");
             return;
         };
-        let wasmon = default_daemon(&cfg, root_path);
+        let wasmon = default_daemon(&bin, &cfg, root_path);
+        let before = before_bin
+            .as_deref()
+            .map(|b| default_daemon(b, &cfg, root_path));
         let ne = node_exporter(root_path);
         // pmcd's PMIDs for the same names (non-leaf names expanded as the daemon expands them).
         let mut linux_ids = Vec::new();
@@ -784,16 +801,19 @@ fn poll() {
         // whatever their phase.
         let ticks = |pid: u32| tree_cpu_ticks(pid);
         let ne_pid = ne.as_ref().map(|(c, _)| c.id());
+        let old_pid = before.as_ref().map(|d| d.child.id());
         let before = (
             ticks(wasmon.child.id()),
             ticks(pmcd.child.id()),
             ne_pid.map(ticks),
+            old_pid.map(ticks),
         );
         run(window, &mut client);
         let after = (
             ticks(wasmon.child.id()),
             ticks(pmcd.child.id()),
             ne_pid.map(ticks),
+            old_pid.map(ticks),
         );
         let per = |a: u64, b: u64| {
             (a - b) as f64 / ticks_per_sec() / (window.as_secs_f64() / interval.as_secs_f64()) * 1e3
@@ -801,6 +821,10 @@ fn poll() {
         let w = per(after.0, before.0);
         let p = per(after.1, before.1);
         let e = match (after.2, before.2) {
+            (Some(a), Some(b)) => per(a, b),
+            _ => f64::NAN,
+        };
+        let old = match (after.3, before.3) {
             (Some(a), Some(b)) => per(a, b),
             _ => f64::NAN,
         };
@@ -819,7 +843,7 @@ fn poll() {
             times.push(thread_cpu() - t);
         }
         println!(
-            "| {count} | {values} | {w:.1} ms | {p:.1} ms | {e:.1} ms | {:.2}x | {:.2}x | {:.2} ms |",
+            "| {count} | {values} | {old:.1} ms | {w:.1} ms | {p:.1} ms | {e:.1} ms | {:.2}x | {:.2}x | {:.2} ms |",
             w / p,
             w / e,
             median(times).as_secs_f64() * 1e3

@@ -10,6 +10,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmon::host::agent_types::Pmid;
 use wasmon::host::{AgentInstance, AgentWorld, DirGrant, GuestConfig, Image, Runtime};
+use wasmon::namespace::Agent as _;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -32,9 +33,18 @@ fn load(
         &target.join("guest-toolchains"),
     )
     .unwrap_or_else(|e| panic!("building {lang}/{name}: {e:#}"));
-    let compiled = rt
-        .compile(&std::fs::read(&built.path).unwrap(), name)
-        .unwrap();
+    sandboxed(rt, &std::fs::read(&built.path).unwrap(), name, host, guest)
+}
+
+/// The component `bytes` as agent `name`, granted `host` read-only at `guest`.
+fn sandboxed(
+    rt: &std::sync::Arc<Runtime>,
+    bytes: &[u8],
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> AgentInstance {
+    let compiled = rt.compile(bytes, name).unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
     cfg.grants.dirs = vec![DirGrant {
         host: host.to_path_buf(),
@@ -96,10 +106,10 @@ fn native_mountstats(path: &Path) -> usize {
     mounts.iter().map(|(_, v)| v.len()).sum()
 }
 
-/// The native baseline that also answers: [`native_mountstats`]'s numbers as the values a
-/// fetch returns, each with its instance name (the mount point) as its own string, as the
-/// guest's values carry theirs across the boundary.
-fn native_mountstats_values(path: &Path) -> Vec<(String, u64)> {
+/// The native baseline that also answers: [`native_mountstats`]'s numbers as the values the
+/// daemon's fetch answers (the namespace's `Values`), each with its instance name (the mount
+/// point) as its own string.
+fn native_mountstats_values(path: &Path) -> wasmon::namespace::Values {
     let text = std::fs::read_to_string(path).unwrap();
     let mut values = Vec::new();
     let mut point: Option<&str> = None;
@@ -114,7 +124,7 @@ fn native_mountstats_values(path: &Path) -> Vec<(String, u64)> {
             values.extend(
                 body.split([' ', '\t'])
                     .filter_map(|w| w.parse::<u64>().ok())
-                    .map(|v| (point.to_string(), v)),
+                    .map(|v| (point.to_string(), wasmon::namespace::Value::Uint(v))),
             );
         }
     }
@@ -151,6 +161,44 @@ fn native_slurm(base: &Path) -> usize {
     n
 }
 
+/// The daemon's view of an agent: what a poll asks through the namespace, values with their
+/// instance names as the daemon's fetch answers them.
+fn as_daemon(agent: AgentInstance) -> wasmon::daemon::agents::GuestAgent {
+    wasmon::daemon::agents::GuestAgent(agent)
+}
+
+fn ns_ids(ids: &[Pmid]) -> Vec<wasmon::namespace::Pmid> {
+    ids.iter()
+        .map(|p| wasmon::namespace::Pmid::new(p.domain, p.cluster, p.item).unwrap())
+        .collect()
+}
+
+/// Values in a daemon fetch's answer.
+fn count(
+    fetched: &[(
+        wasmon::namespace::Pmid,
+        Result<wasmon::namespace::Values, wasmon::namespace::NsError>,
+    )],
+) -> usize {
+    fetched
+        .iter()
+        .map(|(_, v)| v.as_ref().map_or(0, |v| v.len()))
+        .sum()
+}
+
+/// A component built elsewhere (`POLY_AGENTS_BEFORE=DIR` holding `nfsclient.wasm`, e.g. one
+/// built before the `metrics` export, which this host loads as a `legacy-agent`).
+fn load_before(
+    rt: &std::sync::Arc<Runtime>,
+    name: &str,
+    host: &Path,
+    guest: &str,
+) -> Option<AgentInstance> {
+    let dir = std::env::var_os("POLY_AGENTS_BEFORE")?;
+    let bytes = std::fs::read(Path::new(&dir).join(format!("{name}.wasm"))).ok()?;
+    Some(sandboxed(rt, &bytes, name, host, guest))
+}
+
 fn nfsclient(c: &mut Criterion) {
     let rt = Runtime::new(None).unwrap();
     let ids = pmids(
@@ -167,22 +215,34 @@ fn nfsclient(c: &mut Criterion) {
             (8, 1, 612),
         ],
     );
+    let ns = ns_ids(&ids);
     for mounts in [3usize, 30, 300] {
         let dir = tempfile::tempdir().unwrap();
         mountstats(mounts, dir.path());
-        let mut agent = load(&rt, "c", "nfsclient", dir.path(), "/proc/self");
-        let sets = agent.fetch(&ids).unwrap();
-        let values: usize = sets
-            .iter()
-            .map(|s| s.values.as_ref().map_or(0, |v| v.len()))
-            .sum();
+        let agent = load(&rt, "c", "nfsclient", dir.path(), "/proc/self");
+        let mut agent = as_daemon(agent);
+        let values = count(&agent.fetch(&ns));
         assert!(
             values >= 700 * mounts,
             "{values} values for {mounts} mounts"
         );
+        // The poll as the daemon takes it: through the sandbox into the namespace's values.
         c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_c_guest"), |b| {
-            b.iter(|| agent.fetch(&ids).unwrap())
+            b.iter(|| agent.fetch(&ns))
         });
+        // The same without the namespace's per-value strings: the call and the lift only.
+        c.bench_function(
+            &format!("nfsclient_poll_{mounts}_mounts_c_guest_raw"),
+            |b| b.iter(|| agent.0.fetch_raw(&ids).unwrap()),
+        );
+        if let Some(before) = load_before(&rt, "nfsclient", dir.path(), "/proc/self") {
+            let mut before = as_daemon(before);
+            assert_eq!(count(&before.fetch(&ns)), values);
+            c.bench_function(
+                &format!("nfsclient_poll_{mounts}_mounts_c_guest_before"),
+                |b| b.iter(|| before.fetch(&ns)),
+            );
+        }
         let path = dir.path().join("mountstats");
         c.bench_function(&format!("nfsclient_poll_{mounts}_mounts_native"), |b| {
             b.iter(|| native_mountstats(&path))

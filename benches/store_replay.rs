@@ -140,6 +140,8 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
         .collect();
     files.sort();
+    // Only the day and its reads (what a change to the read path needs measured).
+    let day_only = std::env::var_os("WASMON_REPLAY_DAY_ONLY").is_some();
     let mut all_series: Vec<Vec<f64>> = Vec::new();
     let (mut total_bytes, mut total_samples) = (0isize, 0u64);
     for f in &files {
@@ -168,6 +170,10 @@ fn main() {
             cfg.metrics.insert(m.to_string(), mc);
         }
         let name = f.file_stem().unwrap().to_string_lossy().to_string();
+        if day_only {
+            all_series.extend(series_values(&rows));
+            continue;
+        }
         let before = LIVE.load(Ordering::Relaxed);
         let store = Store::new(cfg);
         let mut written = 0u64;
@@ -210,21 +216,28 @@ fn main() {
         );
         total_bytes += bytes;
         total_samples += written;
-        let mut by_series: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for r in &rows {
-            by_series.entry(&r.series).or_default().push(r.value);
-        }
-        all_series.extend(by_series.into_values().filter(|v| v.len() >= 16));
+        all_series.extend(series_values(&rows));
         drop(store);
     }
-    println!(
-        "replay all: {total_samples} samples: {:.3} bytes/sample (heap)",
-        total_bytes as f64 / total_samples as f64
-    );
-    codec_cost(&all_series);
+    if !day_only {
+        println!(
+            "replay all: {total_samples} samples: {:.3} bytes/sample (heap)",
+            total_bytes as f64 / total_samples as f64
+        );
+        codec_cost(&all_series);
+    }
     if std::env::var_os("WASMON_REPLAY_SKIP_DAY").is_none() {
         day(&all_series, precision);
     }
+}
+
+/// Each recorded series' values (those of at least 16), in series order.
+fn series_values(rows: &[Row]) -> impl Iterator<Item = Vec<f64>> {
+    let mut by_series: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in rows {
+        by_series.entry(&r.series).or_default().push(r.value);
+    }
+    by_series.into_values().filter(|v| v.len() >= 16)
 }
 
 /// Encode and decode time per 512-value buffer over the recorded series, and their size.
@@ -349,7 +362,12 @@ fn day(recorded: &[Vec<f64>], precision: Option<u32>) {
         ("avg 64 hwthreads × 1024", &host),
     ] {
         let mut times = Vec::new();
-        for _ in 0..15 {
+        // More rounds to profile the reads (`perf record -D` past the day's writes).
+        let rounds = std::env::var("WASMON_REPLAY_READ_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(15);
+        for _ in 0..rounds {
             let t = Instant::now();
             for _ in 0..200 {
                 let r = store

@@ -33,6 +33,7 @@ const TEST_ONLY: &[&str] = &[
     "trap_agent",
     "trap_export",
     "fsprobe",
+    "legacy_agent",
 ];
 const TARGET: &str = "wasm32-wasip2";
 

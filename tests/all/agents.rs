@@ -85,3 +85,87 @@ fn an_agent_that_traps_fails_that_call_and_serves_the_next() {
         Atom::Real(42.0)
     );
 }
+
+/// The instances and values of one fetched metric, in order.
+fn listed(r: &Result<wasmon::namespace::Values, wasmon::namespace::NsError>) -> Vec<(String, f64)> {
+    r.as_ref()
+        .unwrap()
+        .iter()
+        .map(|(i, v)| (i.clone(), v.as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn an_agent_built_before_the_metrics_export_still_loads_and_answers_by_name() {
+    use wasmon::namespace::Agent as _;
+    // `legacy_agent` targets the `legacy-agent` world: its fetch carries each instance name in
+    // each value, as every agent did before `metrics`.
+    let mut a = load_agent("legacy_agent", serde_json::json!({}));
+    assert!(a.legacy(), "linked as a legacy-agent");
+    assert_eq!(a.lookup_name("legacy.up").unwrap(), Ok(pmid(77, 0, 0)));
+    assert_eq!(a.lookup_name("legacy").unwrap(), Err(NsError::NonLeaf));
+    let d = a.describe(pmid(77, 0, 1)).unwrap().unwrap();
+    assert_eq!(d.indom, Some(77 << 22));
+    let ids = [pmid(77, 0, 0), pmid(77, 0, 1), pmid(77, 0, 9)];
+    let sets = a.fetch(&ids).unwrap();
+    assert_eq!(sets[1].values.as_ref().unwrap()[1].instance, "sdb");
+    assert_eq!(sets[2].values, Err(NsError::UnknownPmid));
+    // Through the daemon's namespace, as a PCP client or /api/fetch asks.
+    let mut agent = wasmon::daemon::agents::GuestAgent(a);
+    let got = agent.fetch(&[
+        wasmon::namespace::Pmid::new(77, 0, 0).unwrap(),
+        wasmon::namespace::Pmid::new(77, 0, 1).unwrap(),
+    ]);
+    assert_eq!(listed(&got[0].1), [(String::new(), 1.0)]);
+    assert_eq!(
+        listed(&got[1].1),
+        [("sda".to_string(), 11.0), ("sdb".to_string(), 21.0)]
+    );
+
+    // `guest check` says which world it is and accepts it.
+    let out = std::process::Command::new(wasmon_bin())
+        .args(["guest", "check"])
+        .arg(guest_path("legacy_agent"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("implements wasmon:collector/legacy-agent@0.1.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("built before the wasmon:collector/metrics@0.1.0 export"),
+        "{text}"
+    );
+    assert!(text.contains("accepted: this runtime loads it"), "{text}");
+}
+
+#[test]
+fn an_agent_sends_each_instance_name_once_per_fetch() {
+    use wasmon::namespace::Agent as _;
+    // The Rust SDK numbers the instances its agent names: foo's values through the daemon's
+    // namespace, and the raw answer, whose names are each sent once.
+    let mut foo = load_agent("foo", serde_json::json!({}));
+    assert!(!foo.legacy());
+    let ids = [pmid(44, 1, 0), pmid(44, 0, 1), pmid(44, 9, 9)];
+    let raw = foo.fetch_raw(&ids).unwrap();
+    let wasmon::host::Fetched::Indexed(f) = &raw else {
+        panic!("foo answers by instance number: {raw:?}")
+    };
+    assert_eq!(
+        f.instances,
+        [String::new()],
+        "one name, for the singular values"
+    );
+    assert_eq!(f.sets.len(), 3);
+    assert!(
+        f.sets[..2]
+            .iter()
+            .all(|s| s.values.as_ref().unwrap().iter().all(|v| v.instance == 0))
+    );
+    assert_eq!(f.sets[2].values, Err(NsError::UnknownPmid));
+    let mut agent = wasmon::daemon::agents::GuestAgent(foo);
+    let got = agent.fetch(&[wasmon::namespace::Pmid::new(44, 0, 1).unwrap()]);
+    assert_eq!(listed(&got[0].1), [(String::new(), 1.0)]);
+}

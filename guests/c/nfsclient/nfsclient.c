@@ -14,6 +14,9 @@
  *
  * Parameters: {"path": "/proc/self/mountstats"} (the file in the guest's view: grant the host's
  * /proc at /proc, or a captured tree's directory at /proc/self). */
+/* fmemopen */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,11 @@
  * so 512 stay within the default 100 ms deadline and 3 MiB of the default 64 MiB memory; the
  * file past the last of them is not read, and a log line says so. */
 #define MAX_MOUNTS 512
-/* stdio's buffer: each refill is a host call. */
+/* A mountstats of at most this many bytes is read whole in one host call (the `files`
+ * interface, wg_read_file): MAX_MOUNTS mounts of ~2.6 KB each fit. A larger one is read through
+ * stdio, which stops at the MAX_MOUNTS-th mount without reading the rest. */
+#define MAX_WHOLE (4 * 1024 * 1024)
+/* stdio's buffer for a larger file: each refill is a host call. */
 #define READ_BUFFER (64 * 1024)
 /* Longer lines (a mount's option string is a few hundred bytes) are not mountstats lines: read
  * past and counted as malformed. */
@@ -89,6 +96,7 @@ typedef struct {
     uint8_t have[N_NUM]; /* 0: no value (its line was malformed) */
     uint64_t ops[N_OPS][OP_FIELDS];
     uint8_t op_have[N_OPS][OP_FIELDS];
+    wg_inst inst; /* the mount point's instance number in the fetch call (wg_instance) */
 } mount;
 
 /* ---- the metric table -------------------------------------------------------------------- */
@@ -542,15 +550,30 @@ static void parse(void) {
         mounts = calloc(MAX_MOUNTS, sizeof *mounts);
         if (!mounts) abort();
     }
-    FILE *f = fopen(path, "r");
+    char *whole = NULL;
+    size_t whole_len = 0;
+    int err = wg_read_file(path, MAX_WHOLE, &whole, &whole_len);
+    FILE *f = NULL;
+    if (!err && whole_len) {
+        /* Parsed from memory with the same line reader as a large file. */
+        f = fmemopen(whole, whole_len, "r");
+    } else if (err == EFBIG) {
+        f = fopen(path, "r");
+        static char buffer[READ_BUFFER];
+        if (f) setvbuf(f, buffer, _IOFBF, sizeof buffer);
+    }
     if (!f) {
+        free(whole);
+        /* An empty file is no mounts, not an unreadable one. */
+        if (!err && !whole_len) {
+            last_missing = false;
+            return;
+        }
         if (!last_missing) wg_log(WG_INFO, "%s cannot be read: no NFS mounts to report", path);
         last_missing = true;
         return;
     }
     last_missing = false;
-    static char buffer[READ_BUFFER];
-    setvbuf(f, buffer, _IOFBF, sizeof buffer);
     static char line[MAX_LINE];
     mount *m = NULL;
     bool in_ops = false, full = false;
@@ -627,6 +650,7 @@ static void parse(void) {
         if (!ok && !bad++) first_bad = lineno;
     }
     fclose(f);
+    free(whole);
     if (bad && (bad != last_bad || first_bad != last_first_bad))
         wg_log(WG_WARN, "%s: %zu malformed line(s), the first at line %zu: their values are left out", path, bad,
                first_bad);
@@ -650,21 +674,24 @@ int wg_agent_fetch(wg_tree *tree, wg_pmid id, wg_values *out) {
     (void)tree;
     if (id.domain != DOMAIN || id.cluster >= N_CLUSTERS || id.item > MAX_ITEM || !declared[id.cluster][id.item])
         return WG_UNKNOWN_PMID;
-    if (!parsed) parse();
+    if (!parsed) {
+        parse();
+        /* Each mount point is looked up once per fetch call, not once per value. */
+        for (size_t i = 0; i < n_mounts; i++) mounts[i]->inst = wg_instance(mounts[i]->str[S_MOUNTPOINT]);
+    }
     slot s = slots[id.cluster][id.item];
     for (size_t i = 0; i < n_mounts; i++) {
         const mount *m = mounts[i];
-        const char *inst = m->str[S_MOUNTPOINT];
         switch (s.kind) {
         case K_STR:
-            if (m->str[s.field]) wg_value_text(out, inst, m->str[s.field]);
+            if (m->str[s.field]) wg_value_text_at(out, m->inst, m->str[s.field]);
             break;
         case K_NUM:
-            if (m->have[s.field]) wg_value_uint(out, inst, m->num[s.field]);
+            if (m->have[s.field]) wg_value_uint_at(out, m->inst, m->num[s.field]);
             break;
         case K_OP:
             if (m->op_have[s.field / OP_FIELDS][s.field % OP_FIELDS])
-                wg_value_uint(out, inst, m->ops[s.field / OP_FIELDS][s.field % OP_FIELDS]);
+                wg_value_uint_at(out, m->inst, m->ops[s.field / OP_FIELDS][s.field % OP_FIELDS]);
             break;
         }
     }

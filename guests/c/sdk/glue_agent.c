@@ -128,7 +128,7 @@ static wg_pmid from_wit(const wasmon_collector_types_pmid_t *id) {
     return (wg_pmid){id->domain, id->cluster, id->item};
 }
 
-bool exports_wasmon_collector_source_configure(agent_string_t *text, agent_string_t *err) {
+bool exports_wasmon_collector_metrics_configure(agent_string_t *text, agent_string_t *err) {
     const char *why = NULL;
     wg_params_free(params);
     /* Kept for the instance's life: strings from wg_param_string point into it. */
@@ -199,7 +199,7 @@ bool exports_wasmon_collector_namespace_children(agent_string_t *name,
     return true;
 }
 
-bool exports_wasmon_collector_source_describe(wasmon_collector_types_pmid_t *id,
+bool exports_wasmon_collector_metrics_describe(wasmon_collector_types_pmid_t *id,
                                               wasmon_collector_types_metric_desc_t *ret, ns_error_t *err) {
     if (!tree) return not_configured(err);
     wg_metric m;
@@ -219,13 +219,14 @@ bool exports_wasmon_collector_source_describe(wasmon_collector_types_pmid_t *id,
     return true;
 }
 
-void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_pmid_t *ids,
-                                           exports_wasmon_collector_source_list_value_set_t *ret) {
+void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_list_pmid_t *ids,
+                                            wasmon_collector_types_fetched_t *ret) {
     size_t n = ids->len;
-    ret->len = n;
-    ret->ptr = alloc_n(n, sizeof *ret->ptr);
+    wg_instances_reset();
+    ret->sets.len = n;
+    ret->sets.ptr = alloc_n(n, sizeof *ret->sets.ptr);
     for (size_t i = 0; i < n; i++) {
-        wasmon_collector_types_value_set_t *set = &ret->ptr[i];
+        wasmon_collector_types_indexed_set_t *set = &ret->sets.ptr[i];
         memset(set, 0, sizeof *set);
         set->id = ids->ptr[i];
         if (!tree) {
@@ -247,13 +248,11 @@ void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_
             error_out(&set->values.val.err, code, *message ? message : "fetch failed");
             continue;
         }
-        wasmon_collector_types_list_value_t *list = &set->values.val.ok;
+        wasmon_collector_types_list_indexed_value_t *list = &set->values.val.ok;
         list->len = vals.n;
         list->ptr = alloc_n(vals.n, sizeof *list->ptr);
         for (size_t j = 0; j < vals.n; j++) {
-            /* The instance's malloc'd copy (NULL for "") moves to the host's list. */
-            char *inst = vals.v[j].instance;
-            list->ptr[j].instance = (agent_string_t){(uint8_t *)inst, vals.v[j].instance_len};
+            list->ptr[j].instance = vals.v[j].instance;
             wasmon_collector_types_atom_t *a = &list->ptr[j].value;
             a->tag = (uint8_t)vals.v[j].kind; /* wg_atom is the WIT case order */
             switch (vals.v[j].kind) {
@@ -261,7 +260,7 @@ void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_
             case WG_ATOM_UINT: a->val.uint = vals.v[j].u; break;
             case WG_ATOM_REAL: a->val.real = vals.v[j].value; break;
             case WG_ATOM_TEXT: {
-                /* The malloc'd text moves to the host's list too. */
+                /* The malloc'd text moves to the host's list. */
                 char *t = vals.v[j].text;
                 a->val.text = (agent_string_t){(uint8_t *)t, strlen(t)};
                 break;
@@ -270,7 +269,21 @@ void exports_wasmon_collector_source_fetch(exports_wasmon_collector_source_list_
         }
         free(vals.v);
     }
-    exports_wasmon_collector_source_list_pmid_free(ids);
+    /* Each instance name once: the malloc'd copies move to the host's list (NULL for ""). */
+    size_t n_inst = wg_instances_len();
+    ret->instances.len = n_inst;
+    ret->instances.ptr = alloc_n(n_inst, sizeof *ret->instances.ptr);
+    for (size_t i = 0; i < n_inst; i++) {
+        size_t len;
+        char *name = wg_instances_take(i, &len);
+        if (!len) {
+            free(name);
+            name = NULL;
+        }
+        ret->instances.ptr[i] = (agent_string_t){(uint8_t *)name, len};
+    }
+    wg_instances_reset();
+    exports_wasmon_collector_metrics_list_pmid_free(ids);
     /* An agent may change its namespace between fetches (a dynamic subtree). */
     if (tree) wg_agent_fetched(tree);
 }

@@ -206,15 +206,18 @@ static void test_tree_answers_the_namespace(void) {
     CHECK(wg_tree_set_type(t, pm(46, 9, 9), WG_UINT64) != NULL);
     CHECK(wg_tree_set_type(t, pm(46, 1, 0), (wg_type)9) != NULL);
 
-    /* Values of every kind, freed with their instance names and texts. */
+    /* Values of every kind, freed with their texts; instances by number. */
+    wg_instances_reset();
     wg_values vals;
     wg_values_init(&vals);
     wg_value(&vals, "", 0.5);
     wg_value_uint(&vals, "cpu0", UINT64_MAX);
     wg_value_int(&vals, NULL, -7);
     wg_value_text(&vals, "x", "idle");
-    CHECK(vals.n == 4 && vals.v[0].kind == WG_ATOM_REAL && vals.v[0].value == 0.5 && !vals.v[0].instance);
-    CHECK(vals.v[1].kind == WG_ATOM_UINT && vals.v[1].u == UINT64_MAX && !strcmp(vals.v[1].instance, "cpu0"));
+    CHECK(wg_instances_len() == 3);
+    CHECK(vals.n == 4 && vals.v[0].kind == WG_ATOM_REAL && vals.v[0].value == 0.5 && vals.v[0].instance == 0);
+    CHECK(vals.v[1].kind == WG_ATOM_UINT && vals.v[1].u == UINT64_MAX && vals.v[1].instance == 1);
+    CHECK(vals.v[2].instance == 0 && vals.v[3].instance == 2);
     CHECK(vals.v[2].kind == WG_ATOM_INT && vals.v[2].i == -7);
     CHECK(vals.v[3].kind == WG_ATOM_TEXT && !strcmp(vals.v[3].text, "idle"));
     wg_values_free(&vals);
@@ -294,10 +297,27 @@ static void test_tree_answers_the_namespace(void) {
 static void test_values_and_errors(void) {
     wg_values v;
     wg_values_init(&v);
+    wg_instances_reset();
     for (int i = 0; i < 10; i++) wg_value(&v, i % 2 ? "disk0" : "", i);
     wg_value(&v, NULL, 1.5);
-    CHECK(v.n == 11 && v.v[0].instance == NULL && !strcmp(v.v[1].instance, "disk0") && v.v[9].value == 9);
-    CHECK(v.v[10].instance == NULL && v.v[10].value == 1.5);
+    wg_inst disk = wg_instance("disk0");
+    wg_value_at(&v, disk, 2.5);
+    CHECK(v.n == 12 && v.v[0].instance == 0 && v.v[1].instance == 1 && disk == 1 && v.v[9].value == 9);
+    CHECK(v.v[10].instance == 0 && v.v[10].value == 1.5 && v.v[11].instance == 1);
+    /* Each name once, handed over as a malloc'd copy; many names keep their numbers. */
+    CHECK(wg_instances_len() == 2);
+    char name[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "i%d", i);
+        CHECK(wg_instance(name) == (wg_inst)(i + 2));
+    }
+    CHECK(wg_instance("i500") == 502 && wg_instances_len() == 1002);
+    size_t len;
+    char *taken = wg_instances_take(1, &len);
+    CHECK(len == 5 && !strcmp(taken, "disk0"));
+    free(taken);
+    wg_instances_reset();
+    CHECK(wg_instances_len() == 0 && wg_instance("x") == 0);
     wg_values_free(&v);
     CHECK(v.n == 0 && v.v == NULL);
     CHECK(wg_error("disk %s is gone (%d)", "sda", 5) == WG_OTHER);

@@ -17,18 +17,21 @@ static void *xrealloc(void *p, size_t size) {
     return q;
 }
 
-/* ---- the string table ------------------------------------------------------------------ */
+/* ---- interning: the batches' string table, a fetch's instance names ------------------- */
 
 typedef struct {
     char *text; /* NUL-terminated */
     size_t len;
 } entry;
 
-static entry *table;
-static size_t n_table, cap_table;
-/* Open addressing: slot -> id + 1 (0: empty). Capacity a power of two, at most half full. */
-static uint32_t *slots;
-static size_t n_slots;
+/* Strings by id (their order of arrival) and back. */
+typedef struct {
+    entry *table;
+    size_t n, cap;
+    /* Open addressing: slot -> id + 1 (0: empty). Capacity a power of two, at most half full. */
+    uint32_t *slots;
+    size_t n_slots;
+} interner;
 
 static uint64_t hash(const char *s, size_t len) {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
@@ -36,57 +39,84 @@ static uint64_t hash(const char *s, size_t len) {
     return h;
 }
 
-static void slots_insert(uint32_t id) {
-    size_t mask = n_slots - 1;
-    size_t i = hash(table[id].text, table[id].len) & mask;
-    while (slots[i]) {
-        uint32_t other = slots[i] - 1;
-        if (table[other].len == table[id].len && !memcmp(table[other].text, table[id].text, table[id].len))
+static void slots_insert(interner *t, uint32_t id) {
+    size_t mask = t->n_slots - 1;
+    size_t i = hash(t->table[id].text, t->table[id].len) & mask;
+    while (t->slots[i]) {
+        const entry *other = &t->table[t->slots[i] - 1];
+        if (other->len == t->table[id].len && !memcmp(other->text, t->table[id].text, other->len))
             return; /* the first id of a text stays its id */
         i = (i + 1) & mask;
     }
-    slots[i] = id + 1;
+    t->slots[i] = id + 1;
 }
 
-static long lookup(const char *s, size_t len) {
-    if (!n_slots) return -1;
-    size_t mask = n_slots - 1;
-    for (size_t i = hash(s, len) & mask; slots[i]; i = (i + 1) & mask) {
-        entry *e = &table[slots[i] - 1];
-        if (e->len == len && !memcmp(e->text, s, len)) return (long)(slots[i] - 1);
+static long lookup(const interner *t, const char *s, size_t len) {
+    if (!t->n_slots) return -1;
+    size_t mask = t->n_slots - 1;
+    for (size_t i = hash(s, len) & mask; t->slots[i]; i = (i + 1) & mask) {
+        const entry *e = &t->table[t->slots[i] - 1];
+        if (e->len == len && !memcmp(e->text, s, len)) return (long)(t->slots[i] - 1);
     }
     return -1;
 }
 
-static uint32_t append(const char *s, size_t len) {
-    if (n_table == cap_table) {
-        cap_table = cap_table ? 2 * cap_table : 64;
-        table = xrealloc(table, cap_table * sizeof *table);
+static uint32_t append(interner *t, const char *s, size_t len) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->table = xrealloc(t->table, t->cap * sizeof *t->table);
     }
     char *copy = xrealloc(NULL, len + 1);
     memcpy(copy, s, len);
     copy[len] = 0;
-    uint32_t id = (uint32_t)n_table++;
-    table[id] = (entry){copy, len};
-    if (2 * n_table > n_slots) {
-        free(slots);
-        n_slots = n_slots ? 2 * n_slots : 128;
-        slots = calloc(n_slots, sizeof *slots);
-        if (!slots) abort();
-        for (uint32_t i = 0; i < n_table; i++) slots_insert(i);
+    uint32_t id = (uint32_t)t->n++;
+    t->table[id] = (entry){copy, len};
+    if (2 * t->n > t->n_slots) {
+        free(t->slots);
+        t->n_slots = t->n_slots ? 2 * t->n_slots : 128;
+        t->slots = calloc(t->n_slots, sizeof *t->slots);
+        if (!t->slots) abort();
+        for (uint32_t i = 0; i < t->n; i++) slots_insert(t, i);
     } else {
-        slots_insert(id);
+        slots_insert(t, id);
     }
     return id;
 }
 
-static void reset_table(void) {
-    for (size_t i = 0; i < n_table; i++) free(table[i].text);
-    n_table = 0;
-    if (slots) memset(slots, 0, n_slots * sizeof *slots);
+/* The id of `s`, appended when new. */
+static uint32_t intern(interner *t, const char *s, size_t len) {
+    long found = lookup(t, s, len);
+    return found >= 0 ? (uint32_t)found : append(t, s, len);
 }
 
-const char *wg_string(uint32_t id) { return id < n_table ? table[id].text : ""; }
+static void reset_table(interner *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->table[i].text);
+    t->n = 0;
+    if (t->slots) memset(t->slots, 0, t->n_slots * sizeof *t->slots);
+}
+
+/* The string table batches share with the host. */
+static interner strings;
+
+const char *wg_string(uint32_t id) { return id < strings.n ? strings.table[id].text : ""; }
+
+/* The instance names of the fetch in progress. */
+static interner instances;
+
+wg_inst wg_instance(const char *name) {
+    return intern(&instances, name ? name : "", name ? strlen(name) : 0);
+}
+
+void wg_instances_reset(void) { reset_table(&instances); }
+
+size_t wg_instances_len(void) { return instances.n; }
+
+char *wg_instances_take(size_t i, size_t *len) {
+    char *text = instances.table[i].text;
+    *len = instances.table[i].len;
+    instances.table[i].text = NULL;
+    return text;
+}
 
 /* ---- decoding --------------------------------------------------------------------------- */
 
@@ -99,8 +129,8 @@ static wg_pair **set_pairs;
 static size_t n_sets_in, cap_sets_in;
 
 wg_sample *wg_decode(const wg_batch_in *b, size_t *n) {
-    if (b->reset) reset_table();
-    for (size_t i = 0; i < b->n_new_strings; i++) append(b->new_strings[i].ptr, b->new_strings[i].len);
+    if (b->reset) reset_table(&strings);
+    for (size_t i = 0; i < b->n_new_strings; i++) append(&strings, b->new_strings[i].ptr, b->new_strings[i].len);
     for (size_t i = 0; i < n_sets_in; i++) free(set_pairs[i]);
     if (b->n_metadata > cap_sets_in) {
         cap_sets_in = b->n_metadata;
@@ -179,9 +209,9 @@ void wg_out_free(wg_out *out) {
 
 static uint32_t id_of(wg_out *out, const char *s) {
     size_t len = strlen(s);
-    long found = lookup(s, len);
+    long found = lookup(&strings, s, len);
     if (found >= 0) return (uint32_t)found;
-    uint32_t id = append(s, len);
+    uint32_t id = append(&strings, s, len);
     if (out->n_new_strings == out->cap_new_strings) {
         out->cap_new_strings = out->cap_new_strings ? 2 * out->cap_new_strings : 16;
         out->new_strings = xrealloc(out->new_strings, out->cap_new_strings * sizeof(char *));
@@ -893,42 +923,54 @@ const char *wg_tree_set_type(wg_tree *t, wg_pmid id, wg_type type) {
 void wg_values_init(wg_values *out) { memset(out, 0, sizeof *out); }
 
 void wg_values_free(wg_values *out) {
-    for (size_t i = 0; i < out->n; i++) {
-        free(out->v[i].instance);
+    for (size_t i = 0; i < out->n; i++)
         if (out->v[i].kind == WG_ATOM_TEXT) free(out->v[i].text);
-    }
     free(out->v);
     wg_values_init(out);
 }
 
-/* The next slot, with its instance name copied and its kind set. */
-static wg_instance_value *push_value(wg_values *out, const char *instance, wg_atom kind) {
+/* The next slot, with its instance and kind set. */
+static wg_instance_value *push_value(wg_values *out, wg_inst instance, wg_atom kind) {
     if (out->n == out->cap) {
         out->cap = out->cap ? 2 * out->cap : 4;
         out->v = xrealloc(out->v, out->cap * sizeof *out->v);
     }
     wg_instance_value *v = &out->v[out->n++];
-    memset(v, 0, sizeof *v);
-    v->instance_len = instance ? strlen(instance) : 0;
-    v->instance = v->instance_len ? copy_n(instance, v->instance_len) : NULL;
+    v->instance = instance;
     v->kind = kind;
     return v;
 }
 
-void wg_value(wg_values *out, const char *instance, double value) {
+void wg_value_at(wg_values *out, wg_inst instance, double value) {
     push_value(out, instance, WG_ATOM_REAL)->value = value;
 }
 
-void wg_value_int(wg_values *out, const char *instance, int64_t value) {
+void wg_value_int_at(wg_values *out, wg_inst instance, int64_t value) {
     push_value(out, instance, WG_ATOM_INT)->i = value;
 }
 
-void wg_value_uint(wg_values *out, const char *instance, uint64_t value) {
+void wg_value_uint_at(wg_values *out, wg_inst instance, uint64_t value) {
     push_value(out, instance, WG_ATOM_UINT)->u = value;
 }
 
-void wg_value_text(wg_values *out, const char *instance, const char *text) {
+void wg_value_text_at(wg_values *out, wg_inst instance, const char *text) {
     push_value(out, instance, WG_ATOM_TEXT)->text = copy_n(text ? text : "", text ? strlen(text) : 0);
+}
+
+void wg_value(wg_values *out, const char *instance, double value) {
+    wg_value_at(out, wg_instance(instance), value);
+}
+
+void wg_value_int(wg_values *out, const char *instance, int64_t value) {
+    wg_value_int_at(out, wg_instance(instance), value);
+}
+
+void wg_value_uint(wg_values *out, const char *instance, uint64_t value) {
+    wg_value_uint_at(out, wg_instance(instance), value);
+}
+
+void wg_value_text(wg_values *out, const char *instance, const char *text) {
+    wg_value_text_at(out, wg_instance(instance), text);
 }
 
 static char error_message[512];

@@ -180,12 +180,23 @@ const char *wg_tree_set_type(wg_tree *tree, wg_pmid id, wg_type type);
 size_t wg_tree_len(const wg_tree *tree);
 
 /* One value of a fetched metric: `instance` is the instance's name, "" (or NULL) for a
- * singular metric (copied). */
+ * singular metric (looked up, and copied the first time in a fetch call). */
 void wg_value(wg_values *out, const char *instance, double value);
 /* The same for integer metrics (exact past 2^53) and text metrics (`text` copied). */
 void wg_value_int(wg_values *out, const char *instance, int64_t value);
 void wg_value_uint(wg_values *out, const char *instance, uint64_t value);
 void wg_value_text(wg_values *out, const char *instance, const char *text);
+
+/* An instance's number in the fetch call in progress: each name crosses to the host once per
+ * fetch call, values refer to it by number. An agent that reports many metrics of the same
+ * instances takes each number once per fetch call (valid until the call returns) and gives it
+ * to the _at functions below, which skip wg_value's look-up of the name. */
+typedef uint32_t wg_inst;
+wg_inst wg_instance(const char *name);
+void wg_value_at(wg_values *out, wg_inst instance, double value);
+void wg_value_int_at(wg_values *out, wg_inst instance, int64_t value);
+void wg_value_uint_at(wg_values *out, wg_inst instance, uint64_t value);
+void wg_value_text_at(wg_values *out, wg_inst instance, const char *text);
 
 /* Sets the message of WG_OTHER (printf format) and returns WG_OTHER. */
 int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -359,8 +370,7 @@ typedef struct {
 typedef enum { WG_ATOM_INT = 0, WG_ATOM_UINT = 1, WG_ATOM_REAL = 2, WG_ATOM_TEXT = 3 } wg_atom;
 
 typedef struct {
-    char *instance; /* malloc'd; NULL for "" */
-    size_t instance_len;
+    wg_inst instance; /* its number in the fetch call (wg_instance) */
     wg_atom kind;
     union {
         int64_t i;
@@ -386,6 +396,11 @@ int wg_tree_describe(const wg_tree *tree, wg_pmid id, wg_metric *out);
 
 void wg_values_init(wg_values *out);
 void wg_values_free(wg_values *out);
+/* The fetch call's instance names: forgotten (at the start of a fetch call), counted, and
+ * handed over one by one (malloc'd, NUL-terminated; the caller frees it). */
+void wg_instances_reset(void);
+size_t wg_instances_len(void);
+char *wg_instances_take(size_t i, size_t *len);
 /* The message of the last wg_error. */
 const char *wg_error_message(void);
 /* Empties the message (before each metric's fetch). */

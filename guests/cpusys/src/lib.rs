@@ -26,78 +26,20 @@ const MAX_SCHEDSTAT: u64 = 4 << 20;
 /// CPUs read per fetch: more than any machine has; past it a hostile tree is cut off.
 const MAX_CPUS: usize = 8192;
 
-const fn m(
-    name: &'static str,
-    item: u32,
-    value_type: ValueType,
-    semantics: Semantics,
-    units: &'static str,
-    help: &'static str,
-) -> Metric {
-    Metric {
-        name,
-        cluster: 0,
-        item,
-        value_type,
-        semantics,
-        units,
-        indom: Some(0),
-        help,
-    }
-}
-
 use Semantics::{Counter, Discrete, Instant};
 use ValueType::Uint64;
 
+/// The CPU indom: every metric is per CPU.
+const CPU: Option<u32> = Some(0);
+
+#[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
-    m(
-        "cpusys.schedstat.running",
-        0,
-        Uint64,
-        Counter,
-        "nanosec",
-        "Time the CPU spent running tasks (schedstat's rq_cpu_time)",
-    ),
-    m(
-        "cpusys.schedstat.waiting",
-        1,
-        Uint64,
-        Counter,
-        "nanosec",
-        "Time tasks spent runnable on this CPU's run queue, waiting for it (schedstat's run_delay)",
-    ),
-    m(
-        "cpusys.schedstat.timeslices",
-        2,
-        Uint64,
-        Counter,
-        "count",
-        "Time slices the CPU ran (schedstat's pcount)",
-    ),
-    m(
-        "cpusys.freq.scaling_cur",
-        3,
-        Uint64,
-        Instant,
-        "",
-        "The CPU's current frequency as cpufreq reports it (scaling_cur_freq), in kHz",
-    ),
-    m(
-        "cpusys.topology.core_first",
-        4,
-        Uint64,
-        Discrete,
-        "",
-        "1 when the CPU is the first of its core's hardware threads (core_cpus_list), else 0",
-    ),
-    m(
-        "cpusys.topology.package",
-        5,
-        Uint64,
-        Discrete,
-        "",
-        "The socket the CPU is on (physical_package_id)",
-    ),
+    Metric::new("cpusys.schedstat.running", 0, 0, Uint64, Counter, "nanosec", CPU, "Time the CPU spent running tasks (schedstat's rq_cpu_time)"),
+    Metric::new("cpusys.schedstat.waiting", 0, 1, Uint64, Counter, "nanosec", CPU, "Time tasks spent runnable on this CPU's run queue, waiting for it (schedstat's run_delay)"),
+    Metric::new("cpusys.schedstat.timeslices", 0, 2, Uint64, Counter, "count", CPU, "Time slices the CPU ran (schedstat's pcount)"),
+    Metric::new("cpusys.freq.scaling_cur", 0, 3, Uint64, Instant, "", CPU, "The CPU's current frequency as cpufreq reports it (scaling_cur_freq), in kHz"),
+    Metric::new("cpusys.topology.core_first", 0, 4, Uint64, Discrete, "", CPU, "1 when the CPU is the first of its core's hardware threads (core_cpus_list), else 0"),
+    Metric::new("cpusys.topology.package", 0, 5, Uint64, Discrete, "", CPU, "The socket the CPU is on (physical_package_id)"),
 ];
 
 /// schedstat's three time figures of each `cpuN` line (fields 7, 8, 9 after the name, in

@@ -20,16 +20,16 @@ const ZONE_PREFIX: &str = "intel-rapl:";
 /// `energy_uj` counts microjoules; pmdadenki reports whole joules.
 const MICROJOULES_PER_JOULE: u64 = 1_000_000;
 
-pub static METRICS: &[Metric] = &[Metric {
-    name: "denki.rapl.sysfs",
-    cluster: 0,
-    item: 0,
-    value_type: ValueType::Uint64,
-    semantics: Semantics::Counter,
-    units: "",
-    indom: Some(0),
-    help: "Energy each RAPL zone (package, cores, uncore, DRAM) has used, in joules, from powercap's energy_uj",
-}];
+pub static METRICS: &[Metric] = &[Metric::new(
+    "denki.rapl.sysfs",
+    0,
+    0,
+    ValueType::Uint64,
+    Semantics::Counter,
+    "",
+    Some(0),
+    "Energy each RAPL zone (package, cores, uncore, DRAM) has used, in joules, from powercap's energy_uj",
+)];
 
 pub struct Denki {
     catalog: Catalog,

@@ -19,19 +19,6 @@ pub const DOMAIN: u32 = 180;
 const HWMON: &str = "/sys/class/hwmon";
 const THERMAL: &str = "/sys/class/thermal";
 
-const fn sensor(name: &'static str, item: u32, units: &'static str, help: &'static str) -> Metric {
-    Metric {
-        name,
-        cluster: 0,
-        item,
-        value_type: ValueType::Double,
-        semantics: Semantics::Instant,
-        units,
-        indom: Some(0),
-        help,
-    }
-}
-
 /// (metric, sysfs file prefix, file suffix, divisor to the metric's unit)
 const SENSORS: &[(&str, &str, &str, f64)] = &[
     ("hwmon.temp", "temp", "_input", 1000.0),
@@ -42,53 +29,22 @@ const SENSORS: &[(&str, &str, &str, f64)] = &[
     ("hwmon.power", "power", "_input", 1_000_000.0),
 ];
 
+/// Sensors of hwmon chips (cluster 0) and thermal zones (cluster 1).
+const SENSOR: Option<u32> = Some(0);
+const ZONE: Option<u32> = Some(1);
+
+use Semantics::Instant;
+use ValueType::Double;
+
+#[rustfmt::skip]
 pub static METRICS: &[Metric] = &[
-    sensor(
-        "hwmon.temp",
-        0,
-        "",
-        "Temperature a hardware sensor reads, in degrees Celsius",
-    ),
-    sensor(
-        "hwmon.temp_max",
-        1,
-        "",
-        "Temperature above which the sensor's chip warns, in degrees Celsius",
-    ),
-    sensor(
-        "hwmon.temp_crit",
-        2,
-        "",
-        "Critical temperature of the sensor's chip, in degrees Celsius",
-    ),
-    sensor(
-        "hwmon.fan",
-        3,
-        "",
-        "Speed of a fan, in revolutions per minute",
-    ),
-    sensor(
-        "hwmon.voltage",
-        4,
-        "",
-        "Voltage a hardware sensor reads, in volts",
-    ),
-    sensor(
-        "hwmon.power",
-        5,
-        "",
-        "Power a hardware sensor reads, in watts",
-    ),
-    Metric {
-        name: "hwmon.thermal.temp",
-        cluster: 1,
-        item: 0,
-        value_type: ValueType::Double,
-        semantics: Semantics::Instant,
-        units: "",
-        indom: Some(1),
-        help: "Temperature of a thermal zone, in degrees Celsius",
-    },
+    Metric::new("hwmon.temp", 0, 0, Double, Instant, "", SENSOR, "Temperature a hardware sensor reads, in degrees Celsius"),
+    Metric::new("hwmon.temp_max", 0, 1, Double, Instant, "", SENSOR, "Temperature above which the sensor's chip warns, in degrees Celsius"),
+    Metric::new("hwmon.temp_crit", 0, 2, Double, Instant, "", SENSOR, "Critical temperature of the sensor's chip, in degrees Celsius"),
+    Metric::new("hwmon.fan", 0, 3, Double, Instant, "", SENSOR, "Speed of a fan, in revolutions per minute"),
+    Metric::new("hwmon.voltage", 0, 4, Double, Instant, "", SENSOR, "Voltage a hardware sensor reads, in volts"),
+    Metric::new("hwmon.power", 0, 5, Double, Instant, "", SENSOR, "Power a hardware sensor reads, in watts"),
+    Metric::new("hwmon.thermal.temp", 1, 0, Double, Instant, "", ZONE, "Temperature of a thermal zone, in degrees Celsius"),
 ];
 
 pub struct Hwmon {

@@ -50,4 +50,4 @@ class Dyn extends Tree {
   }
 }
 
-export const { namespace, source } = exportAgent(Dyn);
+export const { namespace, metrics } = exportAgent(Dyn);

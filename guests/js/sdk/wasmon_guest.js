@@ -19,7 +19,7 @@
 //       constructor(params) { super("myagent", { "myagent.up": new Metric([46, 0, 0]) }); }
 //       fetch(pmid) { if (pmid.item !== 0) throw new UnknownPmid(); return 1; }
 //     }
-//     export const { namespace, source } = exportAgent(Up);
+//     export const { namespace, metrics } = exportAgent(Up);
 //
 // An exporter is a class whose constructor takes the parameters and whose `encode(samples)`
 // returns the requests that carry them (the host sends them, retries and acknowledges):
@@ -364,6 +364,106 @@ export function exportExporter(cls) {
   };
 }
 
+// --- files ---------------------------------------------------------------------------------
+
+/** The WIT `file-error` cases, as componentize-js names them. */
+export const FILE_ERRORS = Object.freeze(["no-entry", "access", "wrong-kind", "too-large", "elsewhere", "io"]);
+
+/**
+ * Why a file or directory gave nothing: `code` is a FILE_ERRORS case, `path` the path asked.
+ * `elsewhere` means the path is not under a read-only grant on a local filesystem: the host's
+ * `files` interface does not serve it, and a JavaScript guest has no other way to read it
+ * (componentize-js leaves WASI's filesystem out of components whose world does not import
+ * it, and wasmon's worlds do not), so grant its directory read-only (`grants.dirs`).
+ */
+export class FileError extends Error {
+  constructor(code, path) {
+    const why = {
+      "no-entry": "no such file or directory",
+      access: "not readable (permissions, or the path leads outside the grant)",
+      "wrong-kind": "not a regular file (a directory for readFile, a FIFO, a socket, a device node)",
+      "too-large": "larger than the bytes asked for",
+      elsewhere: "not under a read-only directory grant on a local filesystem: grant its directory read-only (grants.dirs)",
+      io: "the read failed",
+    }[code] ?? "unknown error";
+    super(`${path}: ${why}`);
+    this.code = code;
+    this.path = path;
+  }
+}
+
+/** The `file-error` case a call into the `files` import threw, or undefined for anything else. */
+function fileErrorCode(e) {
+  // componentize-js throws an imported function's `err` value, or an Error carrying it.
+  for (const v of [e, e?.payload, e?.val, e?.cause]) {
+    if (typeof v === "string" && FILE_ERRORS.includes(v)) return v;
+  }
+  return undefined;
+}
+
+/**
+ * Whole files and directory listings under the daemon's read-only directory grants
+ * (`grants.dirs`), one host call each: the WIT `files` interface, which the guest imports and
+ * hands over (this module imports nothing, so that `node --test` runs it natively):
+ *
+ *     import * as host from "wasmon:collector/files@0.1.0";
+ *     import { Files } from "./wasmon_guest.js";
+ *     const files = new Files(host);
+ *     const name = files.readText("/sys/class/hwmon/hwmon0/name", 4096);   // null: absent
+ *
+ * Failures throw a FileError naming the path and why (`code`); `readText` and `list` answer
+ * null for a path that does not exist.
+ */
+export class Files {
+  constructor(host) {
+    if (typeof host?.readFile !== "function" || typeof host?.listDir !== "function") {
+      throw new TypeError("Files needs the `wasmon:collector/files@0.1.0` import (readFile, listDir)");
+    }
+    this.host = host;
+  }
+
+  #call(f, path, max) {
+    try {
+      return this.host[f](path, typeof max === "bigint" ? max : f === "readFile" ? BigInt(max) : max);
+    } catch (e) {
+      const code = fileErrorCode(e);
+      if (code === undefined) throw e;
+      throw new FileError(code, path);
+    }
+  }
+
+  /** The whole file at `path` (absolute), at most `max` bytes, as a Uint8Array. */
+  readFile(path, max) {
+    const bytes = this.#call("readFile", path, max);
+    return bytes instanceof Uint8Array ? bytes : Uint8Array.from(bytes);
+  }
+
+  /** The file's text (UTF-8; invalid bytes replaced), or null when it does not exist. */
+  readText(path, max) {
+    try {
+      return new TextDecoder().decode(this.readFile(path, max));
+    } catch (e) {
+      if (e instanceof FileError && e.code === "no-entry") return null;
+      throw e;
+    }
+  }
+
+  /** The names in the directory at `path`, in no order, at most `max` of them. */
+  listDir(path, max) {
+    return Array.from(this.#call("listDir", path, max), String);
+  }
+
+  /** The directory's names sorted, or null when it does not exist. */
+  list(path, max) {
+    try {
+      return this.listDir(path, max).sort();
+    } catch (e) {
+      if (e instanceof FileError && e.code === "no-entry") return null;
+      throw e;
+    }
+  }
+}
+
 // --- agents --------------------------------------------------------------------------------
 
 /** A namespace error; throw one of its subclasses from an agent (PCP's PM_ERR_* meaning). */
@@ -535,12 +635,13 @@ export function nsError(e) {
 }
 
 /**
- * The objects to export as the `namespace` and `source` interfaces
- * (`export const { namespace, source } = exportAgent(cls)`). `new cls(params)` configures;
+ * The objects to export as the `namespace` and `metrics` interfaces
+ * (`export const { namespace, metrics } = exportAgent(cls)`). `new cls(params)` configures;
  * the instance answers `lookupName`, `namesOf`, `children` (`[[name, leaf]]`), `describe` (a
  * Metric) and `fetch(pmid)` (a value, or `[[instance, value]]`, in the Metric's `type`), throwing `UnknownName`,
  * `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call (a dynamic
- * subtree may change there).
+ * subtree may change there). A fetch answers each instance name once and its position in
+ * each value (the WIT `fetched`).
  */
 export function exportAgent(cls) {
   let impl = null;
@@ -562,7 +663,7 @@ export function exportAgent(cls) {
     namesOf: (id) => Array.from(call("namesOf", Pmid.of(id)), String),
     children: (name) => Array.from(call("children", name), ([n, leaf]) => ({ name: String(n), leaf: Boolean(leaf) })),
   };
-  const source = {
+  const metrics = {
     configure(params) {
       impl = configured(cls, params);
     },
@@ -574,12 +675,21 @@ export function exportAgent(cls) {
       };
     },
     fetch(ids) {
-      const out = Array.from(ids, (id) => {
+      const numbers = new Map();
+      const number = (name) => {
+        let n = numbers.get(name);
+        if (n === undefined) {
+          n = numbers.size;
+          numbers.set(name, n);
+        }
+        return n;
+      };
+      const sets = Array.from(ids, (id) => {
         try {
           const got = call("fetch", Pmid.of(id));
           // The type the agent describes the metric with (a map look-up for a Tree).
           const type = call("describe", Pmid.of(id))?.type ?? "double";
-          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance, value }));
+          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance: number(instance), value }));
           return { id, values: { tag: "ok", val: values } };
         } catch (e) {
           // One metric failing does not fail the others; `call` made it an ns-error already.
@@ -587,8 +697,9 @@ export function exportAgent(cls) {
         }
       });
       if (impl !== null && typeof impl.fetched === "function") impl.fetched();
-      return out;
+      // A Map iterates in insertion order: the names in the order their numbers were given.
+      return { instances: [...numbers.keys()], sets };
     },
   };
-  return { namespace, source };
+  return { namespace, metrics };
 }

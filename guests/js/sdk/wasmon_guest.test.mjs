@@ -147,7 +147,7 @@ test("exportAgent speaks the WIT shapes: ns-error variants, per-metric results, 
       this.setMetrics("a", { "a.x": new Metric([9, 0, 0]), [`a.n${this.calls}`]: new Metric([9, 0, this.calls]) });
     }
   }
-  const { namespace, source } = exportAgent(A);
+  const { namespace, metrics: source } = exportAgent(A);
   assert.throws(() => namespace.lookupName("a.x"), (e) => e.tag === "other" && /not configured/.test(e.val));
   assert.throws(() => source.configure("{}"), (e) => e === "`v` is required (a number)");
   source.configure('{"v": 1.5}');
@@ -160,9 +160,11 @@ test("exportAgent speaks the WIT shapes: ns-error variants, per-metric results, 
     id: { domain: 9, cluster: 0, item: 0 }, valueType: "double", semantics: "instant", units: "", indom: undefined, help: "",
   });
   const ids = [0, 3, 5].map((item) => ({ domain: 9, cluster: 0, item }));
-  const got = source.fetch(ids);
+  const { instances, sets: got } = source.fetch(ids);
+  // Each instance name once; values by position.
+  assert.deepEqual(instances, ["i1", "i2"]);
   assert.deepEqual(got[0].values, {
-    tag: "ok", val: [{ instance: "i1", value: { tag: "real", val: 1.5 } }, { instance: "i2", value: { tag: "real", val: 2 } }],
+    tag: "ok", val: [{ instance: 0, value: { tag: "real", val: 1.5 } }, { instance: 1, value: { tag: "real", val: 2 } }],
   });
   assert.deepEqual(got[1].values, { tag: "err", val: { tag: "unknown-pmid" } });
   assert.deepEqual(got[2].values, { tag: "err", val: { tag: "other", val: "boom" } });

@@ -73,26 +73,8 @@ const FIRST_REG: u32 = 27;
 /// The LNet `stats` line's fields in order, items 1 to 11.
 const LNET_FIELDS: usize = 11;
 
-const fn metric(
-    name: &'static str,
-    cluster: u32,
-    item: u32,
-    value_type: ValueType,
-    semantics: Semantics,
-    units: &'static str,
-    help: &'static str,
-) -> Metric {
-    Metric {
-        name,
-        cluster,
-        item,
-        value_type,
-        semantics,
-        units,
-        indom: if cluster == 0 { Some(0) } else { None },
-        help,
-    }
-}
+/// The indom of the per-file-system (llite, cluster 0) metrics; LNet's are singular.
+const LLITE: Option<u32> = Some(0);
 
 use Semantics::{Counter, Instant};
 use ValueType::{Text, Uint32, Uint64};
@@ -101,44 +83,48 @@ use ValueType::{Text, Uint32, Uint64};
 macro_rules! sized {
     ($name:literal, $item:literal, $size:literal, $total:literal, $what:literal) => {
         [
-            metric(
+            Metric::new(
                 concat!("lustre.llite.", $name, ".count"),
                 0,
                 $item,
                 Uint64,
                 Counter,
                 "count",
+                LLITE,
                 concat!(
                     "Calls counted as ",
                     $what,
                     " since the file system was mounted"
                 ),
             ),
-            metric(
+            Metric::new(
                 concat!("lustre.llite.", $name, ".min"),
                 0,
                 $item + 1,
                 Uint64,
                 Instant,
                 $size,
+                LLITE,
                 concat!("Smallest size of one of the calls counted as ", $what),
             ),
-            metric(
+            Metric::new(
                 concat!("lustre.llite.", $name, ".max"),
                 0,
                 $item + 2,
                 Uint64,
                 Instant,
                 $size,
+                LLITE,
                 concat!("Largest size of one of the calls counted as ", $what),
             ),
-            metric(
+            Metric::new(
                 concat!("lustre.llite.", $name, ".total"),
                 0,
                 $item + 3,
                 Uint64,
                 Counter,
                 $total,
+                LLITE,
                 concat!("Sum of the sizes of the calls counted as ", $what),
             ),
         ]
@@ -148,13 +134,14 @@ macro_rules! sized {
 /// A counter of calls only.
 macro_rules! calls {
     ($name:literal, $item:literal) => {
-        metric(
+        Metric::new(
             concat!("lustre.llite.", $name, ".count"),
             0,
             $item,
             Uint64,
             Counter,
             "count",
+            LLITE,
             concat!(
                 "Calls of the client's ",
                 $name,
@@ -172,13 +159,14 @@ const fn lnet(
     units: &'static str,
     help: &'static str,
 ) -> Metric {
-    metric(
+    Metric::new(
         name,
         1,
         item,
         if wide { Uint64 } else { Uint32 },
         semantics,
         units,
+        None,
         help,
     )
 }
@@ -189,22 +177,24 @@ const REST: usize = 29 + LNET_FIELDS;
 /// Volume and superblock, the six sized counters' 24 metrics, then `rest`, in PMID order.
 const fn flatten(groups: [[Metric; 4]; 6], rest: [Metric; REST]) -> [Metric; 26 + REST] {
     let mut out = [rest[0]; 26 + REST];
-    out[0] = metric(
+    out[0] = Metric::new(
         "lustre.llite.volume",
         0,
         1,
         Text,
         Instant,
         "",
+        LLITE,
         "Name of the Lustre file system (the instance's name)",
     );
-    out[1] = metric(
+    out[1] = Metric::new(
         "lustre.llite.superblock",
         0,
         2,
         Text,
         Instant,
         "",
+        LLITE,
         "Client superblock address of the mount, in hex, as its llite directory names it",
     );
     let mut g = 0;

@@ -50,4 +50,4 @@ class Dyn(Tree):
             self._rebuild()
 
 
-Namespace, Source = export_agent(Dyn)
+Namespace, Metrics = export_agent(Dyn)

@@ -19,7 +19,7 @@ A transformer is a class whose constructor takes the parameters (``Params``) and
 An agent is a class answering look-ups and fetches; ``Tree`` answers the namespace part from a
 table of metrics, so an agent built on it only implements ``fetch``::
 
-    Namespace, Source = export_agent(MyAgent)
+    Namespace, Metrics = export_agent(MyAgent)
 
 An exporter is a class whose constructor takes the parameters and whose ``encode(samples)``
 returns the requests that carry them (the host sends them, retries and acknowledges)::
@@ -567,8 +567,8 @@ def _atom(t, type, v):
 
 
 def export_agent(cls):
-    """The classes componentize-py exports as `namespace` and `source` (assign them to
-    `Namespace, Source` in the app module). `cls(params)` configures; the instance answers
+    """The classes componentize-py exports as `namespace` and `metrics` (assign them to
+    `Namespace, Metrics` in the app module). `cls(params)` configures; the instance answers
     `lookup_name`, `names_of`, `children` (list of (name, leaf)), `describe` (a Metric) and
     `fetch(pmid)` (a value, or a list of (instance, value), in the Metric's `type`), raising `UnknownName`,
     `NonLeaf` or `UnknownPmid`; an optional `fetched()` runs after each fetch call."""
@@ -610,7 +610,7 @@ def export_agent(cls):
         def children(self, name):
             return [wit().Child(n, bool(leaf)) for n, leaf in call("children", name)]
 
-    class Source:
+    class Metrics:
         def configure(self, params):
             state["impl"] = _configure(cls, params)
 
@@ -624,27 +624,32 @@ def export_agent(cls):
 
         def fetch(self, ids):
             t = wit()
+            from componentize_py_types import Err, Ok
             out = []
+            # Each instance name crosses once per fetch call; values carry its position.
+            numbers = {}
+            number = numbers.setdefault
             for id in ids:
-                from componentize_py_types import Err, Ok
                 try:
                     pmid = Pmid(id.domain, id.cluster, id.item)
                     got = call("fetch", pmid)
                     # The type the agent describes the metric with (a dict look-up for a Tree).
                     ty = getattr(call("describe", pmid), "type", "double")
                     vals = _values(got, ty)
-                    out.append(t.ValueSet(id, Ok([t.Value(i, _atom(t, ty, v)) for i, v in vals])))
+                    out.append(t.IndexedSet(id, Ok([
+                        t.IndexedValue(number(i, len(numbers)), _atom(t, ty, v)) for i, v in vals])))
                 except Err as e:
                     # `call` turned an NsError into the WIT error.
-                    out.append(t.ValueSet(id, e))
+                    out.append(t.IndexedSet(id, e))
                 except Exception as e:
                     # One metric failing does not fail the others.
-                    out.append(t.ValueSet(id, Err(t.NsError_Other("fetch failed: %s" % e))))
+                    out.append(t.IndexedSet(id, Err(t.NsError_Other("fetch failed: %s" % e))))
             # An agent may change its namespace between fetches (a dynamic subtree).
             hook = getattr(state["impl"], "fetched", None)
             if hook is not None:
                 hook()
-            return out
+            # Dicts keep insertion order: the names in the order their numbers were given.
+            return t.Fetched(list(numbers), out)
 
-    return Namespace, Source
+    return Namespace, Metrics
 

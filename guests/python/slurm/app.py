@@ -250,4 +250,4 @@ class Slurm(Tree):
         self.jobs = None
 
 
-Namespace, Source = export_agent(Slurm)
+Namespace, Metrics = export_agent(Slurm)

@@ -20,7 +20,8 @@ pub mod bindings {
 }
 
 pub use crate::transformer::bindings::wasmon::collector::types::{
-    Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+    Atom, Child, Fetched, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid, Semantics, Value,
+    ValueSet, ValueType,
 };
 
 // A value from the Rust type that holds it: `Value::new("cpu0", 42u64)`, `Value::new("", 0.5)`.
@@ -51,7 +52,7 @@ pub use bindings::wasmon::collector::files;
 /// Read-only access to the files of directories the daemon's config grants (`grants.mapped`).
 pub use bindings::wasmon::collector::mapped;
 
-use bindings::exports::wasmon::collector::{namespace, source};
+use bindings::exports::wasmon::collector::{metrics, namespace};
 
 /// An agent: implement this and export it with [`crate::export_agent!`].
 pub trait Agent: Sized + 'static {
@@ -81,7 +82,7 @@ fn not_configured() -> NsError {
 #[doc(hidden)]
 pub struct Export<T>(std::marker::PhantomData<T>);
 
-impl<T: Agent> source::Guest for Export<T> {
+impl<T: Agent> metrics::Guest for Export<T> {
     fn configure(params: String) -> Result<(), String> {
         crate::set_state(T::configure(&crate::parse_params(&params)?)?);
         Ok(())
@@ -89,7 +90,7 @@ impl<T: Agent> source::Guest for Export<T> {
     fn describe(id: Pmid) -> Result<MetricDesc, NsError> {
         with_agent::<T, _>(|t| t.describe(id), Err(not_configured()))
     }
-    fn fetch(ids: Vec<Pmid>) -> Vec<ValueSet> {
+    fn fetch(ids: Vec<Pmid>) -> Fetched {
         let fallback = ids
             .iter()
             .map(|&id| ValueSet {
@@ -97,7 +98,42 @@ impl<T: Agent> source::Guest for Export<T> {
                 values: Err(not_configured()),
             })
             .collect();
-        with_agent::<T, _>(|t| t.fetch(&ids), fallback)
+        index(with_agent::<T, _>(|t| t.fetch(&ids), fallback))
+    }
+}
+
+/// Value sets as the `metrics` interface answers them: each instance name once, values by its
+/// position (the names move, nothing is copied).
+pub fn index(sets: Vec<ValueSet>) -> Fetched {
+    let mut numbers: std::collections::HashMap<String, u32, crate::hash::FxBuildHasher> =
+        Default::default();
+    let mut sets_out = Vec::with_capacity(sets.len());
+    for set in sets {
+        let values = set.values.map(|values| {
+            values
+                .into_iter()
+                .map(|v| {
+                    let next = numbers.len() as u32;
+                    let instance = match numbers.get(v.instance.as_str()) {
+                        Some(&n) => n,
+                        None => *numbers.entry(v.instance).or_insert(next),
+                    };
+                    IndexedValue {
+                        instance,
+                        value: v.value,
+                    }
+                })
+                .collect()
+        });
+        sets_out.push(IndexedSet { id: set.id, values });
+    }
+    let mut instances = vec![String::new(); numbers.len()];
+    for (name, n) in numbers {
+        instances[n as usize] = name;
+    }
+    Fetched {
+        instances,
+        sets: sets_out,
     }
 }
 

@@ -120,7 +120,7 @@ pub fn parse_params(params: &str) -> Result<Params, String> {
     }
 }
 
-/// Exports an [`agent::Agent`] as this component's `namespace` and `source` interfaces.
+/// Exports an [`agent::Agent`] as this component's `namespace` and `metrics` interfaces.
 /// Natively it expands to nothing.
 #[macro_export]
 macro_rules! export_agent {

@@ -109,6 +109,47 @@ pub struct Metric {
     pub help: &'static str,
 }
 
+impl Metric {
+    /// One row of an agent's metric table, every field in the struct's order, so a table of
+    /// `static` rows reads as PCP's `pmdaMetric` tables do (one line a metric).
+    ///
+    /// ```
+    /// use wasmon_guest::agent::{Pmid, Semantics, ValueType};
+    /// use wasmon_guest::names::{Catalog, Metric};
+    ///
+    /// const ZONE: Option<u32> = Some(0);
+    /// static METRICS: &[Metric] = &[
+    ///     Metric::new("demo.zone.temp", 0, 0, ValueType::Double, Semantics::Instant, "", ZONE, "Temperature of a zone, in degrees Celsius"),
+    ///     Metric::new("demo.resets", 1, 0, ValueType::Uint64, Semantics::Counter, "count", None, "Times the sensors were reset"),
+    /// ];
+    /// let catalog = Catalog::new(250, METRICS);
+    /// let id = Pmid { domain: 250, cluster: 1, item: 0 };
+    /// assert_eq!(catalog.metric(id).map(|m| m.name), Some("demo.resets"));
+    /// ```
+    #[allow(clippy::too_many_arguments)] // one field each: a row of the table
+    pub const fn new(
+        name: &'static str,
+        cluster: u32,
+        item: u32,
+        value_type: ValueType,
+        semantics: Semantics,
+        units: &'static str,
+        indom: Option<u32>,
+        help: &'static str,
+    ) -> Metric {
+        Metric {
+            name,
+            cluster,
+            item,
+            value_type,
+            semantics,
+            units,
+            indom,
+            help,
+        }
+    }
+}
+
 /// An agent's metrics: names, PMIDs and descriptors from one table.
 #[derive(Debug, Clone)]
 pub struct Catalog {

@@ -114,22 +114,11 @@ impl Agent for GuestAgent {
 
     fn fetch(&mut self, ids: &[Pmid]) -> Vec<(Pmid, Result<Values, NsError>)> {
         let wids: Vec<wit::Pmid> = ids.iter().map(|&p| to_wit(p)).collect();
-        match self.0.fetch(&wids) {
-            Ok(sets) => ids
+        match self.0.fetch_raw(&wids) {
+            Ok(fetched) => ids
                 .iter()
-                .zip(sets)
-                .map(|(&id, set)| {
-                    (
-                        id,
-                        set.values
-                            .map(|v| {
-                                v.into_iter()
-                                    .map(|x| (x.instance, value(x.value)))
-                                    .collect()
-                            })
-                            .map_err(ns_error),
-                    )
-                })
+                .zip(fetched.map(|instance, atom| (instance, value(atom))))
+                .map(|(&id, values)| (id, values.map_err(ns_error)))
                 .collect(),
             Err(_) => ids.iter().map(|&id| (id, Err(NsError::NoAgent))).collect(),
         }

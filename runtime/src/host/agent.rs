@@ -3,22 +3,197 @@
 //! into PCP's "No agent for domain of request" for that call only.
 
 use super::bindings::agent::{Agent, AgentPre};
+use super::bindings::legacy_agent::{LegacyAgent, LegacyAgentPre};
 use super::bindings::types as wit;
 use super::guest::{CallError, Instance, Live, in_guest};
+use super::state::State;
 
-pub use wit::{Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType};
+pub use wit::{
+    Atom, Child, Fetched as IndexedFetch, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid,
+    Semantics, Value, ValueSet, ValueType,
+};
 
-/// Marker for the `agent` world.
+/// Marker for the `agent` world. It also loads components of the `legacy-agent` world (built
+/// before the `metrics` export): which one a component is, is decided once, at linking.
 pub struct AgentWorld;
 
-world!(
-    AgentWorld,
-    AgentPre,
-    Agent,
-    "agent",
-    agent_linker,
-    wasmon_collector_source
-);
+/// A linked agent of either world.
+#[derive(Clone)]
+pub enum AgentLinked {
+    Current(AgentPre<State>),
+    Legacy(LegacyAgentPre<State>),
+}
+
+/// An instantiated agent of either world.
+pub enum AgentBindings {
+    Current(Agent),
+    Legacy(LegacyAgent),
+}
+
+/// Calls `$call` with `$x` bound to the instance's export (`$current` of an `agent`, `$legacy`
+/// of a `legacy-agent`: the generated types differ, the calls and their types do not) and `$s`
+/// to its store, under the call deadline.
+macro_rules! either {
+    ($l:expr, $current:ident | $legacy:ident, |$x:ident, $s:ident| $call:expr) => {
+        match &$l.bindings {
+            AgentBindings::Current(b) => {
+                let $x = b.$current();
+                in_guest(&mut $l.store, async |$s| $call.await).await
+            }
+            AgentBindings::Legacy(b) => {
+                let $x = b.$legacy();
+                in_guest(&mut $l.store, async |$s| $call.await).await
+            }
+        }
+    };
+}
+
+impl super::guest::World for AgentWorld {
+    type Pre = AgentLinked;
+    type Bindings = AgentBindings;
+    const NAME: &'static str = "agent";
+
+    fn pre(
+        rt: &super::engine::Runtime,
+        component: &wasmtime::component::Component,
+    ) -> wasmtime::Result<AgentLinked> {
+        let linked = rt.agent_linker().instantiate_pre(component)?;
+        match AgentPre::new(linked.clone()) {
+            Ok(p) => Ok(AgentLinked::Current(p)),
+            // The current world's error names what is missing; the legacy world is the
+            // fallback only for a component that exports `source` instead of `metrics`.
+            Err(e) => LegacyAgentPre::new(linked)
+                .map(AgentLinked::Legacy)
+                .map_err(|_| e),
+        }
+    }
+
+    async fn instantiate(
+        pre: &AgentLinked,
+        store: &mut wasmtime::Store<State>,
+    ) -> wasmtime::Result<AgentBindings> {
+        match pre {
+            AgentLinked::Current(p) => in_guest(store, async |s| p.instantiate_async(s).await)
+                .await
+                .map(AgentBindings::Current),
+            AgentLinked::Legacy(p) => in_guest(store, async |s| p.instantiate_async(s).await)
+                .await
+                .map(AgentBindings::Legacy),
+        }
+    }
+
+    async fn configure(
+        b: &AgentBindings,
+        store: &mut wasmtime::Store<State>,
+        params: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        match b {
+            AgentBindings::Current(b) => {
+                let m = b.wasmon_collector_metrics();
+                in_guest(store, async |s| m.call_configure(s, params).await).await
+            }
+            AgentBindings::Legacy(b) => {
+                let m = b.wasmon_collector_source();
+                in_guest(store, async |s| m.call_configure(s, params).await).await
+            }
+        }
+    }
+}
+
+/// What a fetch answered: instance numbers and the names once (`agent`), or each value with
+/// its instance name (`legacy-agent`). Checked: one set per requested id, every instance
+/// number names an instance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched {
+    Indexed(IndexedFetch),
+    Named(Vec<ValueSet>),
+}
+
+impl Fetched {
+    /// Values in all sets.
+    pub fn values(&self) -> usize {
+        match self {
+            Fetched::Indexed(f) => f
+                .sets
+                .iter()
+                .map(|v| v.values.as_ref().map_or(0, |v| v.len()))
+                .sum(),
+            Fetched::Named(sets) => sets
+                .iter()
+                .map(|v| v.values.as_ref().map_or(0, |v| v.len()))
+                .sum(),
+        }
+    }
+
+    fn sets(&self) -> usize {
+        match self {
+            Fetched::Indexed(f) => f.sets.len(),
+            Fetched::Named(sets) => sets.len(),
+        }
+    }
+
+    /// Each requested metric's values in order, each built by `f` from its instance name and
+    /// its atom.
+    pub fn map<T>(self, mut f: impl FnMut(String, Atom) -> T) -> Vec<Result<Vec<T>, NsError>> {
+        match self {
+            Fetched::Indexed(IndexedFetch { instances, sets }) => sets
+                .into_iter()
+                .map(|set| {
+                    set.values.map(|v| {
+                        v.into_iter()
+                            // In range: checked when the answer was taken.
+                            .map(|x| f(instances[x.instance as usize].clone(), x.value))
+                            .collect()
+                    })
+                })
+                .collect(),
+            Fetched::Named(sets) => sets
+                .into_iter()
+                .map(|set| {
+                    set.values
+                        .map(|v| v.into_iter().map(|x| f(x.instance, x.value)).collect())
+                })
+                .collect(),
+        }
+    }
+
+    /// The sets with each value carrying its instance name (the `legacy-agent` shape).
+    pub fn named(self) -> Vec<ValueSet> {
+        match self {
+            Fetched::Named(sets) => sets,
+            Fetched::Indexed(f) => {
+                let ids: Vec<Pmid> = f.sets.iter().map(|s| s.id).collect();
+                ids.into_iter()
+                    .zip(Fetched::Indexed(f).map(|instance, value| Value { instance, value }))
+                    .map(|(id, values)| ValueSet { id, values })
+                    .collect()
+            }
+        }
+    }
+
+    /// Why the host refuses the answer to a fetch of `ids` ids.
+    fn check(&self, ids: usize) -> Result<(), String> {
+        if self.sets() != ids {
+            return Err(format!("{} value sets returned for {ids} ids", self.sets()));
+        }
+        if let Fetched::Indexed(f) = self {
+            cap("instances", f.instances.len())?;
+            let n = f.instances.len();
+            for set in &f.sets {
+                if let Ok(values) = &set.values
+                    && let Some(bad) = values.iter().find(|v| v.instance as usize >= n)
+                {
+                    let id = set.id;
+                    return Err(format!(
+                        "a value of {}.{}.{} names instance {} of the {n} the fetch returned",
+                        id.domain, id.cluster, id.item, bad.instance
+                    ));
+                }
+            }
+        }
+        cap("values", self.values())
+    }
+}
 
 /// A running agent guest.
 pub type AgentInstance = Instance<AgentWorld>;
@@ -38,8 +213,11 @@ impl Instance<AgentWorld> {
     pub fn lookup_name(&mut self, name: &str) -> Result<Result<Pmid, NsError>, CallError> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
-                let ns = l.bindings.wasmon_collector_namespace();
-                in_guest(&mut l.store, async |s| ns.call_lookup_name(s, name).await).await
+                either!(
+                    l,
+                    wasmon_collector_namespace | wasmon_collector_namespace,
+                    |ns, s| ns.call_lookup_name(s, name)
+                )
             },
             |_| Ok(()),
         )
@@ -48,8 +226,11 @@ impl Instance<AgentWorld> {
     pub fn names_of(&mut self, id: Pmid) -> Result<Result<Vec<String>, NsError>, CallError> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
-                let ns = l.bindings.wasmon_collector_namespace();
-                in_guest(&mut l.store, async |s| ns.call_names_of(s, id).await).await
+                either!(
+                    l,
+                    wasmon_collector_namespace | wasmon_collector_namespace,
+                    |ns, s| ns.call_names_of(s, id)
+                )
             },
             |r| r.as_ref().map_or(Ok(()), |v| cap("names", v.len())),
         )
@@ -58,8 +239,11 @@ impl Instance<AgentWorld> {
     pub fn children(&mut self, name: &str) -> Result<Result<Vec<Child>, NsError>, CallError> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
-                let ns = l.bindings.wasmon_collector_namespace();
-                in_guest(&mut l.store, async |s| ns.call_children(s, name).await).await
+                either!(
+                    l,
+                    wasmon_collector_namespace | wasmon_collector_namespace,
+                    |ns, s| ns.call_children(s, name)
+                )
             },
             |r| r.as_ref().map_or(Ok(()), |v| cap("children", v.len())),
         )
@@ -68,34 +252,103 @@ impl Instance<AgentWorld> {
     pub fn describe(&mut self, id: Pmid) -> Result<Result<MetricDesc, NsError>, CallError> {
         self.call(
             async |l: &mut Live<AgentWorld>| {
-                let src = l.bindings.wasmon_collector_source();
-                in_guest(&mut l.store, async |s| src.call_describe(s, id).await).await
+                either!(
+                    l,
+                    wasmon_collector_metrics | wasmon_collector_source,
+                    |src, s| src.call_describe(s, id)
+                )
             },
             |_| Ok(()),
         )
     }
 
-    /// One value set per id, in order; an agent that answers with another count is refused.
+    /// Whether the component is of the `legacy-agent` world.
+    pub fn legacy(&self) -> bool {
+        matches!(self.image().pre(), AgentLinked::Legacy(_))
+    }
+
+    /// [`Self::fetch_raw`] with each value carrying its instance name.
     pub fn fetch(&mut self, ids: &[Pmid]) -> Result<Vec<ValueSet>, CallError> {
+        Ok(self.fetch_raw(ids)?.named())
+    }
+
+    /// One value set per id, in order; an agent that answers with another count, or with an
+    /// instance number past its instances, is refused.
+    pub fn fetch_raw(&mut self, ids: &[Pmid]) -> Result<Fetched, CallError> {
         self.call(
-            async |l: &mut Live<AgentWorld>| {
-                let src = l.bindings.wasmon_collector_source();
-                in_guest(&mut l.store, async |s| src.call_fetch(s, ids).await).await
-            },
-            |r| {
-                if r.len() != ids.len() {
-                    return Err(format!(
-                        "{} value sets returned for {} ids",
-                        r.len(),
-                        ids.len()
-                    ));
+            async |l: &mut Live<AgentWorld>| match &l.bindings {
+                AgentBindings::Current(b) => {
+                    let m = b.wasmon_collector_metrics();
+                    in_guest(&mut l.store, async |s| m.call_fetch(s, ids).await)
+                        .await
+                        .map(Fetched::Indexed)
                 }
-                let values: usize = r
-                    .iter()
-                    .map(|v| v.values.as_ref().map_or(0, |v| v.len()))
-                    .sum();
-                cap("values", values)
+                AgentBindings::Legacy(b) => {
+                    let m = b.wasmon_collector_source();
+                    in_guest(&mut l.store, async |s| m.call_fetch(s, ids).await)
+                        .await
+                        .map(Fetched::Named)
+                }
             },
+            |r| r.check(ids.len()),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(item: u32) -> Pmid {
+        Pmid {
+            domain: 9,
+            cluster: 0,
+            item,
+        }
+    }
+
+    fn indexed(instances: &[&str], sets: Vec<Result<Vec<(u32, u64)>, NsError>>) -> Fetched {
+        Fetched::Indexed(IndexedFetch {
+            instances: instances.iter().map(|s| s.to_string()).collect(),
+            sets: sets
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| IndexedSet {
+                    id: id(i as u32),
+                    values: v.map(|v| {
+                        v.into_iter()
+                            .map(|(instance, u)| IndexedValue {
+                                instance,
+                                value: Atom::Uint(u),
+                            })
+                            .collect()
+                    }),
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn instance_numbers_name_their_instances_and_a_bad_one_is_refused() {
+        let f = indexed(
+            &["sda", "sdb"],
+            vec![Ok(vec![(1, 5), (0, 6)]), Err(NsError::UnknownPmid)],
+        );
+        assert_eq!(f.check(2), Ok(()));
+        assert_eq!(
+            f.check(3),
+            Err("2 value sets returned for 3 ids".to_string())
+        );
+        let named = f.named();
+        assert_eq!(named[0].values.as_ref().unwrap()[0].instance, "sdb");
+        assert_eq!(named[0].values.as_ref().unwrap()[1].instance, "sda");
+        assert_eq!(named[1].values, Err(NsError::UnknownPmid));
+
+        let bad = indexed(&["sda"], vec![Ok(vec![(0, 1)]), Ok(vec![(0, 1), (1, 2)])]);
+        assert_eq!(
+            bad.check(2),
+            Err("a value of 9.0.1 names instance 1 of the 1 the fetch returned".to_string())
+        );
+        assert_eq!(bad.values(), 3);
     }
 }

@@ -16,28 +16,44 @@ pub mod transformer {
     });
 }
 
+/// A world that takes the transformer world's `types` and `host` interfaces instead of
+/// generating its own copies.
+macro_rules! sharing_transformer_types {
+    ($world:tt) => {
+        wasmtime::component::bindgen!({
+            world: $world,
+            path: "../wit",
+            with: {
+                "wasmon:collector/types": super::transformer::wasmon::collector::types,
+                "wasmon:collector/host": super::transformer::wasmon::collector::host,
+            },
+            exports: { default: async },
+        });
+    };
+}
+
 pub mod agent {
+    sharing_transformer_types!("agent");
+}
+
+/// Agents built before the `metrics` export (values carry instance names): the same imports,
+/// so the agent world's linker serves them.
+pub mod legacy_agent {
     wasmtime::component::bindgen!({
-        world: "agent",
+        world: "legacy-agent",
         path: "../wit",
         with: {
             "wasmon:collector/types": super::transformer::wasmon::collector::types,
             "wasmon:collector/host": super::transformer::wasmon::collector::host,
+            "wasmon:collector/mapped": super::agent::wasmon::collector::mapped,
+            "wasmon:collector/files": super::agent::wasmon::collector::files,
         },
         exports: { default: async },
     });
 }
 
 pub mod exporter {
-    wasmtime::component::bindgen!({
-        world: "exporter",
-        path: "../wit",
-        with: {
-            "wasmon:collector/types": super::transformer::wasmon::collector::types,
-            "wasmon:collector/host": super::transformer::wasmon::collector::host,
-        },
-        exports: { default: async },
-    });
+    sharing_transformer_types!("exporter");
 }
 
 pub use transformer::wasmon::collector::types;

@@ -59,7 +59,7 @@ impl WorldKind {
     fn exports(self) -> &'static [&'static str] {
         match self {
             WorldKind::Transformer => &["transform"],
-            WorldKind::Agent => &["namespace", "source"],
+            WorldKind::Agent => &["namespace", "metrics"],
             WorldKind::Exporter => &["encode"],
         }
     }
@@ -82,6 +82,9 @@ pub struct Report {
     pub exports: Vec<String>,
     /// Why the runtime refuses the component (empty: accepted).
     pub problems: Vec<String>,
+    /// An agent of the `legacy-agent` world (it exports `source`, not `metrics`): loaded, its
+    /// values carrying their instance names as before.
+    pub legacy_agent: bool,
     /// Size of the component in bytes.
     pub size: usize,
 }
@@ -95,10 +98,17 @@ impl Report {
     pub fn render(&self, what: &str) -> String {
         let mut s = String::new();
         let world = match self.world {
+            Some(_) if self.legacy_agent => format!("{PACKAGE}/legacy-agent@{VERSION}"),
             Some(w) => format!("{PACKAGE}/{}@{VERSION}", w.name()),
             None => "none of this runtime's worlds".into(),
         };
         let _ = writeln!(s, "{what}: {} bytes, implements {world}", self.size);
+        if self.legacy_agent {
+            let _ = writeln!(
+                s,
+                "note: an agent built before the {PACKAGE}/metrics@{VERSION} export: it exports {PACKAGE}/source@{VERSION}, whose values each carry their instance name; it is loaded and answers as before, and rebuilding it with this wasmon's SDK (`wasmon guest build`) sends each instance name once per fetch"
+            );
+        }
         let _ = writeln!(s, "imports:");
         for i in &self.imports {
             let _ = writeln!(s, "  {i}");
@@ -163,6 +173,9 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
     ]
     .into_iter()
     .find(|w| w.exports().iter().all(|e| ours(&exports, e)));
+    // The agent world before `metrics`: `source` beside `namespace`.
+    let legacy_agent = kind.is_none() && ours(&exports, "namespace") && ours(&exports, "source");
+    let kind = kind.or(legacy_agent.then_some(WorldKind::Agent));
     match kind {
         // Other exports are harmless (componentize-py adds one): nothing calls them.
         Some(_) => {}
@@ -180,18 +193,21 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
-            } else if ours(&exports, "namespace") || ours(&exports, "source") {
+            } else if ours(&exports, "namespace")
+                || ours(&exports, "metrics")
+                || ours(&exports, "source")
+            {
                 let missing = if ours(&exports, "namespace") {
-                    "source"
+                    "metrics"
                 } else {
                     "namespace"
                 };
                 problems.push(format!(
-                    "missing export {PACKAGE}/{missing}@{VERSION}: an agent exports both namespace and source"
+                    "missing export {PACKAGE}/{missing}@{VERSION}: an agent exports both namespace and metrics (or, built before metrics, namespace and source)"
                 ));
             } else {
                 problems.push(format!(
-                    "missing export: a transformer exports {PACKAGE}/transform@{VERSION}, an agent {PACKAGE}/namespace@{VERSION} and {PACKAGE}/source@{VERSION}, an exporter {PACKAGE}/encode@{VERSION}; this component exports {}",
+                    "missing export: a transformer exports {PACKAGE}/transform@{VERSION}, an agent {PACKAGE}/namespace@{VERSION} and {PACKAGE}/metrics@{VERSION}, an exporter {PACKAGE}/encode@{VERSION}; this component exports {}",
                     if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
                 ));
             }
@@ -235,6 +251,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
         imports,
         exports,
         problems,
+        legacy_agent,
         size: bytes.len(),
     })
 }

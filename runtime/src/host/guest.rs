@@ -142,6 +142,11 @@ impl<W: World> Image<W> {
         Ok(instance)
     }
 
+    /// The linked, pre-instantiated component.
+    pub fn pre(&self) -> &W::Pre {
+        &self.pre
+    }
+
     pub fn stats(&self) -> &Arc<GuestStats> {
         &self.stats
     }

@@ -57,7 +57,7 @@ mod stats;
 mod strings;
 mod transformer;
 
-pub use agent::{AgentInstance, AgentWorld};
+pub use agent::{AgentInstance, AgentWorld, Fetched};
 pub use engine::{Compiled, Runtime};
 pub use exporter::{ExporterInstance, ExporterWorld, Request};
 pub use guest::{CallError, GuestConfig, Image, Instance, Live, World};
@@ -70,6 +70,7 @@ pub use transformer::{TransformerInstance, TransformerWorld, encode};
 /// The WIT types of the agent world (PMIDs, namespace errors, descriptors, values).
 pub mod agent_types {
     pub use super::agent::{
-        Atom, Child, MetricDesc, NsError, Pmid, Semantics, Value, ValueSet, ValueType,
+        Atom, Child, Fetched, IndexedFetch, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid,
+        Semantics, Value, ValueSet, ValueType,
     };
 }

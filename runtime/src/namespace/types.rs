@@ -1,6 +1,6 @@
 //! The PMNS vocabulary: PMIDs (PCP's `domain.cluster.item`, with the dynamic-root marker
 //! `D.*.*`), namespace errors with PCP's codes and messages, and the [`Agent`] contract that
-//! native agents implement and WASM agents mirror through the WIT `namespace`/`source` interfaces.
+//! native agents implement and WASM agents mirror through the WIT `namespace`/`metrics` interfaces.
 //!
 //! Owns only these types; refers to nothing else in the crate.
 

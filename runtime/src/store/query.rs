@@ -120,11 +120,53 @@ impl Store {
             return Err(StoreError::InvalidRange);
         }
         let (m, levels) = self.resolve(selector, metric)?;
+        let (data, from, freq) = match &levels[..] {
+            // One series (most reads): everything under one hold of its level's lock.
+            [level] => level
+                .with_chain(m.id, |c| {
+                    let freq = c.step();
+                    let (first, end) = c.span();
+                    let from = from.max(c.time(first));
+                    let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
+                    let k0 = c.slot(from);
+                    let n = (end - k0).clamp(0, wanted);
+                    let mut data = vec![0.0; n as usize];
+                    c.copy_into(k0, k0 + n, &mut data);
+                    (data, from, freq)
+                })
+                .ok_or(StoreError::NotFound)?,
+            _ => self.combine(&levels, &m, from, to)?,
+        };
+        let n = data.len() as i64;
+        let (data, resolution) = lttb_with(
+            data,
+            freq,
+            resolution,
+            self.config().resampling_minimum_points,
+        )?;
+        Ok(ReadResult {
+            data,
+            from,
+            to: from + n * freq,
+            resolution,
+            step: freq,
+        })
+    }
+
+    /// The step-wise sum (or average) of several (two or more) series over `[from, to)`, as [`Store::read`]
+    /// describes: the values, the answer's `from` and the step.
+    fn combine(
+        &self,
+        levels: &[Arc<Level>],
+        m: &MetricInfo,
+        from: i64,
+        to: i64,
+    ) -> Result<(Vec<f64>, i64, i64), StoreError> {
         // First pass: the step (all series share it unless a snapshot from another
         // configuration was restored) and the oldest sample's time.
         let mut freq = 0;
         let mut first = i64::MAX;
-        for l in &levels {
+        for l in levels {
             with_chain(l, m.id, |c| {
                 if freq == 0 {
                     freq = c.step();
@@ -142,45 +184,25 @@ impl Store {
         // Steps before `to`, then per series up to its newest slot; the longest wins.
         let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
         let mut n = 0;
-        for l in &levels {
+        for l in levels {
             with_chain(l, m.id, |c| {
                 n = n.max((c.span().1 - c.slot(from)).clamp(0, wanted));
                 Ok(())
             })?;
         }
         let mut data = vec![0.0; n as usize];
-        if levels.len() == 1 {
-            with_chain(&levels[0], m.id, |c| {
+        for l in levels {
+            with_chain(l, m.id, |c| {
                 let k0 = c.slot(from);
-                c.copy_into(k0, k0 + n, &mut data);
+                c.add_into(k0, k0 + n, &mut data);
                 Ok(())
             })?;
-        } else {
-            for l in &levels {
-                with_chain(l, m.id, |c| {
-                    let k0 = c.slot(from);
-                    c.add_into(k0, k0 + n, &mut data);
-                    Ok(())
-                })?;
-            }
-            if m.aggregation == Aggregation::Avg {
-                let scale = 1.0 / levels.len() as f64;
-                data.iter_mut().for_each(|x| *x *= scale);
-            }
         }
-        let (data, resolution) = lttb_with(
-            data,
-            freq,
-            resolution,
-            self.config().resampling_minimum_points,
-        )?;
-        Ok(ReadResult {
-            data,
-            from,
-            to: from + n * freq,
-            resolution,
-            step: freq,
-        })
+        if m.aggregation == Aggregation::Avg {
+            let scale = 1.0 / levels.len() as f64;
+            data.iter_mut().for_each(|x| *x *= scale);
+        }
+        Ok((data, from, freq))
     }
 
     /// Stats over the raw samples of every matched series in `[from, to)` (not over the

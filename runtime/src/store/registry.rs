@@ -49,10 +49,12 @@ impl Registry {
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Option<MetricInfo> {
-        self.fixed
-            .get(name)
-            .or(read(&self.dynamic).get(name))
-            .copied()
+        // The configured metrics without the dynamic table's lock (`or_else`: `or` would take
+        // it on every lookup).
+        match self.fixed.get(name) {
+            Some(m) => Some(*m),
+            None => read(&self.dynamic).get(name).copied(),
+        }
     }
 
     #[cold]

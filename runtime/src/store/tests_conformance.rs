@@ -9,9 +9,14 @@ use super::query::lttb_with;
 use super::tests::{cfg, sel};
 use super::*;
 
-/// A store with metric `m` at `freq` seconds on host `h`.
-fn store(freq: u64) -> Store {
-    Store::new(cfg(&[("m", freq, Aggregation::Sum)]))
+/// A store with metric `m` at `freq` seconds on host `h`, holding `writes` (timestamp,
+/// value), written in order.
+fn store(freq: u64, writes: &[(i64, f64)]) -> Store {
+    let s = Store::new(cfg(&[("m", freq, Aggregation::Sum)]));
+    for &(ts, v) in writes {
+        w(&s, ts, v);
+    }
+    s
 }
 
 fn w(s: &Store, ts: i64, v: f64) {
@@ -34,9 +39,7 @@ fn same_values(a: &[f64], b: &[f64]) -> bool {
 #[test]
 fn buffer_write_nan_fill() {
     // TestBufferWriteNaNFill: newBuffer(100, 10); writes at 100 and 130 → 1, NaN, NaN, 4.
-    let s = store(10);
-    w(&s, 100, 1.0);
-    w(&s, 130, 4.0);
+    let s = store(10, &[(100, 1.0), (130, 4.0)]);
     let got = r(&s, 100, 140);
     assert!(same_values(&got.data, &[1.0, f64::NAN, f64::NAN, 4.0]));
 }
@@ -44,19 +47,14 @@ fn buffer_write_nan_fill() {
 #[test]
 fn buffer_write_overwrite() {
     // TestBufferWriteOverwrite: writing index 0 again replaces it, no append.
-    let s = store(10);
-    w(&s, 100, 1.0);
-    w(&s, 110, 2.0);
-    w(&s, 100, 99.0);
+    let s = store(10, &[(100, 1.0), (110, 2.0), (100, 99.0)]);
     assert_eq!(r(&s, 100, 120).data, vec![99.0, 2.0]);
 }
 
 #[test]
 fn buffer_read_before_first_write() {
     // TestBufferReadBeforeFirstWrite: read(50, 120) → from clamped to 100, 2 values.
-    let s = store(10);
-    w(&s, 100, 1.0);
-    w(&s, 110, 2.0);
+    let s = store(10, &[(100, 1.0), (110, 2.0)]);
     let got = r(&s, 50, 120);
     assert_eq!((got.from, got.data.len()), (100, 2));
 }
@@ -64,20 +62,14 @@ fn buffer_read_before_first_write() {
 #[test]
 fn buffer_read_nan_values() {
     // TestBufferReadNaNValues: a NaN written reads back as NaN between numbers.
-    let s = store(10);
-    w(&s, 100, 1.0);
-    w(&s, 110, f64::NAN);
-    w(&s, 120, 3.0);
+    let s = store(10, &[(100, 1.0), (110, f64::NAN), (120, 3.0)]);
     assert!(same_values(&r(&s, 100, 130).data, &[1.0, f64::NAN, 3.0]));
 }
 
 #[test]
 fn buffer_read() {
     // TestBufferRead: writes 100, 110, 120; read(100, 130) → from 100, to 130, 3 values.
-    let s = store(10);
-    for (i, t) in [100, 110, 120].into_iter().enumerate() {
-        w(&s, t, i as f64 + 1.0);
-    }
+    let s = store(10, &[(100, 1.0), (110, 2.0), (120, 3.0)]);
     let got = r(&s, 100, 130);
     assert_eq!(
         (got.from, got.to, got.data),
@@ -89,7 +81,7 @@ fn buffer_read() {
 fn buffer_read_chain() {
     // TestBufferReadChain: values run on contiguously across a buffer boundary (there at a
     // capacity of 3; here at BUFFER_CAP).
-    let s = store(10);
+    let s = store(10, &[]);
     let n = BUFFER_CAP as i64 + 3;
     for i in 0..n {
         w(&s, 100 + i * 10, i as f64);
@@ -103,7 +95,7 @@ fn buffer_read_chain() {
 fn buffer_read_accumulation() {
     // TestBufferReadAccumulation: reads add into the result (the sum over children):
     // 2+3 and 1+5.
-    let s = store(10);
+    let s = store(10, &[]);
     s.write(&["h", "a"], "m", 100, 3.0).unwrap();
     s.write(&["h", "a"], "m", 110, 5.0).unwrap();
     s.write(&["h", "b"], "m", 100, 2.0).unwrap();
@@ -117,8 +109,7 @@ fn buffer_write_from_past() {
     // buffer from past"). wasmon stores a sample older than its series when retention still
     // keeps its time (issue 18's late-sample rule) and refuses it otherwise.
     let now = chrono::Utc::now().timestamp();
-    let s = store(10);
-    w(&s, now, 42.0);
+    let s = store(10, &[(now, 42.0)]);
     s.write(&["h"], "m", now - 50, 10.0).unwrap();
     let got = r(&s, now - 50, now + 10);
     assert_eq!((got.from, got.data[0], got.data[5]), (now - 50, 10.0, 42.0));
@@ -136,7 +127,7 @@ fn the_grid_starts_at_the_first_write() {
     // buffer.go newBuffer: `start = ts - freq/2`, index `(ts - start) / freq`; a 60 s metric
     // first written at 1000 reads back from 1000 (issue 22 item 1), a 30 s one from 100.
     for (freq, first) in [(60, 1000), (30, 100)] {
-        let s = store(freq);
+        let s = store(freq, &[]);
         for i in 0..5 {
             w(&s, first + i * freq as i64, i as f64);
         }
@@ -151,7 +142,7 @@ fn read_from_inside_a_step_answers_that_from() {
     // buffer.go read: `t` runs from the asked `from` in steps; each value is the slot
     // holding `t`: from 1005 is slot 1000's [970, 1030), from 1035 slot 1060's; t = 1185
     // is still before `to` = 1200 and lands in slot 1180's.
-    let s = store(60);
+    let s = store(60, &[]);
     for i in 0..4 {
         w(&s, 1000 + i * 60, i as f64);
     }
@@ -168,7 +159,7 @@ fn read_from_inside_a_step_answers_that_from() {
 fn to_is_exclusive() {
     // buffer.go read: `for ; t < to; t += b.frequency`: 2,500 values up to `to` (issue 22
     // item 2), never the value at `to` itself.
-    let s = store(1);
+    let s = store(1, &[]);
     for i in 0..3000 {
         w(&s, 10_000 + i, i as f64);
     }
@@ -179,8 +170,7 @@ fn to_is_exclusive() {
 #[test]
 fn empty_reads_answer_the_asked_from() {
     // buffer.go read: after the data the loop breaks at once and returns (from, from).
-    let s = store(10);
-    w(&s, 100, 1.0);
+    let s = store(10, &[(100, 1.0)]);
     let got = r(&s, 5003, 6000);
     assert_eq!((got.from, got.to, got.data.len()), (5003, 5003, 0));
 }
@@ -191,9 +181,7 @@ fn write_inside_the_first_buffer_before_its_first_sample() {
     // even inside its page; wasmon stores it in its slot (issue 22 item 4, with issue 18's
     // rule) and the read then starts there.
     let now = chrono::Utc::now().timestamp();
-    let s = store(10);
-    w(&s, now, 1.0);
-    w(&s, now - 20, 0.5);
+    let s = store(10, &[(now, 1.0), (now - 20, 0.5)]);
     let got = r(&s, 0, now + 10);
     assert_eq!(got.from, now - 20);
     assert!(same_values(&got.data, &[0.5, f64::NAN, 1.0]));

@@ -193,7 +193,7 @@ fn check_describes_agents_and_transformers_and_links_them() {
         text.contains("implements wasmon:collector/agent@0.1.0"),
         "{text}"
     );
-    assert!(text.contains("wasmon:collector/source@0.1.0"), "{text}");
+    assert!(text.contains("wasmon:collector/metrics@0.1.0"), "{text}");
     assert!(text.contains("accepted"), "{text}");
     // componentize-py's Python guests import WASI the linker has (cli, io, clocks...).
     let (accepted, text) = check(&built("python", "zscore"), &["--no-link"]);

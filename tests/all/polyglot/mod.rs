@@ -11,6 +11,7 @@ mod agents;
 mod checks;
 mod daemon;
 mod exporters;
+mod files;
 mod guests;
 
 pub(crate) use agents::prepare_slurm;
@@ -144,13 +145,23 @@ pub fn built(lang: &str, name: &str) -> PathBuf {
 /// Loads the agent component `wasm` as guest `name` with `params` in the sandbox (256 MiB and
 /// 2 s a call: Python and JS agents start a language runtime).
 pub fn load_agent(wasm: &Path, name: &str, params: &str) -> anyhow::Result<AgentInstance> {
-    load_sandboxed(wasm, name, params)
+    load_sandboxed(wasm, name, params, Vec::new())
+}
+
+/// [`load_agent`] with directory grants.
+pub fn load_agent_granted(
+    wasm: &Path,
+    name: &str,
+    params: &str,
+    dirs: Vec<wasmon::host::DirGrant>,
+) -> anyhow::Result<AgentInstance> {
+    load_sandboxed(wasm, name, params, dirs)
 }
 
 /// Loads the exporter component `wasm` as guest `name` with `params` in the sandbox (256 MiB
 /// and 2 s a call, as agents: Python and JS exporters start a language runtime).
 pub fn load_exporter(wasm: &Path, name: &str, params: &str) -> anyhow::Result<ExporterInstance> {
-    load_sandboxed(wasm, name, params)
+    load_sandboxed(wasm, name, params, Vec::new())
 }
 
 /// Loads `wasm` into world `W` with 256 MiB and 2 s a call.
@@ -158,6 +169,7 @@ fn load_sandboxed<W: wasmon::host::World>(
     wasm: &Path,
     name: &str,
     params: &str,
+    dirs: Vec<wasmon::host::DirGrant>,
 ) -> anyhow::Result<wasmon::host::Instance<W>> {
     use wasmon::host::{GuestConfig, Image};
     let rt = cached_runtime();
@@ -165,6 +177,7 @@ fn load_sandboxed<W: wasmon::host::World>(
     let mut cfg = GuestConfig::new(name, params);
     cfg.memory = 256 << 20;
     cfg.deadline = std::time::Duration::from_secs(2);
+    cfg.grants.dirs = dirs;
     Image::<W>::load(&rt, &compiled, cfg)
 }
 

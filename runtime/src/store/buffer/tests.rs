@@ -175,6 +175,21 @@ fn pass(c: &mut Chain, pool: &Pool) {
     c.compact(now, pool);
 }
 
+/// Writes `i / 2` at every slot `i` of `slots` (1 s steps).
+fn write_halves(c: &mut Chain, slots: std::ops::Range<i64>, pool: &Pool) {
+    for i in slots {
+        c.write(i, i as f64 / 2.0, pool).unwrap();
+    }
+}
+
+/// A chain of 1 s steps holding `i / 2` at every slot `i` of `slots`, after a background pass.
+fn halves(slots: std::ops::Range<i64>, pool: &Pool) -> Chain {
+    let mut c = Chain::new(0, 1, slots.start, slots.start as f64 / 2.0, pool).unwrap();
+    write_halves(&mut c, slots.start + 1..slots.end, pool);
+    pass(&mut c, pool);
+    c
+}
+
 fn same(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }
@@ -270,11 +285,7 @@ fn a_constant_block_adds_without_decoding() {
 #[test]
 fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
     let pool = Pool::new(8);
-    let mut c = Chain::new(0, 1, 0, 0.5, &pool).unwrap();
-    for i in 1..1100 {
-        c.write(i, i as f64 / 2.0, &pool).unwrap();
-    }
-    pass(&mut c, &pool);
+    let mut c = halves(0..1100, &pool);
     let before = c.heap_bytes();
     c.write(10, -1.25, &pool).unwrap();
     c.write(700, 99.0, &pool).unwrap();
@@ -286,9 +297,7 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
         (-1.25, 99.0, 5.5, 350.5)
     );
     // The next pass encodes the written-to ones again.
-    for i in 1100..1600 {
-        c.write(i, i as f64 / 2.0, &pool).unwrap();
-    }
+    write_halves(&mut c, 1100..1600, &pool);
     pass(&mut c, &pool);
     assert!(
         c.heap_bytes() < before + 2 * 4096,
@@ -406,19 +415,13 @@ fn a_short_series_is_frozen_in_pieces_and_reads_back_exactly() {
 #[test]
 fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     let pool = Pool::new(8);
-    let mut c = Chain::new(0, 1, 10, 5.0, &pool).unwrap();
-    for i in 11..300 {
-        c.write(i, i as f64 / 2.0, &pool).unwrap();
-    }
-    pass(&mut c, &pool);
+    let mut c = halves(10..300, &pool);
     // Into a frozen piece, before the block's first slot, and an overwrite in the tail.
     c.write(100, -1.0, &pool).unwrap();
     c.write(3, -2.0, &pool).unwrap();
     c.write(299, -3.0, &pool).unwrap();
     // Appends go on after the frozen part was opened.
-    for i in 300..400 {
-        c.write(i, i as f64 / 2.0, &pool).unwrap();
-    }
+    write_halves(&mut c, 300..400, &pool);
     let want = |i: i64| match i {
         3 => -2.0,
         100 => -1.0,
