@@ -117,10 +117,10 @@ fn export(dir: &str, out: &str) {
 }
 
 fn main() {
-    if let Some((dir, out)) = std::env::var("WASMON_REPLAY_EXPORT")
-        .ok()
-        .and_then(|v| v.split_once(',').map(|(a, b)| (a.to_string(), b.to_string())))
-    {
+    if let Some((dir, out)) = std::env::var("WASMON_REPLAY_EXPORT").ok().and_then(|v| {
+        v.split_once(',')
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    }) {
         return export(&dir, &out);
     }
     let args: Vec<String> = std::env::args()
