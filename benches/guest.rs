@@ -161,7 +161,7 @@ fn swap(c: &mut Criterion) {
                 let swap = Swap {
                     chain,
                     sinks: None,
-                    flush_interval: None,
+                    flush: None.into(),
                     fallback: None,
                 };
                 pipeline.swap(swap).unwrap();

@@ -423,10 +423,23 @@ pub struct PipelineConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub flush_interval: Option<Duration>,
+    /// Flush the chain right after each batch (see `pipeline::Flush::after_batch`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flush_after_batch: bool,
     #[serde(default = "default_sinks")]
     pub sinks: Vec<String>,
     #[serde(default, rename = "transformer")]
     pub transformers: Vec<StageConfig>,
+}
+
+impl PipelineConfig {
+    /// When the pipeline's chain is flushed.
+    pub fn flush(&self) -> crate::pipeline::Flush {
+        crate::pipeline::Flush {
+            interval: self.flush_interval,
+            after_batch: self.flush_after_batch,
+        }
+    }
 }
 
 fn default_sinks() -> Vec<String> {

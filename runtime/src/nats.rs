@@ -47,6 +47,26 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// server for 48,000 nodes on a 3-server cluster: noise beside their samples.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often [`hung`] asks the connected server for a sign of life. The client's own pings
+/// cannot tell: async-nats 0.42 restarts its ping timer at every command the client sends, so
+/// a client that publishes or fetches more often than its ping interval (a central consumer
+/// retrying a fetch every 100 ms-1 s, a sink re-publishing every 250 ms) never pings and
+/// never notices a hung server.
+pub const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// How long a probe may go unanswered: a live server answers it itself within milliseconds
+/// ("no responders"), whatever the cluster is doing; 1 s leaves room for a loaded machine.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Unanswered probes in a row that make the server hung: one lost to a pause is not enough,
+/// two bound the detection to ~2.5 s (two timeouts and a pause).
+pub const PROBES_FAILED: u32 = 2;
+/// How long a new connection's server may leave the probes unanswered before it is given up:
+/// the client may still be connecting (every server down), and a connection made anew every
+/// few seconds would leave its predecessors connecting in the background.
+pub const FIRST_ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// The subject of the probe: nobody subscribes to it, so the client's own server answers "no
+/// responders" (its interest table includes the routes'), without asking the cluster.
+const PROBE_SUBJECT: &str = "_wasmon.probe.none";
+
 /// JetStream keeps at most 5 replicas of a stream (an odd number survives the loss of a
 /// minority of the cluster's servers).
 pub const MAX_REPLICAS: usize = 5;
@@ -368,10 +388,123 @@ impl Connection<'_> {
             })
     }
 
+    /// Connects with `opts` after `hung` gave up on a server: the seeds and the servers the
+    /// cluster had told of, in a random order except that the hung one is tried last, and in
+    /// that order on reconnects too (async-nats 0.42 waits for a server's INFO without a time
+    /// limit, so an attempt that reaches a hung server hangs with it). `None`: [`Self::connect_with`].
+    pub async fn connect_avoiding(
+        &self,
+        opts: async_nats::ConnectOptions,
+        hung: Option<&Hung>,
+    ) -> Result<async_nats::Client, ConnectError> {
+        use rand::seq::SliceRandom;
+        let Some(hung) = hung else {
+            return self.connect_with(opts).await;
+        };
+        let mut addrs = self
+            .addresses()
+            .map_err(|(field, problem)| ConnectError::File {
+                field: "servers",
+                problem: format!("{field}: {problem}"),
+            })?;
+        for url in &hung.known {
+            if let Ok(a) = parse_servers(url).map(|mut v| v.remove(0))
+                && !addrs.contains(&a)
+                && addrs.len() < MAX_SERVERS
+            {
+                addrs.push(a);
+            }
+        }
+        addrs.shuffle(&mut rand::thread_rng());
+        addrs.sort_by_key(|a| same_server(a, &hung.server));
+        opts.retain_servers_order()
+            .connect(addrs)
+            .await
+            .map_err(|source| ConnectError::Connect {
+                address: self.servers.to_string(),
+                source,
+            })
+    }
+
     /// Connects to the first seed that answers, with the files under `base`.
     pub async fn connect(&self, base: &Path) -> Result<async_nats::Client, ConnectError> {
         let opts = self.options(base).await?;
         self.connect_with(opts).await
+    }
+}
+
+/// Whether `addr` is the server that said `host:port` in its INFO (a server listening on every
+/// address says `0.0.0.0`: then the port alone).
+fn same_server(addr: &ServerAddr, said: &str) -> bool {
+    let Some((host, port)) = said.rsplit_once(':') else {
+        return false;
+    };
+    port.parse() == Ok(addr.port())
+        && (host == addr.host() || matches!(host, "0.0.0.0" | "::" | "[::]"))
+}
+
+/// A server [`hung`] gave up on, and the servers of its cluster the client had been told of.
+#[derive(Debug, Clone, Default)]
+pub struct Hung {
+    /// `host:port`, as the server said in its INFO.
+    pub server: String,
+    /// The cluster's client URLs as the server told them (`nats://` prepended when bare).
+    pub known: Vec<String>,
+}
+
+/// Resolves when `client`'s server has left [`PROBES_FAILED`] probes in a row unanswered
+/// (a probe every [`PROBE_EVERY`]): a hung server (stopped, its sockets open), or a
+/// reconnection stuck on one. The caller drops the client and connects anew with
+/// [`Connection::connect_avoiding`].
+pub async fn hung(client: &async_nats::Client) -> Hung {
+    use async_nats::RequestErrorKind;
+    let mut failed = 0;
+    let said = |client: &async_nats::Client| {
+        let info = client.server_info();
+        let known = info
+            .connect_urls
+            .iter()
+            .take(MAX_SERVERS)
+            .map(|u| {
+                if u.contains("://") {
+                    u.clone()
+                } else {
+                    format!("nats://{u}")
+                }
+            })
+            .collect();
+        Hung {
+            server: format!("{}:{}", info.host, info.port),
+            known,
+        }
+    };
+    let mut last = said(client);
+    // Until the server answered once, the client may still be connecting (every server
+    // down at start): it is given up only after FIRST_ANSWER_WITHIN.
+    let mut answered_once = false;
+    let first = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let asked = tokio::time::timeout(
+            PROBE_TIMEOUT,
+            client.request(PROBE_SUBJECT, bytes::Bytes::new()),
+        )
+        .await;
+        let answered = match asked {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => e.kind() == RequestErrorKind::NoResponders,
+            Err(_) => false,
+        };
+        if answered {
+            failed = 0;
+            answered_once = true;
+            last = said(client);
+            continue;
+        }
+        failed += 1;
+        if failed >= PROBES_FAILED && (answered_once || first.elapsed() >= FIRST_ANSWER_WITHIN) {
+            return last;
+        }
     }
 }
 
@@ -437,25 +570,27 @@ mod tests {
         let (f, p) = c.check(None).unwrap_err();
         assert_eq!(f, "fleet.nats");
         assert!(p.contains("server 2 of 2"), "{p}");
-        let c = Connection {
-            url_field: "fleet.nats",
-            servers: "nats://a:1",
-            auth: &Auth {
-                username: Some("u".into()),
-                ..Auth::default()
-            },
+        // An auth key's error names it in the section's spelling.
+        let user = Auth {
+            username: Some("u".into()),
+            ..Auth::default()
         };
-        assert_eq!(c.check(None).unwrap_err().0, "fleet.username");
+        let ca = Auth {
+            tls_ca: Some("missing.pem".into()),
+            ..Auth::default()
+        };
         let dir = tempfile::tempdir().unwrap();
-        let c = Connection {
-            url_field: "nats.address",
-            servers: "nats://a:1",
-            auth: &Auth {
-                tls_ca: Some("missing.pem".into()),
-                ..Auth::default()
-            },
-        };
-        assert_eq!(c.check(Some(dir.path())).unwrap_err().0, "nats.tls-ca");
+        for (url_field, auth, base, key) in [
+            ("fleet.nats", &user, None, "fleet.username"),
+            ("nats.address", &ca, Some(dir.path()), "nats.tls-ca"),
+        ] {
+            let c = Connection {
+                url_field,
+                servers: "nats://a:1",
+                auth,
+            };
+            assert_eq!(c.check(base).unwrap_err().0, key);
+        }
         assert!(check_replicas(0).is_err() && check_replicas(6).is_err());
         assert!(check_replicas(3).is_ok());
     }

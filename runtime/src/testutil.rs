@@ -1,6 +1,6 @@
 //! Test support shared by the parts' unit tests: a real `nats-server` (Debian's package,
 //! installed when missing) on a free loopback port, stopped when dropped; a task stopped
-//! through its cancellation token.
+//! through its cancellation token; an in-memory store for samples a minute apart.
 
 use std::process::{Child, Command, Stdio};
 
@@ -26,6 +26,15 @@ pub async fn stop<E: std::fmt::Debug>(
         .expect("the task ends once cancelled")
         .expect("the task did not panic")
         .expect("the task ends without error");
+}
+
+/// An in-memory store whose unnamed metrics take a 60 s step: the tests' samples are a minute
+/// apart.
+pub fn minute_store() -> crate::store::Store {
+    crate::store::Store::new(crate::store::StoreConfig {
+        default_frequency: 60,
+        ..Default::default()
+    })
 }
 
 /// A loopback port nothing listens on (at the time of asking).

@@ -79,6 +79,16 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// `name`, or when it is empty this host's name made [`key_safe`]: the default id of a fabric
+/// agent and of a fleet node.
+pub fn name_or_host(name: &str) -> String {
+    if name.is_empty() {
+        key_safe(&hostname())
+    } else {
+        name.to_string()
+    }
+}
+
 /// A name usable as a NATS KV key: `[-_=a-zA-Z0-9]`, other characters become `_`.
 pub fn key_safe(s: &str) -> String {
     s.chars()

@@ -79,6 +79,8 @@ pub struct Cluster {
     pub servers: Vec<Server>,
     /// The network namespace the last server lives in, when the cluster can be split.
     pub net: Option<Net>,
+    /// The servers' config file's text (`WASMON_TEST_NATS_CONF` when not set).
+    pub conf: Option<String>,
 }
 
 /// A network namespace joined to the test's by a veth pair: its server can be cut off from
@@ -181,15 +183,26 @@ impl Drop for Net {
 impl Cluster {
     /// Starts `n` servers of `bin` under `dir` and waits until JetStream answers on each.
     pub fn start(bin: &Path, dir: &Path, n: usize) -> Cluster {
-        Self::start_in(bin, dir, n, None)
+        Self::start_in(bin, dir, n, None, None)
+    }
+
+    /// [`Cluster::start`] with the servers' config file (`write_deadline: "2s"`).
+    pub fn start_with(bin: &Path, dir: &Path, n: usize, conf: &str) -> Cluster {
+        Self::start_in(bin, dir, n, None, Some(conf.to_string()))
     }
 
     /// Three servers, the last one in a network namespace of its own ([`Cluster::cut`]).
     pub fn start_split(bin: &Path, dir: &Path) -> Cluster {
-        Self::start_in(bin, dir, 3, Some(Net::create()))
+        Self::start_in(bin, dir, 3, Some(Net::create()), None)
     }
 
-    fn start_in(bin: &Path, dir: &Path, n: usize, net: Option<Net>) -> Cluster {
+    fn start_in(
+        bin: &Path,
+        dir: &Path,
+        n: usize,
+        net: Option<Net>,
+        conf: Option<String>,
+    ) -> Cluster {
         std::fs::create_dir_all(dir).unwrap();
         let host = |i: usize| match &net {
             Some(net) if i + 1 == n => net.inside.clone(),
@@ -211,6 +224,7 @@ impl Cluster {
             bin: bin.to_path_buf(),
             servers,
             net,
+            conf,
         };
         for i in 0..n {
             c.launch(i);
@@ -242,7 +256,11 @@ impl Cluster {
             }
             None => Command::new(&self.bin),
         };
-        if let Ok(conf) = std::env::var("WASMON_TEST_NATS_CONF") {
+        if let Some(conf) = self
+            .conf
+            .clone()
+            .or_else(|| std::env::var("WASMON_TEST_NATS_CONF").ok())
+        {
             let f = s.store.with_extension("conf");
             std::fs::write(&f, conf).unwrap();
             cmd.arg("-c").arg(&f);

@@ -157,7 +157,7 @@ fn a_flush_that_fails_at_swap_or_stop_counts_what_was_held() {
     p.swap(Swap {
         chain: vec![next],
         sinks: None,
-        flush_interval: None,
+        flush: None.into(),
         fallback: None,
     })
     .unwrap();

@@ -27,6 +27,8 @@ use crate::forward::rig::*;
 /// (a record every 100 ms), little enough for two clusters side by side on two cores.
 const RATE: u64 = 10_000;
 
+mod frozen;
+
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -70,24 +72,46 @@ impl Monitor {
                 .timeout(Duration::from_secs(1))
                 .build()
                 .unwrap();
-            let nats = rt.block_on(async {
-                let addrs: Vec<&str> = urls.split(',').collect();
-                async_nats::ConnectOptions::new()
-                    .ping_interval(Duration::from_secs(1))
-                    .connect(addrs)
-                    .await
-                    .unwrap()
-            });
-            let ask = |subject: &'static str| {
+            // A connection to a server, given up after a few unanswered polls: a frozen
+            // server would otherwise hide the others' progress for as long as it hangs
+            // (async-nats pings only an idle connection, and these polls never let it idle).
+            let connect = || {
                 rt.block_on(async {
+                    let addrs: Vec<&str> = urls.split(',').collect();
+                    tokio::time::timeout(
+                        Duration::from_secs(1),
+                        async_nats::ConnectOptions::new()
+                            .ping_interval(Duration::from_secs(1))
+                            .connect(addrs),
+                    )
+                    .await
+                    .ok()?
+                    .ok()
+                })
+            };
+            let nats = std::cell::RefCell::new(connect());
+            let unanswered = std::cell::Cell::new(0u32);
+            let ask = |subject: &'static str| {
+                if nats.borrow().is_none() || unanswered.get() >= 4 {
+                    *nats.borrow_mut() = connect();
+                    unanswered.set(0);
+                }
+                let client = nats.borrow().clone()?;
+                let got = rt.block_on(async {
                     let r = tokio::time::timeout(
                         Duration::from_millis(300),
-                        nats.request(subject, "".into()),
+                        client.request(subject, "".into()),
                     )
                     .await;
                     let m = r.ok()?.ok()?;
                     serde_json::from_slice::<Value>(&m.payload).ok()
-                })
+                });
+                unanswered.set(if got.is_some() {
+                    0
+                } else {
+                    unanswered.get() + 1
+                });
+                got
             };
             let mut out = Vec::new();
             let mut p = Poll::default();
@@ -199,6 +223,41 @@ fn central_config(dir: &Path, servers: &str, durable: &str, replicas: usize) -> 
          [[nats.subscriptions]]\nsubscribe-to = \"fwd.lp\"\nstream = \"FWD\"\ndurable = \"{durable}\"\nreplicas = {replicas}\n",
         dir.display()
     )
+}
+
+/// After the client stopped: the node's queue drains, every acknowledged sample is in the
+/// central store with its value, and each record the node sent is in the stream `FWD` once (a
+/// re-send after a lost PubAck carried the same `Nats-Msg-Id` and was dropped as a duplicate).
+/// Returns the stream's replicas.
+fn delivered_once(
+    what: &str,
+    (cluster, rt): (&Cluster, &tokio::runtime::Runtime),
+    (node_d, central_d): (&DaemonProcess, &DaemonProcess),
+    acked: &[(u64, u64)],
+    base: i64,
+) -> usize {
+    let total: u64 = acked.iter().map(|(a, b)| b - a).sum();
+    wait_until("the node's queue drained", Duration::from_secs(120), || {
+        sink(node_d, "to-js")["queued-records"].as_u64() == Some(0)
+    });
+    let to = base + (total / HOSTS) as i64 + 2;
+    wait_until("the central caught up", Duration::from_secs(120), || {
+        central_values(central_d, base, to).len() as u64 >= total
+    });
+    assert_all_there(what, acked, &central_values(central_d, base, to), base);
+    let sent = sink(node_d, "to-js")["sent-records"].as_u64().unwrap();
+    let (messages, replicas) = rt.block_on(async {
+        let addrs: Vec<String> = cluster.urls().split(',').map(String::from).collect();
+        let c = async_nats::connect(addrs).await.unwrap();
+        let mut st = async_nats::jetstream::new(c)
+            .get_stream("FWD")
+            .await
+            .unwrap();
+        let info = st.info().await.unwrap();
+        (info.state.messages, info.config.num_replicas)
+    });
+    assert_eq!(messages, sent, "stream messages vs records the node sent");
+    replicas
 }
 
 fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
@@ -381,37 +440,18 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let total: u64 = acked.iter().map(|(a, b)| b - a).sum();
     assert!(total > 0);
 
-    wait_until("the node's queue drained", Duration::from_secs(120), || {
-        sink(&node_d, "to-js")["queued-records"].as_u64() == Some(0)
-    });
+    let replicas = delivered_once(
+        &format!("central behind a 3-server cluster ({version})"),
+        (&cluster, &rt),
+        (&node_d, &central_d),
+        &acked,
+        base,
+    );
+    assert_eq!(replicas, 3, "the sink created the stream with replicas = 3");
     let s = sink(&node_d, "to-js");
     assert_eq!(s["dropped"]["queue-size"], 0, "{s}");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
     let to = base + (total / HOSTS) as i64 + 2;
-    wait_until("the central caught up", Duration::from_secs(120), || {
-        central_values(&central_d, base, to).len() as u64 >= total
-    });
-    assert_all_there(
-        &format!("central behind a 3-server cluster ({version})"),
-        &acked,
-        &central_values(&central_d, base, to),
-        base,
-    );
-    // Each record is in the stream once: a re-send after a lost PubAck carried the same
-    // Nats-Msg-Id and was dropped as a duplicate.
-    let sent = sink(&node_d, "to-js")["sent-records"].as_u64().unwrap();
-    let (messages, replicas) = rt.block_on(async {
-        let addrs: Vec<String> = cluster.urls().split(',').map(String::from).collect();
-        let c = async_nats::connect(addrs).await.unwrap();
-        let mut st = async_nats::jetstream::new(c)
-            .get_stream("FWD")
-            .await
-            .unwrap();
-        let info = st.info().await.unwrap();
-        (info.state.messages, info.config.num_replicas)
-    });
-    assert_eq!(replicas, 3, "the sink created the stream with replicas = 3");
-    assert_eq!(messages, sent, "stream messages vs records the node sent");
     let log = monitor.stop();
     if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
         eprintln!(

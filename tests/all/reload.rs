@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmon::host::{GuestConfig, Image, TransformerWorld};
-use wasmon::pipeline::{ChannelSink, Pipeline, Sink, Swap};
+use wasmon::pipeline::{ChannelSink, Flush, Pipeline, Sink, Swap};
 use wasmon::sample::Sample;
 
 use crate::common::*;
@@ -66,7 +66,7 @@ fn swapping_guests_twenty_times_under_load_accounts_for_every_sample_exactly_onc
             .swap(Swap {
                 chain: vec![hold(&format!("v{i}")), second.unwrap()],
                 sinks: None,
-                flush_interval: Some(Duration::from_millis(50)),
+                flush: Some(Duration::from_millis(50)).into(),
                 fallback: None,
             })
             .unwrap();
@@ -125,7 +125,7 @@ fn a_swap_that_changes_nothing_keeps_state() {
         .swap(Swap {
             chain: vec![load("testing", json!({"mode": "hold"})).unwrap()],
             sinks: None,
-            flush_interval: None,
+            flush: None.into(),
             fallback: None,
         })
         .unwrap();
@@ -133,6 +133,55 @@ fn a_swap_that_changes_nothing_keeps_state() {
     assert!(rx.try_recv().is_err(), "an unchanged stage is not flushed");
     pipeline.flush().unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().len(), 1);
+}
+
+/// `flush-after-batch`: a holding stage's output leaves with the batch that brought it (no
+/// manual flush, no interval), and an idle pipeline calls its guests no more (nothing wakes
+/// it between batches); a swap to an interval flushes on the clock again.
+#[test]
+fn a_pipeline_flushed_after_each_batch_emits_with_the_batch_and_sleeps_between() {
+    let (sink, rx) = ChannelSink::new("test");
+    let flush = Flush {
+        interval: None,
+        after_batch: true,
+    };
+    let hold = || load("testing", json!({"mode": "hold"})).unwrap();
+    let pipeline = Pipeline::start(
+        "after",
+        vec![hold()],
+        flush,
+        vec![Arc::new(sink) as Arc<dyn Sink>],
+    );
+    for round in 1..=3 {
+        pipeline
+            .send(vec![sample("m", "r", f64::from(round), 1.0)])
+            .unwrap();
+        let out = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            out.iter().map(|s| s.value).collect::<Vec<_>>(),
+            vec![f64::from(round)]
+        );
+    }
+    let calls = pipeline.stages()[0].calls;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        pipeline.stages()[0].calls,
+        calls,
+        "an idle pipeline calls nothing"
+    );
+    assert!(rx.try_recv().is_err());
+    // Back to a clock: a batch waits in the stage for the next tick.
+    pipeline
+        .swap(Swap {
+            chain: vec![hold()],
+            sinks: None,
+            flush: Some(Duration::from_millis(50)).into(),
+            fallback: None,
+        })
+        .unwrap();
+    pipeline.send(vec![sample("m", "r", 9.0, 2.0)]).unwrap();
+    let out = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(out[0].value, 9.0);
 }
 
 /// Records on which thread each batch arrived.
@@ -188,7 +237,7 @@ fn a_pipeline_without_stages_stores_on_the_senders_thread_until_a_stage_is_swapp
     let swap = |chain| Swap {
         chain,
         sinks: None,
-        flush_interval: None,
+        flush: None.into(),
         fallback: None,
     };
     let hold = load("testing", json!({"mode": "hold"})).unwrap();

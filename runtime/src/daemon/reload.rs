@@ -194,7 +194,7 @@ impl Daemon {
             let swap = Swap {
                 chain,
                 sinks: Some(sinks),
-                flush_interval: p.flush_interval,
+                flush: p.flush(),
                 // Under a fleet, a replaced version stands in for its successor during the
                 // rollback window: a batch the new one fails is not lost.
                 fallback: self.fleet.as_ref().map(|f| f.config().rollback_window),
@@ -208,7 +208,7 @@ impl Daemon {
                 }
             }
         }
-        let pipeline = Arc::new(Pipeline::start(&p.name, chain, p.flush_interval, sinks));
+        let pipeline = Arc::new(Pipeline::start(&p.name, chain, p.flush(), sinks));
         crate::util::write(&self.pipelines).insert(p.name.clone(), pipeline);
         PipelineOutcome::Started
     }

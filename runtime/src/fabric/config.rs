@@ -119,11 +119,7 @@ fn name_ok(s: &str) -> bool {
 impl FabricConfig {
     /// The agent id: `agent`, or the host name.
     pub fn agent_id(&self) -> String {
-        if self.agent.is_empty() {
-            crate::util::key_safe(&crate::util::hostname())
-        } else {
-            self.agent.clone()
-        }
+        crate::util::name_or_host(&self.agent)
     }
 
     pub fn check(&self) -> Result<(), String> {

@@ -20,6 +20,7 @@ use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 
 use super::wire::{Lease, Owner, leases_bucket, owners_bucket};
+use crate::nats::jetstream::open_kv_bucket;
 
 /// KV operations in flight at once while claiming (a BFS level at a time).
 const CLAIMS_IN_FLIGHT: usize = 64;
@@ -43,15 +44,8 @@ pub async fn open_buckets(
     replicas: Option<usize>,
 ) -> anyhow::Result<Buckets> {
     Ok(Buckets {
-        leases: crate::nats::jetstream::open_kv_bucket(js, &leases_bucket(name), lease, replicas)
-            .await?,
-        owners: crate::nats::jetstream::open_kv_bucket(
-            js,
-            &owners_bucket(name),
-            Duration::ZERO,
-            replicas,
-        )
-        .await?,
+        leases: open_kv_bucket(js, &leases_bucket(name), lease, replicas).await?,
+        owners: open_kv_bucket(js, &owners_bucket(name), Duration::ZERO, replicas).await?,
     })
 }
 

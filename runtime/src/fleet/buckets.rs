@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, object_store};
 
 use super::manifest::{Manifest, Reason, Refusal};
+use crate::nats::jetstream::open_kv_bucket;
 
 pub fn components_bucket(fleet: &str) -> String {
     format!("wasmon-fleet-{fleet}")
@@ -101,20 +102,8 @@ pub async fn open(
         components_stream,
         components_name: name,
         js: js.clone(),
-        releases: crate::nats::jetstream::open_kv_bucket(
-            js,
-            &releases_bucket(fleet),
-            Duration::ZERO,
-            want,
-        )
-        .await?,
-        health: crate::nats::jetstream::open_kv_bucket(
-            js,
-            &health_bucket(fleet),
-            Duration::ZERO,
-            want,
-        )
-        .await?,
+        releases: open_kv_bucket(js, &releases_bucket(fleet), Duration::ZERO, want).await?,
+        health: open_kv_bucket(js, &health_bucket(fleet), Duration::ZERO, want).await?,
     })
 }
 

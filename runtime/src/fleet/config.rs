@@ -90,11 +90,7 @@ pub fn parse_key(b64: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
 impl FleetConfig {
     /// The node name: `node`, or the host name made key-safe.
     pub fn node_id(&self) -> String {
-        if self.node.is_empty() {
-            crate::util::key_safe(&crate::util::hostname())
-        } else {
-            self.node.clone()
-        }
+        crate::util::name_or_host(&self.node)
     }
 
     /// The trusted keys, decoded.

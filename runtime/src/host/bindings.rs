@@ -16,16 +16,24 @@ pub mod transformer {
     });
 }
 
+/// A world that takes the transformer world's `types` and `host` interfaces instead of
+/// generating its own copies.
+macro_rules! sharing_transformer_types {
+    ($world:tt) => {
+        wasmtime::component::bindgen!({
+            world: $world,
+            path: "../wit",
+            with: {
+                "wasmon:collector/types": super::transformer::wasmon::collector::types,
+                "wasmon:collector/host": super::transformer::wasmon::collector::host,
+            },
+            exports: { default: async },
+        });
+    };
+}
+
 pub mod agent {
-    wasmtime::component::bindgen!({
-        world: "agent",
-        path: "../wit",
-        with: {
-            "wasmon:collector/types": super::transformer::wasmon::collector::types,
-            "wasmon:collector/host": super::transformer::wasmon::collector::host,
-        },
-        exports: { default: async },
-    });
+    sharing_transformer_types!("agent");
 }
 
 /// Agents built before the `metrics` export (values carry instance names): the same imports,
@@ -45,15 +53,7 @@ pub mod legacy_agent {
 }
 
 pub mod exporter {
-    wasmtime::component::bindgen!({
-        world: "exporter",
-        path: "../wit",
-        with: {
-            "wasmon:collector/types": super::transformer::wasmon::collector::types,
-            "wasmon:collector/host": super::transformer::wasmon::collector::host,
-        },
-        exports: { default: async },
-    });
+    sharing_transformer_types!("exporter");
 }
 
 pub use transformer::wasmon::collector::types;

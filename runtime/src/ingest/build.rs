@@ -33,6 +33,47 @@ pub enum ReceiveError {
     Unsupported(String),
 }
 
+/// An error inside a repeated element (a series, a data point): a malformed one is told where
+/// on its way out ([`Nested::within`]), the request's bounds are not (they say nothing of
+/// where).
+pub enum Nested {
+    Malformed(DecodeError),
+    Refused(ReceiveError),
+}
+
+impl From<DecodeError> for Nested {
+    fn from(e: DecodeError) -> Self {
+        Nested::Malformed(e)
+    }
+}
+
+impl From<ReceiveError> for Nested {
+    fn from(e: ReceiveError) -> Self {
+        match e {
+            ReceiveError::Malformed(d) => Nested::Malformed(d),
+            other => Nested::Refused(other),
+        }
+    }
+}
+
+impl Nested {
+    /// The request's error; a malformed element's path gains `field[i]` in front.
+    pub fn at(self, field: &str, i: Option<usize>) -> ReceiveError {
+        match self {
+            Nested::Malformed(d) => ReceiveError::Malformed(d.at(field, i)),
+            Nested::Refused(r) => r,
+        }
+    }
+
+    /// A malformed element's path, one level further out.
+    pub fn within(self, field: &str, i: Option<usize>) -> Nested {
+        match self {
+            Nested::Malformed(d) => Nested::Malformed(d.at(field, i)),
+            other => other,
+        }
+    }
+}
+
 /// Per-request bounds (issue 10's table): `max_samples` after histograms expand,
 /// `max_body` for the body once decompressed.
 #[derive(Debug, Clone, Copy)]

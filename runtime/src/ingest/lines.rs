@@ -363,15 +363,8 @@ pub async fn ingest_durable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{StoreConfig, selector};
-
-    /// The tests' samples are a minute apart.
-    fn store60() -> Store {
-        Store::new(StoreConfig {
-            default_frequency: 60,
-            ..Default::default()
-        })
-    }
+    use crate::store::selector;
+    use crate::testutil::minute_store;
 
     #[test]
     fn timestamp_units() {
@@ -384,7 +377,7 @@ mod tests {
 
     #[test]
     fn tags_in_any_order_aliases_and_levels() {
-        let s = store60();
+        let s = minute_store();
         let body = b"m,type-id=3,type=hwthread,host=h1,cluster=c value=1i 60\n\
 m,cluster=c,hostname=h1,type=node,type-id=0 value=2u 60\n\
 m,cluster=c,hostname=h1,type=socket,type-id=0,stype-id=1,stype=core,unit=x value=3.5 60\n\
@@ -419,7 +412,7 @@ bad line\n";
         // cc-backend pkg/metricstore/lineprotocol.go DecodeLine: a field other than `value`
         // is an error ("unknown field"), each `value` overwrites the one before, and a bool
         // or string value is an error. Here the error is the line's alone.
-        let s = store60();
+        let s = minute_store();
         let body = b"m,cluster=c,host=h value=1,value=2 60\n\
 m,cluster=c,host=h value=3,unit=4 120\n\
 m,cluster=c,host=h load=5 180\n\
@@ -442,7 +435,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
 
     #[test]
     fn missing_timestamp_means_now() {
-        let s = store60();
+        let s = minute_store();
         let out = ingest(&s, b"m,cluster=c,host=h value=9", None, 1200);
         assert_eq!(out.stored, 1);
         assert_eq!(
@@ -457,7 +450,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
 
     #[test]
     fn cached_tag_sections_keep_their_meaning_across_bodies_and_default_clusters() {
-        let s = store60();
+        let s = minute_store();
         let body = |ts: i64, v: i64| {
             format!(
                 "m,host=h,type=socket,type-id=0 value={v} {ts}\nm,host=h value={} {ts}\n",
@@ -501,7 +494,7 @@ m,cluster=c,host=h value=6i,value=7u 300\n";
         // cc-metric-store stores these at a level named by the id alone ("3"), at the host with
         // the stype dropped, at a host named "", or at a level named by the subtype alone;
         // each is an error here, naming the tag.
-        let s = store60();
+        let s = minute_store();
         let body = b"m,cluster=c,hostname=h,type-id=3 value=1 60\n\
 m,cluster=c,hostname=h,stype=core,stype-id=1 value=2 60\n\
 m,cluster=c,type=cpu,type-id=0 value=3 60\n\

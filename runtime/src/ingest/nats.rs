@@ -106,13 +106,39 @@ pub enum NatsError {
 
 /// Connects, subscribes and stores messages until `shutdown` is cancelled. A consumer that
 /// panics stops the others and fails the run (its supervisor starts it again); each JetStream
-/// consumer reports whether it works under `health`'s name and its stream's.
+/// consumer reports whether it works under `health`'s name and its stream's. A server that
+/// stops answering (hung: stopped, its sockets open) is left: the subscriptions and consumers
+/// start again on a new connection that tries that server last, and each consumer resumes
+/// from its durable position.
 pub async fn run_nats_ingest(
     store: Arc<Store>,
     cfg: NatsConfig,
     shutdown: CancellationToken,
     health: crate::supervise::Health,
 ) -> Result<(), NatsError> {
+    let mut avoid = None;
+    let kept: Vec<_> = cfg.subscriptions.iter().map(|_| Arc::default()).collect();
+    loop {
+        match session(&store, &cfg, &shutdown, &health, avoid.as_ref(), &kept).await? {
+            None => return Ok(()),
+            Some(hung) => {
+                tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
+                avoid = Some(hung);
+            }
+        }
+    }
+}
+
+/// One connection's subscriptions and consumers, until `shutdown` (`None`) or until its server
+/// stops answering (`Some`: for [`crate::nats::Connection::connect_avoiding`]).
+async fn session(
+    store: &Arc<Store>,
+    cfg: &NatsConfig,
+    shutdown: &CancellationToken,
+    health: &crate::supervise::Health,
+    avoid: Option<&crate::nats::Hung>,
+    kept: &[Arc<std::sync::Mutex<Unconfirmed>>],
+) -> Result<Option<crate::nats::Hung>, NatsError> {
     let conn = cfg.connection();
     let mut opts = conn.options(std::path::Path::new("")).await?;
     // A JetStream consumer waits out a NATS server that is down at start; core NATS
@@ -120,11 +146,11 @@ pub async fn run_nats_ingest(
     if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
         opts = opts.retry_on_initial_connect();
     }
-    let client = conn.connect_with(opts).await?;
+    let client = conn.connect_avoiding(opts, avoid).await?;
     health.working();
     let stop = shutdown.child_token();
     let mut tasks = tokio::task::JoinSet::new();
-    for sc in cfg.subscriptions {
+    for (sc, kept) in cfg.subscriptions.iter().cloned().zip(kept) {
         if let Some(stream) = &sc.stream {
             let h = crate::supervise::Health::new(&format!(
                 "{} {stream}/{}",
@@ -132,7 +158,7 @@ pub async fn run_nats_ingest(
                 sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE)
             ));
             let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
-            tasks.spawn(run_consumer(store, client, sc, stop, h));
+            tasks.spawn(run_consumer(store, client, sc, stop, h, kept.clone()));
             continue;
         }
         let mut sub = client
@@ -161,21 +187,36 @@ pub async fn run_nats_ingest(
         });
     }
     let mut panicked = None;
-    while let Some(r) = tasks.join_next().await {
-        if let Err(e) = r
-            && e.is_panic()
-            && panicked.is_none()
-        {
-            stop.cancel();
-            panicked = Some(e.to_string());
+    let mut hung = None;
+    let watchdog = crate::nats::hung(&client);
+    tokio::pin!(watchdog);
+    loop {
+        tokio::select! {
+            r = tasks.join_next() => match r {
+                None => break,
+                Some(Err(e)) if e.is_panic() && panicked.is_none() => {
+                    stop.cancel();
+                    panicked = Some(e.to_string());
+                }
+                Some(_) => {}
+            },
+            server = &mut watchdog, if hung.is_none() && !stop.is_cancelled() => {
+                stop.cancel();
+                hung = Some(server);
+            }
         }
     }
-    let _ = client.flush().await;
+    if hung.is_none() {
+        // A hung server would hold the flush as long as it hangs.
+        let _ = client.flush().await;
+    }
     if let Some(e) = panicked {
         return Err(NatsError::Panicked(e));
     }
-    tracing::info!("NATS ingest stopped");
-    Ok(())
+    if hung.is_none() {
+        tracing::info!("NATS ingest stopped");
+    }
+    Ok(hung)
 }
 
 /// Messages fetched (and acknowledged after one WAL commit) at a time.
@@ -217,8 +258,10 @@ async fn run_consumer(
     sc: NatsSubscription,
     shutdown: CancellationToken,
     health: crate::supervise::Health,
+    kept: Arc<std::sync::Mutex<Unconfirmed>>,
 ) {
     use async_nats::jetstream::consumer::pull;
+    let mut kept = Kept::new(kept);
     let mut js = async_nats::jetstream::new(client.clone());
     // Setting the consumer up again after a fault must not wait out the default 5 s per
     // request: a stream or consumer whose leader is being elected is asked again sooner.
@@ -276,10 +319,6 @@ async fn run_consumer(
         }
         // Since when fetches have failed (no consumer leader, a hung one).
         let mut failing_since: Option<std::time::Instant> = None;
-        // Stored messages whose acknowledgement the consumer's leader has not confirmed, and
-        // since when.
-        let mut unconfirmed: Vec<async_nats::jetstream::Message> = Vec::new();
-        let mut unconfirmed_since = std::time::Instant::now();
         loop {
             if let Some(since) = failing_since {
                 if since.elapsed() >= SETUP_AGAIN_AFTER {
@@ -338,12 +377,11 @@ async fn run_consumer(
                 fail(e.clone(), &mut failing);
                 failing_since.get_or_insert_with(std::time::Instant::now);
             }
-            if !unconfirmed.is_empty() && got.is_empty() && error.is_none() {
+            let un = &mut kept.now;
+            if !un.replies.is_empty() && got.is_empty() && error.is_none() {
                 // The leader answers again: acknowledge what it did not confirm.
-                if acknowledge(&client, &unconfirmed).await.is_ok()
-                    || unconfirmed_since.elapsed() >= ACK_RETRY_FOR
-                {
-                    unconfirmed.clear();
+                if acknowledge(&client, &un.replies).await.is_ok() || un.expired() {
+                    un.replies.clear();
                 }
             }
             if got.is_empty() {
@@ -354,19 +392,20 @@ async fn run_consumer(
                 tracing::error!(error = %e, "WAL commit failed: messages left unacknowledged");
                 continue;
             }
-            if unconfirmed.is_empty() {
-                unconfirmed_since = std::time::Instant::now();
+            if un.replies.is_empty() {
+                un.since = Some(std::time::Instant::now());
             }
-            unconfirmed.extend(got);
-            match acknowledge(&client, &unconfirmed).await {
-                Ok(()) => unconfirmed.clear(),
+            un.replies
+                .extend(got.into_iter().filter_map(|m| m.reply.clone()));
+            match acknowledge(&client, &un.replies).await {
+                Ok(()) => un.replies.clear(),
                 Err(e) => {
                     fail(e, &mut failing);
-                    if unconfirmed_since.elapsed() >= ACK_RETRY_FOR {
-                        unconfirmed.clear();
+                    if un.expired() {
+                        un.replies.clear();
                     }
-                    let over = unconfirmed.len().saturating_sub(ACK_RETRY_MAX);
-                    unconfirmed.drain(..over);
+                    let over = un.replies.len().saturating_sub(ACK_RETRY_MAX);
+                    un.replies.drain(..over);
                 }
             }
             if error.is_some() {
@@ -381,23 +420,65 @@ async fn run_consumer(
     }
 }
 
-/// Acknowledges messages: each, then the last one again as a request, which the consumer's
+/// Reply subjects of stored messages whose acknowledgement the consumer's leader has not
+/// confirmed, and since when: kept across connections, so that a consumer that left a hung
+/// server acknowledges them through the next (the server would deliver them again only after
+/// its ack wait, 30 s).
+#[derive(Default)]
+pub(crate) struct Unconfirmed {
+    replies: Vec<async_nats::Subject>,
+    since: Option<std::time::Instant>,
+}
+
+impl Unconfirmed {
+    /// Past [`ACK_RETRY_FOR`]: the server delivers them again anyway.
+    fn expired(&self) -> bool {
+        self.since.is_some_and(|t| t.elapsed() >= ACK_RETRY_FOR)
+    }
+}
+
+/// One consumer's [`Unconfirmed`] while it runs, handed back to the next connection's when it
+/// ends however it ends.
+struct Kept {
+    shared: Arc<std::sync::Mutex<Unconfirmed>>,
+    now: Unconfirmed,
+}
+
+impl Kept {
+    fn new(shared: Arc<std::sync::Mutex<Unconfirmed>>) -> Kept {
+        let now = std::mem::take(&mut *crate::util::lock(&shared));
+        Kept { shared, now }
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        *crate::util::lock(&self.shared) = std::mem::take(&mut self.now);
+    }
+}
+
+/// Acknowledges messages by their reply subjects, through `client` (whichever server it is
+/// connected to): each, then the last one again as a request, which the consumer's
 /// leader answers after it has taken the ones before (one connection, in order). An error
 /// says the acknowledgements may be lost (a leader being elected): the caller sends them
 /// again after its next fetch; past [`ACK_RETRY_FOR`] the server delivers them again (stored
 /// once more, the same values at the same times).
 async fn acknowledge(
     client: &async_nats::Client,
-    got: &[async_nats::jetstream::Message],
+    replies: &[async_nats::Subject],
 ) -> Result<(), String> {
-    for m in got {
-        if let Err(e) = m.ack().await {
+    let Some((last, before)) = replies.split_last() else {
+        return Ok(());
+    };
+    for reply in before {
+        if let Err(e) = client
+            .publish(reply.clone(), bytes::Bytes::from_static(b"+ACK"))
+            .await
+        {
             return Err(format!("ack: {e}"));
         }
     }
-    let Some(reply) = got.last().and_then(|m| m.reply.clone()) else {
-        return Ok(());
-    };
+    let reply = last.clone();
     match tokio::time::timeout(
         ACK_CONFIRM_TIMEOUT,
         client.request(reply, bytes::Bytes::from_static(b"+ACK")),
@@ -419,31 +500,21 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ingest_from_real_nats_server() {
         let server = crate::testutil::NatsServer::start();
-        let address = server.address.clone();
         let publisher = server.client().await;
         let store = Arc::new(Store::new(StoreConfig::default()));
         let token = CancellationToken::new();
+        let core = |subject: &str, cluster: Option<&str>| NatsSubscription {
+            subscribe_to: subject.into(),
+            cluster_tag: cluster.map(Into::into),
+            stream: None,
+            durable: None,
+            duplicate_window: default_window(),
+            replicas: None,
+        };
         let cfg = NatsConfig {
-            address,
+            address: server.address.clone(),
             auth: Default::default(),
-            subscriptions: vec![
-                NatsSubscription {
-                    subscribe_to: "updates.>".into(),
-                    cluster_tag: Some("fritz".into()),
-                    stream: None,
-                    durable: None,
-                    duplicate_window: default_window(),
-                    replicas: None,
-                },
-                NatsSubscription {
-                    subscribe_to: "other".into(),
-                    cluster_tag: None,
-                    stream: None,
-                    durable: None,
-                    duplicate_window: default_window(),
-                    replicas: None,
-                },
-            ],
+            subscriptions: vec![core("updates.>", Some("fritz")), core("other", None)],
         };
         let task = tokio::spawn(run_nats_ingest(
             store.clone(),

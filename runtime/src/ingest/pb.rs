@@ -326,6 +326,19 @@ pub fn for_each_packed(
     }
 }
 
+/// [`for_each_packed`], appending each element to `out`.
+pub fn extend_packed(
+    out: &mut Vec<u64>,
+    v: Wire<'_>,
+    field: &str,
+    fixed: bool,
+) -> Result<(), DecodeError> {
+    for_each_packed(v, field, fixed, |x| {
+        out.push(x);
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod enc {
     //! A minimal encoder for the decoders' tests.
@@ -400,11 +413,7 @@ mod tests {
         assert_eq!(v.double("d").unwrap(), 1.5);
         let (_, v) = r.next_field().unwrap().unwrap();
         let mut got = Vec::new();
-        for_each_packed(v, "p", false, |x| {
-            got.push(x);
-            Ok(())
-        })
-        .unwrap();
+        extend_packed(&mut got, v, "p", false).unwrap();
         assert_eq!(got, [1, 150, 3]);
         assert!(r.next_field().unwrap().is_none());
         let e = Wire::Bytes(&[0xff, 0xfe]).str("value").unwrap_err();

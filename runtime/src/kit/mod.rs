@@ -49,6 +49,16 @@ impl Lang {
             Lang::C => "c",
         }
     }
+
+    /// This language's entry of `[rust, python, js, c]` (a scaffold's source, say).
+    pub fn pick<T>(self, [rust, python, js, c]: [T; 4]) -> T {
+        match self {
+            Lang::Rust => rust,
+            Lang::Python => python,
+            Lang::Js => js,
+            Lang::C => c,
+        }
+    }
 }
 
 /// The world a guest implements.

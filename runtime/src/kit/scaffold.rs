@@ -101,23 +101,14 @@ pub fn new(dir: &Path, lang: Lang, world: WorldName) -> Result<String> {
         Lang::C => format!("{name}.c"),
     };
     let text = match world {
-        WorldName::Transformer => transformer_source(lang),
+        WorldName::Transformer => lang
+            .pick([RUST_LIB, PYTHON_APP, JS_APP, C_APP])
+            .replace("{DOC}", DOC),
         WorldName::Agent => scaffold_agent::source(lang, &name),
         WorldName::Exporter => scaffold_exporter::source(lang),
     };
     w(&file, &text)?;
     Ok(name)
-}
-
-/// The scale transformer's source.
-fn transformer_source(lang: Lang) -> String {
-    let text = match lang {
-        Lang::Rust => RUST_LIB,
-        Lang::Python => PYTHON_APP,
-        Lang::Js => JS_APP,
-        Lang::C => C_APP,
-    };
-    text.replace("{DOC}", DOC)
 }
 
 fn rust_manifest(name: &str) -> String {

@@ -9,13 +9,9 @@ answered) under PMID domain `domain` (cluster 0, items 0 and 1). Parameters: {\"
 
 /// The agent's source, serving the subtree `name`.
 pub(super) fn source(lang: Lang, name: &str) -> String {
-    let text = match lang {
-        Lang::Rust => RUST,
-        Lang::Python => PYTHON,
-        Lang::Js => JS,
-        Lang::C => C,
-    };
-    text.replace("{DOC}", DOC).replace("{NAME}", name)
+    lang.pick([RUST, PYTHON, JS, C])
+        .replace("{DOC}", DOC)
+        .replace("{NAME}", name)
 }
 
 const RUST: &str = r#"//! A wasmon agent: {DOC}

@@ -11,13 +11,7 @@ subject plus `suffix`. Parameters: {\"suffix\": \"/api/pipelines/main/samples\"}
 
 /// The exporter's source.
 pub(super) fn source(lang: Lang) -> String {
-    let text = match lang {
-        Lang::Rust => RUST,
-        Lang::Python => PYTHON,
-        Lang::Js => JS,
-        Lang::C => C,
-    };
-    text.replace("{DOC}", DOC)
+    lang.pick([RUST, PYTHON, JS, C]).replace("{DOC}", DOC)
 }
 
 const RUST: &str = r#"//! A wasmon exporter: {DOC}

@@ -74,7 +74,6 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn notifications_are_published_to_a_real_nats_server() {
         let server = crate::testutil::NatsServer::start();
-        let address = server.address.clone();
         let listener = server.client().await;
         let mut sub = listener.subscribe("wasmon.notify.>").await.unwrap();
         listener.flush().await.unwrap();
@@ -87,7 +86,7 @@ mod tests {
             )
             .unwrap();
         let cfg = NatsSinkConfig {
-            address,
+            address: server.address.clone(),
             subject_prefix: default_prefix(),
             queue_capacity: 16,
             auth: Default::default(),

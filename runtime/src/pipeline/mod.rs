@@ -12,4 +12,4 @@ mod worker;
 
 pub use sinks::{ChannelSink, LogSink, Sink, StdoutSink};
 pub use store_sink::StoreSink;
-pub use worker::{Pipeline, PipelineStats, Swap, SwapOutcome};
+pub use worker::{Flush, Pipeline, PipelineStats, Swap, SwapOutcome};

@@ -75,11 +75,32 @@ pub struct Swap {
     pub chain: Vec<TransformerInstance>,
     /// New sinks; `None` keeps the running ones.
     pub sinks: Option<Vec<Arc<dyn Sink>>>,
-    /// The flush interval from now on (`None`: on demand only).
-    pub flush_interval: Option<Duration>,
+    /// When the chain is flushed from now on.
+    pub flush: Flush,
     /// Keep each replaced stage's old instance this long: a batch the new one fails goes
     /// through the old one instead of being lost (a fleet rollout's window before rollback).
     pub fallback: Option<Duration>,
+}
+
+/// When a pipeline's chain is flushed, besides on demand, at a swap and at stop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flush {
+    /// Every interval (Ceilometer's pipeline interval), whether samples came or not.
+    pub interval: Option<Duration>,
+    /// Right after each batch has gone through the chain: what a batch completes leaves with
+    /// it, and an idle pipeline is never woken (for chains whose flush emits only what their
+    /// batches brought, such as `arithmetic` and `rate_of_change`; not for an `aggregator`
+    /// whose window ends by time).
+    pub after_batch: bool,
+}
+
+impl From<Option<Duration>> for Flush {
+    fn from(interval: Option<Duration>) -> Flush {
+        Flush {
+            interval,
+            after_batch: false,
+        }
+    }
 }
 
 /// The sinks of a pipeline that runs no stage, which [`Pipeline::send_acked`] hands a batch
@@ -135,11 +156,12 @@ impl std::fmt::Debug for StatsRef {
 const QUEUE: usize = 1024;
 
 impl Pipeline {
-    /// Starts a pipeline's thread. `flush_interval` `None`: flush only on demand and at stop.
+    /// Starts a pipeline's thread. `flush`: an interval (`None`: flush only on demand and at
+    /// stop), or a [`Flush`].
     pub fn start(
         name: &str,
         chain: Vec<TransformerInstance>,
-        flush_interval: Option<Duration>,
+        flush: impl Into<Flush>,
         sinks: Vec<Arc<dyn Sink>>,
     ) -> Pipeline {
         let (tx, rx) = crossbeam_channel::bounded(QUEUE);
@@ -154,7 +176,7 @@ impl Pipeline {
             stats: stats.clone(),
             stages: stages.clone(),
             inline: inline.clone(),
-            flush_interval,
+            flush: flush.into(),
             fallbacks: Vec::new(),
         };
         worker.publish_stages();
@@ -299,7 +321,7 @@ struct Worker {
     stats: Arc<PipelineStats>,
     stages: Arc<Mutex<Vec<StageInfo>>>,
     inline: Inline,
-    flush_interval: Option<Duration>,
+    flush: Flush,
     /// Per stage: the instance a swap replaced and until when it stands in for a failing new
     /// one (see [`Swap::fallback`]).
     fallbacks: Vec<Option<(TransformerInstance, Instant)>>,
@@ -307,7 +329,7 @@ struct Worker {
 
 impl Worker {
     fn run(&mut self, rx: Receiver<Command>, ctl: Receiver<Command>) {
-        let mut next_flush = self.flush_interval.map(|d| Instant::now() + d);
+        let mut next_flush = self.flush.interval.map(|d| Instant::now() + d);
         loop {
             // A flush that is due goes first: under a steady backlog the queue is never empty,
             // and waiting for a quiet moment would let a caching stage grow without bound.
@@ -331,13 +353,16 @@ impl Worker {
                     self.flush_from(0, Vec::new());
                     // Keep the cadence: the next flush is one interval after the one due.
                     next_flush = next_flush
-                        .zip(self.flush_interval)
+                        .zip(self.flush.interval)
                         .map(|(at, d)| (at + d).max(Instant::now()));
                 }
                 Some(Command::Batch(batch, ack)) => {
                     self.stats.samples_in.add(batch.len() as u64);
                     let out = self.run_stages(0, batch);
                     self.emit(out);
+                    if self.flush.after_batch {
+                        self.flush_from(0, Vec::new());
+                    }
                     if let Some(ack) = ack {
                         let _ = ack.send(());
                     }
@@ -351,10 +376,10 @@ impl Worker {
                     if let Some(sinks) = swap.sinks {
                         self.sinks = sinks;
                     }
-                    if swap.flush_interval != self.flush_interval {
-                        self.flush_interval = swap.flush_interval;
-                        next_flush = swap.flush_interval.map(|d| Instant::now() + d);
+                    if swap.flush.interval != self.flush.interval {
+                        next_flush = swap.flush.interval.map(|d| Instant::now() + d);
                     }
+                    self.flush = swap.flush;
                     self.publish_inline();
                     let _ = ack.send(outcome);
                 }

@@ -166,7 +166,8 @@ impl ProcReader {
         Ok(())
     }
 
-    /// Read one process (and its threads). `None`: it vanished.
+    /// Read one process (and its threads). `None`: it vanished. Its files are opened relative
+    /// to its directory (one component looked up per file instead of the whole path).
     fn read_process(
         &mut self,
         snap: &mut Snapshot,
@@ -174,11 +175,12 @@ impl ProcReader {
         fields: Fields,
         threads: bool,
     ) -> Option<()> {
-        self.set_path(pid, None, b"stat");
-        let n = match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
+        // Gone (or unreadable): either way there is no record.
+        let dir = self.open_pid(pid).ok()?;
+        let n = match dir.read(c"stat", &mut self.buf, TASK_FILE_CAP) {
             Ok(0) => return None, // the kernel returns nothing for a task being reaped
             Ok(n) => n,
-            Err(_) => return None, // gone (or unreadable): either way there is no record
+            Err(_) => return None,
         };
         let (_, stat) = parse_stat(&self.buf[..n]).ok()?;
         let mut p = ProcInfo {
@@ -187,14 +189,13 @@ impl ProcReader {
             ..ProcInfo::default()
         };
         if fields.contains(Fields::WCHAN) {
-            p.wchan = self.read_aux(pid, None, b"wchan", |b| Some(parse_wchan(b)))?;
+            p.wchan = self.read_aux(&dir.0, c"wchan", |b| Some(parse_wchan(b)))?;
         }
         if fields.contains(Fields::SCHED) {
-            p.sched = self.read_aux(pid, None, b"schedstat", parse_schedstat)?;
+            p.sched = self.read_aux(&dir.0, c"schedstat", parse_schedstat)?;
         }
         if fields.contains(Fields::FD) {
-            self.set_path(pid, None, b"fd");
-            p.fd_count = match count_entries(&self.path, &mut self.dents) {
+            p.fd_count = match dir.count(c"fd", &mut self.dents) {
                 Ok(c) => Some(c),
                 Err(e) => match classify(&e) {
                     Read::Gone => return None,
@@ -204,28 +205,61 @@ impl ProcReader {
         }
         let first = snap.threads.len();
         if threads {
-            self.read_threads(snap, pid, fields)?;
+            self.read_threads(snap, &dir, pid, p.stat.num_threads, fields)?;
         }
         p.threads = first as u32..snap.threads.len() as u32;
         snap.procs.push(p);
         Some(())
     }
 
-    fn read_threads(&mut self, snap: &mut Snapshot, pid: u32, fields: Fields) -> Option<()> {
-        self.set_path(pid, None, b"task");
+    /// The threads of the process in `dir`. A process whose `stat` counted one thread has
+    /// only its main thread (tid = pid): its task directory is not listed (most processes
+    /// are single-threaded, and a listing costs the kernel a lookup per thread), and that
+    /// thread's own files are read (a process's CPU times also count threads that exited).
+    fn read_threads(
+        &mut self,
+        snap: &mut Snapshot,
+        dir: &PidDir,
+        pid: u32,
+        num_threads: u32,
+        fields: Fields,
+    ) -> Option<()> {
         let mut tids = std::mem::take(&mut self.tids);
         tids.clear();
-        let listed = list_numeric(&self.path, &mut self.dents, &mut tids);
-        if let Err(e) = listed {
-            self.tids = tids;
-            return match classify(&e) {
-                Read::Gone => None,
-                _ => Some(()),
-            };
-        }
+        // The directory the thread files are opened in: the task directory once listed, or
+        // the process's, through `task/PID/`.
+        let listed;
+        let base = if num_threads == 1 {
+            tids.push(pid);
+            &dir.0
+        } else {
+            let task = dir.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY);
+            let task = task.and_then(|fd| {
+                for_each_entry_fd(&fd, &mut self.dents, |name| {
+                    if let Some(n) = parse_pid(name) {
+                        tids.push(n);
+                    }
+                })
+                .map(|()| fd)
+            });
+            match task {
+                Ok(fd) => {
+                    listed = fd;
+                    &listed
+                }
+                Err(e) => {
+                    self.tids = tids;
+                    return match classify(&e) {
+                        Read::Gone => None,
+                        _ => Some(()),
+                    };
+                }
+            }
+        };
+        let via_task = num_threads == 1;
         for &tid in &tids {
-            self.set_path(pid, Some(tid), b"stat");
-            let n = match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
+            self.thread_path(via_task, tid, b"stat");
+            let n = match read_at(base, &self.path, &mut self.buf, TASK_FILE_CAP) {
                 Ok(n) if n > 0 => n,
                 _ => continue, // this thread exited; the process goes on
             };
@@ -239,7 +273,8 @@ impl ProcReader {
                 ..ThreadInfo::default()
             };
             if fields.contains(Fields::WCHAN) {
-                match self.read_aux(pid, Some(tid), b"wchan", |b| Some(parse_wchan(b))) {
+                self.thread_path(via_task, tid, b"wchan");
+                match self.read_aux_path(base, |b| Some(parse_wchan(b))) {
                     Some(w) => t.wchan = w,
                     None => continue,
                 }
@@ -249,7 +284,8 @@ impl ProcReader {
                 .as_ref()
                 .is_none_or(|s| s.contains(&t.stat.state));
             if fields.contains(Fields::SCHED) && sched_wanted {
-                match self.read_aux(pid, Some(tid), b"schedstat", parse_schedstat) {
+                self.thread_path(via_task, tid, b"schedstat");
+                match self.read_aux_path(base, parse_schedstat) {
                     Some(s) => t.sched = s,
                     None => continue,
                 }
@@ -260,17 +296,39 @@ impl ProcReader {
         Some(())
     }
 
-    /// Read and parse an auxiliary file. Outer `None`: the task is gone; inner `None`: the
-    /// field is unavailable.
+    /// `[task/]TID/leaf\0` into the reused path buffer: a thread's file relative to its
+    /// process's directory (`via_task`) or to its task directory.
+    fn thread_path(&mut self, via_task: bool, tid: u32, leaf: &[u8]) {
+        self.path.clear();
+        if via_task {
+            self.path.extend_from_slice(b"task/");
+        }
+        push_decimal(&mut self.path, tid);
+        self.path.push(b'/');
+        self.path.extend_from_slice(leaf);
+        self.path.push(0);
+    }
+
+    /// Read and parse the file `leaf` of the directory `dir`. Outer `None`: the task is gone;
+    /// inner `None`: the field is unavailable.
     fn read_aux<T>(
         &mut self,
-        pid: u32,
-        tid: Option<u32>,
-        leaf: &[u8],
+        dir: &Fd,
+        leaf: &CStr,
         parse: impl FnOnce(&[u8]) -> Option<T>,
     ) -> Option<Option<T>> {
-        self.set_path(pid, tid, leaf);
-        match read_capped(&self.path, &mut self.buf, TASK_FILE_CAP) {
+        self.path.clear();
+        self.path.extend_from_slice(leaf.to_bytes_with_nul());
+        self.read_aux_path(dir, parse)
+    }
+
+    /// `read_aux` of the relative path already in the path buffer.
+    fn read_aux_path<T>(
+        &mut self,
+        dir: &Fd,
+        parse: impl FnOnce(&[u8]) -> Option<T>,
+    ) -> Option<Option<T>> {
+        match read_at(dir, &self.path, &mut self.buf, TASK_FILE_CAP) {
             Ok(n) => Some(parse(&self.buf[..n])),
             Err(e) => match classify(&e) {
                 Read::Gone => None,
@@ -303,21 +361,6 @@ impl ProcReader {
 
     pub fn page_size(&self) -> u64 {
         self.page_size
-    }
-
-    /// `root/PID[/task/TID]/leaf\0` into the reused path buffer.
-    fn set_path(&mut self, pid: u32, tid: Option<u32>, leaf: &[u8]) {
-        self.path.clear();
-        self.path.extend_from_slice(&self.root_bytes);
-        self.path.push(b'/');
-        push_decimal(&mut self.path, pid);
-        if let Some(tid) = tid {
-            self.path.extend_from_slice(b"/task/");
-            push_decimal(&mut self.path, tid);
-        }
-        self.path.push(b'/');
-        self.path.extend_from_slice(leaf);
-        self.path.push(0);
     }
 }
 
@@ -422,10 +465,17 @@ fn open(path: &[u8], flags: libc::c_int) -> io::Result<Fd> {
     }
 }
 
-/// Read at most `cap` bytes of a file into `buf` (grown up to `cap`): a hostile or huge file
-/// (a process's environment, its maps) costs a bounded read.
-fn read_capped(path: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
-    read_fd(&open(path, libc::O_RDONLY)?, buf, cap)
+/// Read at most `cap` bytes of the file at `rel` (NUL-terminated) under the directory `dir`
+/// into `buf` (grown up to `cap`): a hostile or huge file costs a bounded read.
+fn read_at(dir: &Fd, rel: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    let c =
+        CStr::from_bytes_with_nul(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is NUL-terminated and the directory descriptor is open.
+    let fd = unsafe { libc::openat(dir.0, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    read_fd(&Fd(fd), buf, cap)
 }
 
 /// Read at most `cap` bytes of an open file into `buf` (grown up to `cap`).
@@ -495,10 +545,6 @@ fn list_numeric(path: &[u8], dents: &mut [u8], out: &mut Vec<u32>) -> io::Result
             out.push(n);
         }
     })
-}
-
-fn count_entries(path: &[u8], dents: &mut [u8]) -> io::Result<u32> {
-    count_entries_fd(&open(path, libc::O_RDONLY | libc::O_DIRECTORY)?, dents)
 }
 
 fn count_entries_fd(fd: &Fd, dents: &mut [u8]) -> io::Result<u32> {

@@ -224,6 +224,39 @@ fn fake_tree_with_odd_comm_and_vanished_process() {
     );
 }
 
+/// A process whose `stat` counts one thread: its task directory is not listed (a tid listed
+/// there beside it is not read), and its thread's values come from the thread's own files
+/// (a process's CPU times also count threads that exited), schedstat included.
+#[test]
+fn single_threaded_process_reads_its_only_thread_without_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let line = |pid: u32, state: &str, utime: u32| {
+        format!(
+            "{pid} (one) {state} 1 {pid} {pid} 0 -1 0 5 0 0 0 {utime} 50 0 0 20 0 1 0 99 8192 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1\n"
+        )
+    };
+    std::fs::create_dir_all(root.join("30/task/30")).unwrap();
+    std::fs::create_dir_all(root.join("30/task/31")).unwrap();
+    std::fs::write(root.join("30/stat"), line(30, "D", 900)).unwrap();
+    std::fs::write(root.join("30/schedstat"), "700 1 1\n").unwrap();
+    std::fs::write(root.join("30/task/30/stat"), line(30, "D", 400)).unwrap();
+    std::fs::write(root.join("30/task/30/schedstat"), "600 2 3\n").unwrap();
+    std::fs::write(root.join("30/task/31/stat"), line(31, "S", 1)).unwrap();
+    let mut r = ProcReader::with_root(root);
+    r.thread_sched_only_in(Some(vec![b'D']));
+    let s = r
+        .read_all(Fields::CPU | Fields::STATE | Fields::SCHED, true)
+        .unwrap();
+    let p = s.find(30).unwrap();
+    assert_eq!((p.stat.utime, p.sched.unwrap().run_ns), (900, 700));
+    let threads = s.threads_of(p);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    let t = &threads[0];
+    assert_eq!((t.tid, t.stat.state, t.stat.utime), (30, b'D', 400));
+    assert_eq!(t.sched.unwrap().run_ns, 600);
+}
+
 #[test]
 fn counts_fds_of_a_child() {
     let kid = spawn_with_fds(50);

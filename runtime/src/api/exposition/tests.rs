@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::StoreConfig;
+use crate::testutil::minute_store;
 
 /// Descriptions as the linux agent gives them (semantics and units from PCP's linux PMDA,
 /// `/tmp/ref/linux.desc`), else the process table and the fallback.
@@ -51,17 +51,9 @@ fn render(store: &Store, now: i64, taken: &[&str]) -> String {
     out
 }
 
-/// A store with a 60 s step for unnamed metrics (the timings below are in its steps).
-fn store() -> Store {
-    Store::new(StoreConfig {
-        default_frequency: 60,
-        ..Default::default()
-    })
-}
-
 #[test]
 fn counters_are_counters_in_base_units_with_help_and_no_timestamps() {
-    let s = store();
+    let s = minute_store();
     s.write(&["local", "me"], "kernel.all.cpu.user", 1000, 2500.0)
         .unwrap();
     s.write(&["local", "me"], "kernel.all.pswitch", 1000, 7.0)
@@ -104,7 +96,7 @@ wasmon_odd_unit{cluster=\"local\",hostname=\"me\"} 3
 
 #[test]
 fn instances_carry_their_pcp_name_and_only_this_hosts_an_id() {
-    let s = store();
+    let s = minute_store();
     s.write(&["local", "me", "1 minute"], "kernel.all.load", 1000, 0.5)
         .unwrap();
     s.write(
@@ -140,7 +132,7 @@ fn instances_carry_their_pcp_name_and_only_this_hosts_an_id() {
 
 #[test]
 fn processes_carry_pid_tid_and_command() {
-    let s = store();
+    let s = minute_store();
     let me = std::process::id();
     let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
     let comm = comm.trim_end();
@@ -173,7 +165,7 @@ fn processes_carry_pid_tid_and_command() {
 
 #[test]
 fn a_series_not_written_for_three_intervals_leaves() {
-    let s = store(); // 60 s default step
+    let s = minute_store(); // 60 s default step
     s.write(&["local", "me", "1"], "proc.mem.rss", 1000, 1.0)
         .unwrap();
     s.write(&["local", "me", "2"], "proc.mem.rss", 1000, 2.0)
@@ -205,7 +197,7 @@ fn a_series_not_written_for_three_intervals_leaves() {
 
 #[test]
 fn other_metrics_keep_cc_metric_store_levels() {
-    let s = store();
+    let s = minute_store();
     s.write(&["alex", "a903", "hwthread12"], "cpu-load", 120, 0.5)
         .unwrap();
     s.write(&["alex", "a903"], "mem_used", 120, 7.0).unwrap();
@@ -226,7 +218,7 @@ wasmon_mem_used{cluster=\"alex\",hostname=\"a\\\"9\",type=\"socket\",type_id=\"0
 
 #[test]
 fn a_family_name_is_exposed_once() {
-    let s = store();
+    let s = minute_store();
     // Both sanitise to wasmon_mem_used; the first in name order keeps the family.
     s.write(&["c", "h"], "mem-used", 120, 1.0).unwrap();
     s.write(&["c", "h"], "mem_used", 120, 2.0).unwrap();

@@ -188,14 +188,12 @@ fn a_missed_epoch_spans_the_gap() {
     let mut r = Rig::new(&IB_EXTENDED, 2, false);
     let d = idx("port_xmit_data");
     r.tick(SEC);
-    r.vals[d][0] = 100;
-    r.vals[d][1] = 100;
+    r.vals[d].fill(100); // both ports
     // Port 1 cannot be read this epoch.
     r.epoch(2 * SEC, |i| i == 0, |_| 0);
     assert_eq!(r.out.hist[d].missing, 1);
     assert_eq!(r.out.ports_missing, 1);
-    r.vals[d][0] = 200;
-    r.vals[d][1] = 200;
+    r.vals[d].fill(200);
     r.tick(3 * SEC);
     // Port 0: 100 units in 1 s; port 1: 200 units over 2 s. Both 400 B/s.
     assert_eq!(r.out.hist[d].counts[bucket(400.0)], 2);

@@ -22,7 +22,7 @@ pub fn decode_json(raw: &[u8], limits: Limits) -> Result<OtlpDecoded, ReceiveErr
         .iter()
         .enumerate()
     {
-        resource_metrics(&mut e, rm).map_err(|x| x.at("resourceMetrics", ri))?;
+        resource_metrics(&mut e, rm).map_err(|x| x.at("resourceMetrics", Some(ri)))?;
     }
     Ok(e.finish())
 }

@@ -18,8 +18,8 @@
 
 use std::sync::Arc;
 
-use super::build::{Limits, MAX_LABELS, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, Span, Wire, for_each_packed, utf8, zigzag};
+use super::build::{Limits, MAX_LABELS, Nested, ReceiveError, check_label};
+use super::pb::{DecodeError, Reader, Span, Wire, extend_packed, for_each_packed, utf8, zigzag};
 use crate::sample::Pair;
 use crate::util::eq_bytes;
 use crate::util::{pb_bytes, pb_varint};
@@ -56,7 +56,7 @@ pub fn decode_protobuf_with(
     while let Some((f, v)) = r.next_field()? {
         if f == 1 {
             resource_metrics(&mut x, v.bytes("resource_metrics")?)
-                .map_err(|e| e.at("resource_metrics", ri))?;
+                .map_err(|e| e.at("resource_metrics", Some(ri)))?;
             ri += 1;
         }
     }
@@ -83,43 +83,6 @@ struct Seen<'a> {
     unit: &'a [u8],
     data: Data,
     heads: Heads,
-}
-
-/// An error inside a repeated element, kept apart from the request's bounds (which say
-/// nothing of where).
-pub enum Nested {
-    Malformed(DecodeError),
-    Refused(ReceiveError),
-}
-
-impl From<DecodeError> for Nested {
-    fn from(e: DecodeError) -> Self {
-        Nested::Malformed(e)
-    }
-}
-
-impl From<ReceiveError> for Nested {
-    fn from(e: ReceiveError) -> Self {
-        match e {
-            ReceiveError::Malformed(d) => Nested::Malformed(d),
-            other => Nested::Refused(other),
-        }
-    }
-}
-
-impl Nested {
-    pub fn at(self, field: &str, i: usize) -> ReceiveError {
-        match self {
-            Nested::Malformed(d) => ReceiveError::Malformed(d.at(field, Some(i))),
-            Nested::Refused(r) => r,
-        }
-    }
-    pub fn within(self, field: &str, i: Option<usize>) -> Nested {
-        match self {
-            Nested::Malformed(d) => Nested::Malformed(d.at(field, i)),
-            other => other,
-        }
-    }
 }
 
 fn resource_metrics<'a>(x: &mut Decoder<'a, '_>, rm: &'a [u8]) -> Result<(), Nested> {
@@ -557,10 +520,7 @@ fn histogram_point<'a>(
     let mut r = Reader::new(p);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            6 => for_each_packed(v, "bucket_counts", true, |x| {
-                counts.push(x);
-                Ok(())
-            })?,
+            6 => extend_packed(&mut counts, v, "bucket_counts", true)?,
             7 => for_each_packed(v, "explicit_bounds", true, |x| {
                 bounds.push(f64::from_bits(x));
                 Ok(())
@@ -581,10 +541,7 @@ fn exp_buckets(v: Wire) -> Result<(i32, Vec<u64>), DecodeError> {
     while let Some((f, v)) = r.next_field()? {
         match f {
             1 => offset = zigzag(v.varint("offset")?) as i32,
-            2 => for_each_packed(v, "bucket_counts", false, |x| {
-                counts.push(x);
-                Ok(())
-            })?,
+            2 => extend_packed(&mut counts, v, "bucket_counts", false)?,
             _ => {}
         }
     }

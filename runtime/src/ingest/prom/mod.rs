@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::build::{Build, Limits, MAX_LABELS, ReceiveError, check_label};
+use super::build::{Build, Limits, MAX_LABELS, Nested, ReceiveError, check_label};
 use super::pb::{DecodeError, Reader, Span, for_each_packed};
 use super::recent::{Lookup, Recent};
 use crate::sample::{Kind, Metadata, Name, Pair, Sample};
@@ -362,7 +362,7 @@ fn each_series<'a>(
         &mut Labels<'a>,
         &mut Build<'a>,
         &mut PromDecoded,
-    ) -> Result<(), SeriesError>,
+    ) -> Result<(), Nested>,
 ) -> Result<PromDecoded, ReceiveError> {
     let mut out = PromDecoded::default();
     let mut b = Build::new(limits, raw.len(), 32);
@@ -395,7 +395,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
         ts: &'a [u8],
         b: &mut Build<'a>,
         out: &mut PromDecoded,
-    ) -> Result<(), SeriesError> {
+    ) -> Result<(), Nested> {
         let mut raw = std::mem::take(&mut self.labels.raw);
         let mut samples = std::mem::take(&mut self.labels.samples);
         raw.clear();
@@ -443,10 +443,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
         };
         for (i, &s) in samples.iter().enumerate() {
             let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
-            emit(b, out, head, value, ms).map_err(|e| match e {
-                SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
-                other => other,
-            })?;
+            emit(b, out, head, value, ms).map_err(|e| e.within("samples", Some(i)))?;
         }
         self.labels.raw = raw;
         self.labels.samples = samples;
@@ -454,7 +451,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
     }
 
     /// The series' labels from their bytes, checked, into `self.labels`.
-    fn check_labels(&mut self, raw: &[&'a [u8]]) -> Result<(), SeriesError> {
+    fn check_labels(&mut self, raw: &[&'a [u8]]) -> Result<(), Nested> {
         let labels = &mut *self.labels;
         labels.clear();
         for (li, &l) in raw.iter().enumerate() {
@@ -474,7 +471,7 @@ impl<'a> Series<'_, 'a, '_, '_> {
     }
 
     /// The head the checked labels make, learned under `key` (the labels' bytes).
-    fn head(&mut self, key: Option<&[u8]>, b: &mut Build<'a>) -> Result<Head, SeriesError> {
+    fn head(&mut self, key: Option<&[u8]>, b: &mut Build<'a>) -> Result<Head, Nested> {
         let (name, resource, metadata, text) = self.labels.head(b)?;
         let head = Head {
             name,
@@ -531,7 +528,7 @@ fn emit(
     head: &Head,
     value: f64,
     ms: i64,
-) -> Result<(), SeriesError> {
+) -> Result<(), Nested> {
     if value.to_bits() == STALE_NAN {
         out.stale += 1;
         return Ok(());
@@ -549,33 +546,6 @@ fn emit(
         metadata: head.metadata.clone(),
     })?;
     Ok(())
-}
-
-/// A series' error: malformed, or the request's bound reached.
-enum SeriesError {
-    Malformed(DecodeError),
-    Refused(ReceiveError),
-}
-
-impl From<DecodeError> for SeriesError {
-    fn from(e: DecodeError) -> Self {
-        SeriesError::Malformed(e)
-    }
-}
-
-impl From<ReceiveError> for SeriesError {
-    fn from(e: ReceiveError) -> Self {
-        SeriesError::Refused(e)
-    }
-}
-
-impl SeriesError {
-    fn at(self, field: &str, i: Option<usize>) -> ReceiveError {
-        match self {
-            SeriesError::Malformed(d) => ReceiveError::Malformed(d.at(field, i)),
-            SeriesError::Refused(r) => r,
-        }
-    }
 }
 
 fn decode_v2(raw: &[u8], limits: Limits) -> Result<PromDecoded, ReceiveError> {
@@ -606,7 +576,7 @@ fn series_v2<'a>(
     labels: &mut Labels<'a>,
     b: &mut Build<'a>,
     out: &mut PromDecoded,
-) -> Result<(), SeriesError> {
+) -> Result<(), Nested> {
     labels.clear();
     let symbol = |i: u64| -> Result<&'a str, DecodeError> {
         symbols.get(i as usize).copied().ok_or_else(|| {
@@ -676,10 +646,7 @@ fn series_v2<'a>(
     };
     for (i, s) in samples.into_iter().enumerate() {
         let (value, ms) = sample(s).map_err(|e| e.at("samples", Some(i)))?;
-        emit(b, out, &head, value, ms).map_err(|e| match e {
-            SeriesError::Malformed(d) => SeriesError::Malformed(d.at("samples", Some(i))),
-            other => other,
-        })?;
+        emit(b, out, &head, value, ms).map_err(|e| e.within("samples", Some(i)))?;
     }
     Ok(())
 }

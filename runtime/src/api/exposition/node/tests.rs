@@ -99,84 +99,73 @@ fn node_exporter_families_labels_units_and_types_from_the_linux_agent() {
         (x * 1e9).round() / 1e9
     };
 
-    // USER_HZ ticks -> PCP milliseconds -> seconds.
-    assert_eq!(v(r#"node_cpu_seconds_total{cpu="0",mode="user"}"#), 1.0);
-    assert_eq!(v(r#"node_cpu_seconds_total{cpu="1",mode="user"}"#), 2.0);
-    assert_eq!(v(r#"node_cpu_seconds_total{cpu="0",mode="system"}"#), 0.5);
-    assert_eq!(v(r#"node_cpu_seconds_total{cpu="0",mode="iowait"}"#), 0.2);
-    assert_eq!(v(r#"node_cpu_seconds_total{cpu="0",mode="steal"}"#), 0.07);
-    assert_eq!(
-        v(r#"node_cpu_guest_seconds_total{cpu="0",mode="user"}"#),
-        0.09
-    );
-    assert_eq!(
-        v(r#"node_cpu_guest_seconds_total{cpu="0",mode="nice"}"#),
-        0.01
-    );
+    for (series, want) in [
+        // USER_HZ ticks -> PCP milliseconds -> seconds.
+        (r#"node_cpu_seconds_total{cpu="0",mode="user"}"#, 1.0),
+        (r#"node_cpu_seconds_total{cpu="1",mode="user"}"#, 2.0),
+        (r#"node_cpu_seconds_total{cpu="0",mode="system"}"#, 0.5),
+        (r#"node_cpu_seconds_total{cpu="0",mode="iowait"}"#, 0.2),
+        (r#"node_cpu_seconds_total{cpu="0",mode="steal"}"#, 0.07),
+        (r#"node_cpu_guest_seconds_total{cpu="0",mode="user"}"#, 0.09),
+        (r#"node_cpu_guest_seconds_total{cpu="0",mode="nice"}"#, 0.01),
+        // kB -> bytes; counts stay counts; `(anon)` is `_anon`.
+        ("node_memory_MemTotal_bytes", 16_000_000.0 * 1024.0),
+        ("node_memory_MemAvailable_bytes", 12_000_000.0 * 1024.0),
+        ("node_memory_Active_anon_bytes", 12_345.0 * 1024.0),
+        ("node_memory_HugePages_Total", 4.0),
+        ("node_load1", 0.5),
+        ("node_load5", 1.25),
+        ("node_load15", 2.0),
+        ("node_context_switches_total", 999.0),
+        ("node_forks_total", 4242.0),
+        ("node_intr_total", 12345.0),
+        ("node_boot_time_seconds", 1_700_000_000.0),
+        ("node_procs_running", 3.0),
+        ("node_procs_blocked", 1.0),
+        // Disks: sectors -> bytes, milliseconds -> seconds; partitions are not disks.
+        (r#"node_disk_reads_completed_total{device="sda"}"#, 1000.0),
+        (
+            r#"node_disk_read_bytes_total{device="sda"}"#,
+            20000.0 * 512.0,
+        ),
+        (
+            r#"node_disk_written_bytes_total{device="sda"}"#,
+            40000.0 * 512.0,
+        ),
+        (r#"node_disk_read_time_seconds_total{device="sda"}"#, 0.3),
+        (r#"node_disk_io_time_seconds_total{device="sda"}"#, 0.7),
+        (
+            r#"node_disk_io_time_weighted_seconds_total{device="sda"}"#,
+            0.9,
+        ),
+        (r#"node_disk_flush_requests_total{device="sda"}"#, 11.0),
+        // Interfaces.
+        (r#"node_network_receive_bytes_total{device="eth0"}"#, 5000.0),
+        (
+            r#"node_network_receive_multicast_total{device="eth0"}"#,
+            6.0,
+        ),
+        (r#"node_network_transmit_colls_total{device="eth0"}"#, 10.0),
+        (
+            r#"node_network_transmit_carrier_total{device="eth0"}"#,
+            11.0,
+        ),
+        // vmstat is untyped, as node_exporter writes it.
+        ("node_vmstat_pgfault", 333.0),
+        ("node_vmstat_oom_kill", 1.0),
+        // softnet: hex columns, per CPU.
+        (r#"node_softnet_processed_total{cpu="1"}"#, 32.0),
+        (r#"node_softnet_times_squeezed_total{cpu="1"}"#, 3.0),
+        ("node_filefd_allocated", 801.0),
+        ("node_filefd_maximum", 2_466_177.0),
+        ("node_time_seconds", 1_700_000_123.5),
+    ] {
+        assert_eq!(v(series), want, "{series}");
+    }
     assert_eq!(types["node_cpu_seconds_total"], "counter");
-    // kB -> bytes; counts stay counts; `(anon)` is `_anon`.
-    assert_eq!(v("node_memory_MemTotal_bytes"), 16_000_000.0 * 1024.0);
-    assert_eq!(v("node_memory_MemAvailable_bytes"), 12_000_000.0 * 1024.0);
-    assert_eq!(v("node_memory_Active_anon_bytes"), 12_345.0 * 1024.0);
-    assert_eq!(v("node_memory_HugePages_Total"), 4.0);
     assert_eq!(types["node_memory_MemFree_bytes"], "gauge");
-    assert_eq!(v("node_load1"), 0.5);
-    assert_eq!(v("node_load5"), 1.25);
-    assert_eq!(v("node_load15"), 2.0);
-    assert_eq!(v("node_context_switches_total"), 999.0);
-    assert_eq!(v("node_forks_total"), 4242.0);
-    assert_eq!(v("node_intr_total"), 12345.0);
-    assert_eq!(v("node_boot_time_seconds"), 1_700_000_000.0);
-    assert_eq!(v("node_procs_running"), 3.0);
-    assert_eq!(v("node_procs_blocked"), 1.0);
-    // Disks: sectors -> bytes, milliseconds -> seconds; partitions are not disks.
-    assert_eq!(
-        v(r#"node_disk_reads_completed_total{device="sda"}"#),
-        1000.0
-    );
-    assert_eq!(
-        v(r#"node_disk_read_bytes_total{device="sda"}"#),
-        20000.0 * 512.0
-    );
-    assert_eq!(
-        v(r#"node_disk_written_bytes_total{device="sda"}"#),
-        40000.0 * 512.0
-    );
-    assert_eq!(v(r#"node_disk_read_time_seconds_total{device="sda"}"#), 0.3);
-    assert_eq!(v(r#"node_disk_io_time_seconds_total{device="sda"}"#), 0.7);
-    assert_eq!(
-        v(r#"node_disk_io_time_weighted_seconds_total{device="sda"}"#),
-        0.9
-    );
-    assert_eq!(v(r#"node_disk_flush_requests_total{device="sda"}"#), 11.0);
     assert!(!out.contains(r#"device="sda1""#), "{out}");
-    // Interfaces.
-    assert_eq!(
-        v(r#"node_network_receive_bytes_total{device="eth0"}"#),
-        5000.0
-    );
-    assert_eq!(
-        v(r#"node_network_receive_multicast_total{device="eth0"}"#),
-        6.0
-    );
-    assert_eq!(
-        v(r#"node_network_transmit_colls_total{device="eth0"}"#),
-        10.0
-    );
-    assert_eq!(
-        v(r#"node_network_transmit_carrier_total{device="eth0"}"#),
-        11.0
-    );
-    // vmstat is untyped, as node_exporter writes it.
-    assert_eq!(v("node_vmstat_pgfault"), 333.0);
-    assert_eq!(v("node_vmstat_oom_kill"), 1.0);
     assert_eq!(types["node_vmstat_pgfault"], "untyped");
-    // softnet: hex columns, per CPU.
-    assert_eq!(v(r#"node_softnet_processed_total{cpu="1"}"#), 32.0);
-    assert_eq!(v(r#"node_softnet_times_squeezed_total{cpu="1"}"#), 3.0);
-    assert_eq!(v("node_filefd_allocated"), 801.0);
-    assert_eq!(v("node_filefd_maximum"), 2_466_177.0);
-    assert_eq!(v("node_time_seconds"), 1_700_000_123.5);
     // Every family has HELP and TYPE, every name is node_exporter's shape.
     for name in types.keys() {
         assert!(out.contains(&format!("# HELP {name} ")), "{name}");

@@ -1,0 +1,213 @@
+//! A hung server (SIGSTOP: its sockets stay open, it answers nothing) on a 3-server cluster,
+//! with a node forwarding 20,000 samples/s through a `jetstream` sink (replicas 3) to a central
+//! daemon's durable consumer: first the server the central daemon is connected to is frozen
+//! for 30 s (not the stream's leader), then the stream's leader (not the central's server).
+//! The servers run with `write_deadline: "2s"` (the README's advice for a cluster).
+//! The central must leave the hung server and resume from its durable position through
+//! another well before the server resumes; afterwards every acknowledged sample is in the
+//! central store with its value and the stream holds each record once. The stalls are printed
+//! (`--nocapture`; benches/README.md has the figures).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::*;
+
+/// The servers' config: see the README's "Under faults".
+const WRITE_DEADLINE: &str = "write_deadline: \"2s\"\n";
+
+/// The issue's rate for the forwarding tests.
+const RATE: u64 = 20_000;
+
+/// Asks the stream `FWD` to elect another leader, until its leader is not server `not`
+/// (nats-server picks the new one among the current replicas).
+fn lead_elsewhere(cluster: &Cluster, rt: &tokio::runtime::Runtime, not: usize) {
+    for _ in 0..10 {
+        if cluster.leader(rt, "FWD").is_some_and(|l| l != not) {
+            return;
+        }
+        let urls = cluster.urls();
+        rt.block_on(async {
+            let addrs: Vec<&str> = urls.split(',').collect();
+            let c = async_nats::connect(addrs).await.unwrap();
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                c.request("$JS.API.STREAM.LEADER.STEPDOWN.FWD", "".into()),
+            )
+            .await;
+        });
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("the stream's leader stayed on s{not}");
+}
+
+/// The leader of the central's consumer, as its info says.
+fn consumer_leader(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Option<String> {
+    let urls = cluster.urls();
+    rt.block_on(async {
+        let addrs: Vec<&str> = urls.split(',').collect();
+        let c = async_nats::connect(addrs).await.ok()?;
+        let m = tokio::time::timeout(
+            Duration::from_secs(2),
+            c.request("$JS.API.CONSUMER.INFO.FWD.central", "".into()),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let v: Value = serde_json::from_slice(&m.payload).ok()?;
+        v["cluster"]["leader"].as_str().map(String::from)
+    })
+}
+
+fn a_hung_server_is_left(bin: PathBuf) {
+    let frozen = Duration::from_secs(30);
+    let tmp = tempfile::tempdir().unwrap();
+    let version = version(&bin);
+    // As the README has it for a cluster: a server's routes to a hung peer are dropped after
+    // 2 s of blocked writes, not the default 10 s during which the peer's writers wait (the
+    // stall that is the servers', whatever a client does).
+    let cluster = Cluster::start_with(&bin, &tmp.path().join("nats"), 3, WRITE_DEADLINE);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let central = write(
+        tmp.path(),
+        "central.toml",
+        central_config(&tmp.path().join("central"), &cluster.urls(), "central", 3),
+    );
+    let node = write(
+        tmp.path(),
+        "node.toml",
+        format!(
+            "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [\"to-js\"]\n\n\
+             [[sink]]\nname = \"to-js\"\ntype = \"jetstream\"\nurl = {}\nsubject = \"fwd.lp\"\n\
+             stream = \"FWD\"\nreplicas = 3\n",
+            tmp.path().join("node").display(),
+            cluster.toml_list()
+        ),
+    );
+    let central_d = DaemonProcess::start(&central);
+    let node_port = free_port();
+    let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
+    let base = now() - 8 * 3600;
+    let t0 = Instant::now();
+    let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);
+    let client = Client::start(node_port, "host", RATE, base);
+    wait_until("the first delivery", Duration::from_secs(60), || {
+        monitor.latest.lock().unwrap().acked > 0
+    });
+    recovered(&monitor);
+
+    let mut faults: Vec<(String, f64, f64)> = Vec::new();
+    // 1. The central's server hangs; it does not lead the stream.
+    let theirs = cluster
+        .connected_from(central_d.child.id())
+        .expect("the central is connected to one of the servers");
+    lead_elsewhere(&cluster, &rt, theirs);
+    let consumer = consumer_leader(&cluster, &rt);
+    let at = monitor.now();
+    eprintln!("{at:.2} freeze s{theirs} (the central's; consumer leader {consumer:?})");
+    cluster.freeze(theirs);
+    std::thread::sleep(frozen);
+    cluster.thaw(theirs);
+    recovered(&monitor);
+    faults.push((
+        format!(
+            "the central's server SIGSTOPped {} s (not the stream leader; consumer leader {})",
+            frozen.as_secs(),
+            if consumer.as_deref() == Some(cluster.servers[theirs].name.as_str()) {
+                "too"
+            } else {
+                "not"
+            }
+        ),
+        at,
+        monitor.now(),
+    ));
+    // 2. The stream's leader hangs; the central is connected to another server.
+    let theirs = cluster
+        .connected_from(central_d.child.id())
+        .expect("the central is connected to one of the servers");
+    let leader = cluster.leader(&rt, "FWD").expect("FWD has a leader");
+    let leader = if leader == theirs {
+        lead_elsewhere(&cluster, &rt, theirs);
+        cluster.leader(&rt, "FWD").expect("FWD has a leader")
+    } else {
+        leader
+    };
+    let consumer = consumer_leader(&cluster, &rt);
+    let node_on = cluster.connected_from(node_d.child.id());
+    let at = monitor.now();
+    eprintln!("{at:.2} freeze s{leader} (the stream leader; consumer leader {consumer:?})");
+    cluster.freeze(leader);
+    std::thread::sleep(frozen);
+    cluster.thaw(leader);
+    recovered(&monitor);
+    faults.push((
+        format!(
+            "the stream leader SIGSTOPped {} s (not the central's server; consumer leader {}; the node's server {})",
+            frozen.as_secs(),
+            if consumer.as_deref() == Some(cluster.servers[leader].name.as_str()) {
+                "too"
+            } else {
+                "not"
+            },
+            if node_on == Some(leader) { "too" } else { "not" }
+        ),
+        at,
+        monitor.now(),
+    ));
+
+    let acked = client.stop();
+    delivered_once(
+        &format!("central behind a hung server ({version})"),
+        (&cluster, &rt),
+        (&node_d, &central_d),
+        &acked,
+        base,
+    );
+    let log = monitor.stop();
+    let stderr = central_d.stderr.lock().unwrap().clone();
+    if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
+        eprintln!("central:\n{stderr}");
+    }
+    for (what, from, to) in &faults {
+        let central = stall(&log, |p| p.delivered, *from, *to);
+        let election = elected(&log, *from, *to)
+            .map(|e| {
+                format!(
+                    "; stream leader answering {:.1} s after the fault",
+                    e - from
+                )
+            })
+            .unwrap_or_default();
+        eprintln!(
+            "nats-server {version}, {RATE} samples/s: {what}: node stalled {:.1} s, central {central:.1} s (ack floor {:.1} s){election}",
+            stall(&log, |p| p.sent, *from, *to),
+            stall(&log, |p| p.acked, *from, *to),
+        );
+        // Left within seconds, not waited out: the server stays frozen for 30 s.
+        assert!(
+            central < frozen.as_secs_f64() / 2.0,
+            "{what}: the central stalled {central:.1} s of the {} s freeze",
+            frozen.as_secs()
+        );
+    }
+    assert!(
+        stderr.contains("NATS server stopped answering"),
+        "the central left its hung server: {stderr}"
+    );
+}
+
+#[test]
+fn a_hung_server_is_left_nats_2_9() {
+    a_hung_server_is_left(debian_server());
+}
+
+#[test]
+fn a_hung_server_is_left_current_nats() {
+    a_hung_server_is_left(current_server());
+}
