@@ -186,17 +186,25 @@ fn count(
         .sum()
 }
 
-/// A component built elsewhere (`POLY_AGENTS_BEFORE=DIR` holding `nfsclient.wasm`, e.g. one
-/// built before the `metrics` export, which this host loads as a `legacy-agent`).
-fn load_before(
+/// Components built elsewhere, as (label, agent): `POLY_AGENTS_BEFORE=LABEL=DIR,...`, each DIR
+/// holding `NAME.wasm` (e.g. one built before the `metrics` export, which this host loads as a
+/// `legacy-agent`).
+fn load_others(
     rt: &std::sync::Arc<Runtime>,
     name: &str,
     host: &Path,
     guest: &str,
-) -> Option<AgentInstance> {
-    let dir = std::env::var_os("POLY_AGENTS_BEFORE")?;
-    let bytes = std::fs::read(Path::new(&dir).join(format!("{name}.wasm"))).ok()?;
-    Some(sandboxed(rt, &bytes, name, host, guest))
+) -> Vec<(String, AgentInstance)> {
+    let Ok(list) = std::env::var("POLY_AGENTS_BEFORE") else {
+        return Vec::new();
+    };
+    list.split(',')
+        .filter_map(|entry| {
+            let (label, dir) = entry.split_once('=')?;
+            let bytes = std::fs::read(Path::new(dir).join(format!("{name}.wasm"))).ok()?;
+            Some((label.to_string(), sandboxed(rt, &bytes, name, host, guest)))
+        })
+        .collect()
 }
 
 fn nfsclient(c: &mut Criterion) {
@@ -235,12 +243,12 @@ fn nfsclient(c: &mut Criterion) {
             &format!("nfsclient_poll_{mounts}_mounts_c_guest_raw"),
             |b| b.iter(|| agent.0.fetch_raw(&ids).unwrap()),
         );
-        if let Some(before) = load_before(&rt, "nfsclient", dir.path(), "/proc/self") {
-            let mut before = as_daemon(before);
-            assert_eq!(count(&before.fetch(&ns)), values);
+        for (label, other) in load_others(&rt, "nfsclient", dir.path(), "/proc/self") {
+            let mut other = as_daemon(other);
+            assert_eq!(count(&other.fetch(&ns)), values, "{label}");
             c.bench_function(
-                &format!("nfsclient_poll_{mounts}_mounts_c_guest_before"),
-                |b| b.iter(|| before.fetch(&ns)),
+                &format!("nfsclient_poll_{mounts}_mounts_c_guest_{label}"),
+                |b| b.iter(|| other.fetch(&ns)),
             );
         }
         let path = dir.path().join("mountstats");

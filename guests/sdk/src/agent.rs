@@ -148,3 +148,53 @@ impl<T: Agent> namespace::Guest for Export<T> {
         with_agent::<T, _>(|t| t.children(&name), Err(not_configured()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(item: u32) -> Pmid {
+        Pmid {
+            domain: 9,
+            cluster: 0,
+            item,
+        }
+    }
+
+    #[test]
+    fn index_sends_each_instance_name_once_and_numbers_the_values() {
+        let sets = vec![
+            ValueSet {
+                id: id(0),
+                values: Ok(vec![Value::new("sda", 1u64), Value::new("sdb", 2u64)]),
+            },
+            ValueSet {
+                id: id(1),
+                values: Err(NsError::UnknownPmid),
+            },
+            ValueSet {
+                id: id(2),
+                values: Ok(vec![Value::new("sdb", 3u64), Value::new("", 0.5)]),
+            },
+        ];
+        let f = index(sets);
+        assert_eq!(f.instances, ["sda", "sdb", ""]);
+        let numbers = |i: usize| -> Vec<u32> {
+            f.sets[i]
+                .values
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|v| v.instance)
+                .collect()
+        };
+        assert_eq!(numbers(0), [0, 1]);
+        assert_eq!(f.sets[1].values, Err(NsError::UnknownPmid));
+        assert_eq!(numbers(2), [1, 2]);
+        assert_eq!(f.sets[2].values.as_ref().unwrap()[1].value, Atom::Real(0.5));
+        assert_eq!(
+            f.sets.iter().map(|s| s.id.item).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+    }
+}
