@@ -614,6 +614,20 @@ fn default_daemon(
     panic!("the daemon did not answer on its PCP port {pcp}");
 }
 
+/// The embedded default config of the daemon binary `bin` (`wasmon config default`).
+fn own_default(bin: &std::path::Path) -> toml::Table {
+    let out = Command::new(bin)
+        .args(["config", "default"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} config default failed",
+        bin.display()
+    );
+    String::from_utf8(out.stdout).unwrap().parse().unwrap()
+}
+
 /// node_exporter with its default collectors (on `root`'s proc and sys when given); `None`
 /// when it is not installed or does not answer.
 fn node_exporter(root: Option<&std::path::Path>) -> Option<(Child, u16)> {
@@ -758,7 +772,7 @@ fn poll() {
         let wasmon = default_daemon(&bin, &cfg, root_path);
         let before = before_bin
             .as_deref()
-            .map(|b| default_daemon(b, &cfg, root_path));
+            .map(|b| default_daemon(b, &own_default(b), root_path));
         let ne = node_exporter(root_path);
         // pmcd's PMIDs for the same names (non-leaf names expanded as the daemon expands them).
         let mut linux_ids = Vec::new();

@@ -11,6 +11,8 @@
 //!
 //! `cargo bench -p wasmon-benches --bench store_replay -- DIR [PRECISION]` (DIR holds the
 //! `.tsv` files; PRECISION sets `precision` for every metric).
+//! `WASMON_REPLAY_EXPORT=STOREDIR,OUT.tsv` instead writes a daemon's store snapshot as a
+//! replay file (an instance's levels separated by U+001F).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -63,7 +65,64 @@ fn split(series: &str) -> (&str, &str) {
     series.split_once('|').unwrap_or((series, ""))
 }
 
+/// Separates the levels of an instance path in a replay file's instance field (a series
+/// exported from a daemon's store sits levels deep; PCP instance names hold no control
+/// characters).
+const LEVEL_SEP: char = '\u{1f}';
+
+/// Writes every series of the store snapshot in `dir` (a daemon's `<data-dir>/store`, copied:
+/// opening it starts a WAL there) as a replay file `out`: one line per written slot, in time
+/// order. How the hour of this host's own agents was recorded (benches/README.md).
+fn export(dir: &str, out: &str) {
+    let mut cfg = StoreConfig::default();
+    cfg.wal = false;
+    cfg.retention_in_memory = std::time::Duration::ZERO;
+    let store = Store::open(cfg, dir).expect("a store snapshot");
+    let tree = store.debug_dump(&[]).expect("the root");
+    let mut rows: Vec<(i64, String, f64)> = Vec::new();
+    fn walk(
+        store: &Store,
+        node: &serde_json::Value,
+        path: &mut Vec<String>,
+        rows: &mut Vec<(i64, String, f64)>,
+    ) {
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        for (metric, m) in node["metrics"].as_object().into_iter().flatten() {
+            let (first, last) = (m["first"].as_i64().unwrap(), m["last"].as_i64().unwrap());
+            let r = store
+                .read(&selector(&p), metric, first, last + 1, 0)
+                .expect("a stored series");
+            for (i, v) in r.data.iter().enumerate() {
+                if !v.is_nan() {
+                    let ts = r.from + i as i64 * r.step;
+                    let inst = p.join(&LEVEL_SEP.to_string());
+                    rows.push((ts, format!("{metric}|{inst}"), *v));
+                }
+            }
+        }
+        for (name, child) in node["children"].as_object().into_iter().flatten() {
+            path.push(name.clone());
+            walk(store, child, path, rows);
+            path.pop();
+        }
+    }
+    walk(&store, &tree, &mut Vec::new(), &mut rows);
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let mut text = String::new();
+    for (ts, series, v) in &rows {
+        text.push_str(&format!("{ts}\thost\t{series}\t{v:?}\n"));
+    }
+    std::fs::write(out, text).expect("writable output");
+    println!("exported {} values to {out}", rows.len());
+}
+
 fn main() {
+    if let Some((dir, out)) = std::env::var("WASMON_REPLAY_EXPORT").ok().and_then(|v| {
+        v.split_once(',')
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    }) {
+        return export(&dir, &out);
+    }
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -128,11 +187,8 @@ fn main() {
                 next_pass = r.ts as i64 + PASS;
             }
             let (metric, inst) = split(&r.series);
-            let path: Vec<&str> = if inst.is_empty() {
-                vec!["pcp", &name]
-            } else {
-                vec!["pcp", &name, inst]
-            };
+            let mut path: Vec<&str> = vec!["pcp", &name];
+            path.extend(inst.split(LEVEL_SEP).filter(|l| !l.is_empty()));
             if store
                 .write(&path, metric, r.ts.round() as i64, r.value)
                 .is_ok()

@@ -452,32 +452,48 @@ pub struct Hung {
     pub known: Vec<String>,
 }
 
+/// Whether `client`'s server answers one probe within [`PROBE_TIMEOUT`] (the server itself
+/// answers it, "no responders").
+pub async fn answers(client: &async_nats::Client) -> bool {
+    let asked = tokio::time::timeout(
+        PROBE_TIMEOUT,
+        client.request(PROBE_SUBJECT, bytes::Bytes::new()),
+    )
+    .await;
+    match asked {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => e.kind() == async_nats::RequestErrorKind::NoResponders,
+        Err(_) => false,
+    }
+}
+
+/// What the cluster's server `client` is connected to said of itself and of the others.
+pub fn said(client: &async_nats::Client) -> Hung {
+    let info = client.server_info();
+    let known = info
+        .connect_urls
+        .iter()
+        .take(MAX_SERVERS)
+        .map(|u| {
+            if u.contains("://") {
+                u.clone()
+            } else {
+                format!("nats://{u}")
+            }
+        })
+        .collect();
+    Hung {
+        server: format!("{}:{}", info.host, info.port),
+        known,
+    }
+}
+
 /// Resolves when `client`'s server has left [`PROBES_FAILED`] probes in a row unanswered
 /// (a probe every [`PROBE_EVERY`]): a hung server (stopped, its sockets open), or a
 /// reconnection stuck on one. The caller drops the client and connects anew with
 /// [`Connection::connect_avoiding`].
 pub async fn hung(client: &async_nats::Client) -> Hung {
-    use async_nats::RequestErrorKind;
     let mut failed = 0;
-    let said = |client: &async_nats::Client| {
-        let info = client.server_info();
-        let known = info
-            .connect_urls
-            .iter()
-            .take(MAX_SERVERS)
-            .map(|u| {
-                if u.contains("://") {
-                    u.clone()
-                } else {
-                    format!("nats://{u}")
-                }
-            })
-            .collect();
-        Hung {
-            server: format!("{}:{}", info.host, info.port),
-            known,
-        }
-    };
     let mut last = said(client);
     // Until the server answered once, the client may still be connecting (every server
     // down at start): it is given up only after FIRST_ANSWER_WITHIN.
@@ -485,17 +501,7 @@ pub async fn hung(client: &async_nats::Client) -> Hung {
     let first = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(PROBE_EVERY).await;
-        let asked = tokio::time::timeout(
-            PROBE_TIMEOUT,
-            client.request(PROBE_SUBJECT, bytes::Bytes::new()),
-        )
-        .await;
-        let answered = match asked {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => e.kind() == RequestErrorKind::NoResponders,
-            Err(_) => false,
-        };
-        if answered {
+        if answers(client).await {
             failed = 0;
             answered_once = true;
             last = said(client);
@@ -593,6 +599,42 @@ mod tests {
         }
         assert!(check_replicas(0).is_err() && check_replicas(6).is_err());
         assert!(check_replicas(3).is_ok());
+    }
+
+    #[test]
+    fn the_hung_server_is_known_by_what_it_said() {
+        let a = parse_servers("nats://127.0.0.1:4222").unwrap().remove(0);
+        assert!(same_server(&a, "127.0.0.1:4222"));
+        assert!(same_server(&a, "0.0.0.0:4222"));
+        assert!(!same_server(&a, "127.0.0.1:4223"));
+        assert!(!same_server(&a, "10.0.0.1:4222"));
+        assert!(!same_server(&a, ":0"));
+    }
+
+    /// A stopped server (SIGSTOP: its socket open, nothing answered) fails the probe, and
+    /// `hung` names it within two probes; a running one answers.
+    #[tokio::test]
+    async fn a_stopped_server_is_found_hung() {
+        let server = crate::testutil::NatsServer::start();
+        let client = server.client().await;
+        assert!(answers(&client).await, "a running server answers");
+        let port = server.address.rsplit(':').next().unwrap().to_string();
+        let pid = server.pid() as i32;
+        let watching = {
+            let c = client.clone();
+            tokio::spawn(async move { hung(&c).await })
+        };
+        // Answered a probe or two first (a connection that never answered is given longer).
+        tokio::time::sleep(PROBE_EVERY * 3).await;
+        assert!(!watching.is_finished(), "a running server is not hung");
+        // SAFETY: kill(2) on the test's own child; SIGCONT follows below.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        let found = tokio::time::timeout(Duration::from_secs(10), watching).await;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        let found = found.expect("found hung within 10 s").unwrap();
+        assert!(found.server.ends_with(&format!(":{port}")), "{found:?}");
+        assert!(answers(&client).await, "it answers again once resumed");
     }
 
     /// A daemon whose first seed is down at start connects through another.

@@ -70,6 +70,11 @@ impl NatsServer {
 
 impl NatsServer {
     /// A client, once the server accepts connections.
+    /// The server's process id (for SIGSTOP: a hung server).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn client(&self) -> async_nats::Client {
         for _ in 0..200 {
             if let Ok(c) = async_nats::connect(self.address.as_str()).await {

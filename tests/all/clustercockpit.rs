@@ -4,6 +4,9 @@
 #[path = "clustercockpit/tree.rs"]
 mod tree;
 
+#[path = "clustercockpit/guest_tree.rs"]
+mod guest_tree;
+
 #[path = "clustercockpit/jobs_nfs.rs"]
 mod jobs_nfs;
 

@@ -37,12 +37,17 @@ const SIM_POLL: Duration = Duration::from_millis(5);
 const VIEW_WAIT: Duration = Duration::from_millis(100);
 
 /// A node this agent took from another by an update, not counted until its take is settled:
-/// fenced (see `ownership::fence`), and, when its owner was alive, a view-staleness limit
-/// after the take (the owner may count it for that long with a view from before the take).
+/// fenced (see `ownership::fence`), and, when its owner was alive, released by that owner
+/// (its lease says its view holds the take) or a view-staleness limit after the take (the
+/// owner may count it for that long with a view from before the take).
 struct Pending {
     since: Instant,
-    from_live: bool,
+    /// The live owner it was taken from.
+    from_live: Option<String>,
+    /// The take's revision.
+    revision: u64,
     fenced: bool,
+    released: bool,
 }
 
 /// The notifier thresholds mirroring the trap thresholds (removed when replaced or dropped).
@@ -559,13 +564,15 @@ impl Agent {
             tracing::info!(claimed = d.claimed, lost = d.lost_races, errors = d.errors, lapsed = ?lapsed, "fabric: discovery");
         }
         let now = Instant::now();
-        for (node, from_live) in d.taken {
+        for t in d.taken {
             self.pending.insert(
-                node,
+                t.node,
                 Pending {
                     since: now,
-                    from_live,
+                    from_live: t.from_live,
+                    revision: t.revision,
                     fenced: false,
+                    released: false,
                 },
             );
         }
@@ -575,7 +582,50 @@ impl Agent {
                 Err(e) => tracing::warn!(error = %e, "fabric: takes not fenced yet"),
             }
         }
+        self.released().await;
         true
+    }
+
+    /// Takes from live owners that those owners have let go of: the owner's lease, read from
+    /// the leases stream's leader, says its view held the take when it chose the nodes of an
+    /// epoch this agent has reached (a simulated fabric's epochs are the same for every agent;
+    /// a timer's are not, but the lease was written after that choice, and this agent counts
+    /// only after reading it). A new owner's first reading is a baseline, one more epoch of
+    /// margin. Without it the take waits out the view-staleness limit (half a lease).
+    async fn released(&mut self) {
+        let mut owners: BTreeMap<String, u64> = BTreeMap::new();
+        for p in self.pending.values().filter(|p| p.fenced && !p.released) {
+            if let Some(from) = &p.from_live {
+                let r = owners.entry(from.clone()).or_default();
+                *r = (*r).max(p.revision);
+            }
+        }
+        for (owner, _) in owners {
+            let got = tokio::time::timeout(
+                self.kv_timeout,
+                crate::nats::jetstream::latest_entry(&self.buckets.leases, &owner),
+            )
+            .await;
+            let Ok(Ok(Some(e))) = got else { continue };
+            let Ok(lease) = serde_json::from_slice::<super::wire::Lease>(&e.value) else {
+                continue;
+            };
+            let reached = match &self.pacer {
+                Pacer::Sim(f) => f.epoch() >= lease.epoch,
+                Pacer::Timer(_) => true,
+            };
+            if !reached {
+                continue;
+            }
+            for p in self.pending.values_mut() {
+                if p.fenced
+                    && p.from_live.as_ref() == Some(&owner)
+                    && p.revision <= lease.owners_rev
+                {
+                    p.released = true;
+                }
+            }
+        }
     }
 
     /// How old the view may be while this agent counts: half a lease. A node taken from a
@@ -588,20 +638,26 @@ impl Agent {
     /// Step 5: the nodes this agent owns and may count (takes settled), by index, ascending.
     fn owned(&mut self) -> Vec<usize> {
         let stale = self.stale_limit();
-        let mut owned: Vec<usize> = {
+        let (mut owned, rev): (Vec<usize>, u64) = {
             let v = crate::util::lock(&self.handle.view);
             let me = &self.me;
             self.pending.retain(|n, p| {
                 let mine = v.owners.get(n).is_some_and(|r| &r.owner.agent == me);
-                let settled = p.fenced && (!p.from_live || p.since.elapsed() >= stale);
+                let settled =
+                    p.fenced && (p.from_live.is_none() || p.released || p.since.elapsed() >= stale);
                 mine && !settled
             });
-            v.owners
+            let owned = v
+                .owners
                 .iter()
                 .filter(|(n, r)| r.owner.agent == self.me && !self.pending.contains_key(*n))
                 .filter_map(|(n, _)| self.ids.get(n).copied())
-                .collect()
+                .collect();
+            (owned, v.owners_rev)
         };
+        // What the lease says with this epoch: nodes taken at or before `rev` are not counted
+        // here from this epoch on (see `released`).
+        crate::util::lock(&self.handle.status).owners_rev = rev;
         owned.sort_unstable();
         owned
     }

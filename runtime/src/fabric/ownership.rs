@@ -1,11 +1,14 @@
 //! Who owns which node, over a JetStream key-value store: one lease key per agent (the
 //! lease bucket's `max_age` is the lease; renewed every epoch) and one owner key per node
 //! (created if absent, changed only by a revision-checked update). Both buckets are read into
-//! a local view by polling the streams' leaders (stream info, then the entries written since
-//! the view's sequence; no consumer: nats-server 2.9.10 with a server of the cluster down
-//! never answers the creation of some ephemeral consumers); lapsed leases are found by the
-//! same polls (nats-server 2.9 sends no event when a key expires): a lease not renewed for a
-//! lease period is confirmed with a read from the leader before its nodes are taken. A take
+//! a local view by polling the streams' leaders (no consumer: nats-server 2.9.10 with a server
+//! of the cluster down never answers the creation of some ephemeral consumers): the owners by
+//! stream info, then the entries written since the view's sequence; the leases by which keys
+//! the stream holds (one request, not a read per renewal: an agent's cost does not grow with
+//! the other agents' renewals), a new agent's lease read once. Lapsed leases are found by the
+//! same polls (nats-server 2.9 sends no event when a key expires; the bucket's `max_age`
+//! removes a lease not renewed for a lease period) and confirmed with a read from the leader
+//! before their nodes are taken. A take
 //! is fenced: a write to the owners bucket after it, and the view read up to that write,
 //! settle which of two takes naming the same revision holds (both may succeed on a cluster of
 //! nats-server before 2.9.21). Discovery walks the topology breadth-first from the agent's
@@ -70,7 +73,6 @@ pub struct View {
     pub leases: HashMap<String, LeaseRec>,
     /// The owners stream's sequence the view holds every change up to (0: not read yet).
     pub owners_rev: u64,
-    pub leases_rev: u64,
     /// When the last refresh that succeeded was asked for: the view held every change
     /// committed before then.
     pub owners_checked: Option<Instant>,
@@ -83,6 +85,12 @@ pub type SharedView = Arc<Mutex<View>>;
 /// thousand); a view further behind is read again whole (every key's latest entry).
 const WALK_LIMIT: u64 = 4096;
 
+/// How much longer than one KV operation's limit a fresh view's first read may take: it reads
+/// every key (one read per node, 64 at a time), which on a busy cluster takes longer than the
+/// limit, and a read cut off at the limit starts over at the next epoch and never finishes
+/// (seen with 100 agents starting at once, 1 s epochs). The epochs do not wait for it.
+const FIRST_READ_FACTOR: u32 = 10;
+
 /// The owners-bucket key a fence writes (no node's name: node names never start with `_`).
 pub const FENCE_KEY: &str = "_fence";
 
@@ -90,24 +98,22 @@ pub const FENCE_KEY: &str = "_fence";
 /// `timeout`); on error the view is left as it was, its `*_checked` times unchanged.
 pub async fn refresh(b: &Buckets, view: &SharedView, timeout: Duration) -> Result<(), String> {
     let (o, l) = tokio::join!(
-        refresh_one(&b.owners, view, true, timeout),
-        refresh_one(&b.leases, view, false, timeout)
+        refresh_owners(&b.owners, view, timeout),
+        refresh_leases(&b.leases, view, timeout)
     );
     o.map_err(|e| format!("owners: {e}"))?;
     l.map_err(|e| format!("leases: {e}"))
 }
 
-async fn refresh_one(
+/// Brings the view's owners up to the bucket: the stream's last sequence, then the entries
+/// written since the view's (or every key's latest, when the view is new or far behind).
+async fn refresh_owners(
     store: &kv::Store,
     view: &SharedView,
-    owners: bool,
     timeout: Duration,
 ) -> Result<(), String> {
     let asked = Instant::now();
-    let have = {
-        let v = crate::util::lock(view);
-        if owners { v.owners_rev } else { v.leases_rev }
-    };
+    let have = crate::util::lock(view).owners_rev;
     let work = async {
         let mut stream = store.stream.clone();
         let last = stream
@@ -128,79 +134,116 @@ async fn refresh_one(
         .map_err(|e| format!("{e:#}"))?;
         Ok((last, Some((whole, entries))))
     };
+    // A fresh view reads every key: give it longer (it runs beside the epochs).
+    let timeout = if have == 0 {
+        timeout * FIRST_READ_FACTOR
+    } else {
+        timeout
+    };
     let (last, got) = tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))??;
     let mut v = crate::util::lock(view);
-    match got {
-        Some((whole, entries)) if owners => {
-            if whole {
-                // What the listing covers is replaced; claims this agent recorded meanwhile
-                // (discovery runs beside a slow refresh) are newer and stay.
-                v.owners.retain(|_, r| r.revision > last);
-                v.owners_rev = last;
-            }
-            for e in entries {
-                // Never older over newer: a claim this agent recorded itself may be ahead.
-                if v.owners
-                    .get(&e.key)
-                    .is_some_and(|r| r.revision > e.revision)
-                {
-                    continue;
-                }
-                match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
-                    (kv::Operation::Put, Ok(owner)) => {
-                        v.owners.insert(
-                            e.key,
-                            OwnerRec {
-                                owner,
-                                revision: e.revision,
-                            },
-                        );
-                    }
-                    _ => {
-                        v.owners.remove(&e.key);
-                    }
-                }
-            }
+    if let Some((whole, entries)) = got {
+        if whole {
+            // What the listing covers is replaced; claims this agent recorded meanwhile
+            // (discovery runs beside a slow refresh) are newer and stay.
+            v.owners.retain(|_, r| r.revision > last);
+            v.owners_rev = last;
         }
-        Some((whole, entries)) => {
-            let mut old = if whole {
-                v.leases_rev = last;
-                std::mem::take(&mut v.leases)
-            } else {
-                HashMap::new()
-            };
-            let now = Instant::now();
-            for e in entries {
-                let prev = old.remove(&e.key).or_else(|| v.leases.remove(&e.key));
-                if let (kv::Operation::Put, Ok(lease)) =
-                    (e.operation, serde_json::from_slice::<Lease>(&e.value))
-                {
-                    // A revision already seen keeps the time it was first seen.
-                    let seen = prev
-                        .filter(|p| p.revision == e.revision)
-                        .map_or(now, |p| p.seen);
-                    v.leases.insert(
+        for e in entries {
+            // Never older over newer: a claim this agent recorded itself may be ahead.
+            if v.owners
+                .get(&e.key)
+                .is_some_and(|r| r.revision > e.revision)
+            {
+                continue;
+            }
+            match (e.operation, serde_json::from_slice::<Owner>(&e.value)) {
+                (kv::Operation::Put, Ok(owner)) => {
+                    v.owners.insert(
                         e.key,
-                        LeaseRec {
-                            lease,
+                        OwnerRec {
+                            owner,
                             revision: e.revision,
-                            seen,
                         },
                     );
                 }
+                _ => {
+                    v.owners.remove(&e.key);
+                }
             }
         }
-        None => {}
     }
-    if owners {
-        v.owners_rev = v.owners_rev.max(last);
-        v.owners_checked = Some(asked);
-    } else {
-        v.leases_rev = v.leases_rev.max(last);
-        v.leases_checked = Some(asked);
+    v.owners_rev = v.owners_rev.max(last);
+    v.owners_checked = Some(asked);
+    Ok(())
+}
+
+/// Brings the view's leases up to the bucket: which agents hold one (the stream's subjects,
+/// one request to its leader, whatever the number of agents: a key is there while its agent
+/// renews it, and expires a lease after the last renewal), each present agent's lease seen
+/// now, an agent that appeared read once (its lease's value: parent, ports), one that is gone
+/// removed. Reading every renewal instead costs each agent a read per agent per epoch, agents²
+/// in all.
+async fn refresh_leases(
+    store: &kv::Store,
+    view: &SharedView,
+    timeout: Duration,
+) -> Result<(), String> {
+    let asked = Instant::now();
+    let prefix = format!("$KV.{}.", store.name);
+    let work = async {
+        let keys: Vec<String> =
+            crate::nats::jetstream::subjects(&store.stream, &format!("{prefix}>"))
+                .await
+                .map_err(|e| format!("{e:#}"))?
+                .into_iter()
+                .filter_map(|s| s.strip_prefix(&prefix).map(String::from))
+                .collect();
+        let new: Vec<String> = {
+            let v = crate::util::lock(view);
+            keys.iter()
+                .filter(|k| !v.leases.contains_key(*k))
+                .cloned()
+                .collect()
+        };
+        let reads: Vec<anyhow::Result<Option<crate::nats::jetstream::Latest>>> =
+            futures_util::stream::iter(new)
+                .map(|key| async move { crate::nats::jetstream::latest_entry(store, &key).await })
+                .buffer_unordered(CLAIMS_IN_FLIGHT)
+                .collect()
+                .await;
+        let mut read = Vec::new();
+        for r in reads {
+            read.extend(r.map_err(|e| format!("{e:#}"))?);
+        }
+        Ok::<_, String>((keys, read))
+    };
+    let (keys, read) = tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))??;
+    let mut v = crate::util::lock(view);
+    let present: HashSet<&String> = keys.iter().collect();
+    v.leases.retain(|k, _| present.contains(k));
+    for r in v.leases.values_mut() {
+        r.seen = asked;
     }
+    for e in read {
+        if let (kv::Operation::Put, Ok(lease)) =
+            (e.operation, serde_json::from_slice::<Lease>(&e.value))
+        {
+            v.leases.insert(
+                e.key,
+                LeaseRec {
+                    lease,
+                    revision: e.revision,
+                    seen: asked,
+                },
+            );
+        }
+    }
+    v.leases_checked = Some(asked);
     Ok(())
 }
 
@@ -214,7 +257,7 @@ pub async fn fence(b: &Buckets, view: &SharedView, timeout: Duration) -> Result<
         .await
         .map_err(|_| format!("the fence's write: no answer within {timeout:?}"))?
         .map_err(|e| format!("the fence's write: {e}"))?;
-    refresh_one(&b.owners, view, true, timeout).await?;
+    refresh_owners(&b.owners, view, timeout).await?;
     let have = crate::util::lock(view).owners_rev;
     if have < seq {
         return Err(format!("the view reached {have}, the fence is at {seq}"));
@@ -333,9 +376,19 @@ pub struct Discovery {
     pub claimed: u32,
     pub lost_races: u32,
     pub errors: u32,
-    /// Nodes taken from another agent by an update (not created): each with whether its
-    /// owner was alive (taken by a closer agent) rather than lapsed.
-    pub taken: Vec<(String, bool)>,
+    /// Nodes taken from another agent by an update (not created).
+    pub taken: Vec<Taken>,
+}
+
+/// A node taken from another agent by an update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken {
+    pub node: String,
+    /// The owner it was taken from when that owner was alive (taken by a closer agent), not
+    /// lapsed.
+    pub from_live: Option<String>,
+    /// The take's revision in the owners bucket.
+    pub revision: u64,
 }
 
 /// One breadth-first pass from `attach` (node ids): claims what the rules allow, walks on
@@ -362,29 +415,31 @@ pub async fn discover(
     let mut hops = 0u32;
     let mut budget = MAX_CLAIMS_PER_EPOCH;
     while !level.is_empty() {
-        // Each decision with whether the node's owner is alive (not lapsed).
-        let decisions: Vec<(usize, Decision, bool)> = {
+        // Each decision with the node's owner when it is alive (not lapsed).
+        let decisions: Vec<(usize, Decision, Option<String>)> = {
             let v = crate::util::lock(view);
             level
                 .iter()
                 .map(|&n| {
                     let cur = v.owners.get(&topo.names[n]);
-                    let live = cur.is_some_and(|r| !lapsed.contains(&r.owner.agent));
+                    let live = cur
+                        .filter(|r| !lapsed.contains(&r.owner.agent))
+                        .map(|r| r.owner.agent.clone());
                     (n, decide(me, hops, cur, lapsed), live)
                 })
                 .collect()
         };
         let mut mine: Vec<usize> = Vec::new();
         let mut ops = Vec::new();
-        let mut live_owner = HashSet::new();
+        let mut live_owner = HashMap::new();
         for (n, d, live) in decisions {
             match d {
                 Decision::Mine => mine.push(n),
                 Decision::Theirs => {}
                 d if budget > 0 => {
                     budget -= 1;
-                    if live {
-                        live_owner.insert(n);
+                    if let Some(agent) = live {
+                        live_owner.insert(n, agent);
                     }
                     ops.push((n, d));
                 }
@@ -441,8 +496,11 @@ pub async fn discover(
                     Ok(Some(rev)) => {
                         out.claimed += 1;
                         if take {
-                            out.taken
-                                .push((topo.names[n].clone(), live_owner.contains(&n)));
+                            out.taken.push(Taken {
+                                node: topo.names[n].clone(),
+                                from_live: live_owner.remove(&n),
+                                revision: rev,
+                            });
                         }
                         // Unless the watch already brought a newer change (someone took it
                         // back meanwhile).

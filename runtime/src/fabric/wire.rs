@@ -63,6 +63,11 @@ pub struct Lease {
     #[serde(default)]
     pub missing_nodes: Vec<String>,
     pub ts_ns: i64,
+    /// The owners bucket's sequence the agent's view held when it chose the nodes of `epoch`:
+    /// a node taken from it at or before this sequence is not counted by it from `epoch` on,
+    /// so its taker may count it without waiting out the view-staleness limit.
+    #[serde(default)]
+    pub owners_rev: u64,
 }
 
 /// Owned nodes listed in a lease, at most (the count is always complete).

@@ -212,6 +212,11 @@ impl Table {
         (total, end)
     }
 
+    /// The table when its last refresh read and parsed the file.
+    fn parsed(&self) -> Option<&Table> {
+        self.ok.then_some(self)
+    }
+
     fn row(&self, name: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.name == name)
     }
@@ -327,10 +332,7 @@ impl Group for Interrupts {
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        let t = &self.0;
-        if !t.ok {
-            return;
-        }
+        let Some(t) = self.0.parsed() else { return };
         match m.item {
             0 => t.totals(out),
             1 => t.per_row(out, true),
@@ -365,10 +367,7 @@ impl Group for SoftIrqs {
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        let t = &self.0;
-        if !t.ok {
-            return;
-        }
+        let Some(t) = self.0.parsed() else { return };
         match (m.cluster, m.item) {
             (82, 0) => t.totals(out),
             (63, 0) => t.per_row(out, true),

@@ -5,8 +5,9 @@
 //! Limits and usage come, as in pmdalinux, from the `IPC_INFO`, `SEM_INFO`, `MSG_INFO` and
 //! `SHM_INFO` commands of semctl(2), msgctl(2) and shmctl(2): they describe the live
 //! kernel, so under another root they have no value. The objects are read from
-//! `/proc/sysvipc/{shm,msg,sem}` under the root; an owner is named from the root's
-//! `etc/passwd`, else by number. Every value is 32-bit, as pmdalinux stores them.
+//! `/proc/sysvipc/{shm,msg,sem}` under the root; an owner is named as pmdalinux names it on
+//! the live host (the C library's `getpwuid`, so users of NSS sources too), from the root's
+//! `etc/passwd` under another root, else by number. Every value is 32-bit, as pmdalinux stores them.
 
 use super::{Ctx, Group, Metric};
 use crate::namespace::{Value, Values};
@@ -208,16 +209,40 @@ pub struct Ipc {
 }
 
 /// uid → name from a passwd file's text.
-fn owner(passwd: &str, uid: u32) -> String {
-    passwd
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split(':');
-            let name = f.next()?;
-            let _pw = f.next()?;
-            (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
-        })
-        .unwrap_or_else(|| uid.to_string())
+fn passwd_owner(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let _pw = f.next()?;
+        (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
+}
+
+/// Most bytes `getpwuid_r` may use for one entry's strings: an entry larger than this (no
+/// real one is) is named by number rather than grown without bound.
+const PW_BUF_MAX: usize = 64 << 10;
+
+/// uid → name from the C library's user database (files, and NSS sources such as LDAP or
+/// sssd), as pmdalinux's `getpwuid` names owners on the live host.
+fn live_owner(uid: u32) -> Option<String> {
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: an all-zero `passwd` is a valid value to be overwritten.
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call and `buf` has `buf.len()` bytes.
+        let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc == libc::ERANGE && buf.len() < PW_BUF_MAX {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success `pw_name` points at a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+        return Some(name.to_string_lossy().into_owned());
+    }
 }
 
 /// Parses one /proc/sysvipc file: `min` fields needed, the columns of key, id, mode, uid
@@ -228,7 +253,7 @@ fn objects(
     uid_at: usize,
     nums_at: &[usize],
     shm: bool,
-    passwd: &str,
+    owner: &mut dyn FnMut(u32) -> String,
 ) -> Vec<Object> {
     let mut out: Vec<Object> = Vec::new();
     let mut fields: Vec<&str> = Vec::with_capacity(16);
@@ -275,7 +300,7 @@ fn objects(
         out.push(Object {
             id,
             key: format!("0x{:08x}", key as u32),
-            owner: owner(passwd, uid),
+            owner: owner(uid),
             perms: format!("{:o}", mode & 0o777).parse().unwrap_or(0),
             nums,
             status,
@@ -295,12 +320,32 @@ impl Group for Ipc {
         } else {
             Kernel::default()
         };
-        let passwd = ctx.root.attr("etc/passwd").unwrap_or_default();
+        let live = ctx.root.is_live();
+        let passwd = if live {
+            String::new()
+        } else {
+            ctx.root.attr("etc/passwd").unwrap_or_default()
+        };
+        // One lookup per owner per refresh (an NSS source may be a network round trip).
+        let mut names = std::collections::HashMap::new();
+        let mut owner = |uid: u32| {
+            names
+                .entry(uid)
+                .or_insert_with(|| {
+                    let name = if live {
+                        live_owner(uid)
+                    } else {
+                        passwd_owner(&passwd, uid)
+                    };
+                    name.unwrap_or_else(|| uid.to_string())
+                })
+                .clone()
+        };
         let mut read = |rel: &str, min, uid_at, nums_at: &[usize], shm| match ctx
             .root
             .read(rel, &mut self.buf)
         {
-            Ok(text) => objects(text, min, uid_at, nums_at, shm, &passwd),
+            Ok(text) => objects(text, min, uid_at, nums_at, shm, &mut owner),
             Err(_) => Vec::new(),
         };
         // key shmid perms size cpid lpid nattch uid ...
@@ -348,6 +393,7 @@ impl Group for Ipc {
 mod tests {
     use super::super::LinuxAgent;
     use super::super::testing::{agent, one};
+    use super::{live_owner, passwd_owner};
 
     #[test]
     fn objects_from_proc_sysvipc_under_a_root() {
@@ -392,6 +438,31 @@ mod tests {
             ipc.sem.max_semid -
             ipc.shm.tot -"#,
         );
+    }
+
+    /// Owners: under a captured root, that root's etc/passwd (its uid 0 may be named
+    /// otherwise than the host's) else the number; on the live host, the C library's user
+    /// database, whose answer for uid 0 and this process's uid is the host's.
+    #[test]
+    fn owners_from_the_roots_passwd_or_the_live_user_database() {
+        let (_dir, mut a) = agent(&[
+            (
+                "proc/sysvipc/sem",
+                "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n\
+                 0          0   600          4     0     0     0     0          0 1700000000\n\
+                 1          1   600          4  4242     0     0     0          0 1700000000\n",
+            ),
+            ("etc/passwd", "toor:x:0:0::/:/bin/sh\n"),
+        ]);
+        a.expect(r#"ipc.sem.owner 0="toor" 1="4242""#);
+        assert_eq!(live_owner(0).as_deref(), Some("root"));
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let host = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        if let Some(name) = passwd_owner(&host, me) {
+            assert_eq!(live_owner(me), Some(name));
+        }
+        assert_eq!(live_owner(4_000_000_000), None);
     }
 
     #[test]

@@ -518,3 +518,32 @@ fn network_all_leaves_out_bridges_tunnels_and_veth_pairs() {
         hinv.ninterface 13",
     );
 }
+
+/// A 4-CPU, 2-node host with cpu2 offline (`echo 0 > .../cpu2/online`): /proc/stat has no
+/// `cpu2` line, sysfs still lists it under node1. pmdalinux counts the CPUs /proc/stat shows
+/// (its one source of online state; `hinv.ncpu` is the active size of the CPU indom), not the
+/// configured ones: 3, with cpu3 keeping its number.
+#[test]
+fn a_host_with_an_offline_cpu() {
+    let cpu = |n: u32, user: u32| format!("cpu{n} {user} 0 50 3000 0 0 0 0 0 0\n");
+    let mut stat = String::from("cpu  400 0 200 9000 0 0 0 0 0 0\n");
+    stat += &(cpu(0, 100) + &cpu(1, 110) + &cpu(3, 190));
+    stat += "intr 5\nctxt 6\nbtime 1700000000\nprocesses 7\nprocs_running 1\nprocs_blocked 0\n";
+    let sys = "sys/devices/system";
+    let files = [
+        file("proc/stat", stat),
+        file(format!("{sys}/cpu/online"), "0-1,3\n"),
+        file(format!("{sys}/cpu/possible"), "0-3\n"),
+        file(format!("{sys}/cpu/present"), "0-3\n"),
+        file(format!("{sys}/cpu/offline"), "2\n"),
+        file(format!("{sys}/node/node0/cpulist"), "0-1\n"),
+        file(format!("{sys}/node/node1/cpulist"), "2-3\n"),
+    ];
+    let (_root, mut a) = machine("offline-cpu", &files);
+    a.expect(
+        "hinv.ncpu 3
+        hinv.nnode 2
+        kernel.percpu.cpu.user cpu0=1000 cpu1=1100 cpu3=1900
+        kernel.pernode.cpu.user node0=2100 node1=1900",
+    );
+}

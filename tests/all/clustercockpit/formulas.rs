@@ -549,7 +549,7 @@ fn where_reads_the_latest_value_of_another_agents_poll() {
 fn cpusys_and_the_sysfs_cpufreq_row_send_what_the_cpufreq_collector_reads() {
     use wasmon::host::{AgentWorld, DirGrant, Grants, GuestConfig, Image};
     let tree = tempfile::tempdir().unwrap();
-    super::tree::write_guest_files(tree.path(), 1);
+    super::guest_tree::write_guest_files(tree.path(), 1);
     let text = wasmon::config::profile("clustercockpit").unwrap();
     let row = text
         .lines()

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::guest_tree;
 use super::jobs_nfs;
 use super::tree::{self, Expected};
 use crate::common::*;
@@ -242,9 +243,9 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     // The guest agents' grants are opened once, at their start: their tree is one directory
     // whose files change (each renamed into place) rather than a link that moves.
     let guests = tmp.path().join("guests");
-    tree::write_guest_files(&a, 0);
-    tree::write_guest_files(&b, 1);
-    tree::write_guest_files(&guests, 0);
+    guest_tree::write_guest_files(&a, 0);
+    guest_tree::write_guest_files(&b, 1);
+    guest_tree::write_guest_files(&guests, 0);
     for (dir, s) in [(&a, 0), (&b, 1)] {
         jobs_nfs::write_rpc(dir, s);
         jobs_nfs::write_slurm(dir, s);
@@ -296,7 +297,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     );
     std::thread::sleep(Duration::from_millis((swap_at - now_ms).max(0) as u64));
     point(&root, &b);
-    tree::write_guest_files(&guests, 1);
+    guest_tree::write_guest_files(&guests, 1);
     jobs_nfs::write_slurm(&guests, 1);
     let n = polls();
     wait(
@@ -343,10 +344,10 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     tree::cpufreq_cpuinfo(&b, &mut want, &mut package);
     // netstat's include_devices: every interface but loopback (the profile's default).
     tree::netstat(&a, &b, dt, &["eth0", "ib0"], &mut want);
-    tree::tempstat(&b, &mut want);
+    guest_tree::tempstat(&b, &mut want);
     let mut ib_tags = BTreeMap::new();
-    tree::ibstat(&b, &mut want, &mut ib_tags);
-    tree::nfsiostat(&b, &mut want);
+    guest_tree::ibstat(&b, &mut want, &mut ib_tags);
+    guest_tree::nfsiostat(&b, &mut want);
     jobs_nfs::nfsstat(&a, &b, &mut want);
     jobs_nfs::slurm_cgroup(&b, &mut want);
     // schedstat's rates come from the cpusys agent's polls, a few ms apart from the linux

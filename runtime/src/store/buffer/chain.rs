@@ -132,7 +132,8 @@ impl Chain {
         let tail = (values.len() - 1) % FREEZE + 1;
         let split = values.len() - tail;
         if split > 0 {
-            older.push(Closed::frozen(block, lo, &values[..split]));
+            let digits = pool.precision(id);
+            older.push(Closed::frozen(block, lo, &values[..split], digits));
         }
         let head = Buf::from_values(block, lo + split as u16, &values[split..], pool);
         Some(Chain {
@@ -320,7 +321,7 @@ impl Chain {
         let closed = match v.pop_if(|b| b.block == old.block) {
             Some(mut f) => {
                 // One piece more, no merge: the next pass encodes the block whole.
-                f.append(old.values(), false, pool);
+                f.append(old.values(), false, pool.precision(self.id), pool);
                 old.release(Some(pool));
                 f
             }
@@ -361,15 +362,17 @@ impl Chain {
         let (head, older) = (&mut self.head, &mut self.older);
         let values = &head.values()[..k];
         match older.last_mut().filter(|b| b.block == block) {
-            Some(f) if idle => f.append_as_one(values, pool),
-            Some(f) => values.chunks(FREEZE).for_each(|c| f.append(c, true, pool)),
+            Some(f) if idle => f.append_as_one(values, digits, pool),
+            Some(f) => values
+                .chunks(FREEZE)
+                .for_each(|c| f.append(c, true, digits, pool)),
             None if k == 0 => {}
             None => {
                 let step = if idle { k } else { FREEZE };
-                let mut f = Closed::frozen(block, head.lo(), &values[..step]);
+                let mut f = Closed::frozen(block, head.lo(), &values[..step], digits);
                 values[step..]
                     .chunks(FREEZE)
-                    .for_each(|c| f.append(c, true, pool));
+                    .for_each(|c| f.append(c, true, digits, pool));
                 let n = older.len();
                 insert(older, n, f);
             }

@@ -70,22 +70,23 @@ impl Closed {
         }
     }
 
-    /// The frozen part of the head's block: `values` from slot offset `lo`.
-    pub(super) fn frozen(block: i32, lo: u16, values: &[f64]) -> Closed {
+    /// The frozen part of the head's block: `values` from slot offset `lo` (rounded to
+    /// `digits` significant digits if set).
+    pub(super) fn frozen(block: i32, lo: u16, values: &[f64], digits: u32) -> Closed {
         Closed {
             block,
             lo,
             hi: lo + values.len() as u16,
-            form: Form::Pieces(pieces::new(values)),
+            form: Form::Pieces(pieces::new(values, digits)),
         }
     }
 
     /// Appends `values` from slot offset `hi` on (the head's slots being frozen; `merge`: as
     /// `pieces::append`).
-    pub(super) fn append(&mut self, values: &[f64], merge: bool, pool: &Pool) {
+    pub(super) fn append(&mut self, values: &[f64], merge: bool, digits: u32, pool: &Pool) {
         let (at, n) = (self.hi as usize, values.len());
         match &mut self.form {
-            Form::Pieces(b) => pieces::append(b, values, merge),
+            Form::Pieces(b) => pieces::append(b, values, merge, digits),
             _ => self.open(pool)[at..at + n].copy_from_slice(values),
         }
         self.hi += n as u16;
@@ -183,7 +184,7 @@ impl Closed {
 
     /// Appends `values` from slot offset `hi` on and encodes the whole frozen part again as
     /// one piece: a series no longer written keeps one header, not several.
-    pub(super) fn append_as_one(&mut self, values: &[f64], pool: &Pool) {
+    pub(super) fn append_as_one(&mut self, values: &[f64], digits: u32, pool: &Pool) {
         if values.is_empty() && pieces::count(self.pieces()) == 1 {
             return;
         }
@@ -191,7 +192,10 @@ impl Closed {
         let mut page = [0f64; BUFFER_CAP];
         self.values_into(&mut page);
         page[hi..hi + n].copy_from_slice(values);
-        let old = std::mem::replace(&mut self.form, Form::Pieces(pieces::new(&page[lo..hi + n])));
+        let old = std::mem::replace(
+            &mut self.form,
+            Form::Pieces(pieces::new(&page[lo..hi + n], digits)),
+        );
         if let Form::Raw(p) = old {
             pool.put(p);
         }

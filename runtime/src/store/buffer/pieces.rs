@@ -44,37 +44,40 @@ pub(super) fn count(bytes: &[u8]) -> usize {
     each(bytes).count()
 }
 
-fn put(out: &mut Vec<u8>, values: &[f64]) {
+/// Appends one piece of `values`, rounded to `digits` significant digits if set (the
+/// metric's `precision`: the open block's older values are encoded, so rounded, as a closed
+/// block's are).
+fn put(out: &mut Vec<u8>, values: &[f64], digits: u32) {
     let at = out.len();
     out.extend_from_slice(&(values.len() as u16).to_le_bytes());
     out.extend_from_slice(&[0, 0]);
-    codec::encode(values, out);
+    codec::encode_rounded(values, digits, out);
     let len = (out.len() - at - HEAD) as u16;
     out[at + 2..at + HEAD].copy_from_slice(&len.to_le_bytes());
 }
 
 /// Pieces holding `values` (one piece).
-pub(super) fn new(values: &[f64]) -> Box<[u8]> {
+pub(super) fn new(values: &[f64], digits: u32) -> Box<[u8]> {
     let mut out = Vec::with_capacity(HEAD + 16 + values.len() * 2);
-    put(&mut out, values);
+    put(&mut out, values, digits);
     out.into_boxed_slice()
 }
 
 /// Appends `values` as a new piece, then merges the last pieces while `MERGE` of them have
 /// the same length (not when `merge` is false: a block closing on the write path, encoded
 /// whole by the next pass anyway).
-pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool) {
+pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool, digits: u32) {
     let mut out = std::mem::take(bytes).into_vec();
     out.reserve_exact(HEAD + 16 + values.len() * 2);
-    put(&mut out, values);
+    put(&mut out, values, digits);
     if merge {
-        merge_last(&mut out);
+        merge_last(&mut out, digits);
     }
     *bytes = out.into_boxed_slice();
 }
 
 /// Merges the last pieces of `out` while `MERGE` of them have the same length.
-fn merge_last(out: &mut Vec<u8>) {
+fn merge_last(out: &mut Vec<u8>, digits: u32) {
     loop {
         // The last `MERGE` pieces: (byte offset, slots), oldest first.
         let mut last = [(0usize, 0usize); MERGE];
@@ -96,7 +99,7 @@ fn merge_last(out: &mut Vec<u8>) {
         let mut tmp = [0f64; BUFFER_CAP];
         decode(&out[from..], &mut tmp[..slots]);
         out.truncate(from);
-        put(out, &tmp[..slots]);
+        put(out, &tmp[..slots], digits);
     }
 }
 
@@ -136,9 +139,9 @@ mod tests {
             _ => (i as f64) * 0.25 - 7.0,
         };
         let all: Vec<f64> = (0..480).map(value).collect();
-        let mut p = new(&all[..FREEZE]);
+        let mut p = new(&all[..FREEZE], 0);
         for c in all[FREEZE..].chunks(FREEZE) {
-            append(&mut p, c, true);
+            append(&mut p, c, true, 0);
         }
         // 30 pieces of 16 are 1 of 256, 3 of 64 and 2 of 16 after the merges.
         let lens: Vec<usize> = each(&p).map(|(_, n, _)| n).collect();

@@ -314,7 +314,7 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
 }
 
 #[test]
-fn precision_rounds_closed_buffers_only() {
+fn precision_rounds_encoded_slots_only() {
     let pool = Pool::new(8).with_precision(vec![3]);
     let value = |i: i64| 1000.0 / (7.0 + i as f64 * 0.001);
     let mut c = Chain::new(0, 1, 0, value(0), &pool).unwrap();
@@ -324,10 +324,14 @@ fn precision_rounds_closed_buffers_only() {
     pass(&mut c, &pool);
     let mut out = vec![0.0; 600];
     c.copy_into(0, 600, &mut out);
-    // The closed buffer holds three significant digits; the open one every bit.
+    // The closed buffer and the open block's frozen pieces hold three significant digits;
+    // the raw tail (the newest values, up to `FREEZE`) every bit.
     assert_eq!(out[0], 143.0);
     assert_eq!(out[511], codec::round_to_digits(value(511), 3));
-    assert_eq!(out[512].to_bits(), value(512).to_bits());
+    assert_eq!(out[512], codec::round_to_digits(value(512), 3));
+    assert_eq!(out[591], codec::round_to_digits(value(591), 3));
+    assert_eq!(out[599].to_bits(), value(599).to_bits());
+    assert_ne!(out[599], codec::round_to_digits(value(599), 3));
     let closed = &c.parts().0[0];
     assert!(closed.heap_bytes() < 512 + 64, "{}", closed.heap_bytes());
     // Another metric id is lossless.
