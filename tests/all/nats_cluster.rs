@@ -217,6 +217,27 @@ fn write(dir: &Path, name: &str, text: String) -> PathBuf {
     p
 }
 
+/// Starts the central daemon on config `central`, then a node (its config written into `dir`,
+/// forwarding to `servers`) on a port of its own, which it returns.
+fn start_pair(central: &Path, dir: &Path, servers: &str) -> (DaemonProcess, DaemonProcess, u16) {
+    let central_d = DaemonProcess::start(central);
+    let node = write(dir, "node.toml", node_config(&dir.join("node"), servers));
+    let node_port = free_port();
+    let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
+    (central_d, node_d, node_port)
+}
+
+/// A node whose `host` pipeline forwards through a `jetstream` sink (replicas 3) to the
+/// servers `servers` (a TOML list).
+fn node_config(dir: &Path, servers: &str) -> String {
+    format!(
+        "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [\"to-js\"]\n\n\
+         [[sink]]\nname = \"to-js\"\ntype = \"jetstream\"\nurl = {servers}\nsubject = \"fwd.lp\"\n\
+         stream = \"FWD\"\nreplicas = 3\n",
+        dir.display()
+    )
+}
+
 fn central_config(dir: &Path, servers: &str, durable: &str, replicas: usize) -> String {
     format!(
         "[daemon]\ndata-dir = \"{}\"\n\n[store]\ndefault-frequency = 1\n\n[nats]\naddress = \"{servers}\"\n\n\
@@ -284,19 +305,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let node_list = cluster
         .toml_list()
         .replacen('[', &format!("[\"{dead}\", "), 1);
-    let node = write(
-        tmp.path(),
-        "node.toml",
-        format!(
-            "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [\"to-js\"]\n\n\
-             [[sink]]\nname = \"to-js\"\ntype = \"jetstream\"\nurl = {node_list}\nsubject = \"fwd.lp\"\n\
-             stream = \"FWD\"\nreplicas = 3\n",
-            tmp.path().join("node").display()
-        ),
-    );
-    let central_d = DaemonProcess::start(&central);
-    let node_port = free_port();
-    let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
+    let (central_d, node_d, node_port) = start_pair(&central, tmp.path(), &node_list);
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);

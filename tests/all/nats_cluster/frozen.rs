@@ -61,6 +61,23 @@ fn consumer_leader(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Option<St
     })
 }
 
+/// Freezes server `s` (SIGSTOP) for `frozen`, resumes it and waits for delivery to recover;
+/// returns when, on the monitor's clock, the freeze began.
+fn freeze(cluster: &Cluster, monitor: &Monitor, s: usize, frozen: Duration) -> f64 {
+    let at = monitor.now();
+    eprintln!("{at:.2} freeze s{s}");
+    cluster.freeze(s);
+    std::thread::sleep(frozen);
+    cluster.thaw(s);
+    recovered(monitor);
+    at
+}
+
+/// How a fault's description says whether the frozen server also held that role.
+fn too(also: bool) -> &'static str {
+    if also { "too" } else { "not" }
+}
+
 fn a_hung_server_is_left(bin: PathBuf) {
     let frozen = Duration::from_secs(30);
     let tmp = tempfile::tempdir().unwrap();
@@ -78,20 +95,7 @@ fn a_hung_server_is_left(bin: PathBuf) {
         "central.toml",
         central_config(&tmp.path().join("central"), &cluster.urls(), "central", 3),
     );
-    let node = write(
-        tmp.path(),
-        "node.toml",
-        format!(
-            "[daemon]\ndata-dir = \"{}\"\n\n[[pipeline]]\nname = \"host\"\nsinks = [\"to-js\"]\n\n\
-             [[sink]]\nname = \"to-js\"\ntype = \"jetstream\"\nurl = {}\nsubject = \"fwd.lp\"\n\
-             stream = \"FWD\"\nreplicas = 3\n",
-            tmp.path().join("node").display(),
-            cluster.toml_list()
-        ),
-    );
-    let central_d = DaemonProcess::start(&central);
-    let node_port = free_port();
-    let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
+    let (central_d, node_d, node_port) = start_pair(&central, tmp.path(), &cluster.toml_list());
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);
@@ -108,21 +112,12 @@ fn a_hung_server_is_left(bin: PathBuf) {
         .expect("the central is connected to one of the servers");
     lead_elsewhere(&cluster, &rt, theirs);
     let consumer = consumer_leader(&cluster, &rt);
-    let at = monitor.now();
-    eprintln!("{at:.2} freeze s{theirs} (the central's; consumer leader {consumer:?})");
-    cluster.freeze(theirs);
-    std::thread::sleep(frozen);
-    cluster.thaw(theirs);
-    recovered(&monitor);
+    let at = freeze(&cluster, &monitor, theirs, frozen);
     faults.push((
         format!(
             "the central's server SIGSTOPped {} s (not the stream leader; consumer leader {})",
             frozen.as_secs(),
-            if consumer.as_deref() == Some(cluster.servers[theirs].name.as_str()) {
-                "too"
-            } else {
-                "not"
-            }
+            too(consumer.as_deref() == Some(cluster.servers[theirs].name.as_str()))
         ),
         at,
         monitor.now(),
@@ -140,22 +135,13 @@ fn a_hung_server_is_left(bin: PathBuf) {
     };
     let consumer = consumer_leader(&cluster, &rt);
     let node_on = cluster.connected_from(node_d.child.id());
-    let at = monitor.now();
-    eprintln!("{at:.2} freeze s{leader} (the stream leader; consumer leader {consumer:?})");
-    cluster.freeze(leader);
-    std::thread::sleep(frozen);
-    cluster.thaw(leader);
-    recovered(&monitor);
+    let at = freeze(&cluster, &monitor, leader, frozen);
     faults.push((
         format!(
             "the stream leader SIGSTOPped {} s (not the central's server; consumer leader {}; the node's server {})",
             frozen.as_secs(),
-            if consumer.as_deref() == Some(cluster.servers[leader].name.as_str()) {
-                "too"
-            } else {
-                "not"
-            },
-            if node_on == Some(leader) { "too" } else { "not" }
+            too(consumer.as_deref() == Some(cluster.servers[leader].name.as_str())),
+            too(node_on == Some(leader))
         ),
         at,
         monitor.now(),
