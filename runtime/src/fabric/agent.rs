@@ -9,18 +9,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{FabricConfig, SourceKind};
+use super::config::FabricConfig;
 use super::counters::{Class, CounterDesc};
 use super::engine::{Engine, Output};
 use super::handle::{FabricHandle, trap_metric};
 use super::histogram::Histogram;
 use super::ownership::{self, Topology};
-use super::sim::{SimFabric, SimSource};
+use super::pacer::{Pacer, open_source, topology, w_epoch};
 use super::source::CounterSource;
-use super::sysfs::{SysfsKind, SysfsSource};
 use super::wire::{DataEntry, MISSING_LISTED, TrapMsg};
 use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
 use crate::sample::Sample;
@@ -29,8 +27,6 @@ use crate::sample::Sample;
 const HISTORY: usize = 64;
 /// Sample batches waiting for the pipeline; beyond it batches are dropped (and counted).
 const PIPELINE_QUEUE: usize = 64;
-/// How often a simulated fabric's epoch counter is looked at.
-const SIM_POLL: Duration = Duration::from_millis(5);
 /// How long an epoch waits for the view's refresh before it goes on with the view it has: a
 /// refresh takes milliseconds on a healthy cluster, and while a bucket's stream elects a
 /// leader (4-9 s on nats-server) it answers nothing, which must not stop the counting.
@@ -89,61 +85,6 @@ impl Drop for TrapThresholds {
     fn drop(&mut self) {
         self.remove();
     }
-}
-
-/// Paces epochs: a simulated fabric's own counter, or a timer.
-enum Pacer {
-    Sim(Arc<SimFabric>),
-    Timer(tokio::time::Interval),
-}
-
-fn open_source(cfg: &FabricConfig) -> anyhow::Result<(Box<dyn CounterSource>, Pacer)> {
-    let host = crate::util::hostname();
-    Ok(match cfg.source {
-        SourceKind::Simulated => {
-            let path = cfg.path.as_deref().context("fabric.path")?;
-            let f = Arc::new(
-                SimFabric::open(path)
-                    .with_context(|| format!("opening the simulated fabric {}", path.display()))?,
-            );
-            (Box::new(SimSource::new(f.clone())), Pacer::Sim(f))
-        }
-        kind @ (SourceKind::Net | SourceKind::Infiniband) => {
-            let (k, default) = match kind {
-                SourceKind::Net => (SysfsKind::Net, "/sys/class/net"),
-                _ => (SysfsKind::Infiniband, "/sys/class/infiniband"),
-            };
-            let root = cfg
-                .path
-                .clone()
-                .unwrap_or_else(|| std::path::PathBuf::from(default));
-            let src = SysfsSource::open(k, &root, &host)
-                .with_context(|| format!("opening {}", root.display()))?;
-            let mut iv = tokio::time::interval(cfg.epoch);
-            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            (Box::new(src), Pacer::Timer(iv))
-        }
-    })
-}
-
-fn topology(src: &dyn CounterSource) -> Topology {
-    let n = src.node_count();
-    let mut t = Topology {
-        names: Vec::with_capacity(n),
-        adj: Vec::with_capacity(n),
-        present: Vec::with_capacity(n),
-    };
-    let mut nb = Vec::new();
-    for i in 0..n {
-        t.names.push(src.node_name(i).to_string());
-        t.present.push(src.present(i));
-        nb.clear();
-        src.neighbors(i, &mut nb);
-        nb.sort_unstable();
-        nb.dedup();
-        t.adj.push(nb.iter().map(|&x| x as u32).collect());
-    }
-    t
 }
 
 /// What the blocking part of an epoch hands back.
@@ -235,27 +176,6 @@ impl Work {
             missing: self.out.ports_missing,
             ports: ports.len() as u32,
         })
-    }
-}
-
-impl Pacer {
-    /// Waits for the next epoch after `last`; `false` once `shutdown` is cancelled.
-    async fn next_epoch(&mut self, last: u64, shutdown: &CancellationToken) -> bool {
-        match self {
-            Pacer::Sim(f) => loop {
-                if shutdown.is_cancelled() {
-                    return false;
-                }
-                if f.epoch() > last {
-                    return true;
-                }
-                tokio::time::sleep(SIM_POLL).await;
-            },
-            Pacer::Timer(iv) => tokio::select! {
-                _ = shutdown.cancelled() => false,
-                _ = iv.tick() => true,
-            },
-        }
     }
 }
 
@@ -793,13 +713,5 @@ impl Agent {
         };
         self.healthy_since = None;
         tracing::warn!(error = %why, "fabric: lease not renewed");
-    }
-}
-
-/// The epoch just consumed, for a loop that skips it.
-fn w_epoch(p: &Pacer, last: u64) -> u64 {
-    match p {
-        Pacer::Sim(f) => f.epoch(),
-        Pacer::Timer(_) => last + 1,
     }
 }

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod handle;
 pub mod histogram;
 pub mod ownership;
+mod pacer;
 pub mod rate;
 pub mod sim;
 pub mod source;
