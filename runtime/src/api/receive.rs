@@ -20,13 +20,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{MethodRouter, post};
 
 use super::error::ApiError;
 use crate::daemon::Daemon;
 use crate::ingest::otlp::{self, OtlpDecoded};
 use crate::ingest::prom::{self, PromDecoded, Version};
 use crate::ingest::{Limits, ReceiveError};
+use crate::pipeline::Pipeline;
 use crate::sample::Sample;
 use crate::telemetry::Counter;
 
@@ -104,11 +105,54 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         otlp_memory: otlp::Memory::default(),
     });
     Router::new()
-        .route("/api/pipelines/{name}/prometheus", post(prometheus))
-        .route("/api/v1/write", post(prometheus))
-        .route("/api/pipelines/{name}/otlp", post(otlp))
-        .route("/v1/metrics", post(otlp))
+        .route(
+            "/api/pipelines/{name}/prometheus",
+            receiver(Protocol::Prometheus),
+        )
+        .route("/api/v1/write", receiver(Protocol::Prometheus))
+        .route("/api/pipelines/{name}/otlp", receiver(Protocol::Otlp))
+        .route("/v1/metrics", receiver(Protocol::Otlp))
         .with_state(st)
+}
+
+/// What a receiver takes: each has a named route and a conventional one.
+#[derive(Clone, Copy)]
+enum Protocol {
+    Prometheus,
+    Otlp,
+}
+
+/// A receiver's request: the pipeline it goes into, its headers and body.
+struct Post {
+    pipeline: Arc<Pipeline>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// A receiver's route: the named route gives the pipeline; the conventional one (no path
+/// parameter) the `[api]` section's default for the protocol.
+fn receiver(protocol: Protocol) -> MethodRouter<Arc<Receivers>> {
+    post(
+        move |State(st): State<Arc<Receivers>>,
+              name: Option<Path<String>>,
+              headers: HeaderMap,
+              body: Bytes| async move {
+            let name = name.map(|Path(name)| name);
+            let pipeline = match pipeline(&st, name.as_deref(), protocol) {
+                Ok(p) => p,
+                Err(r) => return r,
+            };
+            let post = Post {
+                pipeline,
+                headers,
+                body,
+            };
+            match protocol {
+                Protocol::Prometheus => prometheus(st, post).await,
+                Protocol::Otlp => otlp(st, post).await,
+            }
+        },
+    )
 }
 
 /// The receivers' error reply: the API's one error, as plain text (see [`super::error`]).
@@ -124,19 +168,20 @@ fn status_of(e: &ReceiveError) -> StatusCode {
     }
 }
 
-/// The pipeline named in the path, or in `[api] setting` for a conventional path.
+/// The pipeline named in the path, or in the protocol's `[api]` setting for a conventional
+/// path.
 #[allow(clippy::result_large_err)]
 fn pipeline(
     st: &Receivers,
     name: Option<&str>,
-    setting: &str,
-) -> Result<Arc<crate::pipeline::Pipeline>, Response> {
+    protocol: Protocol,
+) -> Result<Arc<Pipeline>, Response> {
     let name = match name {
         Some(n) => n,
         None => {
-            let configured = match setting {
-                "prometheus-pipeline" => st.prometheus_pipeline.as_deref(),
-                _ => st.otlp_pipeline.as_deref(),
+            let (configured, setting) = match protocol {
+                Protocol::Prometheus => (st.prometheus_pipeline.as_deref(), "prometheus-pipeline"),
+                Protocol::Otlp => (st.otlp_pipeline.as_deref(), "otlp-pipeline"),
             };
             configured.ok_or_else(|| {
                 text(
@@ -154,7 +199,7 @@ fn pipeline(
 /// Decodes on the blocking pool (a large body is milliseconds of CPU), then sends there
 /// (`send_acked` blocks while the pipeline's queue is full: the backpressure we want).
 async fn decode_and_send<T: Send + 'static>(
-    pipeline: Arc<crate::pipeline::Pipeline>,
+    pipeline: Arc<Pipeline>,
     decode: impl FnOnce() -> Result<T, ReceiveError> + Send + 'static,
     samples: impl FnOnce(&mut T) -> Vec<Sample> + Send + 'static,
 ) -> Result<Result<(T, usize), ReceiveError>, Response> {
@@ -181,20 +226,10 @@ async fn decode_and_send<T: Send + 'static>(
     }
 }
 
-/// The named route gives the pipeline; the conventional one (no path parameter) the
-/// `[api]` section's default.
-async fn prometheus(
-    State(st): State<Arc<Receivers>>,
-    name: Option<Path<String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let name = name.map(|Path(name)| name);
-    let pipeline = match pipeline(&st, name.as_deref(), "prometheus-pipeline") {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let ct = headers
+/// Remote write, 1.0 or 2.0 as `Content-Type` says.
+async fn prometheus(st: Arc<Receivers>, post: Post) -> Response {
+    let ct = post
+        .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let refused = |st: &Receivers, e: ReceiveError, v2: bool| {
@@ -210,7 +245,11 @@ async fn prometheus(
         Err(e) => return refused(&st, e, false),
     };
     let v2 = version == Version::V2;
-    match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+    match post
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.as_bytes())
+    {
         None | Some(b"snappy") => {}
         Some(other) => {
             let e = ReceiveError::Unsupported(format!(
@@ -223,8 +262,8 @@ async fn prometheus(
     let limits = st.limits;
     let state = st.clone();
     let sent = decode_and_send(
-        pipeline,
-        move || prom::decode_with(&body, version, limits, &state.memory),
+        post.pipeline,
+        move || prom::decode_with(&post.body, version, limits, &state.memory),
         |d: &mut PromDecoded| std::mem::take(&mut d.samples),
     )
     .await;
@@ -305,20 +344,10 @@ fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     )
 }
 
-/// The named route gives the pipeline; the conventional one (no path parameter) the
-/// `[api]` section's default.
-async fn otlp(
-    State(st): State<Arc<Receivers>>,
-    name: Option<Path<String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let name = name.map(|Path(name)| name);
-    let pipeline = match pipeline(&st, name.as_deref(), "otlp-pipeline") {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let ct = headers
+/// OTLP/HTTP metrics, protobuf or JSON as `Content-Type` says; the answer in the same.
+async fn otlp(st: Arc<Receivers>, post: Post) -> Response {
+    let ct = post
+        .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
@@ -334,7 +363,11 @@ async fn otlp(
             format!("Content-Type {ct:?}: OTLP/HTTP is application/x-protobuf or application/json"),
         );
     };
-    let gzip = match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+    let gzip = match post
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.as_bytes())
+    {
         None | Some(b"identity") => false,
         Some(b"gzip") => true,
         Some(other) => {
@@ -350,16 +383,16 @@ async fn otlp(
     let state = st.clone();
     let decode = move || {
         let raw = if gzip {
-            super::ccms::inflate(&body, limits.max_body)?
+            super::ccms::inflate(&post.body, limits.max_body)?
         } else {
-            body
+            post.body
         };
         match format {
             Format::Protobuf => otlp::decode_protobuf_with(&raw, limits, &state.otlp_memory),
             Format::Json => otlp::decode_json(&raw, limits),
         }
     };
-    let sent = decode_and_send(pipeline, decode, |d: &mut OtlpDecoded| {
+    let sent = decode_and_send(post.pipeline, decode, |d: &mut OtlpDecoded| {
         std::mem::take(&mut d.samples)
     })
     .await;

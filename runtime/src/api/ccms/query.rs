@@ -40,31 +40,30 @@ pub struct ApiQueryRequest {
 
 /// One query of a request.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ApiQuery {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub typ: Option<String>,
-    #[serde(rename = "subtype", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
     pub metric: String,
-    #[serde(rename = "host", alias = "hostname")]
+    #[serde(alias = "hostname")]
     pub host: String,
     #[serde(default)]
     pub resolution: i64,
     #[serde(
-        rename = "type-ids",
         default,
         deserialize_with = "ids",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub type_ids: Vec<String>,
     #[serde(
-        rename = "subtype-ids",
         default,
         deserialize_with = "ids",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub subtype_ids: Vec<String>,
-    #[serde(rename = "scale-by", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_by: Option<f64>,
     #[serde(rename = "aggreg", default)]
     pub aggregate: bool,
@@ -317,16 +316,7 @@ pub fn run(
                     Err(e @ crate::store::StoreError::NotFound) => {
                         ApiMetricData::error(format!("{e}: {}", missing(store, &sel, &q.metric)))
                     }
-                    Err(e) => ApiMetricData {
-                        error: Some(e.to_string()),
-                        data: None,
-                        from: 0,
-                        to: 0,
-                        resolution: 0,
-                        avg: None,
-                        min: None,
-                        max: None,
-                    },
+                    Err(e) => ApiMetricData::error(e.to_string()),
                     Ok(mut r) => {
                         budget = budget
                             .checked_sub(r.data.len())
