@@ -316,7 +316,10 @@ impl Cluster {
                 let log = std::fs::read_to_string(&s.log).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(5).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();
-                return Err(format!("it exited ({status}); its log ends:\n{}", tail.join("\n")));
+                return Err(format!(
+                    "it exited ({status}); its log ends:\n{}",
+                    tail.join("\n")
+                ));
             }
             if Instant::now() >= deadline {
                 return Err(format!("no listener on port {} within 30 s", s.port));
