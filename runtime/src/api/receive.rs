@@ -115,41 +115,46 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         .with_state(st)
 }
 
-/// What a receiver takes: each has a named route and a conventional one.
+/// What a receiver's route takes.
 #[derive(Clone, Copy)]
 enum Protocol {
     Prometheus,
     Otlp,
 }
 
-/// A receiver's request: the pipeline it goes into, its headers and body.
-struct Post {
-    pipeline: Arc<Pipeline>,
-    headers: HeaderMap,
-    body: Bytes,
+impl Protocol {
+    /// The `[api]` setting naming the pipeline of its conventional path.
+    fn setting(self) -> &'static str {
+        match self {
+            Protocol::Prometheus => "prometheus-pipeline",
+            Protocol::Otlp => "otlp-pipeline",
+        }
+    }
 }
 
-/// A receiver's route: the named route gives the pipeline; the conventional one (no path
-/// parameter) the `[api]` section's default for the protocol.
+/// A protocol's handler: the named route gives the pipeline, the conventional one (no path
+/// parameter) the `[api]` section's default.
 fn receiver(protocol: Protocol) -> MethodRouter<Arc<Receivers>> {
     post(
         move |State(st): State<Arc<Receivers>>,
               name: Option<Path<String>>,
               headers: HeaderMap,
               body: Bytes| async move {
-            let name = name.map(|Path(name)| name);
+            let name = name.map(|Path(n)| n);
             let pipeline = match pipeline(&st, name.as_deref(), protocol) {
                 Ok(p) => p,
                 Err(r) => return r,
             };
-            let post = Post {
-                pipeline,
-                headers,
-                body,
+            let req = Received {
+                content_type: headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+                encoding: headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),
+                bytes: body,
             };
             match protocol {
-                Protocol::Prometheus => prometheus(st, post).await,
-                Protocol::Otlp => otlp(st, post).await,
+                Protocol::Prometheus => prometheus(&st, pipeline, req).await,
+                Protocol::Otlp => otlp(&st, pipeline, req).await,
             }
         },
     )
@@ -168,6 +173,15 @@ fn status_of(e: &ReceiveError) -> StatusCode {
     }
 }
 
+/// A request's body and the headers that say how to read it.
+struct Received<'a> {
+    /// `Content-Type`, when it is text.
+    content_type: Option<&'a str>,
+    /// `Content-Encoding`.
+    encoding: Option<&'a [u8]>,
+    bytes: Bytes,
+}
+
 /// The pipeline named in the path, or in the protocol's `[api]` setting for a conventional
 /// path.
 #[allow(clippy::result_large_err)]
@@ -179,14 +193,17 @@ fn pipeline(
     let name = match name {
         Some(n) => n,
         None => {
-            let (configured, setting) = match protocol {
-                Protocol::Prometheus => (st.prometheus_pipeline.as_deref(), "prometheus-pipeline"),
-                Protocol::Otlp => (st.otlp_pipeline.as_deref(), "otlp-pipeline"),
+            let configured = match protocol {
+                Protocol::Prometheus => st.prometheus_pipeline.as_deref(),
+                Protocol::Otlp => st.otlp_pipeline.as_deref(),
             };
             configured.ok_or_else(|| {
                 text(
                     StatusCode::NOT_FOUND,
-                    format!("no pipeline takes this path: set [api] {setting}"),
+                    format!(
+                        "no pipeline takes this path: set [api] {}",
+                        protocol.setting()
+                    ),
                 )
             })?
         }
@@ -226,12 +243,9 @@ async fn decode_and_send<T: Send + 'static>(
     }
 }
 
-/// Remote write, 1.0 or 2.0 as `Content-Type` says.
-async fn prometheus(st: Arc<Receivers>, post: Post) -> Response {
-    let ct = post
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
+/// Remote write 1.0 or 2.0 into `pipeline`.
+async fn prometheus(st: &Arc<Receivers>, pipeline: Arc<Pipeline>, req: Received<'_>) -> Response {
+    let ct = req.content_type;
     let refused = |st: &Receivers, e: ReceiveError, v2: bool| {
         st.counters.prom_refused.inc();
         let mut r = text(status_of(&e), e.to_string());
@@ -242,34 +256,31 @@ async fn prometheus(st: Arc<Receivers>, post: Post) -> Response {
     };
     let version = match Version::from_content_type(ct) {
         Ok(v) => v,
-        Err(e) => return refused(&st, e, false),
+        Err(e) => return refused(st, e, false),
     };
     let v2 = version == Version::V2;
-    match post
-        .headers
-        .get(header::CONTENT_ENCODING)
-        .map(|v| v.as_bytes())
-    {
+    match req.encoding {
         None | Some(b"snappy") => {}
         Some(other) => {
             let e = ReceiveError::Unsupported(format!(
                 "Content-Encoding {:?}: remote write is snappy",
                 String::from_utf8_lossy(other)
             ));
-            return refused(&st, e, v2);
+            return refused(st, e, v2);
         }
     }
+    let bytes = req.bytes;
     let limits = st.limits;
     let state = st.clone();
     let sent = decode_and_send(
-        post.pipeline,
-        move || prom::decode_with(&post.body, version, limits, &state.memory),
+        pipeline,
+        move || prom::decode_with(&bytes, version, limits, &state.memory),
         |d: &mut PromDecoded| std::mem::take(&mut d.samples),
     )
     .await;
     let (decoded, n) = match sent {
         Ok(Ok(x)) => x,
-        Ok(Err(e)) => return refused(&st, e, v2),
+        Ok(Err(e)) => return refused(st, e, v2),
         Err(r) => return r,
     };
     st.counters.prom_samples.add(n as u64);
@@ -344,13 +355,9 @@ fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     )
 }
 
-/// OTLP/HTTP metrics, protobuf or JSON as `Content-Type` says; the answer in the same.
-async fn otlp(st: Arc<Receivers>, post: Post) -> Response {
-    let ct = post
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+/// OTLP/HTTP metrics (protobuf or JSON, gzip or not) into `pipeline`.
+async fn otlp(st: &Arc<Receivers>, pipeline: Arc<Pipeline>, req: Received<'_>) -> Response {
+    let ct = req.content_type.unwrap_or_default();
     let media = ct.split(';').next().unwrap_or_default().trim();
     let format = if media.eq_ignore_ascii_case("application/x-protobuf") {
         Format::Protobuf
@@ -363,11 +370,7 @@ async fn otlp(st: Arc<Receivers>, post: Post) -> Response {
             format!("Content-Type {ct:?}: OTLP/HTTP is application/x-protobuf or application/json"),
         );
     };
-    let gzip = match post
-        .headers
-        .get(header::CONTENT_ENCODING)
-        .map(|v| v.as_bytes())
-    {
+    let gzip = match req.encoding {
         None | Some(b"identity") => false,
         Some(b"gzip") => true,
         Some(other) => {
@@ -379,20 +382,21 @@ async fn otlp(st: Arc<Receivers>, post: Post) -> Response {
             return otlp_refusal(format, &e);
         }
     };
+    let bytes = req.bytes;
     let limits = st.limits;
     let state = st.clone();
     let decode = move || {
         let raw = if gzip {
-            super::ccms::inflate(&post.body, limits.max_body)?
+            super::ccms::inflate(&bytes, limits.max_body)?
         } else {
-            post.body
+            bytes
         };
         match format {
             Format::Protobuf => otlp::decode_protobuf_with(&raw, limits, &state.otlp_memory),
             Format::Json => otlp::decode_json(&raw, limits),
         }
     };
-    let sent = decode_and_send(post.pipeline, decode, |d: &mut OtlpDecoded| {
+    let sent = decode_and_send(pipeline, decode, |d: &mut OtlpDecoded| {
         std::mem::take(&mut d.samples)
     })
     .await;
