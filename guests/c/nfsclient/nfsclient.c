@@ -471,7 +471,7 @@ static bool parse_xprt(mount *m, char *text) {
     set_str(m, S_SRCPORT, w[1], len[1]);
     bool ok = true;
     for (size_t i = 0; i < count; i++) {
-        uint64_t v;
+        uint64_t v = 0;
         bool good = number(w[2 + i], len[2 + i], &v);
         int f = N_XPRT + map[i];
         /* The first seven are 32-bit in PCP (ctypes c_uint in pmdanfsclient): wrapped. */
@@ -483,6 +483,33 @@ static bool parse_xprt(mount *m, char *text) {
 }
 
 enum { OP_ROW, OP_BAD, NOT_OP };
+
+/* OPS by name, open addressing (op + 1 in a slot, 0 empty): a per-op line's name is found in
+ * one or two probes, where comparing it with each of the 68 names in turn was a sixth of the
+ * parse. */
+#define OP_SLOTS 256
+static uint8_t op_slots[OP_SLOTS];
+static bool ops_indexed;
+
+static uint32_t op_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static long find_op(const char *name, size_t n) {
+    for (size_t k = 0; !ops_indexed && k < N_OPS; k++) {
+        uint32_t h = op_hash(OPS[k], strlen(OPS[k]));
+        while (op_slots[h % OP_SLOTS]) h++;
+        op_slots[h % OP_SLOTS] = (uint8_t)(k + 1);
+    }
+    ops_indexed = true;
+    for (uint32_t h = op_hash(name, n); op_slots[h % OP_SLOTS]; h++) {
+        long k = op_slots[h % OP_SLOTS] - 1;
+        if (strlen(OPS[k]) == n && !memcmp(OPS[k], name, n)) return k;
+    }
+    return -1;
+}
 
 /* One per-op row (`\s*NAME: n n n n n n n n [n]`): OP_ROW, OP_BAD for a row whose numbers are
  * not eight or nine numbers (that op has no value), NOT_OP for a line that is no row at all
@@ -498,9 +525,7 @@ static int parse_op(mount *m, const char *line) {
     long op = -1;
     if (nl < sizeof lower) {
         for (size_t i = 0; i < nl; i++) lower[i] = line[i] == '_' ? '_' : (char)(line[i] - 'A' + 'a');
-        lower[nl] = 0;
-        for (size_t k = 0; k < N_OPS && op < 0; k++)
-            if (!strcmp(OPS[k], lower)) op = (long)k;
+        op = find_op(lower, nl);
     }
     uint64_t v[OP_FIELDS];
     size_t n = 0;
