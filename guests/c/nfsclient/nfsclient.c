@@ -14,8 +14,6 @@
  *
  * Parameters: {"path": "/proc/self/mountstats"} (the file in the guest's view: grant the host's
  * /proc at /proc, or a captured tree's directory at /proc/self). */
-/* fmemopen */
-#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -605,6 +603,40 @@ static mount *mount_at(const char *point, size_t len, bool *full) {
     return mounts[n_mounts++];
 }
 
+/* Where the lines come from: the whole file in memory (parsed in place), or a FILE for a
+ * larger one. */
+typedef struct {
+    FILE *f;
+    char *p, *end;
+} source;
+
+/* The next line, without its '\n', in *line: 1, or 0 at the end; -1 for a line that is no
+ * mountstats line (MAX_LINE long, or with a NUL byte), skipped. */
+static int next_line(source *in, char **line) {
+    if (!in->f) {
+        if (in->p >= in->end) return 0;
+        char *from = in->p, *nl = memchr(from, '\n', (size_t)(in->end - from));
+        size_t l = (size_t)((nl ? nl : in->end) - from);
+        in->p = nl ? nl + 1 : in->end;
+        if (nl) *nl = 0; /* the buffer ends with a NUL (wg_read_file) */
+        *line = from;
+        return l >= MAX_LINE - 1 || memchr(from, 0, l) ? -1 : 1;
+    }
+    static char buffer[MAX_LINE];
+    *line = buffer;
+    if (!fgets(buffer, sizeof buffer, in->f)) return 0;
+    size_t l = strlen(buffer);
+    if (l && buffer[l - 1] == '\n') {
+        buffer[--l] = 0;
+        return 1;
+    }
+    if (feof(in->f) && l + 1 < sizeof buffer) return 1; /* the last line, without its '\n' */
+    /* Longer than any mountstats line, or a NUL in it: skipped to its end. */
+    int c;
+    while ((c = fgetc(in->f)) != EOF && c != '\n') {}
+    return -1;
+}
+
 static void parse(void) {
     drop_mounts();
     parsed = true;
@@ -615,16 +647,13 @@ static void parse(void) {
     char *whole = NULL;
     size_t whole_len = 0;
     int err = wg_read_file(path, MAX_WHOLE, &whole, &whole_len);
-    FILE *f = NULL;
-    if (!err && whole_len) {
-        /* Parsed from memory with the same line reader as a large file. */
-        f = fmemopen(whole, whole_len, "r");
-    } else if (err == EFBIG) {
-        f = fopen(path, "r");
+    source in = {NULL, whole, whole ? whole + whole_len : NULL};
+    if (err == EFBIG) {
+        in.f = fopen(path, "r");
         static char buffer[READ_BUFFER];
-        if (f) setvbuf(f, buffer, _IOFBF, sizeof buffer);
+        if (in.f) setvbuf(in.f, buffer, _IOFBF, sizeof buffer);
     }
-    if (!f) {
+    if (err == EFBIG ? !in.f : err || !whole_len) {
         free(whole);
         /* An empty file is no mounts, not an unreadable one. */
         if (!err && !whole_len) {
@@ -636,22 +665,17 @@ static void parse(void) {
         return;
     }
     last_missing = false;
-    static char line[MAX_LINE];
+    char *line = NULL;
     mount *m = NULL;
     bool in_ops = false, full = false;
     size_t lineno = 0, bad = 0, first_bad = 0;
     bool reread = false;
     for (;;) {
         if (!reread) {
-            if (!fgets(line, sizeof line, f)) break;
+            int got = next_line(&in, &line);
+            if (!got) break;
             lineno++;
-            size_t l = strlen(line);
-            if (l && line[l - 1] == '\n') {
-                line[--l] = 0;
-            } else if (!feof(f)) {
-                /* Longer than any mountstats line: skipped to its end. */
-                int c;
-                while ((c = fgetc(f)) != EOF && c != '\n') {}
+            if (got < 0) {
                 if (!bad++) first_bad = lineno;
                 continue;
             }
@@ -711,7 +735,7 @@ static void parse(void) {
         }
         if (!ok && !bad++) first_bad = lineno;
     }
-    fclose(f);
+    if (in.f) fclose(in.f);
     free(whole);
     if (bad && (bad != last_bad || first_bad != last_first_bad))
         wg_log(WG_WARN, "%s: %zu malformed line(s), the first at line %zu: their values are left out", path, bad,
