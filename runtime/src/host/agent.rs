@@ -398,7 +398,10 @@ mod tests {
         assert_eq!(mixed.check(1), Ok(()));
         let named = mixed.named();
         let values = named[0].values.as_ref().unwrap();
-        assert_eq!((values[0].instance.as_str(), &values[0].value), ("b", &Atom::Int(-1)));
+        assert_eq!(
+            (values[0].instance.as_str(), &values[0].value),
+            ("b", &Atom::Int(-1))
+        );
         assert_eq!(
             (values[1].instance.as_str(), &values[1].value),
             ("a", &Atom::Text("t".into()))

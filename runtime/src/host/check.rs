@@ -147,6 +147,19 @@ fn names(resolve: &Resolve, items: &IndexMap<WorldKey, WorldItem>) -> Vec<String
         .collect()
 }
 
+/// Whether the component's `types` interface of this package and version has a type `name`.
+fn has_type(resolve: &Resolve, name: &str) -> bool {
+    resolve.interfaces.iter().any(|(_, i)| {
+        i.name.as_deref() == Some("types")
+            && i.package.is_some_and(|p| {
+                let p = &resolve.packages[p].name;
+                format!("{}:{}", p.namespace, p.name) == PACKAGE
+                    && p.version.as_ref().is_some_and(|v| v.to_string() == VERSION)
+            })
+            && i.types.contains_key(name)
+    })
+}
+
 /// Reads a component's WIT (no compilation) and says what is wrong with it for this runtime.
 pub fn inspect(bytes: &[u8]) -> Result<Report> {
     if !bytes.starts_with(b"\0asm") {
@@ -176,6 +189,13 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
     // The agent world before `metrics`: `source` beside `namespace`.
     let legacy_agent = kind.is_none() && ours(&exports, "namespace") && ours(&exports, "source");
     let kind = kind.or(legacy_agent.then_some(WorldKind::Agent));
+    // `metrics` as it was before a metric's values crossed column-wise (2026-11-28): the
+    // export's name is the same, its `fetch` answers `indexed-value` records.
+    if kind == Some(WorldKind::Agent) && !legacy_agent && has_type(&resolve, "indexed-value") {
+        problems.push(format!(
+            "built against {PACKAGE}/metrics@{VERSION} as it was before a metric's values crossed column-wise (its fetch answers indexed-value records, which this runtime no longer reads): rebuild it with this wasmon's SDK (`wasmon guest build`)"
+        ));
+    }
     match kind {
         // Other exports are harmless (componentize-py adds one): nothing calls them.
         Some(_) => {}
@@ -268,4 +288,67 @@ pub fn link(rt: &Arc<Runtime>, bytes: &[u8], world: WorldKind, what: &str) -> Re
     linked
         .map_err(anyhow::Error::from)
         .with_context(|| format!("the {} world's linker refuses it", world.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component of `world` in `wit` (a package of its own), with a module that does nothing.
+    fn component(wit: &str, world: &str) -> Vec<u8> {
+        let mut resolve = Resolve::default();
+        let pkg = resolve.push_source("test.wit", wit).unwrap();
+        let world = resolve.select_world(&[pkg], Some(world)).unwrap();
+        let mut module =
+            wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+        wit_component::embed_component_metadata(
+            &mut module,
+            &resolve,
+            world,
+            wit_component::StringEncoding::UTF8,
+            false,
+        )
+        .unwrap();
+        wit_component::ComponentEncoder::default()
+            .module(&module)
+            .unwrap()
+            .validate(true)
+            .encode()
+            .unwrap()
+    }
+
+    /// An agent world whose `fetch` answers `values` (a type defined in `types`).
+    fn agent(types: &str, values: &str) -> Vec<u8> {
+        component(
+            &format!(
+                "package wasmon:collector@0.1.0;
+                 interface types {{ {types} }}
+                 interface namespace {{ lookup-name: func(name: string) -> u32; }}
+                 interface metrics {{ use types.{{{values}}}; fetch: func() -> list<{values}>; }}
+                 world agent {{ export namespace; export metrics; }}"
+            ),
+            "agent",
+        )
+    }
+
+    #[test]
+    fn an_agent_of_the_metrics_before_columns_is_named_and_refused() {
+        let before = agent(
+            "record indexed-value { instance: u32, value: u64 }",
+            "indexed-value",
+        );
+        let report = inspect(&before).unwrap();
+        assert_eq!(report.world, Some(WorldKind::Agent));
+        assert!(!report.accepted());
+        assert!(
+            report.problems[0].contains("before a metric's values crossed column-wise"),
+            "{:?}",
+            report.problems
+        );
+        let now = agent(
+            "record indexed-values { instances: list<u32>, values: list<u64> }",
+            "indexed-values",
+        );
+        assert_eq!(inspect(&now).unwrap().problems, Vec::<String>::new());
+    }
 }
