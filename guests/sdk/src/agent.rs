@@ -213,7 +213,10 @@ mod tests {
         assert_eq!(f.sets[1].values, Err(NsError::UnknownPmid));
         assert_eq!(numbers(2), [1, 2]);
         // One case: a typed list; mixed cases: each value's atom.
-        assert_eq!(f.sets[0].values.as_ref().unwrap().values, Column::Uint(vec![1, 2]));
+        assert_eq!(
+            f.sets[0].values.as_ref().unwrap().values,
+            Column::Uint(vec![1, 2])
+        );
         assert_eq!(
             f.sets[2].values.as_ref().unwrap().values,
             Column::Atoms(vec![Atom::Uint(3), Atom::Real(0.5)])
@@ -226,7 +229,10 @@ mod tests {
 
     #[test]
     fn column_takes_one_case_as_a_typed_list() {
-        assert_eq!(column(vec![Atom::Int(-1), Atom::Int(2)]), Column::Int(vec![-1, 2]));
+        assert_eq!(
+            column(vec![Atom::Int(-1), Atom::Int(2)]),
+            Column::Int(vec![-1, 2])
+        );
         assert_eq!(column(vec![Atom::Real(0.5)]), Column::Real(vec![0.5]));
         assert_eq!(column(vec![]), Column::Atoms(vec![]));
         let text = vec![Atom::Text("a".into()), Atom::Text("b".into())];
