@@ -369,28 +369,59 @@ static bool numbers(mount *m, char **w, size_t *len, size_t n, uint32_t first, s
 
 static bool starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
-/* `key=<digits>` as a U32 option. */
-static bool opt_num(mount *m, const char *o, const char *key, int field) {
-    size_t k = strlen(key);
-    uint64_t v;
-    if (strncmp(o, key, k) || o[k] != '=' || !number(o + k + 1, strlen(o + k + 1), &v)) return false;
-    NUM(m, field) = v & 0xffffffffu;
-    return true;
-}
+/* Options with a value, by key: `key=<digits>` (a U32 field) or `key=<one of choices>`
+ * (choices "|a|b|"; NULL: any) as a string. Each option's key is split off once and its
+ * length compared first (trying every key with strncmp was most of the options' parse). */
+#define KEY(k) k, sizeof k - 1
+static const struct {
+    const char *key;
+    size_t len;
+    int field;
+} NUM_OPTS[] = {
+    {KEY("rsize"), O_RSIZE},         {KEY("wsize"), O_WSIZE},       {KEY("bsize"), O_BSIZE},
+    {KEY("namlen"), O_NAMLEN},       {KEY("acregmin"), O_ACREGMIN}, {KEY("acregmax"), O_ACREGMAX},
+    {KEY("acdirmin"), O_ACDIRMIN},   {KEY("acdirmax"), O_ACDIRMAX}, {KEY("port"), O_PORT},
+    {KEY("timeo"), O_TIMEO},         {KEY("retrans"), O_RETRANS},   {KEY("mountvers"), O_MOUNTVERS},
+    {KEY("mountport"), O_MOUNTPORT},
+};
+static const struct {
+    const char *key;
+    size_t len;
+    const char *choices;
+    int s;
+} STR_OPTS[] = {
+    {KEY("proto"), "|tcp|udp|rdma|", S_PROTO},
+    {KEY("sec"), "|null|sys|krb5|krb5i|krb5p|lkey|lkeyi|lkeyp|spkm|spkmi|spkmp|unknown|", S_SEC},
+    {KEY("mountaddr"), NULL, S_MOUNTADDR},
+    {KEY("mountproto"), "|udp|tcp|auto|udp6|tcp6|", S_MOUNTPROTO},
+    {KEY("clientaddr"), NULL, S_CLIENTADDR},
+    {KEY("lookupcache"), "|none|pos|", S_LOOKUPCACHE},
+    {KEY("local_lock"), "|none|all|flock|posix|", S_LOCAL_LOCK},
+};
+#undef KEY
 
-/* `key=<one of choices>` (choices: "|a|b|") as a string option. */
-static bool opt_str(mount *m, const char *o, const char *key, const char *choices, int s) {
-    size_t k = strlen(key);
-    if (strncmp(o, key, k) || o[k] != '=') return false;
-    const char *v = o + k + 1;
-    if (choices) {
-        char probe[64];
-        if (strlen(v) + 3 > sizeof probe) return false;
-        snprintf(probe, sizeof probe, "|%s|", v);
-        if (!strstr(choices, probe)) return false;
+/* The option `key=v` (key of `k` bytes, v NUL-terminated). */
+static void keyed_option(mount *m, const char *key, size_t k, const char *v) {
+    for (size_t i = 0; i < sizeof NUM_OPTS / sizeof *NUM_OPTS; i++) {
+        uint64_t n;
+        if (NUM_OPTS[i].len != k || memcmp(key, NUM_OPTS[i].key, k)) continue;
+        if (number(v, strlen(v), &n)) {
+            NUM(m, NUM_OPTS[i].field) = n & 0xffffffffu;
+            return;
+        }
+        break; /* not a number: it may still be a string option's value */
     }
-    set_str(m, s, v, strlen(v));
-    return true;
+    for (size_t i = 0; i < sizeof STR_OPTS / sizeof *STR_OPTS; i++) {
+        if (STR_OPTS[i].len != k || memcmp(key, STR_OPTS[i].key, k)) continue;
+        if (STR_OPTS[i].choices) {
+            char probe[64];
+            if (strlen(v) + 3 > sizeof probe) return;
+            snprintf(probe, sizeof probe, "|%s|", v);
+            if (!strstr(STR_OPTS[i].choices, probe)) return;
+        }
+        set_str(m, STR_OPTS[i].s, v, strlen(v));
+        return;
+    }
 }
 
 static void parse_options(mount *m, char *text) {
@@ -406,36 +437,25 @@ static void parse_options(mount *m, char *text) {
         if (next) *next++ = 0;
         size_t n = strlen(o);
         while (n && (o[n - 1] == ' ' || o[n - 1] == '\t' || o[n - 1] == '\r')) o[--n] = 0;
+        char *eq = memchr(o, '=', n);
+        if (eq) {
+            if (eq - o == 4 && !memcmp(o, "vers", 4)) {
+                /* [2-4] or [2-4].[0-9] */
+                const char *v = eq + 1;
+                size_t l = strlen(v);
+                if ((l == 1 || (l == 3 && v[1] == '.' && v[2] >= '0' && v[2] <= '9')) && v[0] >= '2' && v[0] <= '4')
+                    set_str(m, S_VERS, v, l);
+            } else {
+                keyed_option(m, o, (size_t)(eq - o), eq + 1);
+            }
+            continue;
+        }
         bool done = false;
         for (size_t i = 0; !done && i < sizeof FLAGS / sizeof *FLAGS; i++)
             if (!strcmp(o, FLAGS[i].word)) NUM(m, FLAGS[i].field) = FLAGS[i].value, done = true;
         if (done) continue;
         if (!strcmp(o, "ro") || !strcmp(o, "rw")) { set_str(m, S_READMODE, o, 2); continue; }
         if (!strcmp(o, "soft") || !strcmp(o, "hard")) { set_str(m, S_RECOVERY, o, 4); continue; }
-        if (starts(o, "vers=")) {
-            /* [2-4] or [2-4].[0-9] */
-            const char *v = o + 5;
-            size_t l = strlen(v);
-            if ((l == 1 || (l == 3 && v[1] == '.' && v[2] >= '0' && v[2] <= '9')) && v[0] >= '2' && v[0] <= '4')
-                set_str(m, S_VERS, v, l);
-            continue;
-        }
-        if (opt_num(m, o, "rsize", O_RSIZE) || opt_num(m, o, "wsize", O_WSIZE) ||
-            opt_num(m, o, "bsize", O_BSIZE) || opt_num(m, o, "namlen", O_NAMLEN) ||
-            opt_num(m, o, "acregmin", O_ACREGMIN) || opt_num(m, o, "acregmax", O_ACREGMAX) ||
-            opt_num(m, o, "acdirmin", O_ACDIRMIN) || opt_num(m, o, "acdirmax", O_ACDIRMAX) ||
-            opt_num(m, o, "port", O_PORT) || opt_num(m, o, "timeo", O_TIMEO) ||
-            opt_num(m, o, "retrans", O_RETRANS) || opt_num(m, o, "mountvers", O_MOUNTVERS) ||
-            opt_num(m, o, "mountport", O_MOUNTPORT))
-            continue;
-        if (opt_str(m, o, "proto", "|tcp|udp|rdma|", S_PROTO) ||
-            opt_str(m, o, "sec", "|null|sys|krb5|krb5i|krb5p|lkey|lkeyi|lkeyp|spkm|spkmi|spkmp|unknown|", S_SEC) ||
-            opt_str(m, o, "mountaddr", NULL, S_MOUNTADDR) ||
-            opt_str(m, o, "mountproto", "|udp|tcp|auto|udp6|tcp6|", S_MOUNTPROTO) ||
-            opt_str(m, o, "clientaddr", NULL, S_CLIENTADDR) ||
-            opt_str(m, o, "lookupcache", "|none|pos|", S_LOOKUPCACHE) ||
-            opt_str(m, o, "local_lock", "|none|all|flock|posix|", S_LOCAL_LOCK))
-            continue;
     }
 }
 
@@ -528,16 +548,22 @@ static int parse_op(mount *m, const char *line) {
     uint64_t v[OP_FIELDS];
     size_t n = 0;
     bool ok = true;
+    /* Numbers separated by single spaces, read in one walk (as number() reads each word). */
     for (const char *p = colon + 2;;) {
-        const char *sp = strchr(p, ' ');
-        size_t l = sp ? (size_t)(sp - p) : strlen(p);
-        if (n == OP_FIELDS || !number(p, l, &v[n])) {
+        uint64_t x = 0;
+        size_t l = 0;
+        bool digits = true;
+        for (; p[l] && p[l] != ' '; l++) {
+            digits &= p[l] >= '0' && p[l] <= '9';
+            x = x * 10 + (uint64_t)(p[l] - '0');
+        }
+        if (n == OP_FIELDS || !l || !digits) {
             ok = false;
             break;
         }
-        n++;
-        if (!sp) break;
-        p = sp + 1;
+        v[n++] = x;
+        if (!p[l]) break;
+        p += l + 1;
     }
     ok &= n >= OP_FIELDS - 1;
     if (op < 0) return ok ? OP_ROW : OP_BAD; /* an op pmdanfsclient does not serve */
@@ -608,6 +634,7 @@ static mount *mount_at(const char *point, size_t len, bool *full) {
 typedef struct {
     FILE *f;
     char *p, *end;
+    bool nul; /* the buffer has a NUL byte somewhere: lines are checked for one */
 } source;
 
 /* The next line, without its '\n', in *line: 1, or 0 at the end; -1 for a line that is no
@@ -620,7 +647,7 @@ static int next_line(source *in, char **line) {
         in->p = nl ? nl + 1 : in->end;
         if (nl) *nl = 0; /* the buffer ends with a NUL (wg_read_file) */
         *line = from;
-        return l >= MAX_LINE - 1 || memchr(from, 0, l) ? -1 : 1;
+        return l >= MAX_LINE - 1 || (in->nul && memchr(from, 0, l)) ? -1 : 1;
     }
     static char buffer[MAX_LINE];
     *line = buffer;
@@ -647,7 +674,7 @@ static void parse(void) {
     char *whole = NULL;
     size_t whole_len = 0;
     int err = wg_read_file(path, MAX_WHOLE, &whole, &whole_len);
-    source in = {NULL, whole, whole ? whole + whole_len : NULL};
+    source in = {NULL, whole, whole ? whole + whole_len : NULL, whole && memchr(whole, 0, whole_len)};
     if (err == EFBIG) {
         in.f = fopen(path, "r");
         static char buffer[READ_BUFFER];
