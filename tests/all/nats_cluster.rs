@@ -28,6 +28,7 @@ use crate::forward::rig::*;
 const RATE: u64 = 10_000;
 
 mod frozen;
+mod hedge;
 mod partition;
 
 fn now() -> i64 {
@@ -47,6 +48,11 @@ struct Poll {
     delivered: u64,
     /// The stream's leader, when a server answered for the stream within the poll's limit.
     leader: Option<String>,
+    /// With a central to watch ([`Monitor::watching`]): the newest timestamp of host `h0`'s
+    /// samples in its store (what it stored, through whichever stream), and the leader of the
+    /// hedge's stream `FWDB`.
+    stored: u64,
+    hedge_leader: Option<String>,
 }
 
 /// Progress of the node's sink and of the central's consumer, and the stream's leader,
@@ -60,6 +66,17 @@ struct Monitor {
 
 impl Monitor {
     fn start(node: String, urls: String, t0: Instant) -> Monitor {
+        Self::watching(node, urls, t0, None)
+    }
+
+    /// [`Monitor::start`], and with `central` (its URL and the samples' base timestamp) what
+    /// the central daemon stored.
+    fn watching(
+        node: String,
+        urls: String,
+        t0: Instant,
+        central: Option<(String, i64)>,
+    ) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let latest = Arc::new(std::sync::Mutex::new(Poll::default()));
@@ -134,6 +151,11 @@ impl Monitor {
                 }
                 p.leader = ask("$JS.API.STREAM.INFO.FWD")
                     .and_then(|v| v["cluster"]["leader"].as_str().map(String::from));
+                if let Some((central, base)) = &central {
+                    p.hedge_leader = ask("$JS.API.STREAM.INFO.FWDB")
+                        .and_then(|v| v["cluster"]["leader"].as_str().map(String::from));
+                    p.stored = p.stored.max(newest_stored(&http, central, *base, p.stored));
+                }
                 p.t = t0.elapsed().as_secs_f64();
                 out.push(p.clone());
                 *l.lock().unwrap() = p.clone();
@@ -157,6 +179,29 @@ impl Monitor {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }
+}
+
+/// The newest timestamp (seconds after `base`) of host `h0`'s samples in the store of the
+/// daemon at `url`, looked for from `after` on (0 when none, or the daemon did not answer).
+fn newest_stored(http: &reqwest::blocking::Client, url: &str, base: i64, after: u64) -> u64 {
+    let from = base + after as i64;
+    let body = serde_json::json!({"cluster": "local", "from": from, "to": from + 100_000,
+        "queries": [{"metric": "fwd", "host": "h0"}], "with-stats": false, "with-padding": false});
+    let Ok(v) = http
+        .post(format!("{url}/api/query"))
+        .json(&body)
+        .send()
+        .and_then(|r| r.json::<Value>())
+    else {
+        return 0;
+    };
+    let r = &v["results"][0][0];
+    let (Some(start), Some(data)) = (r["from"].as_i64(), r["data"].as_array()) else {
+        return 0;
+    };
+    data.iter()
+        .rposition(|x| x.as_f64().is_some())
+        .map_or(0, |k| (start + k as i64 - base) as u64)
 }
 
 /// The times `value` rose.
