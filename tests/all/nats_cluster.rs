@@ -31,6 +31,14 @@ mod frozen;
 mod hedge;
 mod partition;
 
+/// A runtime for the test's own NATS requests.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -82,10 +90,7 @@ impl Monitor {
         let latest = Arc::new(std::sync::Mutex::new(Poll::default()));
         let l = latest.clone();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = runtime();
             let http = reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(1))
                 .build()
@@ -179,6 +184,23 @@ impl Monitor {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }
+
+    /// [`Monitor::stop`], and with `WASMON_CLUSTER_LOGS` set the daemons' logs and every poll
+    /// shown.
+    fn stop_showing(self, node: &DaemonProcess, central: &DaemonProcess) -> Vec<Poll> {
+        let log = self.stop();
+        if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
+            eprintln!(
+                "node:\n{}\ncentral:\n{}",
+                node.stderr.lock().unwrap(),
+                central.stderr.lock().unwrap()
+            );
+            for p in &log {
+                eprintln!("{p:?}");
+            }
+        }
+        log
+    }
 }
 
 /// The newest timestamp (seconds after `base`) of host `h0`'s samples in the store of the
@@ -257,17 +279,63 @@ fn recovered(monitor: &Monitor) {
     }
 }
 
+/// How a server goes away in [`outage`]: SIGKILLed and started again, or frozen (SIGSTOP) and
+/// resumed, after so many seconds.
+enum Down {
+    Killed(u64),
+    Frozen(u64),
+}
+
+/// The faults of a run: each one's name, when it began and when both sides ran again.
+#[derive(Default)]
+struct Faults(Vec<(String, f64, f64)>);
+
+impl Faults {
+    /// Takes server `s` away and back as `how` says, waits until delivery recovered and
+    /// records the fault as `what`.
+    fn outage(
+        &mut self,
+        cluster: &mut Cluster,
+        monitor: &Monitor,
+        s: usize,
+        how: Down,
+        what: String,
+    ) {
+        let at = monitor.now();
+        let secs = match how {
+            Down::Killed(secs) | Down::Frozen(secs) => secs,
+        };
+        eprintln!("{at:.2} {} s{s}: {what}", chrono::Utc::now());
+        match how {
+            Down::Killed(_) => cluster.kill(s),
+            Down::Frozen(_) => cluster.freeze(s),
+        }
+        std::thread::sleep(Duration::from_secs(secs));
+        match how {
+            Down::Killed(_) => cluster.restart(s),
+            Down::Frozen(_) => cluster.thaw(s),
+        }
+        self.after(what, at, monitor);
+    }
+
+    /// Waits until delivery recovered from the fault `what` that began at `at`, and records it.
+    fn after(&mut self, what: String, at: f64, monitor: &Monitor) {
+        recovered(monitor);
+        self.0.push((what, at, monitor.now()));
+    }
+}
+
 fn write(dir: &Path, name: &str, text: String) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
 }
 
-/// Starts the central daemon on config `central`, then a node (its config written into `dir`,
-/// forwarding to `servers`) on a port of its own, which it returns.
-fn start_pair(central: &Path, dir: &Path, servers: &str) -> (DaemonProcess, DaemonProcess, u16) {
+/// Starts the central daemon on config `central`, then a node (its config `node` written into
+/// `dir`) on a port of its own, which it returns.
+fn start_pair(central: &Path, dir: &Path, node: String) -> (DaemonProcess, DaemonProcess, u16) {
     let central_d = DaemonProcess::start(central);
-    let node = write(dir, "node.toml", node_config(&dir.join("node"), servers));
+    let node = write(dir, "node.toml", node);
     let node_port = free_port();
     let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
     (central_d, node_d, node_port)
@@ -331,10 +399,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let tmp = tempfile::tempdir().unwrap();
     let version = version(&bin);
     let mut cluster = Cluster::start(&bin, &tmp.path().join("nats"), 3);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dead = format!("nats://127.0.0.1:{}", free_port());
     // The central's servers as a comma-separated string, the node's as a TOML list; both
     // begin with a seed nobody answers on.
@@ -351,7 +416,11 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let node_list = cluster
         .toml_list()
         .replacen('[', &format!("[\"{dead}\", "), 1);
-    let (central_d, node_d, node_port) = start_pair(&central, tmp.path(), &node_list);
+    let (central_d, node_d, node_port) = start_pair(
+        &central,
+        tmp.path(),
+        node_config(&tmp.path().join("node"), &node_list),
+    );
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);
@@ -390,51 +459,41 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let mismatched_d = m;
     std::thread::sleep(Duration::from_secs(3));
 
-    let mut faults: Vec<(String, f64, f64)> = Vec::new();
-    // Each fault: its name and when it began; it ends when both sides run again.
-    let mut fault = |what: String, at: f64, monitor: &Monitor| {
-        recovered(monitor);
-        faults.push((what, at, monitor.now()));
-    };
+    let mut faults = Faults::default();
     // 1. The stream's leader dies and comes back 3 s later.
     let leader = cluster.leader(&rt, "FWD").expect("FWD has a leader");
-    let at = monitor.now();
-    eprintln!("{:.2} {} kill leader s{leader}", at, chrono::Utc::now());
-    cluster.kill(leader);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(leader);
-    fault("stream leader SIGKILLed (3 s down)".into(), at, &monitor);
+    faults.outage(
+        &mut cluster,
+        &monitor,
+        leader,
+        Down::Killed(3),
+        "stream leader SIGKILLed (3 s down)".into(),
+    );
     // 2. The server the node is connected to dies and comes back 3 s later.
     let connected = cluster
         .connected_from(node_d.child.id())
         .expect("the node is connected to one of the servers");
-    let at = monitor.now();
     let was_leader = cluster.leader(&rt, "FWD") == Some(connected);
-    eprintln!("{:.2} {} kill node's s{connected}", at, chrono::Utc::now());
-    cluster.kill(connected);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(connected);
     let what = if was_leader {
         "the stream leader"
     } else {
         "not the stream leader"
     };
-    fault(
-        format!("node's server SIGKILLed (3 s down; {what})"),
-        at,
+    faults.outage(
+        &mut cluster,
         &monitor,
+        connected,
+        Down::Killed(3),
+        format!("node's server SIGKILLed (3 s down; {what})"),
     );
     // 3. A server hangs (the leader: the worst one to lose) and resumes.
     let hung = cluster.leader(&rt, "FWD").unwrap_or(0);
-    let at = monitor.now();
-    eprintln!("{:.2} {} freeze s{hung}", at, chrono::Utc::now());
-    cluster.freeze(hung);
-    std::thread::sleep(frozen);
-    cluster.thaw(hung);
-    fault(
-        format!("stream leader SIGSTOPped {} s", frozen.as_secs()),
-        at,
+    faults.outage(
+        &mut cluster,
         &monitor,
+        hung,
+        Down::Frozen(frozen.as_secs()),
+        format!("stream leader SIGSTOPped {} s", frozen.as_secs()),
     );
     // 4. A rolling restart: each server killed and started again once the one before it
     // answers for JetStream.
@@ -445,7 +504,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
         cluster.restart(i);
         cluster.wait_ready(Duration::from_secs(60));
     }
-    fault("all three restarted one after another".into(), at, &monitor);
+    faults.after("all three restarted one after another".into(), at, &monitor);
     // 5. Two of three down for `frozen` (no quorum): the node queues on disk and says so
     // once; the two come back.
     let warned = || {
@@ -483,7 +542,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     );
     cluster.restart(leader);
     cluster.restart(other);
-    fault(
+    faults.after(
         format!(
             "two of three SIGKILLed for {} s (no quorum)",
             frozen.as_secs()
@@ -507,22 +566,12 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     assert_eq!(s["dropped"]["queue-size"], 0, "{s}");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
     let to = base + (total / HOSTS) as i64 + 2;
-    let log = monitor.stop();
-    if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
-        eprintln!(
-            "node:\n{}\ncentral:\n{}",
-            node_d.stderr.lock().unwrap(),
-            central_d.stderr.lock().unwrap()
-        );
-        for p in &log {
-            eprintln!("{p:?}");
-        }
-    }
+    let log = monitor.stop_showing(&node_d, &central_d);
     eprintln!(
         "nats-server {version}: first PubAck {:.2} s after the node's first sample (its first seed refusing)",
         first_ack.as_secs_f64()
     );
-    for (what, from, to) in &faults {
+    for (what, from, to) in &faults.0 {
         // What the server's election took, and what wasmon took after it.
         let election = match elected(&log, *from, *to) {
             Some(e) => {

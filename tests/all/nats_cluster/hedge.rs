@@ -15,8 +15,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::*;
 
 /// The node's config: `to-js` forwards to `FWD` on `fwd.lp`, and with `hedge` to `FWDB` on
@@ -37,34 +35,13 @@ fn central_config(dir: &Path, servers: &str, hedge: bool) -> String {
     c
 }
 
-/// The leader of what the JetStream info request `subject` describes.
-fn leader_of(cluster: &Cluster, rt: &tokio::runtime::Runtime, subject: &str) -> Option<usize> {
-    let urls = cluster.urls();
-    let subject = subject.to_string();
-    let name = rt.block_on(async {
-        let addrs: Vec<&str> = urls.split(',').collect();
-        let c = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(2))
-            .connect(addrs)
-            .await
-            .ok()?;
-        let m = tokio::time::timeout(Duration::from_secs(2), c.request(subject, "".into()))
-            .await
-            .ok()?
-            .ok()?;
-        let v: Value = serde_json::from_slice(&m.payload).ok()?;
-        v["cluster"]["leader"].as_str().map(String::from)
-    })?;
-    cluster.by_name(&name)
-}
-
 /// The servers leading `FWD`, its consumer, `FWDB` and its consumer.
 fn ways(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Option<[usize; 4]> {
     Some([
-        leader_of(cluster, rt, "$JS.API.STREAM.INFO.FWD")?,
-        leader_of(cluster, rt, "$JS.API.CONSUMER.INFO.FWD.central")?,
-        leader_of(cluster, rt, "$JS.API.STREAM.INFO.FWDB")?,
-        leader_of(cluster, rt, "$JS.API.CONSUMER.INFO.FWDB.central")?,
+        cluster.leader_of(rt, "$JS.API.STREAM.INFO.FWD")?,
+        cluster.leader_of(rt, "$JS.API.CONSUMER.INFO.FWD.central")?,
+        cluster.leader_of(rt, "$JS.API.STREAM.INFO.FWDB")?,
+        cluster.leader_of(rt, "$JS.API.CONSUMER.INFO.FWDB.central")?,
     ])
 }
 
@@ -112,23 +89,17 @@ fn leader_crash(bin: PathBuf, hedge: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let version = version(&bin);
     let mut cluster = Cluster::start(&bin, &tmp.path().join("nats"), 3);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let central = write(
         tmp.path(),
         "central.toml",
         central_config(&tmp.path().join("central"), &cluster.urls(), hedge),
     );
-    let central_d = DaemonProcess::start(&central);
-    let node = write(
+    let (central_d, node_d, node_port) = start_pair(
+        &central,
         tmp.path(),
-        "node.toml",
         node_config(&tmp.path().join("node"), &cluster.toml_list(), hedge),
     );
-    let node_port = free_port();
-    let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::watching(
@@ -159,63 +130,54 @@ fn leader_crash(bin: PathBuf, hedge: bool) {
     };
     placed(&cluster);
     std::thread::sleep(Duration::from_secs(2));
-    let mut faults: Vec<(String, f64, f64)> = Vec::new();
-    let mut fault = |what: String, at: f64, monitor: &Monitor| {
-        recovered(monitor);
-        faults.push((what, at, monitor.now()));
+    let mut faults = Faults::default();
+    // Each fault says how many parts of the two ways its server led, and is followed by the
+    // leaders' moving apart again.
+    let outage = |cluster: &mut Cluster, faults: &mut Faults, s: usize, how: Down, what: &str| {
+        let led = ways(cluster, &rt).map(|w| w.iter().filter(|x| **x == s).count());
+        let what = format!("{what} (it led {led:?} of FWD, its consumer, FWDB, its consumer)");
+        faults.outage(cluster, &monitor, s, how, what);
+        placed(cluster);
     };
     // 1. FWD's leader dies and comes back 3 s later.
-    let leader = cluster.leader(&rt, "FWD").expect("FWD has a leader");
-    let at = monitor.now();
-    eprintln!("{at:.2} kill FWD's leader s{leader}");
-    cluster.kill(leader);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(leader);
-    fault("FWD's leader SIGKILLed (3 s down)".into(), at, &monitor);
-    placed(&cluster);
+    let s = cluster.leader(&rt, "FWD").expect("FWD has a leader");
+    outage(
+        &mut cluster,
+        &mut faults,
+        s,
+        Down::Killed(3),
+        "FWD's leader SIGKILLed (3 s down)",
+    );
     // 2. The server the node is connected to dies and comes back 3 s later.
-    let connected = cluster
+    let s = cluster
         .connected_from(node_d.child.id())
         .expect("the node is connected to one of the servers");
-    let led = ways(&cluster, &rt).map(|w| w.iter().filter(|s| **s == connected).count());
-    let at = monitor.now();
-    eprintln!("{at:.2} kill the node's s{connected} (leading {led:?} of the 4 ways' parts)");
-    cluster.kill(connected);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(connected);
-    fault(
-        format!(
-            "node's server SIGKILLed (3 s down; it led {led:?} of FWD, its consumer, FWDB, its consumer)"
-        ),
-        at,
-        &monitor,
+    outage(
+        &mut cluster,
+        &mut faults,
+        s,
+        Down::Killed(3),
+        "node's server SIGKILLed (3 s down)",
     );
-    placed(&cluster);
     // 3. FWD's leader hangs for 30 s.
-    let hung = cluster.leader(&rt, "FWD").unwrap_or(0);
-    let at = monitor.now();
-    eprintln!("{at:.2} freeze FWD's leader s{hung}");
-    cluster.freeze(hung);
-    std::thread::sleep(Duration::from_secs(30));
-    cluster.thaw(hung);
-    fault("FWD's leader SIGSTOPped 30 s".into(), at, &monitor);
-    placed(&cluster);
-    // 4. The server the central is connected to hangs for 30 s (whatever it leads).
-    let central_s = cluster
+    let s = cluster.leader(&rt, "FWD").unwrap_or(0);
+    outage(
+        &mut cluster,
+        &mut faults,
+        s,
+        Down::Frozen(30),
+        "FWD's leader SIGSTOPped 30 s",
+    );
+    // 4. The server the central is connected to hangs for 30 s.
+    let s = cluster
         .connected_from(central_d.child.id())
         .expect("the central is connected to one of the servers");
-    let led = ways(&cluster, &rt).map(|w| w.iter().filter(|s| **s == central_s).count());
-    let at = monitor.now();
-    eprintln!("{at:.2} freeze the central's s{central_s} (leading {led:?} of the 4 ways' parts)");
-    cluster.freeze(central_s);
-    std::thread::sleep(Duration::from_secs(30));
-    cluster.thaw(central_s);
-    fault(
-        format!(
-            "central's server SIGSTOPped 30 s (it led {led:?} of FWD, its consumer, FWDB, its consumer)"
-        ),
-        at,
-        &monitor,
+    outage(
+        &mut cluster,
+        &mut faults,
+        s,
+        Down::Frozen(30),
+        "central's server SIGSTOPped 30 s",
     );
 
     let acked = client.stop();
@@ -255,18 +217,8 @@ fn leader_crash(bin: PathBuf, hedge: bool) {
     } else {
         assert_eq!(fwd, sent, "stream messages vs records the node sent");
     }
-    let log = monitor.stop();
-    if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
-        eprintln!(
-            "node:\n{}\ncentral:\n{}",
-            node_d.stderr.lock().unwrap(),
-            central_d.stderr.lock().unwrap()
-        );
-        for p in &log {
-            eprintln!("{p:?}");
-        }
-    }
-    for (what, from, to) in &faults {
+    let log = monitor.stop_showing(&node_d, &central_d);
+    for (what, from, to) in &faults.0 {
         let election = elected(&log, *from, *to).map_or(String::new(), |e| {
             format!("; FWD's leader answering {:.1} s after the fault", e - from)
         });

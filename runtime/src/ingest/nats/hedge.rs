@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn a_record_is_stored_once_within_the_window() {
         let s = Seen::shared();
-        let mut s = s.lock().unwrap();
+        let mut s = crate::util::lock(&s);
         assert!(s.first_id("node.f.q.1", false));
         assert!(s.first_id("node.f.q.2", false));
         assert!(!s.first_id("node.f.q.1", false));
