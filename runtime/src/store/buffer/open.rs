@@ -210,20 +210,6 @@ impl Buf {
         }
     }
 
-    /// The slots at their offsets in a page (the storage itself when it is one from offset 0).
-    pub(super) fn into_page(self, pool: &Pool) -> Page {
-        let me = std::mem::ManuallyDrop::new(self);
-        if me.cap() == BUFFER_CAP && me.lo() == 0 {
-            // SAFETY: full-size slots are always a page (`alloc_slots`), owned by `me`.
-            return unsafe { Page::from_raw(me.data) };
-        }
-        let mut page = pool.get();
-        let lo = me.lo() as usize;
-        page[lo..lo + me.len()].copy_from_slice(me.values());
-        free_slots(me.data, me.cap(), Some(pool));
-        page
-    }
-
     /// Gives the slots back (a page to the pool if there is one).
     pub(super) fn release(self, pool: Option<&Pool>) {
         let me = std::mem::ManuallyDrop::new(self);

@@ -536,3 +536,35 @@ fn writes_and_background_passes_in_any_order_read_back_exactly() {
         }
     }
 }
+
+#[test]
+fn a_short_series_closing_its_block_draws_no_page() {
+    // 20 values across a block's end (a thread that ran for 20 s): the block closes on the
+    // write path with its 12 raw slots, and the pass encodes them; no 4 KiB page is drawn
+    // (before, one was, and the pool kept it).
+    let pool = Pool::new(8);
+    let value = |t: i64| (t % 7) as f64 * 0.5;
+    let mut c = Chain::new(0, 1, 500, value(500), &pool).unwrap();
+    for t in 501..520 {
+        c.write(t, value(t), &pool).unwrap();
+    }
+    assert_eq!(c.buffer_count(), 2);
+    let raw = c.heap_bytes();
+    assert!(raw < 512, "{raw}");
+    let mut out = vec![0.0; 22];
+    c.copy_into(499, 521, &mut out);
+    let want = |t: i64| if (500..520).contains(&t) { value(t) } else { f64::NAN };
+    assert!((499..521).all(|t| same(out[(t - 499) as usize], want(t))));
+    c.compact(10_000, &pool);
+    assert_eq!(pool.len(), 0, "no page drawn");
+    assert!(c.heap_bytes() < raw, "{} >= {raw}", c.heap_bytes());
+    c.copy_into(499, 521, &mut out);
+    assert!((499..521).all(|t| same(out[(t - 499) as usize], want(t))));
+    // A late write into the closed tail lands too.
+    c.write(505, -1.0, &pool).unwrap();
+    let mut sum = vec![0.0; 22];
+    c.add_into(499, 521, &mut sum);
+    assert_eq!(sum[6], -1.0);
+    assert!(same(sum[0], f64::NAN) && sum[1] == value(500));
+    assert_eq!(c.release(&pool), 2);
+}
