@@ -3,6 +3,7 @@
 //! reading a range of one. Owns the closed forms; may not touch the open buffer or the
 //! chain's grid.
 
+use super::form::{Form, Owned, Repr};
 use super::open::Buf;
 use super::pool::Pool;
 use super::{BUFFER_CAP, CAP, Page, codec, pieces};
@@ -16,33 +17,21 @@ thread_local! {
 
 /// A closed buffer: encoded, or (after a late write landed in it) a raw page until the chain
 /// encodes it again. The one whose block is the head's is the frozen part of the open block.
+/// 16 bytes (see `form`).
 pub(crate) struct Closed {
     pub(crate) block: i32,
     pub(crate) lo: u16,
     pub(crate) hi: u16,
-    pub(super) form: Form,
+    repr: Repr,
 }
 
-pub(super) enum Form {
-    Packed(Box<[u8]>),
-    /// The frozen slots `lo..hi` of the head's block, in pieces (`pieces`).
-    Pieces(Box<[u8]>),
-    /// Slot offset `o` at index `o`.
-    Raw(Page),
-    /// The open buffer as it was when its block closed on the write path (slots `lo..hi`
-    /// at indices `0..hi - lo`), until the next pass encodes it: a short series closing its
-    /// first block keeps its few raw slots instead of drawing a 4 KiB page for them (pages
-    /// drawn so stayed in the pool afterwards: 1.6 B/sample of the host's hour).
-    Tail(Buf),
-}
-
-impl Form {
+impl Owned {
     /// Gives a raw page or tail back to the pool.
     fn release(self, pool: &Pool) {
         match self {
-            Form::Raw(p) => pool.put(p),
-            Form::Tail(t) => t.release(Some(pool)),
-            Form::Packed(_) | Form::Pieces(_) => {}
+            Owned::Raw(p) => pool.put(p),
+            Owned::Tail(t) => t.release(Some(pool)),
+            Owned::Packed(_) | Owned::Pieces(_) => {}
         }
     }
 }
@@ -62,7 +51,7 @@ impl Closed {
             block,
             lo: off as u16,
             hi: off as u16 + 1,
-            form: Form::Raw(page),
+            repr: Repr::new(Owned::Raw(page)),
         }
     }
 
@@ -73,7 +62,7 @@ impl Closed {
             block: head.block,
             lo: head.lo(),
             hi: head.hi,
-            form: Form::Tail(head),
+            repr: Repr::new(Owned::Tail(head)),
         }
     }
 
@@ -84,7 +73,7 @@ impl Closed {
             block,
             lo,
             hi,
-            form: Form::Packed(bytes),
+            repr: Repr::new(Owned::Packed(bytes)),
         }
     }
 
@@ -95,7 +84,7 @@ impl Closed {
             block,
             lo,
             hi: lo + values.len() as u16,
-            form: Form::Pieces(pieces::new(values, digits)),
+            repr: Repr::new(Owned::Pieces(pieces::new(values, digits))),
         }
     }
 
@@ -103,8 +92,12 @@ impl Closed {
     /// `pieces::append`).
     pub(super) fn append(&mut self, values: &[f64], merge: bool, digits: u32, pool: &Pool) {
         let (at, n) = (self.hi as usize, values.len());
-        match &mut self.form {
-            Form::Pieces(b) => pieces::append(b, values, merge, digits),
+        match self.repr.get() {
+            Form::Pieces(b) => {
+                let mut b: Box<[u8]> = b.into();
+                pieces::append(&mut b, values, merge, digits);
+                self.repr = Repr::new(Owned::Pieces(b));
+            }
             _ => self.open(pool)[at..at + n].copy_from_slice(values),
         }
         self.hi += n as u16;
@@ -113,7 +106,7 @@ impl Closed {
     /// Slots `lo..hi` into `page` at their offsets.
     pub(super) fn values_into(&self, page: &mut [f64; BUFFER_CAP]) {
         let (lo, hi) = (self.lo as usize, self.hi as usize);
-        match &self.form {
+        match self.repr.get() {
             Form::Raw(p) => page[lo..hi].copy_from_slice(&p[lo..hi]),
             Form::Tail(t) => page[lo..hi].copy_from_slice(t.values()),
             Form::Pieces(b) => pieces::decode(b, &mut page[lo..hi]),
@@ -137,13 +130,13 @@ impl Closed {
             block,
             lo,
             hi,
-            form: Form::Packed(bytes.into()),
+            repr: Repr::new(Owned::Packed(bytes.into())),
         })
     }
 
     /// The encoded values (encoding a raw one now).
     pub(crate) fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
-        match &self.form {
+        match self.repr.get() {
             Form::Packed(b) => std::borrow::Cow::Borrowed(b),
             Form::Raw(p) => {
                 let mut out = Vec::new();
@@ -166,18 +159,22 @@ impl Closed {
     }
 
     /// Decodes into a raw page so a late write can land in it.
-    fn open(&mut self, pool: &Pool) -> &mut Page {
-        if !matches!(self.form, Form::Raw(_)) {
+    fn open(&mut self, pool: &Pool) -> &mut [f64; BUFFER_CAP] {
+        if !matches!(self.repr.get(), Form::Raw(_)) {
             let mut page = pool.get();
             // Bytes this chain encoded itself; a failure would be a codec bug, and the
             // slots then read as gaps rather than as wrong values.
             self.values_into(&mut page);
-            std::mem::replace(&mut self.form, Form::Raw(page)).release(pool);
+            self.replace(Owned::Raw(page), pool);
         }
-        match &mut self.form {
-            Form::Raw(p) => p,
-            _ => unreachable!("opened above"),
-        }
+        self.repr.raw_mut().expect("opened above")
+    }
+
+    /// Puts `new` in place of the contents, giving a raw page or tail back to the pool.
+    fn replace(&mut self, new: Owned, pool: &Pool) {
+        std::mem::replace(&mut self.repr, Repr::new(new))
+            .take()
+            .release(pool);
     }
 
     pub(super) fn set(&mut self, off: usize, value: f64, pool: &Pool) {
@@ -192,7 +189,7 @@ impl Closed {
     pub(super) fn seal(&mut self, digits: u32, pool: &Pool) {
         let (lo, hi) = (self.lo as usize, self.hi as usize);
         let mut out = Vec::new();
-        match &self.form {
+        match self.repr.get() {
             Form::Packed(_) => return,
             Form::Raw(p) => codec::encode_rounded(&p[lo..hi], digits, &mut out),
             Form::Tail(t) => codec::encode_rounded(t.values(), digits, &mut out),
@@ -202,7 +199,7 @@ impl Closed {
                 codec::encode_rounded(&page[lo..hi], digits, &mut out);
             }
         }
-        std::mem::replace(&mut self.form, Form::Packed(out.into())).release(pool);
+        self.replace(Owned::Packed(out.into()), pool);
     }
 
     /// Appends `values` from slot offset `hi` on and encodes the whole frozen part again as
@@ -215,31 +212,29 @@ impl Closed {
         let mut page = [0f64; BUFFER_CAP];
         self.values_into(&mut page);
         page[hi..hi + n].copy_from_slice(values);
-        std::mem::replace(
-            &mut self.form,
-            Form::Pieces(pieces::new(&page[lo..hi + n], digits)),
-        )
-        .release(pool);
+        self.replace(Owned::Pieces(pieces::new(&page[lo..hi + n], digits)), pool);
         self.hi += n as u16;
     }
 
     fn pieces(&self) -> &[u8] {
-        match &self.form {
+        match self.repr.get() {
             Form::Pieces(b) => b,
             _ => &[],
         }
     }
 
     pub(super) fn release(self, pool: &Pool) {
-        self.form.release(pool);
+        self.repr.take().release(pool);
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        match &self.form {
-            Form::Packed(b) | Form::Pieces(b) => b.len(),
-            Form::Raw(_) => BUFFER_CAP * 8,
-            Form::Tail(t) => t.heap_bytes(),
-        }
+        self.repr.heap_bytes()
+    }
+
+    /// The contents, borrowed.
+    #[cfg(test)]
+    pub(super) fn form(&self) -> Form<'_> {
+        self.repr.get()
     }
 
     /// Hands the slots `k - bstart .. end - bstart` (inside `lo..hi`) to `data`, or the
@@ -254,7 +249,7 @@ impl Closed {
         fill: &mut impl FnMut(&mut [f64], f64),
         copy: bool,
     ) {
-        match &self.form {
+        match self.repr.get() {
             Form::Raw(p) => data(out, &p[a..b]),
             Form::Tail(t) => {
                 let lo = self.lo as usize;

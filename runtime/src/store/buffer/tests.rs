@@ -1,5 +1,5 @@
 use super::chain::slot_of;
-use super::closed::Form;
+use super::form::Form;
 use super::open::{Buf, MIN_SLOTS};
 use super::*;
 
@@ -118,6 +118,12 @@ fn headers_stay_small() {
     // The memory goal (bytes per sample including headers) depends on these.
     assert_eq!(std::mem::size_of::<Buf>(), 16);
     assert_eq!(std::mem::size_of::<Chain>(), 40);
+}
+
+#[test]
+fn a_closed_buffer_entry_is_two_words() {
+    // A short series holds one or two (its frozen part, a closed first block).
+    assert_eq!(std::mem::size_of::<Closed>(), 16);
 }
 
 #[test]
@@ -276,7 +282,7 @@ fn a_constant_block_adds_without_decoding() {
     }
     pass(&mut c, &pool);
     let (older, _) = c.parts();
-    assert!(matches!(&older[0].form, Form::Packed(b) if codec::constant(b) == Some(2.5)));
+    assert!(matches!(older[0].form(), Form::Packed(b) if codec::constant(b) == Some(2.5)));
     let mut out = vec![1.0; 10];
     c.add_into(100, 110, &mut out);
     assert!(out.iter().all(|v| *v == 3.5));
@@ -305,7 +311,7 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
         c.heap_bytes()
     );
     let (older, _) = c.parts();
-    assert!(older.iter().all(|b| matches!(b.form, Form::Packed(_))));
+    assert!(older.iter().all(|b| matches!(b.form(), Form::Packed(_))));
     c.copy_into(0, 1100, &mut out);
     assert_eq!(
         (out[10], out[700], out[11], out[701]),
@@ -445,7 +451,7 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     pass(&mut c, &pool);
     let (older, _) = c.parts();
     assert_eq!(older.len(), 1);
-    assert!(matches!(older[0].form, Form::Packed(_)));
+    assert!(matches!(older[0].form(), Form::Packed(_)));
     assert_eq!((older[0].lo, older[0].hi), (3, 400));
     check(&c);
 }
