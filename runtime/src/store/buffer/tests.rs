@@ -574,3 +574,40 @@ fn a_short_series_closing_its_block_draws_no_page() {
     assert!(same(sum[0], f64::NAN) && sum[1] == value(500));
     assert_eq!(c.release(&pool), 2);
 }
+
+#[test]
+fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 0, 0.5, &pool).unwrap();
+    for i in 1..40 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    // Not written for longer than `IDLE_AFTER`: all but the newest slot frozen, and that one
+    // held in the open buffer itself.
+    c.compact(390 + IDLE_AFTER + 1, &pool);
+    assert_eq!(c.parts().1.values(), &[19.5]);
+    assert_eq!(c.parts().1.heap_bytes(), 0);
+    assert_eq!(c.latest(), Some((390, 19.5)));
+    // Overwritten in place, then written on: the slots move to the heap again.
+    c.write(390, -1.0, &pool).unwrap();
+    assert_eq!(c.latest(), Some((390, -1.0)));
+    for i in 40..45 {
+        c.write(i * 10, i as f64, &pool).unwrap();
+    }
+    assert!(c.parts().1.heap_bytes() > 0);
+    let mut out = vec![0.0; 46];
+    c.copy_into(0, 46, &mut out);
+    let want = |i: usize| match i {
+        39 => -1.0,
+        40..45 => i as f64,
+        45 => f64::NAN,
+        _ => i as f64 * 0.5,
+    };
+    assert!((0..46).all(|i| same(out[i], want(i))), "{out:?}");
+    // A gap written after the idle pass lands too (the one slot grows to hold it).
+    c.compact(440 + IDLE_AFTER + 1, &pool);
+    c.write(470, 7.0, &pool).unwrap();
+    let mut out = vec![0.0; 4];
+    c.copy_into(44, 48, &mut out);
+    assert!(same(out[0], 44.0) && out[1].is_nan() && out[2].is_nan() && out[3] == 7.0);
+}
