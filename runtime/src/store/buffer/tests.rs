@@ -559,7 +559,13 @@ fn a_short_series_closing_its_block_draws_no_page() {
     assert!(raw < 512, "{raw}");
     let mut out = vec![0.0; 22];
     c.copy_into(499, 521, &mut out);
-    let want = |t: i64| if (500..520).contains(&t) { value(t) } else { f64::NAN };
+    let want = |t: i64| {
+        if (500..520).contains(&t) {
+            value(t)
+        } else {
+            f64::NAN
+        }
+    };
     assert!((499..521).all(|t| same(out[(t - 499) as usize], want(t))));
     c.compact(10_000, &pool);
     assert_eq!(pool.len(), 0, "no page drawn");
