@@ -584,7 +584,7 @@ fn a_short_series_closing_its_block_draws_no_page() {
 #[test]
 fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
     let pool = Pool::new(8);
-    let mut c = Chain::new(0, 10, 0, 0.5, &pool).unwrap();
+    let mut c = Chain::new(0, 10, 0, 0.0, &pool).unwrap();
     for i in 1..40 {
         c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
     }
