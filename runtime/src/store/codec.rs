@@ -85,7 +85,7 @@ mod ratio;
 #[path = "codec/unpack.rs"]
 mod unpack;
 
-pub use decode::{constant, decode, decode_range};
+pub use decode::{add_range, constant, decode, decode_range};
 pub use encode::{encode, encode_rounded, round_to_digits};
 
 #[cfg(test)]
