@@ -95,7 +95,17 @@ fn round_trip(v: &[f64]) {
 /// stress the addition (specials, subnormals, large magnitudes); when it declines, `out` is
 /// untouched. Whether it added in place.
 fn adds_as_decoded(enc: &[u8], n: usize, a: usize, decoded: &[f64]) -> bool {
-    let onto = [0.0, -0.0, 1.5, -1e300, f64::INFINITY, 5e-324, f64::NAN, 1e16, -3.25];
+    let onto = [
+        0.0,
+        -0.0,
+        1.5,
+        -1e300,
+        f64::INFINITY,
+        5e-324,
+        f64::NAN,
+        1e16,
+        -3.25,
+    ];
     let base: Vec<f64> = (0..decoded.len())
         .map(|i| onto[(a + i) % onto.len()])
         .collect();
@@ -103,7 +113,11 @@ fn adds_as_decoded(enc: &[u8], n: usize, a: usize, decoded: &[f64]) -> bool {
     let added = add_range(enc, n, a, &mut sum).unwrap_or_else(|e| panic!("{e}: add from {a}"));
     for (i, x) in sum.iter().enumerate() {
         let want = if added { base[i] + decoded[i] } else { base[i] };
-        assert!(same(*x, want), "add from {a}, slot {}: {x:e} != {want:e}", a + i);
+        assert!(
+            same(*x, want),
+            "add from {a}, slot {}: {x:e} != {want:e}",
+            a + i
+        );
     }
     added
 }
@@ -136,7 +150,10 @@ fn gapless_blocks_add_in_place_as_decoded() {
             in_place += 1;
         }
     }
-    assert!(in_place * 2 > blocks, "{in_place} of {blocks} added in place");
+    assert!(
+        in_place * 2 > blocks,
+        "{in_place} of {blocks} added in place"
+    );
 }
 
 #[test]
