@@ -227,13 +227,38 @@ impl Cluster {
             conf,
         };
         for i in 0..n {
-            c.launch(i);
+            c.first_launch(i);
         }
         c.wait_ready(Duration::from_secs(30));
         c
     }
 
+    /// Launches server `i` the first time. A port picked by [`free_port`] can be taken by
+    /// another test between the pick and the server's bind; the server then exits at once, and
+    /// it is tried again on new ports (peers started before still reach it: it dials them).
+    fn first_launch(&mut self, i: usize) {
+        for _ in 0..3 {
+            match self.try_launch(i) {
+                Ok(()) => return,
+                Err(why) if why.contains("address already in use") => {
+                    self.servers[i].port = free_port();
+                    self.servers[i].cluster_port = free_port();
+                }
+                Err(why) => panic!("nats-server s{i} did not start: {why}"),
+            }
+        }
+        panic!("nats-server s{i} found its ports taken three times");
+    }
+
     fn launch(&mut self, i: usize) {
+        if let Err(why) = self.try_launch(i) {
+            panic!("nats-server s{i} did not start: {why}");
+        }
+    }
+
+    /// Starts server `i` and waits until it accepts clients; `Err` names why it did not: its
+    /// exit and the end of its log, or the wait's limit.
+    fn try_launch(&mut self, i: usize) -> Result<(), String> {
         let routes: Vec<String> = self
             .servers
             .iter()
@@ -281,12 +306,27 @@ impl Cluster {
             .unwrap();
         // The server dies with the test even when the test panics before dropping it.
         self.servers[i].child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let s = &self.servers[i];
+        // Generous: a loaded 2-core CI machine restoring a JetStream store is slow to listen.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let s = &mut self.servers[i];
         while std::net::TcpStream::connect((s.host.as_str(), s.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server s{i} did not start");
+            let exited = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                s.child = None;
+                let log = std::fs::read_to_string(&s.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                return Err(format!(
+                    "it exited ({status}); its log ends:\n{}",
+                    tail.join("\n")
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no listener on port {} within 30 s", s.port));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     /// The servers' URLs, comma-separated (what a config's servers field takes).

@@ -447,17 +447,36 @@ impl NatsServer {
         ensure_debian_package("nats-server", || {
             Path::new("/usr/sbin/nats-server").exists()
         });
-        let child = Command::new("/usr/sbin/nats-server")
+        // Its log goes beside its store (appended across restarts) and is quoted if it fails.
+        std::fs::create_dir_all(store).unwrap();
+        let log_path = store.join("nats-server.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let mut child = Command::new("/usr/sbin/nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
             .args(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Generous: a loaded 2-core CI machine restoring a JetStream store is slow to listen.
+        let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                panic!(
+                    "nats-server on port {port} exited at start ({status}); its log ends: {tail:?}"
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nats-server on port {port} did not listen within 30 s"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         NatsServer {

@@ -150,27 +150,11 @@ fn every_acknowledged_write_survives_kill_9_during_ingest() {
 
 #[test]
 fn line_protocol_from_a_nats_subject_lands_in_the_store() {
-    ensure_debian_package("nats-server", || {
-        std::path::Path::new("/usr/sbin/nats-server").exists()
-    });
-    let port = free_port();
-    let mut server = std::process::Command::new("/usr/sbin/nats-server")
-        .args(["-p", &port.to_string(), "-a", "127.0.0.1"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let address = format!("nats://127.0.0.1:{port}");
+    let store = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(free_port(), store.path());
+    let address = server.url();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = rt.block_on(async {
-        for _ in 0..200 {
-            if let Ok(c) = async_nats::connect(address.as_str()).await {
-                return c;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("nats-server did not start");
-    });
+    let client = rt.block_on(async_nats::connect(address.as_str())).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
@@ -197,8 +181,7 @@ fn line_protocol_from_a_nats_subject_lands_in_the_store() {
             .as_array()
             .is_some_and(|a| a.len() == 10 && a[9] == 18.0)
     });
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }
 
 #[test]

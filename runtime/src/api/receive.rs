@@ -20,13 +20,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{MethodRouter, post};
 
 use super::error::ApiError;
 use crate::daemon::Daemon;
 use crate::ingest::otlp::{self, OtlpDecoded};
 use crate::ingest::prom::{self, PromDecoded, Version};
 use crate::ingest::{Limits, ReceiveError};
+use crate::pipeline::Pipeline;
 use crate::sample::Sample;
 use crate::telemetry::Counter;
 
@@ -104,11 +105,59 @@ pub fn routes(daemon: Arc<Daemon>) -> Router {
         otlp_memory: otlp::Memory::default(),
     });
     Router::new()
-        .route("/api/pipelines/{name}/prometheus", post(prometheus))
-        .route("/api/v1/write", post(prometheus))
-        .route("/api/pipelines/{name}/otlp", post(otlp))
-        .route("/v1/metrics", post(otlp))
+        .route(
+            "/api/pipelines/{name}/prometheus",
+            receiver(Protocol::Prometheus),
+        )
+        .route("/api/v1/write", receiver(Protocol::Prometheus))
+        .route("/api/pipelines/{name}/otlp", receiver(Protocol::Otlp))
+        .route("/v1/metrics", receiver(Protocol::Otlp))
         .with_state(st)
+}
+
+/// What a receiver's route takes.
+#[derive(Clone, Copy)]
+enum Protocol {
+    Prometheus,
+    Otlp,
+}
+
+impl Protocol {
+    /// The `[api]` setting naming the pipeline of its conventional path.
+    fn setting(self) -> &'static str {
+        match self {
+            Protocol::Prometheus => "prometheus-pipeline",
+            Protocol::Otlp => "otlp-pipeline",
+        }
+    }
+}
+
+/// A protocol's handler: the named route gives the pipeline, the conventional one (no path
+/// parameter) the `[api]` section's default.
+fn receiver(protocol: Protocol) -> MethodRouter<Arc<Receivers>> {
+    post(
+        move |State(st): State<Arc<Receivers>>,
+              name: Option<Path<String>>,
+              headers: HeaderMap,
+              body: Bytes| async move {
+            let name = name.map(|Path(n)| n);
+            let pipeline = match pipeline(&st, name.as_deref(), protocol) {
+                Ok(p) => p,
+                Err(r) => return r,
+            };
+            let req = Received {
+                content_type: headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+                encoding: headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),
+                bytes: body,
+            };
+            match protocol {
+                Protocol::Prometheus => prometheus(&st, pipeline, req).await,
+                Protocol::Otlp => otlp(&st, pipeline, req).await,
+            }
+        },
+    )
 }
 
 /// The receivers' error reply: the API's one error, as plain text (see [`super::error`]).
@@ -124,24 +173,37 @@ fn status_of(e: &ReceiveError) -> StatusCode {
     }
 }
 
-/// The pipeline named in the path, or in `[api] setting` for a conventional path.
+/// A request's body and the headers that say how to read it.
+struct Received<'a> {
+    /// `Content-Type`, when it is text.
+    content_type: Option<&'a str>,
+    /// `Content-Encoding`.
+    encoding: Option<&'a [u8]>,
+    bytes: Bytes,
+}
+
+/// The pipeline named in the path, or in the protocol's `[api]` setting for a conventional
+/// path.
 #[allow(clippy::result_large_err)]
 fn pipeline(
     st: &Receivers,
     name: Option<&str>,
-    setting: &str,
-) -> Result<Arc<crate::pipeline::Pipeline>, Response> {
+    protocol: Protocol,
+) -> Result<Arc<Pipeline>, Response> {
     let name = match name {
         Some(n) => n,
         None => {
-            let configured = match setting {
-                "prometheus-pipeline" => st.prometheus_pipeline.as_deref(),
-                _ => st.otlp_pipeline.as_deref(),
+            let configured = match protocol {
+                Protocol::Prometheus => st.prometheus_pipeline.as_deref(),
+                Protocol::Otlp => st.otlp_pipeline.as_deref(),
             };
             configured.ok_or_else(|| {
                 text(
                     StatusCode::NOT_FOUND,
-                    format!("no pipeline takes this path: set [api] {setting}"),
+                    format!(
+                        "no pipeline takes this path: set [api] {}",
+                        protocol.setting()
+                    ),
                 )
             })?
         }
@@ -154,7 +216,7 @@ fn pipeline(
 /// Decodes on the blocking pool (a large body is milliseconds of CPU), then sends there
 /// (`send_acked` blocks while the pipeline's queue is full: the backpressure we want).
 async fn decode_and_send<T: Send + 'static>(
-    pipeline: Arc<crate::pipeline::Pipeline>,
+    pipeline: Arc<Pipeline>,
     decode: impl FnOnce() -> Result<T, ReceiveError> + Send + 'static,
     samples: impl FnOnce(&mut T) -> Vec<Sample> + Send + 'static,
 ) -> Result<Result<(T, usize), ReceiveError>, Response> {
@@ -181,22 +243,9 @@ async fn decode_and_send<T: Send + 'static>(
     }
 }
 
-/// The named route gives the pipeline; the conventional one (no path parameter) the
-/// `[api]` section's default.
-async fn prometheus(
-    State(st): State<Arc<Receivers>>,
-    name: Option<Path<String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let name = name.map(|Path(name)| name);
-    let pipeline = match pipeline(&st, name.as_deref(), "prometheus-pipeline") {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
+/// Remote write 1.0 or 2.0 into `pipeline`.
+async fn prometheus(st: &Arc<Receivers>, pipeline: Arc<Pipeline>, req: Received<'_>) -> Response {
+    let ct = req.content_type;
     let refused = |st: &Receivers, e: ReceiveError, v2: bool| {
         st.counters.prom_refused.inc();
         let mut r = text(status_of(&e), e.to_string());
@@ -207,30 +256,31 @@ async fn prometheus(
     };
     let version = match Version::from_content_type(ct) {
         Ok(v) => v,
-        Err(e) => return refused(&st, e, false),
+        Err(e) => return refused(st, e, false),
     };
     let v2 = version == Version::V2;
-    match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+    match req.encoding {
         None | Some(b"snappy") => {}
         Some(other) => {
             let e = ReceiveError::Unsupported(format!(
                 "Content-Encoding {:?}: remote write is snappy",
                 String::from_utf8_lossy(other)
             ));
-            return refused(&st, e, v2);
+            return refused(st, e, v2);
         }
     }
+    let bytes = req.bytes;
     let limits = st.limits;
     let state = st.clone();
     let sent = decode_and_send(
         pipeline,
-        move || prom::decode_with(&body, version, limits, &state.memory),
+        move || prom::decode_with(&bytes, version, limits, &state.memory),
         |d: &mut PromDecoded| std::mem::take(&mut d.samples),
     )
     .await;
     let (decoded, n) = match sent {
         Ok(Ok(x)) => x,
-        Ok(Err(e)) => return refused(&st, e, v2),
+        Ok(Err(e)) => return refused(st, e, v2),
         Err(r) => return r,
     };
     st.counters.prom_samples.add(n as u64);
@@ -305,23 +355,9 @@ fn otlp_refusal(format: Format, e: &ReceiveError) -> Response {
     )
 }
 
-/// The named route gives the pipeline; the conventional one (no path parameter) the
-/// `[api]` section's default.
-async fn otlp(
-    State(st): State<Arc<Receivers>>,
-    name: Option<Path<String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let name = name.map(|Path(name)| name);
-    let pipeline = match pipeline(&st, name.as_deref(), "otlp-pipeline") {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+/// OTLP/HTTP metrics (protobuf or JSON, gzip or not) into `pipeline`.
+async fn otlp(st: &Arc<Receivers>, pipeline: Arc<Pipeline>, req: Received<'_>) -> Response {
+    let ct = req.content_type.unwrap_or_default();
     let media = ct.split(';').next().unwrap_or_default().trim();
     let format = if media.eq_ignore_ascii_case("application/x-protobuf") {
         Format::Protobuf
@@ -334,7 +370,7 @@ async fn otlp(
             format!("Content-Type {ct:?}: OTLP/HTTP is application/x-protobuf or application/json"),
         );
     };
-    let gzip = match headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()) {
+    let gzip = match req.encoding {
         None | Some(b"identity") => false,
         Some(b"gzip") => true,
         Some(other) => {
@@ -346,13 +382,14 @@ async fn otlp(
             return otlp_refusal(format, &e);
         }
     };
+    let bytes = req.bytes;
     let limits = st.limits;
     let state = st.clone();
     let decode = move || {
         let raw = if gzip {
-            super::ccms::inflate(&body, limits.max_body)?
+            super::ccms::inflate(&bytes, limits.max_body)?
         } else {
-            body
+            bytes
         };
         match format {
             Format::Protobuf => otlp::decode_protobuf_with(&raw, limits, &state.otlp_memory),

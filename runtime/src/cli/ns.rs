@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::slice;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -216,110 +217,125 @@ fn report(item: &Value, key: &str) -> bool {
     }
 }
 
+impl NsCommand {
+    fn source(&self) -> &Source {
+        match self {
+            NsCommand::Lookup { source, .. }
+            | NsCommand::Name { source, .. }
+            | NsCommand::Children { source, .. }
+            | NsCommand::Traverse { source, .. } => source,
+        }
+    }
+}
+
 /// Runs an `ns` subcommand; returns whether every item succeeded.
 pub fn ns(cmd: NsCommand) -> Result<bool> {
-    let (value, source, text): (Value, Source, fn(&Value) -> bool) = match cmd {
-        NsCommand::Lookup { names, source } => {
-            let b = Backend::new(&source)?;
-            (
-                b.get("/api/ns/lookup", "name", &names, |s| {
-                    answers::lookup(s, &names)
-                })?,
-                source,
-                |v| {
-                    let mut ok = true;
-                    for item in v.as_array().into_iter().flatten() {
-                        if !report(item, "name") {
-                            println!(
-                                "{} PMID: {}",
-                                item["name"].as_str().unwrap_or(""),
-                                item["pmid"].as_str().unwrap_or("")
-                            );
-                        } else {
-                            ok = false;
-                        }
-                    }
-                    ok
-                },
-            )
-        }
-        NsCommand::Name { pmids, source } => {
-            let b = Backend::new(&source)?;
-            (
-                b.get("/api/ns/name", "pmid", &pmids, |s| answers::name(s, &pmids))?,
-                source,
-                |v| {
-                    let mut ok = true;
-                    for item in v.as_array().into_iter().flatten() {
-                        if report(item, "pmid") {
-                            ok = false;
-                            continue;
-                        }
-                        for n in item["names"].as_array().into_iter().flatten() {
-                            println!(
-                                "{} {}",
-                                item["pmid"].as_str().unwrap_or(""),
-                                n.as_str().unwrap_or("")
-                            );
-                        }
-                    }
-                    ok
-                },
-            )
-        }
-        NsCommand::Children { name, source } => {
-            let b = Backend::new(&source)?;
-            let items = [name.clone()];
-            (
-                b.get("/api/ns/children", "name", &items, |s| {
-                    answers::children(s, &name)
-                })?,
-                source,
-                |v| {
-                    if report(v, "name") {
-                        return false;
-                    }
-                    for c in v["children"].as_array().into_iter().flatten() {
-                        let kind = if c["leaf"].as_bool() == Some(true) {
-                            "leaf"
-                        } else {
-                            "non-leaf"
-                        };
-                        println!("{}\t{kind}", c["name"].as_str().unwrap_or(""));
-                    }
-                    true
-                },
-            )
-        }
-        NsCommand::Traverse { prefix, source } => {
-            let b = Backend::new(&source)?;
-            let items = [prefix.clone()];
-            (
-                b.get("/api/ns/traverse", "prefix", &items, |s| {
-                    answers::traverse(s, &prefix)
-                })?,
-                source,
-                |v| {
-                    if report(v, "name") {
-                        return false;
-                    }
-                    for n in v["names"].as_array().into_iter().flatten() {
-                        println!("{}", n.as_str().unwrap_or(""));
-                    }
-                    let failed = v["failed"].as_array().cloned().unwrap_or_default();
-                    for f in &failed {
-                        report(f, "name");
-                    }
-                    failed.is_empty()
-                },
-            )
-        }
+    let source = cmd.source();
+    let b = Backend::new(source)?;
+    // The route, its query key and items, and how the answer is printed as text.
+    type Printer = fn(&Value) -> bool;
+    let (route, key, items, text): (&str, &str, &[String], Printer) = match &cmd {
+        NsCommand::Lookup { names, .. } => ("/api/ns/lookup", "name", names, print_lookup),
+        NsCommand::Name { pmids, .. } => ("/api/ns/name", "pmid", pmids, print_names),
+        NsCommand::Children { name, .. } => (
+            "/api/ns/children",
+            "name",
+            slice::from_ref(name),
+            print_children,
+        ),
+        NsCommand::Traverse { prefix, .. } => (
+            "/api/ns/traverse",
+            "prefix",
+            slice::from_ref(prefix),
+            print_traverse,
+        ),
     };
-    if source.json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-        return Ok(value_ok(&value));
+    let value = b.get(route, key, items, |s| match &cmd {
+        NsCommand::Lookup { .. } => answers::lookup(s, items),
+        NsCommand::Name { .. } => answers::name(s, items),
+        NsCommand::Children { name, .. } => answers::children(s, name),
+        NsCommand::Traverse { prefix, .. } => answers::traverse(s, prefix),
+    })?;
+    answer(&value, source.json, text)
+}
+
+/// Prints the answer as JSON (`--json`) or as `text` prints it; returns whether every item
+/// succeeded.
+fn answer(value: &Value, json: bool, text: fn(&Value) -> bool) -> Result<bool> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(value)?);
+        return Ok(value_ok(value));
     }
-    Ok(text(&value))
+    Ok(text(value))
+}
+
+/// Prints each item of an array answer with `print`, or its error (named by `key`) to
+/// stderr; returns whether none failed.
+fn each_item(v: &Value, key: &str, print: impl Fn(&Value)) -> bool {
+    let mut ok = true;
+    for item in v.as_array().into_iter().flatten() {
+        if report(item, key) {
+            ok = false;
+        } else {
+            print(item);
+        }
+    }
+    ok
+}
+
+/// `NAME PMID: ID` per name (pminfo -m).
+fn print_lookup(v: &Value) -> bool {
+    each_item(v, "name", |item| {
+        println!(
+            "{} PMID: {}",
+            item["name"].as_str().unwrap_or(""),
+            item["pmid"].as_str().unwrap_or("")
+        )
+    })
+}
+
+/// `ID NAME` per name of each PMID.
+fn print_names(v: &Value) -> bool {
+    each_item(v, "pmid", |item| {
+        for n in item["names"].as_array().into_iter().flatten() {
+            println!(
+                "{} {}",
+                item["pmid"].as_str().unwrap_or(""),
+                n.as_str().unwrap_or("")
+            );
+        }
+    })
+}
+
+/// `NAME\tleaf` or `NAME\tnon-leaf` per child.
+fn print_children(v: &Value) -> bool {
+    if report(v, "name") {
+        return false;
+    }
+    for c in v["children"].as_array().into_iter().flatten() {
+        let kind = if c["leaf"].as_bool() == Some(true) {
+            "leaf"
+        } else {
+            "non-leaf"
+        };
+        println!("{}\t{kind}", c["name"].as_str().unwrap_or(""));
+    }
+    true
+}
+
+/// Each leaf name, then the errors of the subtrees that could not be walked.
+fn print_traverse(v: &Value) -> bool {
+    if report(v, "name") {
+        return false;
+    }
+    for n in v["names"].as_array().into_iter().flatten() {
+        println!("{}", n.as_str().unwrap_or(""));
+    }
+    let failed = v["failed"].as_array().cloned().unwrap_or_default();
+    for f in &failed {
+        report(f, "name");
+    }
+    failed.is_empty()
 }
 
 fn value_ok(v: &Value) -> bool {
@@ -339,16 +355,12 @@ fn value_ok(v: &Value) -> bool {
 pub fn fetch(names: Vec<String>, source: Source) -> Result<bool> {
     let b = Backend::new(&source)?;
     let v = b.get("/api/fetch", "name", &names, |s| answers::fetch(s, &names))?;
-    if source.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(value_ok(&v));
-    }
-    let mut ok = true;
-    for item in v.as_array().into_iter().flatten() {
-        if report(item, "name") {
-            ok = false;
-            continue;
-        }
+    answer(&v, source.json, print_values)
+}
+
+/// Each name, then `value V` or `inst [NAME] value V` per instance (pminfo -f).
+fn print_values(v: &Value) -> bool {
+    each_item(v, "name", |item| {
         println!("{}", item["name"].as_str().unwrap_or(""));
         for pair in item["values"].as_array().into_iter().flatten() {
             let (inst, value) = (pair[0].as_str().unwrap_or(""), &pair[1]);
@@ -358,6 +370,5 @@ pub fn fetch(names: Vec<String>, source: Source) -> Result<bool> {
                 println!("    inst [{inst:?}] value {value}");
             }
         }
-    }
-    Ok(ok)
+    })
 }
