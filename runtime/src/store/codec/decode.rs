@@ -3,7 +3,7 @@
 
 use super::compact::{self, DecimalHead};
 use super::ratio::{self, RatioHead};
-use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, unpack, words};
+use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, fill, put, unpack, words};
 
 struct Reader<'a>(&'a [u8]);
 
@@ -372,22 +372,6 @@ impl Decimal<'_> {
                 put::<ADD>(o, conv(d));
             }
         });
-    }
-}
-
-/// `*o = v`, or with `ADD` `*o += v`.
-#[inline(always)]
-pub(super) fn put<const ADD: bool>(o: &mut f64, v: f64) {
-    if ADD { *o += v } else { *o = v }
-}
-
-/// [`put`] of one value over a run.
-#[inline(always)]
-fn fill<const ADD: bool>(o: &mut [f64], v: f64) {
-    if ADD {
-        o.iter_mut().for_each(|x| *x += v)
-    } else {
-        o.fill(v)
     }
 }
 

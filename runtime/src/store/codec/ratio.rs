@@ -12,8 +12,7 @@
 //! such pair within the search below.
 
 use super::compact::{put_uvar, read_ivar, read_uvar, uvar_len, zigzag};
-use super::decode::put;
-use super::{DecodeError, bits, unpack, words};
+use super::{DecodeError, bits, put, unpack, words};
 
 /// The grid of intervals between epoch timestamps held as f64 (2^30 ≤ t < 2^31 s: 2004-2038).
 /// A coarser grid (integer seconds, later epochs) is a subset of it.
