@@ -238,7 +238,8 @@ impl Closed {
     }
 
     /// Hands the slots `k - bstart .. end - bstart` (inside `lo..hi`) to `data`, or the
-    /// constant to `fill` when the buffer is one value without gaps.
+    /// constant to `fill` when the buffer is one value without gaps. `copy` false: `data`
+    /// and `fill` add to `out` (`Chain::add_into`), so encoded slots are added in place.
     #[inline]
     pub(super) fn visit_range(
         &self,
@@ -256,38 +257,56 @@ impl Closed {
                 data(out, &t.values()[a - lo..b - lo])
             }
             Form::Pieces(bytes) => {
-                let lo = self.lo as usize;
+                let a = a - self.lo as usize;
                 if copy {
-                    pieces::decode_range(bytes, a - lo, out);
-                    return;
+                    pieces::decode_range(bytes, a, out);
+                } else {
+                    pieces::each_in(bytes, a, out, |body, n, at, dst| {
+                        add_encoded(body, n, at, dst, data)
+                    });
                 }
-                SCRATCH.with_borrow_mut(|tmp| {
-                    let part = &mut tmp[..b - a];
-                    pieces::decode_range(bytes, a - lo, part);
-                    data(out, part);
-                })
             }
             Form::Packed(bytes) => {
                 if let Some(v) = codec::constant(bytes) {
                     return fill(out, v);
                 }
-                // Only the slots asked for are unpacked. The chain's own bytes; see `open`.
+                // Only the slots asked for are unpacked, straight into the answer. The
+                // chain's own bytes; see `open`.
                 let (lo, hi) = (self.lo as usize, self.hi as usize);
-                if copy {
-                    // Straight into the answer: no copy through a scratch array.
-                    if codec::decode_range(bytes, hi - lo, a - lo, out).is_err() {
-                        out.fill(f64::NAN);
-                    }
-                    return;
+                if !copy {
+                    return add_encoded(bytes, hi - lo, a - lo, out, data);
                 }
-                SCRATCH.with_borrow_mut(|tmp| {
-                    let part = &mut tmp[..b - a];
-                    if codec::decode_range(bytes, hi - lo, a - lo, part).is_err() {
-                        return fill(out, f64::NAN);
-                    }
-                    data(out, part);
-                })
+                if codec::decode_range(bytes, hi - lo, a - lo, out).is_err() {
+                    out.fill(f64::NAN);
+                }
             }
         }
+    }
+}
+
+/// Adds slots `a..a + out.len()` of the encoded buffer `bytes` of `n` slots to `out`: in
+/// place when the codec can (no gaps, no exceptions), else decoded into the thread's scratch
+/// array and added by `add`; a buffer that does not decode adds NaN.
+fn add_encoded(
+    bytes: &[u8],
+    n: usize,
+    a: usize,
+    out: &mut [f64],
+    add: &mut impl FnMut(&mut [f64], &[f64]),
+) {
+    let ok = match codec::add_range(bytes, n, a, out) {
+        Ok(true) => true,
+        Ok(false) => SCRATCH.with_borrow_mut(|tmp| {
+            let part = &mut tmp[..out.len()];
+            let ok = codec::decode_range(bytes, n, a, part).is_ok();
+            if ok {
+                add(out, part);
+            }
+            ok
+        }),
+        Err(_) => false,
+    };
+    if !ok {
+        out.iter_mut().for_each(|x| *x += f64::NAN);
     }
 }
