@@ -30,21 +30,42 @@ pub enum AgentBindings {
     Legacy(LegacyAgent),
 }
 
-/// Calls `$call` with `$x` bound to the instance's export (`$current` of an `agent`, `$legacy`
-/// of a `legacy-agent`: the generated types differ, the calls and their types do not) and `$s`
-/// to its store, under the call deadline.
+/// Calls `$call` through [`Instance::call`] (`$check` judging the answer) with `$x` bound to
+/// the instance's export (`$current` of an `agent`, `$legacy` of a `legacy-agent`: the
+/// generated types differ, the calls do not) and `$s` to its store, under the call deadline.
+/// Where the answers' types differ too, `=> f` after an export maps its answer to one type.
 macro_rules! either {
-    ($l:expr, $current:ident | $legacy:ident, |$x:ident, $s:ident| $call:expr) => {
-        match &$l.bindings {
-            AgentBindings::Current(b) => {
-                let $x = b.$current();
-                in_guest(&mut $l.store, async |$s| $call.await).await
-            }
-            AgentBindings::Legacy(b) => {
-                let $x = b.$legacy();
-                in_guest(&mut $l.store, async |$s| $call.await).await
-            }
-        }
+    (
+        $self:ident,
+        $current:ident $(=> $cf:path)? | $legacy:ident $(=> $lf:path)?,
+        |$x:ident, $s:ident| $call:expr,
+        $check:expr
+    ) => {
+        $self.call(
+            async |l: &mut Live<AgentWorld>| match &l.bindings {
+                AgentBindings::Current(b) => {
+                    let $x = b.$current();
+                    in_guest(&mut l.store, async |$s| $call.await).await$(.map($cf))?
+                }
+                AgentBindings::Legacy(b) => {
+                    let $x = b.$legacy();
+                    in_guest(&mut l.store, async |$s| $call.await).await$(.map($lf))?
+                }
+            },
+            $check,
+        )
+    };
+}
+
+/// [`either`] for a namespace callback: both worlds export the same `namespace` interface.
+macro_rules! namespace {
+    ($self:ident, |$x:ident, $s:ident| $call:expr, $check:expr) => {
+        either!(
+            $self,
+            wasmon_collector_namespace | wasmon_collector_namespace,
+            |$x, $s| $call,
+            $check
+        )
     };
 }
 
@@ -209,56 +230,30 @@ fn cap(what: &str, n: usize) -> Result<(), String> {
     }
 }
 
+/// The check of a namespace callback answering a list: at most [`MAX_NAMES`] of `what`.
+fn listed<T>(what: &'static str) -> impl FnOnce(&Result<Vec<T>, NsError>) -> Result<(), String> {
+    move |r| r.as_ref().map_or(Ok(()), |v| cap(what, v.len()))
+}
+
 impl Instance<AgentWorld> {
     pub fn lookup_name(&mut self, name: &str) -> Result<Result<Pmid, NsError>, CallError> {
-        self.call(
-            async |l: &mut Live<AgentWorld>| {
-                either!(
-                    l,
-                    wasmon_collector_namespace | wasmon_collector_namespace,
-                    |ns, s| ns.call_lookup_name(s, name)
-                )
-            },
-            |_| Ok(()),
-        )
+        namespace!(self, |ns, s| ns.call_lookup_name(s, name), |_| Ok(()))
     }
 
     pub fn names_of(&mut self, id: Pmid) -> Result<Result<Vec<String>, NsError>, CallError> {
-        self.call(
-            async |l: &mut Live<AgentWorld>| {
-                either!(
-                    l,
-                    wasmon_collector_namespace | wasmon_collector_namespace,
-                    |ns, s| ns.call_names_of(s, id)
-                )
-            },
-            |r| r.as_ref().map_or(Ok(()), |v| cap("names", v.len())),
-        )
+        namespace!(self, |ns, s| ns.call_names_of(s, id), listed("names"))
     }
 
     pub fn children(&mut self, name: &str) -> Result<Result<Vec<Child>, NsError>, CallError> {
-        self.call(
-            async |l: &mut Live<AgentWorld>| {
-                either!(
-                    l,
-                    wasmon_collector_namespace | wasmon_collector_namespace,
-                    |ns, s| ns.call_children(s, name)
-                )
-            },
-            |r| r.as_ref().map_or(Ok(()), |v| cap("children", v.len())),
-        )
+        namespace!(self, |ns, s| ns.call_children(s, name), listed("children"))
     }
 
     pub fn describe(&mut self, id: Pmid) -> Result<Result<MetricDesc, NsError>, CallError> {
-        self.call(
-            async |l: &mut Live<AgentWorld>| {
-                either!(
-                    l,
-                    wasmon_collector_metrics | wasmon_collector_source,
-                    |src, s| src.call_describe(s, id)
-                )
-            },
-            |_| Ok(()),
+        either!(
+            self,
+            wasmon_collector_metrics | wasmon_collector_source,
+            |src, s| src.call_describe(s, id),
+            |_| Ok(())
         )
     }
 
@@ -275,22 +270,11 @@ impl Instance<AgentWorld> {
     /// One value set per id, in order; an agent that answers with another count, or with an
     /// instance number past its instances, is refused.
     pub fn fetch_raw(&mut self, ids: &[Pmid]) -> Result<Fetched, CallError> {
-        self.call(
-            async |l: &mut Live<AgentWorld>| match &l.bindings {
-                AgentBindings::Current(b) => {
-                    let m = b.wasmon_collector_metrics();
-                    in_guest(&mut l.store, async |s| m.call_fetch(s, ids).await)
-                        .await
-                        .map(Fetched::Indexed)
-                }
-                AgentBindings::Legacy(b) => {
-                    let m = b.wasmon_collector_source();
-                    in_guest(&mut l.store, async |s| m.call_fetch(s, ids).await)
-                        .await
-                        .map(Fetched::Named)
-                }
-            },
-            |r| r.check(ids.len()),
+        either!(
+            self,
+            wasmon_collector_metrics => Fetched::Indexed | wasmon_collector_source => Fetched::Named,
+            |m, s| m.call_fetch(s, ids),
+            |r| r.check(ids.len())
         )
     }
 }
