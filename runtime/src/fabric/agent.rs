@@ -14,12 +14,11 @@ use tokio_util::sync::CancellationToken;
 use super::config::FabricConfig;
 use super::counters::{Class, CounterDesc};
 use super::engine::{Engine, Output};
+use super::epoch::{Epoch, Work};
 use super::handle::{FabricHandle, trap_metric};
-use super::histogram::Histogram;
 use super::ownership::{self, Topology};
 use super::pacer::{Pacer, open_source, topology, w_epoch};
-use super::source::CounterSource;
-use super::wire::{DataEntry, MISSING_LISTED, TrapMsg};
+use super::wire::MISSING_LISTED;
 use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
 use crate::sample::Sample;
 
@@ -84,98 +83,6 @@ impl TrapThresholds {
 impl Drop for TrapThresholds {
     fn drop(&mut self) {
         self.remove();
-    }
-}
-
-/// What the blocking part of an epoch hands back.
-struct Epoch {
-    hist: Vec<Histogram>,
-    entries: Vec<DataEntry>,
-    traps: Vec<TrapMsg>,
-    epoch: u64,
-    ts_ns: i64,
-    read: u32,
-    missing: u32,
-    ports: u32,
-}
-
-struct Work {
-    source: Box<dyn CounterSource>,
-    engine: Engine,
-    out: Output,
-}
-
-impl Work {
-    /// Read and process `ports`; apply clear requests.
-    fn run(&mut self, me: &str, ports: Vec<u32>, fresh: bool) -> anyhow::Result<Epoch> {
-        self.engine.set_ports(ports);
-        if fresh {
-            self.engine.start_fresh();
-            if self.source.can_clear() {
-                let all = (1u32 << self.engine.schema().len()) - 1;
-                for &p in self.engine.ports() {
-                    self.source.clear(p as usize, all);
-                }
-            }
-        }
-        let ports = self.engine.ports().to_vec();
-        self.source.read(&ports, self.engine.reading_mut())?;
-        self.engine.process(&mut self.out);
-        for &(slot, mask) in &self.out.clears {
-            self.source.clear(ports[slot as usize] as usize, mask);
-        }
-        let schema = self.engine.schema();
-        let src = &*self.source;
-        let resource = |slot: u32| {
-            let p = ports[slot as usize] as usize;
-            (
-                src.node_name(src.port_node(p)).to_string(),
-                src.port_label(p),
-            )
-        };
-        let entries = self
-            .out
-            .reports
-            .iter()
-            .map(|r| {
-                let (n, l) = resource(r.slot);
-                DataEntry {
-                    resource: format!("{n}/{l}"),
-                    counter: schema[r.counter as usize].name.to_string(),
-                    change: r.change,
-                    rate: r.rate,
-                }
-            })
-            .collect();
-        let traps = self
-            .out
-            .traps
-            .iter()
-            .map(|t| {
-                let (node, port) = resource(t.slot);
-                TrapMsg {
-                    agent: me.to_string(),
-                    epoch: self.out.epoch,
-                    ts_ns: self.out.ts_ns,
-                    node,
-                    port,
-                    counter: schema[t.counter as usize].name.to_string(),
-                    increase: t.increase,
-                    at_least: t.at_least,
-                    threshold: t.threshold,
-                }
-            })
-            .collect();
-        Ok(Epoch {
-            hist: self.out.hist.clone(),
-            entries,
-            traps,
-            epoch: self.out.epoch,
-            ts_ns: self.out.ts_ns,
-            read: self.out.ports_read,
-            missing: self.out.ports_missing,
-            ports: ports.len() as u32,
-        })
     }
 }
 
