@@ -30,6 +30,9 @@ const PIPELINE_QUEUE: usize = 64;
 /// refresh takes milliseconds on a healthy cluster, and while a bucket's stream elects a
 /// leader (4-9 s on nats-server) it answers nothing, which must not stop the counting.
 const VIEW_WAIT: Duration = Duration::from_millis(100);
+/// How often a start asks NATS and the buckets again while they do not answer: a server
+/// restarting comes back within seconds, and asking faster would only load it.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// A node this agent took from another by an update, not counted until its take is settled:
 /// fenced (see `ownership::fence`), and, when its owner was alive, released by that owner
@@ -86,35 +89,45 @@ impl Drop for TrapThresholds {
     }
 }
 
-/// Connects to NATS and opens the ownership buckets, retrying each second until both answer
-/// (reporting to `health` meanwhile); `None` once `shutdown` is cancelled.
+/// Connects to NATS and opens the ownership buckets, retrying each [`RETRY_EVERY`] until both
+/// answer (reporting to `health` meanwhile); `None` once `shutdown` is cancelled.
 async fn connect(
     cfg: &FabricConfig,
     health: &crate::supervise::Health,
     shutdown: &CancellationToken,
 ) -> Option<(async_nats::Client, ownership::Buckets)> {
-    let client = loop {
-        match cfg.connection().connect(std::path::Path::new("")).await {
-            Ok(c) => break c,
-            Err(e) => health.failing(&format!("cannot reach NATS: {e}")),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    };
+    let client = until_ok(health, shutdown, "cannot reach NATS", || async {
+        cfg.connection().connect(std::path::Path::new("")).await
+    })
+    .await?;
     let js = async_nats::jetstream::new(client.clone());
-    let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
-            Ok(b) => break b,
-            Err(e) => health.failing(&format!("JetStream buckets not ready: {e:#}")),
+    let buckets = until_ok(health, shutdown, "JetStream buckets not ready", || async {
+        ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas)
+            .await
+            .map_err(|e| format!("{e:#}"))
+    })
+    .await?;
+    Some((client, buckets))
+}
+
+/// `attempt` each [`RETRY_EVERY`] until it succeeds, each failure reported to `health` after
+/// `what`; `None` once `shutdown` is cancelled.
+async fn until_ok<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    health: &crate::supervise::Health,
+    shutdown: &CancellationToken,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> Option<T> {
+    loop {
+        match attempt().await {
+            Ok(v) => return Some(v),
+            Err(e) => health.failing(&format!("{what}: {e}")),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(RETRY_EVERY) => {}
         }
-    };
-    Some((client, buckets))
+    }
 }
 
 /// Run one agent until `shutdown`. `deliver` gets the samples for the pipeline (on a thread
