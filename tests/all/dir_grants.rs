@@ -66,10 +66,15 @@ fn procfs_files_of_size_zero_read_in_full_and_proc_self_is_followed() {
         PATIENT,
     );
     let got = outcomes(&mut p);
+    // /proc/self -> PID is a relative link inside the grant.
+    assert_version_and_cmdline(&got);
+}
+
+/// `got[0]`: `/proc/version` read whole (its size is 0); `got[1]`: `/proc/self/cmdline`, the
+/// daemon's process, here the test binary, whose command line is stable.
+fn assert_version_and_cmdline(got: &[String]) {
     let version = std::fs::read_to_string("/proc/version").unwrap();
     assert_eq!(got[0], format!("ok {} {version}", version.len()));
-    // /proc/self -> PID (a relative link inside the grant): the daemon's process, here the
-    // test binary, whose command line is stable.
     let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
     assert_eq!(got[1], format!("ok {}", cmdline.len()));
 }
@@ -296,10 +301,7 @@ fn files_reads_procfs_and_sysfs_as_wasi_does() {
         PATIENT,
     );
     let got = outcomes(&mut p);
-    let version = std::fs::read_to_string("/proc/version").unwrap();
-    assert_eq!(got[0], format!("ok {} {version}", version.len()));
-    let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
-    assert_eq!(got[1], format!("ok {}", cmdline.len()));
+    assert_version_and_cmdline(&got);
     let address = std::fs::read_to_string("/sys/class/net/lo/address").unwrap();
     assert_eq!(got[2], format!("ok {} {address}", address.len()));
     let mut stats: Vec<String> = std::fs::read_dir("/sys/class/net/lo/statistics")

@@ -72,6 +72,22 @@ fn scale_back(d: i64, e: i32) -> f64 {
     }
 }
 
+/// `*o = v`, or with `ADD` `*o += v`.
+#[inline(always)]
+fn put<const ADD: bool>(o: &mut f64, v: f64) {
+    if ADD { *o += v } else { *o = v }
+}
+
+/// [`put`] of one value over a run.
+#[inline(always)]
+fn fill<const ADD: bool>(o: &mut [f64], v: f64) {
+    if ADD {
+        o.iter_mut().for_each(|x| *x += v)
+    } else {
+        o.fill(v)
+    }
+}
+
 // Paths spelled out: the fuzz target includes this file by `#[path]`, where bare names would
 // resolve beside it.
 #[path = "codec/compact.rs"]
@@ -85,7 +101,7 @@ mod ratio;
 #[path = "codec/unpack.rs"]
 mod unpack;
 
-pub use decode::{constant, decode, decode_range};
+pub use decode::{add_range, constant, decode, decode_range};
 pub use encode::{encode, encode_rounded, round_to_digits};
 
 #[cfg(test)]

@@ -229,6 +229,25 @@ fn holds(name: &str, values: &[f64], want: f64) -> bool {
     }
 }
 
+/// The time step of the one poll pair in which hwthread 0's `metric` moved: its rate over
+/// a step of 1 s (`at_one`) over the rate on the wire.
+fn step(lines: &[(String, BTreeMap<String, String>, f64)], at_one: &Expected, metric: &str) -> f64 {
+    let at_one_s = at_one[&(metric.into(), "hwthread".into(), "0".into(), String::new())].0;
+    let moved: Vec<f64> = lines
+        .iter()
+        .filter(|(n, t, v)| {
+            n == metric && t.get("type-id").map(String::as_str) == Some("0") && *v != 0.0
+        })
+        .map(|(_, _, v)| *v)
+        .collect();
+    assert_eq!(
+        moved.len(),
+        1,
+        "one poll pair saw {metric} change: {moved:?}"
+    );
+    at_one_s / moved[0]
+}
+
 #[test]
 fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -313,22 +332,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
         lines.lock().unwrap().iter().map(|l| parse(l)).collect();
     let mut at_one = Expected::new();
     tree::cpustat(&a, &b, 1.0, &mut at_one);
-    let user0 = at_one[&(
-        "cpu_user".into(),
-        "hwthread".into(),
-        "0".into(),
-        String::new(),
-    )]
-        .0;
-    let moved: Vec<f64> = lines
-        .iter()
-        .filter(|(n, t, v)| {
-            n == "cpu_user" && t.get("type-id").map(String::as_str) == Some("0") && *v != 0.0
-        })
-        .map(|(_, _, v)| *v)
-        .collect();
-    assert_eq!(moved.len(), 1, "one poll pair saw the change: {moved:?}");
-    let dt = user0 / moved[0];
+    let dt = step(&lines, &at_one, "cpu_user");
     assert!(
         (1.0..=(3 * STEP) as f64).contains(&dt),
         "dt {dt} s for a {STEP} s poll"
@@ -354,26 +358,7 @@ fn a_node_on_the_profile_sends_what_cc_metric_collector_computes() {
     // agent's: their time step, from hwthread 0's, must give every other hwthread's too.
     let mut sched_at_one = Expected::new();
     tree::schedstat(&a, &b, 1.0, &mut sched_at_one);
-    let load0 = sched_at_one[&(
-        "cpu_load_core".into(),
-        "hwthread".into(),
-        "0".into(),
-        String::new(),
-    )]
-        .0;
-    let moved: Vec<f64> = lines
-        .iter()
-        .filter(|(n, t, v)| {
-            n == "cpu_load_core" && t.get("type-id").map(String::as_str) == Some("0") && *v != 0.0
-        })
-        .map(|(_, _, v)| *v)
-        .collect();
-    assert_eq!(
-        moved.len(),
-        1,
-        "one cpusys poll pair saw the change: {moved:?}"
-    );
-    let sched_dt = load0 / moved[0];
+    let sched_dt = step(&lines, &sched_at_one, "cpu_load_core");
     assert!(
         (dt - sched_dt).abs() < 0.5,
         "cpusys's step {sched_dt} s beside linux's {dt} s"

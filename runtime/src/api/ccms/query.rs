@@ -40,52 +40,65 @@ pub struct ApiQueryRequest {
 
 /// One query of a request.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct ApiQuery {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub typ: Option<String>,
-    #[serde(rename = "subtype", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
     pub metric: String,
-    #[serde(rename = "host", alias = "hostname")]
+    #[serde(alias = "hostname")]
     pub host: String,
     #[serde(default)]
     pub resolution: i64,
-    #[serde(
-        rename = "type-ids",
-        default,
-        deserialize_with = "ids",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub type_ids: Vec<String>,
-    #[serde(
-        rename = "subtype-ids",
-        default,
-        deserialize_with = "ids",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub subtype_ids: Vec<String>,
-    #[serde(rename = "scale-by", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Ids::is_empty")]
+    pub type_ids: Ids,
+    #[serde(default, skip_serializing_if = "Ids::is_empty")]
+    pub subtype_ids: Ids,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_by: Option<f64>,
     #[serde(rename = "aggreg", default)]
     pub aggregate: bool,
 }
 
-/// Ids as strings or numbers (cc-backend sends strings, hand-written queries often numbers).
-fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Id {
-        S(String),
-        N(i64),
+/// A query's type or subtype ids: strings or numbers (cc-backend sends strings, hand-written
+/// queries often numbers), `null` for none.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(transparent)]
+pub struct Ids(pub Vec<String>);
+
+impl Ids {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
-    let v: Option<Vec<Id>> = Option::deserialize(d)?;
-    Ok(v.unwrap_or_default()
-        .into_iter()
-        .map(|i| match i {
-            Id::S(s) => s,
-            Id::N(n) => n.to_string(),
-        })
-        .collect())
+}
+
+impl std::ops::Deref for Ids {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Ids {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ids, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Id {
+            S(String),
+            N(i64),
+        }
+        let v: Option<Vec<Id>> = Option::deserialize(d)?;
+        Ok(Ids(v
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| match i {
+                Id::S(s) => s,
+                Id::N(n) => n.to_string(),
+            })
+            .collect()))
+    }
 }
 
 /// One result: data (NaN → null), actual range, step, stats, or an error.
@@ -141,12 +154,12 @@ fn selectors(cluster: &str, q: &ApiQuery) -> Vec<Vec<SelectorElement>> {
         return vec![s];
     }
     let mut out = Vec::new();
-    for id in &q.type_ids {
+    for id in q.type_ids.iter() {
         let mut s = base.clone();
         s.push(SelectorElement::Name(format!("{t}{id}")));
         match &q.subtype {
             Some(st) => {
-                for sid in &q.subtype_ids {
+                for sid in q.subtype_ids.iter() {
                     let mut s2 = s.clone();
                     s2.push(SelectorElement::Name(format!("{st}{sid}")));
                     out.push(s2);
@@ -317,16 +330,7 @@ pub fn run(
                     Err(e @ crate::store::StoreError::NotFound) => {
                         ApiMetricData::error(format!("{e}: {}", missing(store, &sel, &q.metric)))
                     }
-                    Err(e) => ApiMetricData {
-                        error: Some(e.to_string()),
-                        data: None,
-                        from: 0,
-                        to: 0,
-                        resolution: 0,
-                        avg: None,
-                        min: None,
-                        max: None,
-                    },
+                    Err(e) => ApiMetricData::error(e.to_string()),
                     Ok(mut r) => {
                         budget = budget
                             .checked_sub(r.data.len())

@@ -322,9 +322,7 @@ fn metric<'a>(
         let pairs = &resource.pairs[..];
         let res = match d {
             Data::Gauge | Data::Sum { .. } => number_point(x, &h, p, resource),
-            Data::Histogram { .. } => histogram_point(&mut x.e, &h, p, pairs),
-            Data::Exponential { .. } => exponential_point(&mut x.e, &h, p, pairs),
-            Data::Summary => summary_point(&mut x.e, &h, p, pairs),
+            _ => summed_point(&mut x.e, &h, p, pairs, d),
         };
         res.map_err(|e| e.within("data_points", Some(pi)).within(field, None))?;
     }
@@ -487,52 +485,53 @@ impl Summed {
             ts(self.time),
         ))
     }
-
-    /// Emits the point as a histogram with `buckets`, unless it has no recorded value.
-    fn histogram(
-        mut self,
-        e: &mut Emitter,
-        h: &Heads,
-        resource: &[Pair],
-        buckets: Buckets,
-    ) -> Result<(), Nested> {
-        let Some((meta, time)) = self.recorded(e, resource) else {
-            return Ok(());
-        };
-        let point = HistogramPoint {
-            count: self.count,
-            sum: self.sum,
-            buckets,
-        };
-        e.histogram(h, &meta, time, point)?;
-        Ok(())
-    }
 }
 
-fn histogram_point<'a>(
-    e: &mut Emitter<'a>,
-    h: &Heads,
-    p: &'a [u8],
-    resource: &[Pair],
-) -> Result<(), Nested> {
-    let mut c = Summed::new(9, 10);
-    let (mut counts, mut bounds) = (Vec::new(), Vec::new());
-    let mut r = Reader::new(p);
-    while let Some((f, v)) = r.next_field()? {
-        match f {
-            6 => extend_packed(&mut counts, v, "bucket_counts", true)?,
-            7 => for_each_packed(v, "explicit_bounds", true, |x| {
-                bounds.push(f64::from_bits(x));
-                Ok(())
-            })?,
-            _ => c.read(e, f, v)?,
+/// What a histogram, exponential histogram or summary point carries beyond [`Summed`].
+enum Own {
+    Explicit {
+        counts: Vec<u64>,
+        bounds: Vec<f64>,
+    },
+    Exponential {
+        scale: i32,
+        zero_count: u64,
+        zero_threshold: f64,
+        positive: (i32, Vec<u64>),
+        negative: (i32, Vec<u64>),
+    },
+    Summary {
+        quantiles: Vec<(f64, f64)>,
+    },
+}
+
+impl Own {
+    /// Reads field `f` if it is this kind's own: whether it was.
+    fn read(&mut self, f: u32, v: Wire) -> Result<bool, Nested> {
+        match (self, f) {
+            (Own::Explicit { counts, .. }, 6) => extend_packed(counts, v, "bucket_counts", true)?,
+            (Own::Explicit { bounds, .. }, 7) => {
+                for_each_packed(v, "explicit_bounds", true, |x| {
+                    bounds.push(f64::from_bits(x));
+                    Ok(())
+                })?
+            }
+            (Own::Exponential { scale, .. }, 6) => *scale = zigzag(v.varint("scale")?) as i32,
+            (Own::Exponential { zero_count, .. }, 7) => *zero_count = v.fixed64("zero_count")?,
+            (Own::Exponential { positive, .. }, 8) => {
+                *positive = exp_buckets(v).map_err(|x| x.at("positive", None))?
+            }
+            (Own::Exponential { negative, .. }, 9) => {
+                *negative = exp_buckets(v).map_err(|x| x.at("negative", None))?
+            }
+            (Own::Exponential { zero_threshold, .. }, 14) => {
+                *zero_threshold = v.double("zero_threshold")?
+            }
+            (Own::Summary { quantiles }, 6) => quantiles.push(quantile(v)?),
+            _ => return Ok(false),
         }
+        Ok(true)
     }
-    let buckets = Buckets::Explicit {
-        bounds: &bounds,
-        counts: &counts,
-    };
-    c.histogram(e, h, resource, buckets)
 }
 
 fn exp_buckets(v: Wire) -> Result<(i32, Vec<u64>), DecodeError> {
@@ -548,67 +547,90 @@ fn exp_buckets(v: Wire) -> Result<(i32, Vec<u64>), DecodeError> {
     Ok((offset, counts))
 }
 
-fn exponential_point<'a>(
-    e: &mut Emitter<'a>,
-    h: &Heads,
-    p: &'a [u8],
-    resource: &[Pair],
-) -> Result<(), Nested> {
-    let mut c = Summed::new(1, 10);
-    let (mut scale, mut zero_count, mut zero_threshold) = (0, 0, 0.0);
-    let (mut pos, mut neg) = ((0, Vec::new()), (0, Vec::new()));
-    let mut r = Reader::new(p);
+/// A summary's `ValueAtQuantile`: (quantile, value).
+fn quantile(v: Wire) -> Result<(f64, f64), DecodeError> {
+    let (mut q, mut val) = (0.0, 0.0);
+    let mut r = Reader::new(v.bytes("quantile_values")?);
     while let Some((f, v)) = r.next_field()? {
         match f {
-            6 => scale = zigzag(v.varint("scale")?) as i32,
-            7 => zero_count = v.fixed64("zero_count")?,
-            8 => pos = exp_buckets(v).map_err(|x| x.at("positive", None))?,
-            9 => neg = exp_buckets(v).map_err(|x| x.at("negative", None))?,
-            14 => zero_threshold = v.double("zero_threshold")?,
-            _ => c.read(e, f, v)?,
+            1 => q = v.double("quantile")?,
+            2 => val = v.double("value")?,
+            _ => {}
         }
     }
-    let buckets = Buckets::Exponential {
-        scale,
-        zero_count,
-        zero_threshold,
-        positive: (pos.0, &pos.1),
-        negative: (neg.0, &neg.1),
-    };
-    c.histogram(e, h, resource, buckets)
+    Ok((q, val))
 }
 
-fn summary_point<'a>(
+/// A histogram, exponential histogram or summary point (`d` says which), emitted unless it
+/// has no recorded value.
+fn summed_point<'a>(
     e: &mut Emitter<'a>,
     h: &Heads,
     p: &'a [u8],
     resource: &[Pair],
+    d: Data,
 ) -> Result<(), Nested> {
-    let mut c = Summed::new(7, 8);
-    let mut quantiles = Vec::new();
+    let (mut c, mut own) = match d {
+        Data::Histogram { .. } => (
+            Summed::new(9, 10),
+            Own::Explicit {
+                counts: Vec::new(),
+                bounds: Vec::new(),
+            },
+        ),
+        Data::Exponential { .. } => (
+            Summed::new(1, 10),
+            Own::Exponential {
+                scale: 0,
+                zero_count: 0,
+                zero_threshold: 0.0,
+                positive: (0, Vec::new()),
+                negative: (0, Vec::new()),
+            },
+        ),
+        _ => (
+            Summed::new(7, 8),
+            Own::Summary {
+                quantiles: Vec::new(),
+            },
+        ),
+    };
     let mut r = Reader::new(p);
     while let Some((f, v)) = r.next_field()? {
-        match f {
-            6 => {
-                let (mut q, mut val) = (0.0, 0.0);
-                let mut qr = Reader::new(v.bytes("quantile_values")?);
-                while let Some((f, v)) = qr.next_field()? {
-                    match f {
-                        1 => q = v.double("quantile")?,
-                        2 => val = v.double("value")?,
-                        _ => {}
-                    }
-                }
-                quantiles.push((q, val));
-            }
-            _ => c.read(e, f, v)?,
+        if !own.read(f, v)? {
+            c.read(e, f, v)?;
         }
     }
-    let Some((meta, ts_)) = c.recorded(e, resource) else {
+    let Some((meta, time)) = c.recorded(e, resource) else {
         return Ok(());
     };
-    let sum = c.sum.unwrap_or(0.0);
-    e.summary(h, &meta, ts_, (c.count, sum), &quantiles)?;
+    let buckets = match &own {
+        Own::Explicit { counts, bounds } => Buckets::Explicit { bounds, counts },
+        Own::Exponential {
+            scale,
+            zero_count,
+            zero_threshold,
+            positive,
+            negative,
+        } => Buckets::Exponential {
+            scale: *scale,
+            zero_count: *zero_count,
+            zero_threshold: *zero_threshold,
+            positive: (positive.0, &positive.1),
+            negative: (negative.0, &negative.1),
+        },
+        Own::Summary { quantiles } => {
+            let sum = c.sum.unwrap_or(0.0);
+            e.summary(h, &meta, time, (c.count, sum), quantiles)?;
+            return Ok(());
+        }
+    };
+    let point = HistogramPoint {
+        count: c.count,
+        sum: c.sum,
+        buckets,
+    };
+    e.histogram(h, &meta, time, point)?;
     Ok(())
 }
 

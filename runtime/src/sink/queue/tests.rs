@@ -110,6 +110,14 @@ pub(super) fn fresh(c: QueueConfig) -> (tempfile::TempDir, Queue) {
     (d, q)
 }
 
+/// A fresh queue with records `0..n` pushed and all handed out: their seqs, the records.
+pub(super) fn handed_out(n: u64) -> (tempfile::TempDir, Queue, Vec<u64>, Vec<Record>) {
+    let (d, q) = fresh(cfg());
+    let seqs = push_range(&q, 0, n);
+    let got = drain(&q);
+    (d, q, seqs, got)
+}
+
 /// The environment variable naming a child test's queue directory (see [`child_test`]).
 const CHILD_DIR_ENV: &str = "WASMON_QUEUE_CHILD_DIR";
 
@@ -186,9 +194,7 @@ fn push_next_ack_in_order() {
 
 #[test]
 fn out_of_order_acks_remove_a_prefix() {
-    let (_d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 5);
-    drain(&q);
+    let (_d, q, seqs, _) = handed_out(5);
     q.ack(seqs[2]).expect("ack");
     q.ack(seqs[4]).expect("ack");
     let s = check(&q);
@@ -206,9 +212,7 @@ fn out_of_order_acks_remove_a_prefix() {
 
 #[test]
 fn restart_hands_out_exactly_the_unacked() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 20);
-    let got = drain(&q);
+    let (d, q, seqs, got) = handed_out(20);
     ack_all(&q, &got[..10]);
     drop(q); // a clean close commits
     let (q, rec) = Queue::open(d.path(), cfg()).expect("reopen");
@@ -229,9 +233,7 @@ fn restart_hands_out_exactly_the_unacked() {
 
 #[test]
 fn acked_above_the_cursor_comes_again_at_most_once_after_a_restart() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 6);
-    drain(&q);
+    let (d, q, seqs, _) = handed_out(6);
     q.ack(seqs[0]).expect("ack");
     q.ack(seqs[3]).expect("ack"); // above the cursor: kept in memory only
     drop(q);
@@ -454,9 +456,7 @@ fn reconfigure_keeps_the_content_and_a_smaller_budget_drops_the_oldest() {
 
 #[test]
 fn dead_letters_are_written_counted_and_removed_once() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 3);
-    let got = drain(&q);
+    let (d, q, seqs, got) = handed_out(3);
     q.dead_letter(seqs[1], &got[1].payload, "HTTP 400: bad\nline")
         .expect("dead letter");
     let file = d.path().join(super::running::DEAD_LETTER_FILE);

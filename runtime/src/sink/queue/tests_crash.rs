@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::tests::{
-    ack_all, cfg, check, child_queue, child_test, drain, drained_seqs, fresh, payload, push_range,
-    samples, seg_files, segments_of, xor_byte,
+    ack_all, cfg, check, child_queue, child_test, drain, drained_seqs, fresh, handed_out, payload,
+    push_range, samples, seg_files, segments_of, xor_byte,
 };
 use super::{LedgerFound, Nack, Queue, QueueConfig, Record};
 
@@ -15,9 +15,7 @@ fn ledger_path(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_crash_hands_out_the_records_acked_since_the_last_commit_and_skips_seqs() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 10);
-    let got = drain(&q);
+    let (d, q, seqs, got) = handed_out(10);
     ack_all(&q, &got[..4]);
     q.sync().expect("sync");
     for r in &got[4..6] {
@@ -76,9 +74,8 @@ fn a_crash_between_the_ledger_and_the_deletion_redelivers_nothing() {
 
 #[test]
 fn a_damaged_ledger_slot_falls_back_to_the_other() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 10);
-    ack_all(&q, &drain(&q)[..3]);
+    let (d, q, seqs, got) = handed_out(10);
+    ack_all(&q, &got[..3]);
     q.sync().expect("sync"); // cursor after 3
     q.ack(seqs[3]).expect("ack");
     q.ack(seqs[4]).expect("ack");
@@ -102,9 +99,8 @@ fn a_damaged_ledger_slot_falls_back_to_the_other() {
 
 #[test]
 fn a_lost_ledger_hands_everything_out_again_and_opens() {
-    let (d, q) = fresh(cfg());
-    let seqs = push_range(&q, 0, 10);
-    ack_all(&q, &drain(&q)[..4]);
+    let (d, q, seqs, got) = handed_out(10);
+    ack_all(&q, &got[..4]);
     drop(q);
     let ledger = ledger_path(d.path());
     for damage in 0..3 {

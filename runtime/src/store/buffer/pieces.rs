@@ -106,6 +106,21 @@ fn merge_last(out: &mut Vec<u8>, digits: u32) {
 /// Slots `a..a + out.len()` (relative to the frozen part's start) into `out`; only the pieces
 /// that overlap them are decoded. A piece that does not decode (a bug) reads as gaps.
 pub(super) fn decode_range(bytes: &[u8], a: usize, out: &mut [f64]) {
+    each_in(bytes, a, out, |body, n, at, dst| {
+        if codec::decode_range(body, n, at, dst).is_err() {
+            dst.fill(f64::NAN);
+        }
+    });
+}
+
+/// Hands each piece overlapping slots `a..a + out.len()` to `f` as (its codec bytes, its
+/// slots, the first slot wanted relative to the piece, the part of `out` it covers).
+pub(super) fn each_in(
+    bytes: &[u8],
+    a: usize,
+    out: &mut [f64],
+    mut f: impl FnMut(&[u8], usize, usize, &mut [f64]),
+) {
     let b = a + out.len();
     for (start, n, body) in each(bytes) {
         let end = start + n;
@@ -116,10 +131,7 @@ pub(super) fn decode_range(bytes: &[u8], a: usize, out: &mut [f64]) {
             break;
         }
         let (x, y) = (start.max(a), end.min(b));
-        let dst = &mut out[x - a..y - a];
-        if codec::decode_range(body, n, x - start, dst).is_err() {
-            dst.fill(f64::NAN);
-        }
+        f(body, n, x - start, &mut out[x - a..y - a]);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::compact::{self, DecimalHead};
 use super::ratio::{self, RatioHead};
-use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, unpack, words};
+use super::{DecodeError, MAX_DICT, MAX_EXP, MAX_VALUES, POW10, bits, fill, put, unpack, words};
 
 struct Reader<'a>(&'a [u8]);
 
@@ -58,6 +58,26 @@ pub fn decode(bytes: &[u8], out: &mut [f64]) -> Result<(), DecodeError> {
 /// walked to their end, so truncated or trailing bytes are errors as in [`decode`]; values
 /// outside the range are not checked.
 pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result<(), DecodeError> {
+    range::<false>(bytes, n, a, out).map(|_| ())
+}
+
+/// Adds slots `a..a + out.len()` of an encoded buffer of `n` slots to `out` (`out[i] +=`
+/// slot `a + i`: what decoding into a scratch array and then adding computes, bit for bit)
+/// without a scratch array, when the buffer has no gaps and its form no exceptions: `Ok(true)`.
+/// `Ok(false)`: it has some, `out` is untouched (decode, then add). On an error `out` may
+/// hold part of the sum (a caller adds NaN, as it does for a buffer that fails to decode).
+pub fn add_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result<bool, DecodeError> {
+    range::<true>(bytes, n, a, out)
+}
+
+/// Writes (with `ADD`: adds) slots `a..a + out.len()`; `Ok(false)` when `ADD` and the
+/// buffer has gaps or exceptions (nothing written).
+fn range<const ADD: bool>(
+    bytes: &[u8],
+    n: usize,
+    a: usize,
+    out: &mut [f64],
+) -> Result<bool, DecodeError> {
     let b = a + out.len();
     if n > MAX_VALUES {
         return Err(DecodeError::Invalid("more than 512 slots"));
@@ -69,8 +89,13 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
     let form = r.u8()?;
     if form == 0 {
         // No gaps: present value `i` is slot `i`, straight into `out`.
-        decode_values(&mut r, n, a, out)?;
-        return finish(r);
+        if !decode_values::<ADD>(&mut r, n, a, out)? {
+            return Ok(false);
+        }
+        return finish(r).map(|_| true);
+    }
+    if ADD && form != 3 {
+        return Ok(false);
     }
     // Which slots hold values: bit `i` of word `i / 64`.
     let mut present = [0u64; MAX_VALUES / 64];
@@ -105,8 +130,8 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
             }
         }
         3 => {
-            out.fill(f64::NAN);
-            return finish(r);
+            fill::<ADD>(out, f64::NAN);
+            return finish(r).map(|_| true);
         }
         f => return Err(DecodeError::NanForm(f)),
     }
@@ -117,7 +142,7 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
     // The range's present values go to the front of `out`, then move out to their slots
     // from the back (a value never moves left of where it was decoded): no scratch array.
     let (pa, pb) = (ones_before(&present, a), ones_before(&present, b));
-    decode_values(&mut r, m, pa, &mut out[..pb - pa])?;
+    decode_values::<false>(&mut r, m, pa, &mut out[..pb - pa])?;
     if pb - pa < out.len() {
         let mut j = pb - pa;
         for s in (a..b).rev() {
@@ -129,7 +154,7 @@ pub fn decode_range(bytes: &[u8], n: usize, a: usize, out: &mut [f64]) -> Result
             };
         }
     }
-    finish(r)
+    finish(r).map(|_| true)
 }
 
 /// Set bits of `bits` below bit `i`.
@@ -142,16 +167,18 @@ fn ones_before(bits: &[u64; MAX_VALUES / 64], i: usize) -> usize {
     (whole + part) as usize
 }
 
-/// Present values `from..from + dst.len()` of the value section of `m` present values.
-fn decode_values(
+/// Present values `from..from + dst.len()` of the value section of `m` present values into
+/// `dst` (added to it with `ADD`). `Ok(false)`: `ADD` and the section has exceptions, which
+/// replace values rather than add to them; nothing is written.
+fn decode_values<const ADD: bool>(
     r: &mut Reader<'_>,
     m: usize,
     from: usize,
     dst: &mut [f64],
-) -> Result<(), DecodeError> {
+) -> Result<bool, DecodeError> {
     let to = from + dst.len();
     match r.u8()? {
-        0 => dst.fill(f64::from_bits(r.u64()?)),
+        0 => fill::<ADD>(dst, f64::from_bits(r.u64()?)),
         1 => {
             let k = r.u8()? as usize;
             if k == 0 || k > MAX_DICT {
@@ -171,11 +198,11 @@ fn decode_values(
             unpack::each_run(src, w, from, dst.len(), |at, idx, zero| {
                 let o = &mut dst[at..at + idx.len()];
                 if zero {
-                    return o.fill(dict[0]);
+                    return fill::<ADD>(o, dict[0]);
                 }
                 for (o, i) in o.iter_mut().zip(idx) {
                     let i = *i as usize % MAX_DICT;
-                    *o = dict[i];
+                    put::<ADD>(o, dict[i]);
                     bad |= unset[i];
                 }
             });
@@ -208,43 +235,46 @@ fn decode_values(
                 width,
                 exceptions,
             };
-            decimal_body(r, &head, m, from, dst)?;
+            return decimal_body::<ADD>(r, &head, m, from, dst);
         }
-        4 => dst.fill(compact::read_int_constant(&mut r.0)?),
+        4 => fill::<ADD>(dst, compact::read_int_constant(&mut r.0)?),
         6 => {
             let head = RatioHead::read(&mut r.0, m)?;
-            let ns = Packed::new(r.take(words(m, head.n_width) * 8)?, head.n_width);
-            let js = Packed::new(r.take(words(m, head.j_width) * 8)?, head.j_width);
-            let scale = head.scale();
-            for (i, o) in dst.iter_mut().enumerate() {
-                *o = ratio::value_of(&head, ns.get(from + i), js.get(from + i), scale);
+            if ADD && head.exceptions > 0 {
+                return Ok(false);
             }
+            let ns = r.take(words(m, head.n_width) * 8)?;
+            let js = r.take(words(m, head.j_width) * 8)?;
+            ratio::values_into::<ADD>(&head, ns, js, from, dst);
             exceptions(r, head.exceptions, m, from, dst)?;
         }
         5 => {
             let head = DecimalHead::read(&mut r.0)?;
-            decimal_body(r, &head, m, from, dst)?;
+            return decimal_body::<ADD>(r, &head, m, from, dst);
         }
         3 => {
             let src = r.take(m * 8)?;
             for (o, c) in dst.iter_mut().zip(src[from * 8..to * 8].chunks_exact(8)) {
-                *o = f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+                put::<ADD>(
+                    o,
+                    f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+                );
             }
         }
         f => return Err(DecodeError::ValueForm(f)),
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The decimal form's packed integers and exceptions (forms 2 and 5 after their headers):
 /// present values `from..from + dst.len()` of `m`.
-fn decimal_body(
+fn decimal_body<const ADD: bool>(
     r: &mut Reader<'_>,
     head: &DecimalHead,
     m: usize,
     from: usize,
     dst: &mut [f64],
-) -> Result<(), DecodeError> {
+) -> Result<bool, DecodeError> {
     let DecimalHead {
         e,
         delta,
@@ -253,6 +283,9 @@ fn decimal_body(
         width: w,
         exceptions: nexc,
     } = *head;
+    if ADD && nexc > 0 {
+        return Ok(false);
+    }
     let count = if delta { m.saturating_sub(1) } else { m };
     let src = r.take(words(count, w) * 8)?;
     // One loop per sign of `e` (what `scale_back` computes): integers convert without a
@@ -260,14 +293,14 @@ fn decimal_body(
     let p = POW10[e.unsigned_abs() as usize];
     let dec = Decimal { src, w, base, from };
     match (delta, e.signum()) {
-        (true, 0) => dec.running(dst, min_delta, |d| d as f64),
-        (true, 1) => dec.running(dst, min_delta, |d| d as f64 / p),
-        (true, _) => dec.running(dst, min_delta, |d| d as f64 * p),
-        (false, 0) => dec.framed(dst, |d| d as f64),
-        (false, 1) => dec.framed(dst, |d| d as f64 / p),
-        (false, _) => dec.framed(dst, |d| d as f64 * p),
+        (true, 0) => dec.running::<ADD>(dst, min_delta, |d| d as f64),
+        (true, 1) => dec.running::<ADD>(dst, min_delta, |d| d as f64 / p),
+        (true, _) => dec.running::<ADD>(dst, min_delta, |d| d as f64 * p),
+        (false, 0) => dec.framed::<ADD>(dst, |d| d as f64),
+        (false, 1) => dec.framed::<ADD>(dst, |d| d as f64 / p),
+        (false, _) => dec.framed::<ADD>(dst, |d| d as f64 * p),
     }
-    exceptions(r, nexc, m, from, dst)
+    exceptions(r, nexc, m, from, dst).map(|_| true)
 }
 
 /// `count` exceptions `(u16 index, u64 bits)` of a section of `m` values over the decoded
@@ -305,14 +338,14 @@ impl Decimal<'_> {
     /// Frame-of-reference values into `dst`: `base` plus each one's packed offset (a run of
     /// zero offsets is `base` converted once).
     #[inline(always)]
-    fn framed(&self, dst: &mut [f64], conv: impl Fn(i64) -> f64) {
+    fn framed<const ADD: bool>(&self, dst: &mut [f64], conv: impl Fn(i64) -> f64) {
         unpack::each_run(self.src, self.w, self.from, dst.len(), |at, p, zero| {
             let o = &mut dst[at..at + p.len()];
             if zero {
-                return o.fill(conv(self.base));
+                return fill::<ADD>(o, conv(self.base));
             }
             for (o, x) in o.iter_mut().zip(p) {
-                *o = conv(self.base.wrapping_add(*x as i64));
+                put::<ADD>(o, conv(self.base.wrapping_add(*x as i64)));
             }
         });
     }
@@ -320,7 +353,7 @@ impl Decimal<'_> {
     /// Delta-mode values into `dst`: integer `i` is `base` plus `i × min_delta` plus the
     /// packed deltas before it (those before the range summed without converting them).
     #[inline(always)]
-    fn running(&self, dst: &mut [f64], min_delta: i64, conv: impl Fn(i64) -> f64) {
+    fn running<const ADD: bool>(&self, dst: &mut [f64], min_delta: i64, conv: impl Fn(i64) -> f64) {
         let Some((first, rest)) = dst.split_first_mut() else {
             return;
         };
@@ -332,47 +365,13 @@ impl Decimal<'_> {
             .base
             .wrapping_add((self.from as i64).wrapping_mul(min_delta))
             .wrapping_add(skipped);
-        *first = conv(d);
+        put::<ADD>(first, conv(d));
         unpack::each_run(self.src, self.w, self.from, rest.len(), |at, p, _| {
             for (o, x) in rest[at..at + p.len()].iter_mut().zip(p) {
                 d = d.wrapping_add(min_delta).wrapping_add(*x as i64);
-                *o = conv(d);
+                put::<ADD>(o, conv(d));
             }
         });
-    }
-}
-
-/// Bit-packed values of `w` bits in little-endian u64 words (exactly as many as they need).
-struct Packed<'a> {
-    src: &'a [u8],
-    w: u32,
-    mask: u64,
-}
-
-impl<'a> Packed<'a> {
-    fn new(src: &'a [u8], w: u32) -> Packed<'a> {
-        let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
-        Packed { src, w, mask }
-    }
-
-    /// Value `i`, read from its own bit offset (two words where it may straddle them).
-    #[inline(always)]
-    fn get(&self, i: usize) -> u64 {
-        if self.w == 0 {
-            return 0;
-        }
-        let bit = i * self.w as usize;
-        let (at, shift) = ((bit / 64) * 8, (bit % 64) as u32);
-        match self.src.get(at..at + 16) {
-            Some(two) => {
-                let two = u128::from_le_bytes(two.try_into().expect("16 bytes"));
-                (two >> shift) as u64 & self.mask
-            }
-            // The last word: a value ending in it does not straddle into another.
-            None => self.src.get(at..at + 8).map_or(0, |one| {
-                u64::from_le_bytes(one.try_into().expect("8 bytes")) >> shift & self.mask
-            }),
-        }
     }
 }
 

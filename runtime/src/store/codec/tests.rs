@@ -83,11 +83,77 @@ fn round_trip(v: &[f64]) {
         for (i, x) in part.iter().enumerate() {
             assert!(same(*x, out[a + i]), "range {a}..{b} slot {}", a + i);
         }
+        adds_as_decoded(&enc, n, a, &out[a..b]);
     }
     // A constant block's value is what each slot decodes to.
     if let Some(c) = constant(&enc) {
         assert!(out.iter().all(|x| same(*x, c)));
     }
+}
+
+/// The in-place sum (`add_range`) against decoding then adding, bit for bit, onto sums that
+/// stress the addition (specials, subnormals, large magnitudes); when it declines, `out` is
+/// untouched. Whether it added in place.
+fn adds_as_decoded(enc: &[u8], n: usize, a: usize, decoded: &[f64]) -> bool {
+    let onto = [
+        0.0,
+        -0.0,
+        1.5,
+        -1e300,
+        f64::INFINITY,
+        5e-324,
+        f64::NAN,
+        1e16,
+        -3.25,
+    ];
+    let base: Vec<f64> = (0..decoded.len())
+        .map(|i| onto[(a + i) % onto.len()])
+        .collect();
+    let mut sum = base.clone();
+    let added = add_range(enc, n, a, &mut sum).unwrap_or_else(|e| panic!("{e}: add from {a}"));
+    for (i, x) in sum.iter().enumerate() {
+        let want = if added { base[i] + decoded[i] } else { base[i] };
+        assert!(
+            same(*x, want),
+            "add from {a}, slot {}: {x:e} != {want:e}",
+            a + i
+        );
+    }
+    added
+}
+
+#[test]
+fn gapless_blocks_add_in_place_as_decoded() {
+    // Blocks without gaps of every kind (with a sprinkle of others, so some have
+    // exceptions): most add in place, all as decoding then adding.
+    let (mut blocks, mut in_place) = (0, 0);
+    for seed in 1..=1500u64 {
+        let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        let n = 1 + r.below(512);
+        let main = r.below(8);
+        let v: Vec<f64> = (0..n)
+            .map(|_| {
+                let k = if r.below(64) == 0 { r.below(7) } else { main };
+                let x = value(&mut r, k);
+                if x.is_nan() { 0.5 } else { x }
+            })
+            .collect();
+        let mut enc = Vec::new();
+        encode(&v, &mut enc);
+        round_trip(&v);
+        blocks += 1;
+        let a = r.below(n);
+        let b = a + r.below(n - a + 1);
+        let mut out = vec![0.0; n];
+        decode(&enc, &mut out).unwrap();
+        if adds_as_decoded(&enc, n, a, &out[a..b]) {
+            in_place += 1;
+        }
+    }
+    assert!(
+        in_place * 2 > blocks,
+        "{in_place} of {blocks} added in place"
+    );
 }
 
 #[test]

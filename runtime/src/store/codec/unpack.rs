@@ -6,7 +6,7 @@
 
 /// Values per kernel call: 64 values of width `w` fill exactly `w` words, so every group of 64
 /// starts on a word boundary.
-const GROUP: usize = 64;
+pub(super) const GROUP: usize = 64;
 
 /// A run of zero values.
 static ZEROS: [u64; GROUP] = [0; GROUP];
@@ -66,36 +66,53 @@ pub(super) fn each_run(
         }
         return;
     }
-    let w = w.min(64) as usize;
-    let kernel = KERNELS[w - 1];
     let (mut words, mut vals) = ([0u64; GROUP], [0u64; GROUP]);
     let mut i = from;
     while i < end {
-        let group = i / GROUP;
-        // The group's words, zero past the end of `src`.
-        let at = group * w * 8;
-        let bytes = src.get(at..).unwrap_or(&[]);
-        let whole = (bytes.len() / 8).min(w);
-        for (d, c) in words[..whole].iter_mut().zip(bytes.chunks_exact(8)) {
-            *d = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        }
-        words[whole..w].fill(0);
-        if whole < w {
-            // A last partial word.
-            let rest = &bytes[whole * 8..bytes.len().min(whole * 8 + 8)];
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            words[whole] = u64::from_le_bytes(last);
-        }
-        let (lo, hi) = (i - group * GROUP, (end - group * GROUP).min(GROUP));
-        if words[..w].iter().all(|x| *x == 0) {
-            f(i - from, &ZEROS[lo..hi], true);
-        } else {
-            kernel(&words, &mut vals);
-            f(i - from, &vals[lo..hi], false);
-        }
-        i = group * GROUP + hi;
+        let g = i / GROUP;
+        let (lo, hi) = (i - g * GROUP, (end - g * GROUP).min(GROUP));
+        let (v, zero) = group(src, w, g, &mut words, &mut vals);
+        f(i - from, &v[lo..hi], zero);
+        i = g * GROUP + hi;
     }
+}
+
+/// Group `g` of the values of width `w` (1..=64) in `src` (values `64 g .. 64 g + 64`),
+/// unpacked into `vals` (`words` is scratch), or the zeros when its words are all zero
+/// (nothing unpacked); also whether it is all zero. Bytes missing at the end of `src` read
+/// as zero bits.
+#[inline]
+pub(super) fn group<'a>(
+    src: &[u8],
+    w: u32,
+    g: usize,
+    words: &mut [u64; GROUP],
+    vals: &'a mut [u64; GROUP],
+) -> (&'a [u64; GROUP], bool) {
+    if w == 0 {
+        return (&ZEROS, true);
+    }
+    let w = w.min(64) as usize;
+    // The group's words, zero past the end of `src`.
+    let at = g * w * 8;
+    let bytes = src.get(at..).unwrap_or(&[]);
+    let whole = (bytes.len() / 8).min(w);
+    for (d, c) in words[..whole].iter_mut().zip(bytes.chunks_exact(8)) {
+        *d = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    }
+    words[whole..w].fill(0);
+    if whole < w {
+        // A last partial word.
+        let rest = &bytes[whole * 8..bytes.len().min(whole * 8 + 8)];
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        words[whole] = u64::from_le_bytes(last);
+    }
+    if words[..w].iter().all(|x| *x == 0) {
+        return (&ZEROS, true);
+    }
+    KERNELS[w - 1](words, vals);
+    (vals, false)
 }
 
 #[cfg(test)]
