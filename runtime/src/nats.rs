@@ -17,6 +17,7 @@ use async_nats::ServerAddr;
 use serde::Deserialize;
 
 pub mod jetstream;
+pub mod placement;
 
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
