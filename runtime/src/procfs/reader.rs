@@ -686,39 +686,31 @@ fn open_at(dir: &Fd, rel: &[u8]) -> io::Result<Fd> {
 /// Read at most `cap` bytes of an open file from its start into `buf` (grown up to `cap`):
 /// a procfs file read again from offset 0 is generated afresh.
 fn pread_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
-    let mut len = 0;
-    while len < cap {
-        if len == buf.len() {
-            buf.resize((buf.len() * 2).max(4096).min(cap), 0);
-        }
-        let room = &mut buf[len..];
-        // SAFETY: the destination range lies within `buf`.
-        let n = retry(|| unsafe {
-            libc::pread(
-                fd.0,
-                room.as_mut_ptr().cast(),
-                room.len(),
-                len as libc::off_t,
-            )
-        })?;
-        if n == 0 {
-            break;
-        }
-        len += n;
-    }
-    Ok(len)
+    read_upto(fd, buf, cap, true)
 }
 
 /// Read at most `cap` bytes of an open file into `buf` (grown up to `cap`).
 fn read_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    read_upto(fd, buf, cap, false)
+}
+
+/// `read_fd`, or `pread_fd` (from offset 0) when `from_start`.
+fn read_upto(fd: &Fd, buf: &mut Vec<u8>, cap: usize, from_start: bool) -> io::Result<usize> {
     let mut len = 0;
     while len < cap {
         if len == buf.len() {
             buf.resize((buf.len() * 2).max(4096).min(cap), 0);
         }
         let room = &mut buf[len..];
+        let (to, n) = (room.as_mut_ptr().cast(), room.len());
         // SAFETY: the destination range lies within `buf`.
-        let n = retry(|| unsafe { libc::read(fd.0, room.as_mut_ptr().cast(), room.len()) })?;
+        let n = retry(|| unsafe {
+            if from_start {
+                libc::pread(fd.0, to, n, len as libc::off_t)
+            } else {
+                libc::read(fd.0, to, n)
+            }
+        })?;
         if n == 0 {
             break;
         }
