@@ -444,7 +444,14 @@ impl Cluster {
 
     /// The leader of `stream` (asked through any server that answers).
     pub fn leader(&self, rt: &tokio::runtime::Runtime, stream: &str) -> Option<usize> {
+        self.leader_of(rt, &format!("$JS.API.STREAM.INFO.{stream}"))
+    }
+
+    /// The leader of what the JetStream info request `subject` describes (a stream's, a
+    /// consumer's), asked through any server that answers.
+    pub fn leader_of(&self, rt: &tokio::runtime::Runtime, subject: &str) -> Option<usize> {
         let urls = self.urls();
+        let subject = subject.to_string();
         let name = rt.block_on(async {
             let addrs: Vec<&str> = urls.split(',').collect();
             let c = async_nats::ConnectOptions::new()
@@ -452,10 +459,12 @@ impl Cluster {
                 .connect(addrs)
                 .await
                 .ok()?;
-            let js = async_nats::jetstream::new(c);
-            let mut s = js.get_stream(stream).await.ok()?;
-            let info = s.info().await.ok()?;
-            info.cluster.as_ref()?.leader.clone()
+            let m = tokio::time::timeout(Duration::from_secs(2), c.request(subject, "".into()))
+                .await
+                .ok()?
+                .ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+            v["cluster"]["leader"].as_str().map(String::from)
         })?;
         self.by_name(&name)
     }

@@ -28,7 +28,16 @@ use crate::forward::rig::*;
 const RATE: u64 = 10_000;
 
 mod frozen;
+mod hedge;
 mod partition;
+
+/// A runtime for the test's own NATS requests.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
 
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
@@ -47,6 +56,11 @@ struct Poll {
     delivered: u64,
     /// The stream's leader, when a server answered for the stream within the poll's limit.
     leader: Option<String>,
+    /// With a central to watch ([`Monitor::watching`]): the newest timestamp of host `h0`'s
+    /// samples in its store (what it stored, through whichever stream), and the leader of the
+    /// hedge's stream `FWDB`.
+    stored: u64,
+    hedge_leader: Option<String>,
 }
 
 /// Progress of the node's sink and of the central's consumer, and the stream's leader,
@@ -60,15 +74,23 @@ struct Monitor {
 
 impl Monitor {
     fn start(node: String, urls: String, t0: Instant) -> Monitor {
+        Self::watching(node, urls, t0, None)
+    }
+
+    /// [`Monitor::start`], and with `central` (its URL and the samples' base timestamp) what
+    /// the central daemon stored.
+    fn watching(
+        node: String,
+        urls: String,
+        t0: Instant,
+        central: Option<(String, i64)>,
+    ) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let latest = Arc::new(std::sync::Mutex::new(Poll::default()));
         let l = latest.clone();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = runtime();
             let http = reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(1))
                 .build()
@@ -134,6 +156,11 @@ impl Monitor {
                 }
                 p.leader = ask("$JS.API.STREAM.INFO.FWD")
                     .and_then(|v| v["cluster"]["leader"].as_str().map(String::from));
+                if let Some((central, base)) = &central {
+                    p.hedge_leader = ask("$JS.API.STREAM.INFO.FWDB")
+                        .and_then(|v| v["cluster"]["leader"].as_str().map(String::from));
+                    p.stored = p.stored.max(newest_stored(&http, central, *base, p.stored));
+                }
                 p.t = t0.elapsed().as_secs_f64();
                 out.push(p.clone());
                 *l.lock().unwrap() = p.clone();
@@ -157,6 +184,46 @@ impl Monitor {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }
+
+    /// [`Monitor::stop`], and with `WASMON_CLUSTER_LOGS` set the daemons' logs and every poll
+    /// shown.
+    fn stop_showing(self, node: &DaemonProcess, central: &DaemonProcess) -> Vec<Poll> {
+        let log = self.stop();
+        if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
+            eprintln!(
+                "node:\n{}\ncentral:\n{}",
+                node.stderr.lock().unwrap(),
+                central.stderr.lock().unwrap()
+            );
+            for p in &log {
+                eprintln!("{p:?}");
+            }
+        }
+        log
+    }
+}
+
+/// The newest timestamp (seconds after `base`) of host `h0`'s samples in the store of the
+/// daemon at `url`, looked for from `after` on (0 when none, or the daemon did not answer).
+fn newest_stored(http: &reqwest::blocking::Client, url: &str, base: i64, after: u64) -> u64 {
+    let from = base + after as i64;
+    let body = serde_json::json!({"cluster": "local", "from": from, "to": from + 100_000,
+        "queries": [{"metric": "fwd", "host": "h0"}], "with-stats": false, "with-padding": false});
+    let Ok(v) = http
+        .post(format!("{url}/api/query"))
+        .json(&body)
+        .send()
+        .and_then(|r| r.json::<Value>())
+    else {
+        return 0;
+    };
+    let r = &v["results"][0][0];
+    let (Some(start), Some(data)) = (r["from"].as_i64(), r["data"].as_array()) else {
+        return 0;
+    };
+    data.iter()
+        .rposition(|x| x.as_f64().is_some())
+        .map_or(0, |k| (start + k as i64 - base) as u64)
 }
 
 /// The times `value` rose.
@@ -212,17 +279,63 @@ fn recovered(monitor: &Monitor) {
     }
 }
 
+/// How a server goes away in [`outage`]: SIGKILLed and started again, or frozen (SIGSTOP) and
+/// resumed, after so many seconds.
+enum Down {
+    Killed(u64),
+    Frozen(u64),
+}
+
+/// The faults of a run: each one's name, when it began and when both sides ran again.
+#[derive(Default)]
+struct Faults(Vec<(String, f64, f64)>);
+
+impl Faults {
+    /// Takes server `s` away and back as `how` says, waits until delivery recovered and
+    /// records the fault as `what`.
+    fn outage(
+        &mut self,
+        cluster: &mut Cluster,
+        monitor: &Monitor,
+        s: usize,
+        how: Down,
+        what: String,
+    ) {
+        let at = monitor.now();
+        let secs = match how {
+            Down::Killed(secs) | Down::Frozen(secs) => secs,
+        };
+        eprintln!("{at:.2} {} s{s}: {what}", chrono::Utc::now());
+        match how {
+            Down::Killed(_) => cluster.kill(s),
+            Down::Frozen(_) => cluster.freeze(s),
+        }
+        std::thread::sleep(Duration::from_secs(secs));
+        match how {
+            Down::Killed(_) => cluster.restart(s),
+            Down::Frozen(_) => cluster.thaw(s),
+        }
+        self.after(what, at, monitor);
+    }
+
+    /// Waits until delivery recovered from the fault `what` that began at `at`, and records it.
+    fn after(&mut self, what: String, at: f64, monitor: &Monitor) {
+        recovered(monitor);
+        self.0.push((what, at, monitor.now()));
+    }
+}
+
 fn write(dir: &Path, name: &str, text: String) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
 }
 
-/// Starts the central daemon on config `central`, then a node (its config written into `dir`,
-/// forwarding to `servers`) on a port of its own, which it returns.
-fn start_pair(central: &Path, dir: &Path, servers: &str) -> (DaemonProcess, DaemonProcess, u16) {
+/// Starts the central daemon on config `central`, then a node (its config `node` written into
+/// `dir`) on a port of its own, which it returns.
+fn start_pair(central: &Path, dir: &Path, node: String) -> (DaemonProcess, DaemonProcess, u16) {
     let central_d = DaemonProcess::start(central);
-    let node = write(dir, "node.toml", node_config(&dir.join("node"), servers));
+    let node = write(dir, "node.toml", node);
     let node_port = free_port();
     let node_d = DaemonProcess::start_at(&node, node_port, |_| {});
     (central_d, node_d, node_port)
@@ -286,10 +399,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let tmp = tempfile::tempdir().unwrap();
     let version = version(&bin);
     let mut cluster = Cluster::start(&bin, &tmp.path().join("nats"), 3);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dead = format!("nats://127.0.0.1:{}", free_port());
     // The central's servers as a comma-separated string, the node's as a TOML list; both
     // begin with a seed nobody answers on.
@@ -306,7 +416,11 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let node_list = cluster
         .toml_list()
         .replacen('[', &format!("[\"{dead}\", "), 1);
-    let (central_d, node_d, node_port) = start_pair(&central, tmp.path(), &node_list);
+    let (central_d, node_d, node_port) = start_pair(
+        &central,
+        tmp.path(),
+        node_config(&tmp.path().join("node"), &node_list),
+    );
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);
@@ -345,51 +459,41 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     let mismatched_d = m;
     std::thread::sleep(Duration::from_secs(3));
 
-    let mut faults: Vec<(String, f64, f64)> = Vec::new();
-    // Each fault: its name and when it began; it ends when both sides run again.
-    let mut fault = |what: String, at: f64, monitor: &Monitor| {
-        recovered(monitor);
-        faults.push((what, at, monitor.now()));
-    };
+    let mut faults = Faults::default();
     // 1. The stream's leader dies and comes back 3 s later.
     let leader = cluster.leader(&rt, "FWD").expect("FWD has a leader");
-    let at = monitor.now();
-    eprintln!("{:.2} {} kill leader s{leader}", at, chrono::Utc::now());
-    cluster.kill(leader);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(leader);
-    fault("stream leader SIGKILLed (3 s down)".into(), at, &monitor);
+    faults.outage(
+        &mut cluster,
+        &monitor,
+        leader,
+        Down::Killed(3),
+        "stream leader SIGKILLed (3 s down)".into(),
+    );
     // 2. The server the node is connected to dies and comes back 3 s later.
     let connected = cluster
         .connected_from(node_d.child.id())
         .expect("the node is connected to one of the servers");
-    let at = monitor.now();
     let was_leader = cluster.leader(&rt, "FWD") == Some(connected);
-    eprintln!("{:.2} {} kill node's s{connected}", at, chrono::Utc::now());
-    cluster.kill(connected);
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.restart(connected);
     let what = if was_leader {
         "the stream leader"
     } else {
         "not the stream leader"
     };
-    fault(
-        format!("node's server SIGKILLed (3 s down; {what})"),
-        at,
+    faults.outage(
+        &mut cluster,
         &monitor,
+        connected,
+        Down::Killed(3),
+        format!("node's server SIGKILLed (3 s down; {what})"),
     );
     // 3. A server hangs (the leader: the worst one to lose) and resumes.
     let hung = cluster.leader(&rt, "FWD").unwrap_or(0);
-    let at = monitor.now();
-    eprintln!("{:.2} {} freeze s{hung}", at, chrono::Utc::now());
-    cluster.freeze(hung);
-    std::thread::sleep(frozen);
-    cluster.thaw(hung);
-    fault(
-        format!("stream leader SIGSTOPped {} s", frozen.as_secs()),
-        at,
+    faults.outage(
+        &mut cluster,
         &monitor,
+        hung,
+        Down::Frozen(frozen.as_secs()),
+        format!("stream leader SIGSTOPped {} s", frozen.as_secs()),
     );
     // 4. A rolling restart: each server killed and started again once the one before it
     // answers for JetStream.
@@ -400,7 +504,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
         cluster.restart(i);
         cluster.wait_ready(Duration::from_secs(60));
     }
-    fault("all three restarted one after another".into(), at, &monitor);
+    faults.after("all three restarted one after another".into(), at, &monitor);
     // 5. Two of three down for `frozen` (no quorum): the node queues on disk and says so
     // once; the two come back.
     let warned = || {
@@ -438,7 +542,7 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     );
     cluster.restart(leader);
     cluster.restart(other);
-    fault(
+    faults.after(
         format!(
             "two of three SIGKILLed for {} s (no quorum)",
             frozen.as_secs()
@@ -462,22 +566,12 @@ fn forwarding_survives_the_loss_of_a_server(bin: PathBuf, frozen: Duration) {
     assert_eq!(s["dropped"]["queue-size"], 0, "{s}");
     assert_eq!(s["dead-lettered-samples"], 0, "{s}");
     let to = base + (total / HOSTS) as i64 + 2;
-    let log = monitor.stop();
-    if std::env::var_os("WASMON_CLUSTER_LOGS").is_some() {
-        eprintln!(
-            "node:\n{}\ncentral:\n{}",
-            node_d.stderr.lock().unwrap(),
-            central_d.stderr.lock().unwrap()
-        );
-        for p in &log {
-            eprintln!("{p:?}");
-        }
-    }
+    let log = monitor.stop_showing(&node_d, &central_d);
     eprintln!(
         "nats-server {version}: first PubAck {:.2} s after the node's first sample (its first seed refusing)",
         first_ack.as_secs_f64()
     );
-    for (what, from, to) in &faults {
+    for (what, from, to) in &faults.0 {
         // What the server's election took, and what wasmon took after it.
         let election = match elected(&log, *from, *to) {
             Some(e) => {

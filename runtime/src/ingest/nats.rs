@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 use super::ingest;
 use crate::store::Store;
 
+mod hedge;
+
 crate::nats::section! {
     /// `[nats]` section: server and subscriptions.
     #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +59,29 @@ pub struct NatsSubscription {
     /// cluster). When set, an existing stream with another number is reported, not used.
     #[serde(default)]
     pub replicas: Option<usize>,
+    /// With `stream`: a second stream, on `hedge-subject`, that the senders' `jetstream`
+    /// sinks publish every record to as well (their `hedge-stream`). Both are consumed (the
+    /// same `durable` on each) and a record is stored once, whichever delivers it first; the
+    /// daemon keeps the two streams' leaders (and their consumers') on different servers, so
+    /// that the loss of any one server leaves one of them delivering.
+    #[serde(default)]
+    pub hedge_stream: Option<String>,
+    /// With `hedge-stream`: the second stream's subject.
+    #[serde(default)]
+    pub hedge_subject: Option<String>,
+}
+
+impl NatsSubscription {
+    /// The subscription's second stream: this one with the hedge's stream and subject.
+    fn hedge(&self) -> Option<NatsSubscription> {
+        Some(NatsSubscription {
+            stream: Some(self.hedge_stream.clone()?),
+            subscribe_to: self.hedge_subject.clone()?,
+            hedge_stream: None,
+            hedge_subject: None,
+            ..self.clone()
+        })
+    }
 }
 
 fn default_window() -> std::time::Duration {
@@ -85,6 +110,34 @@ impl NatsConfig {
             }
             if let Some(d) = &sc.durable {
                 crate::sink::config::check_stream_name(d).map_err(|e| at("durable", e))?;
+            }
+            match (&sc.hedge_stream, &sc.hedge_subject) {
+                (None, None) => {}
+                (Some(_), None) => {
+                    return Err(at("hedge-subject", "goes with `hedge-stream`".into()));
+                }
+                (None, Some(_)) => {
+                    return Err(at("hedge-stream", "goes with `hedge-subject`".into()));
+                }
+                (Some(st), Some(su)) => {
+                    if sc.stream.is_none() {
+                        return Err(at("hedge-stream", "goes with `stream`".into()));
+                    }
+                    crate::sink::config::check_stream_name(st)
+                        .map_err(|e| at("hedge-stream", e))?;
+                    if sc.stream.as_ref() == Some(st) {
+                        return Err(at(
+                            "hedge-stream",
+                            "is `stream`: name a second stream".into(),
+                        ));
+                    }
+                    if *su == sc.subscribe_to {
+                        return Err(at(
+                            "hedge-subject",
+                            "is `subscribe-to`: two streams cannot share one".into(),
+                        ));
+                    }
+                }
             }
         }
         Ok(())
@@ -117,9 +170,29 @@ pub async fn run_nats_ingest(
     health: crate::supervise::Health,
 ) -> Result<(), NatsError> {
     let mut avoid = None;
-    let kept: Vec<_> = cfg.subscriptions.iter().map(|_| Arc::default()).collect();
+    let kept: Vec<_> = cfg
+        .subscriptions
+        .iter()
+        .map(|_| Default::default())
+        .collect();
+    // A hedged subscription's records seen, across connections.
+    let seen: Vec<_> = cfg
+        .subscriptions
+        .iter()
+        .map(|sc| sc.hedge_stream.as_ref().map(|_| hedge::Seen::shared()))
+        .collect();
     loop {
-        match session(&store, &cfg, &shutdown, &health, avoid.as_ref(), &kept).await? {
+        match session(
+            &store,
+            &cfg,
+            &shutdown,
+            &health,
+            avoid.as_ref(),
+            &kept,
+            &seen,
+        )
+        .await?
+        {
             None => return Ok(()),
             Some(hung) => {
                 tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
@@ -137,7 +210,8 @@ async fn session(
     shutdown: &CancellationToken,
     health: &crate::supervise::Health,
     avoid: Option<&crate::nats::Hung>,
-    kept: &[Arc<std::sync::Mutex<Unconfirmed>>],
+    kept: &[[Arc<std::sync::Mutex<Unconfirmed>>; 2]],
+    seen: &[Option<hedge::Shared>],
 ) -> Result<Option<crate::nats::Hung>, NatsError> {
     let conn = cfg.connection();
     let mut opts = conn.options(std::path::Path::new("")).await?;
@@ -150,15 +224,28 @@ async fn session(
     health.working();
     let stop = shutdown.child_token();
     let mut tasks = tokio::task::JoinSet::new();
-    for (sc, kept) in cfg.subscriptions.iter().cloned().zip(kept) {
-        if let Some(stream) = &sc.stream {
-            let h = crate::supervise::Health::new(&format!(
-                "{} {stream}/{}",
-                health.name(),
-                sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE)
-            ));
-            let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
-            tasks.spawn(run_consumer(store, client, sc, stop, h, kept.clone()));
+    for ((sc, kept), seen) in cfg.subscriptions.iter().cloned().zip(kept).zip(seen) {
+        if sc.stream.is_some() {
+            let durable = sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE);
+            let hedge = sc.hedge();
+            if let Some(h) = &hedge {
+                let streams = [sc.stream.clone(), h.stream.clone()].map(Option::unwrap_or_default);
+                let (client, stop) = (client.clone(), stop.clone());
+                let durable = durable.to_string();
+                tasks.spawn(async move {
+                    crate::nats::placement::keep_apart(&client, &streams, &durable, &stop).await
+                });
+            }
+            for (sc, kept) in std::iter::once(sc.clone()).chain(hedge).zip(kept) {
+                let stream = sc.stream.as_deref().unwrap_or_default();
+                let h = crate::supervise::Health::new(&format!(
+                    "{} {stream}/{durable}",
+                    health.name(),
+                ));
+                let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
+                let seen = seen.clone();
+                tasks.spawn(run_consumer(store, client, sc, stop, h, kept.clone(), seen));
+            }
             continue;
         }
         let mut sub = client
@@ -259,6 +346,7 @@ async fn run_consumer(
     shutdown: CancellationToken,
     health: crate::supervise::Health,
     kept: Arc<std::sync::Mutex<Unconfirmed>>,
+    seen: Option<hedge::Shared>,
 ) {
     use async_nats::jetstream::consumer::pull;
     let mut kept = Kept::new(kept);
@@ -356,6 +444,14 @@ async fn run_consumer(
                             break;
                         }
                     };
+                    // Stored through the hedge's other stream already: acknowledged, not stored
+                    // again.
+                    if let Some(seen) = &seen
+                        && !hedge::first(seen, &m)
+                    {
+                        got.push(m);
+                        continue;
+                    }
                     let now = chrono::Utc::now().timestamp();
                     let out = ingest(&store, &m.payload, sc.cluster_tag.as_deref(), now);
                     for e in out.errors.iter().take(5) {
@@ -510,6 +606,8 @@ mod tests {
             durable: None,
             duplicate_window: default_window(),
             replicas: None,
+            hedge_stream: None,
+            hedge_subject: None,
         };
         let cfg = NatsConfig {
             address: server.address.clone(),

@@ -114,6 +114,16 @@ crate::nats::section! {
         /// another number is reported and not used.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub replicas: Option<usize>,
+        /// `jetstream`: a second stream (created with `hedge-subject`, `replicas` and the window)
+        /// every record is published to as well; a record is delivered when either stream's
+        /// PubAck comes. Off when not set: it doubles the NATS traffic, and is worth it on a
+        /// cluster, where a stream whose leader crashed takes nothing for 4-9 s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub hedge_stream: Option<String>,
+        /// `jetstream` with `hedge-stream`: the subject of the second stream (not `subject`:
+        /// two streams cannot share one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub hedge_subject: Option<String>,
         /// `http`: gzip bodies (`Content-Encoding: gzip`). wasmon, InfluxDB and VictoriaMetrics take
         /// them; cc-metric-store does not: set `false` for it.
         #[serde(default = "yes")]
@@ -362,6 +372,7 @@ impl SinkConfig {
                 return Err(self.err(field, "only sinks that send over NATS take one"));
             }
         }
+        self.check_hedge()?;
         if let Some(r) = self.replicas {
             if !self.jetstream() {
                 return Err(self.err("replicas", "only sinks that send to JetStream take one"));
@@ -389,6 +400,44 @@ impl SinkConfig {
             return Err(self.err("queue-max-age", "must be positive"));
         }
         Ok(())
+    }
+
+    /// `hedge-stream` and `hedge-subject` go together, on a `jetstream` sink, and name another
+    /// stream and subject than `stream` and `subject`.
+    fn check_hedge(&self) -> Result<(), SinkConfigError> {
+        let (stream, subject) = match (&self.hedge_stream, &self.hedge_subject) {
+            (None, None) => return Ok(()),
+            (Some(st), Some(su)) => (st, su),
+            (Some(_), None) => return Err(self.err("hedge-subject", "goes with `hedge-stream`")),
+            (None, Some(_)) => return Err(self.err("hedge-stream", "goes with `hedge-subject`")),
+        };
+        if self.kind != SinkType::Jetstream {
+            return Err(self.err("hedge-stream", "only a jetstream sink takes one"));
+        }
+        check_stream_name(stream).map_err(|p| self.err("hedge-stream", p))?;
+        check_subject(subject).map_err(|p| self.err("hedge-subject", p))?;
+        if self.stream.as_ref() == Some(stream) {
+            return Err(self.err("hedge-stream", "is `stream`: name a second stream"));
+        }
+        if self.subject.as_ref() == Some(subject) {
+            return Err(self.err(
+                "hedge-subject",
+                "is `subject`: two streams cannot share one",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sink's streams and their subjects: `stream` on `subject`, then the hedge's.
+    pub fn streams(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let (Some(st), Some(su)) = (&self.stream, &self.subject) {
+            out.push((st.clone(), su.clone()));
+        }
+        if let (Some(st), Some(su)) = (&self.hedge_stream, &self.hedge_subject) {
+            out.push((st.clone(), su.clone()));
+        }
+        out
     }
 
     fn check_guest(&self) -> Result<(), SinkConfigError> {
@@ -525,6 +574,48 @@ mod tests {
         assert!(
             refused("name='o'\ntype='guest'\nguest='otlp'\nurl='http://c'\nparms={}")
                 .contains("unknown field `parms`")
+        );
+    }
+
+    #[test]
+    fn a_hedge_names_a_second_stream_and_subject() {
+        let js = "name='f'\ntype='jetstream'\nurl='nats://a'\nsubject='m'\nstream='M'\n";
+        let c = check(&format!("{js}hedge-stream='MB'\nhedge-subject='mb'")).unwrap();
+        assert_eq!(
+            c.streams(),
+            vec![("M".into(), "m".into()), ("MB".into(), "mb".into())]
+        );
+        assert_eq!(check(js).unwrap().streams(), vec![("M".into(), "m".into())]);
+        let refused = |text: &str| check(text).unwrap_err();
+        for (extra, expect) in [
+            (
+                "hedge-stream='MB'",
+                "sink \"f\": hedge-subject: goes with `hedge-stream`",
+            ),
+            (
+                "hedge-subject='mb'",
+                "sink \"f\": hedge-stream: goes with `hedge-subject`",
+            ),
+            (
+                "hedge-stream='M'\nhedge-subject='mb'",
+                "sink \"f\": hedge-stream: is `stream`: name a second stream",
+            ),
+            (
+                "hedge-stream='MB'\nhedge-subject='m'",
+                "sink \"f\": hedge-subject: is `subject`: two streams cannot share one",
+            ),
+        ] {
+            assert_eq!(refused(&format!("{js}{extra}")), expect, "{extra}");
+        }
+        assert!(
+            refused(&format!("{js}hedge-stream='M.B'\nhedge-subject='mb'"))
+                .starts_with("sink \"f\": hedge-stream: ")
+        );
+        assert_eq!(
+            refused(
+                "name='n'\ntype='nats'\nurl='nats://a'\nsubject='m'\nhedge-stream='MB'\nhedge-subject='mb'"
+            ),
+            "sink \"n\": hedge-stream: only a jetstream sink takes one"
         );
     }
 

@@ -7,9 +7,11 @@
 //! | http (line protocol) | 2xx | transport errors, timeouts, 5xx, 408, 425, 429, and 401/403/404 (wrong credentials or URL: the config's fault, not the batch's) | other 4xx (400: a malformed batch) |
 //! | remote-write | 2xx | as http | other 4xx, as the spec says |
 //! | nats | the server read it (flush) | not connected, flush failed | never |
-//! | jetstream | PubAck (a duplicate too) | no PubAck within `timeout` or 10 s (the message is published again every 250 ms meanwhile, same `Nats-Msg-Id`), not connected, no stream | a message over the server's size limit |
+//! | jetstream | PubAck (a duplicate too; with `hedge-stream`, either stream's) | no PubAck within `timeout` or 10 s (the message is published again every 250 ms meanwhile, same `Nats-Msg-Id`), not connected, no stream | a message over the server's size limit |
 //! | guest | each request as http, nats or jetstream above | as those | as those, and a request the host cannot send (a header it owns, a suffix that makes no URL or subject) |
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -64,10 +66,13 @@ pub struct Nats {
 struct Conn {
     client: async_nats::Client,
     js: Option<async_nats::jetstream::Context>,
-    /// The stream was found or created since this connection was made.
-    stream_ready: bool,
-    /// Since when publishes have been answered "no responders" only.
-    no_stream_since: Option<std::time::Instant>,
+    /// Per stream of the sink (`stream`, then `hedge-stream`): found or created since this
+    /// connection was made. Set by a look-up that may finish after the record that started it.
+    ready: Arc<[AtomicBool]>,
+    /// A look-up of a stream that is not ready runs beside the publishes.
+    looking: Arc<AtomicBool>,
+    /// Per stream: since when its publishes have been answered "no responders" only.
+    no_stream_since: Vec<Option<std::time::Instant>>,
 }
 
 /// Why a transport could not be built; names the field at fault.
@@ -344,11 +349,13 @@ impl Nats {
                 js.set_timeout(self.cfg.timeout.min(LOOKUP_TIMEOUT));
                 js
             });
+            let streams = self.cfg.streams().len().max(1);
             *conn = Some(Conn {
                 client,
                 js,
-                stream_ready: false,
-                no_stream_since: None,
+                ready: (0..streams).map(|_| AtomicBool::new(false)).collect(),
+                looking: Arc::default(),
+                no_stream_since: vec![None; streams],
             });
         }
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
@@ -384,7 +391,7 @@ impl Nats {
         payload: &bytes::Bytes,
         id: &str,
     ) -> Outcome {
-        let mut conn = match self.connection().await {
+        let conn = match self.connection().await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),
         };
@@ -409,11 +416,8 @@ impl Nats {
                 Err(e) => Outcome::Retry(e.to_string()),
             };
         };
-        if !conn.stream_ready {
-            match ensure_stream(&js, &self.cfg).await {
-                Ok(()) => conn.stream_ready = true,
-                Err(e) => return Outcome::Retry(e),
-            }
+        if let Err(e) = self.streams_ready(&js, &conn).await {
+            return Outcome::Retry(e);
         }
         let limit = conn.client.server_info().max_payload;
         let client = conn.client.clone();
@@ -425,18 +429,77 @@ impl Nats {
             ));
         }
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-        self.publish_until_acked(&client, js, subject, headers, payload)
+        // The same message, same id, to the hedge's stream too.
+        let mut subjects = vec![subject];
+        subjects.extend(self.cfg.streams().into_iter().skip(1).map(|(_, s)| s));
+        self.publish_until_acked(&client, js, &subjects, headers, payload)
             .await
     }
 
-    /// Publishes the message, and again every [`REPUBLISH_EVERY`] with the same headers (its
-    /// `Nats-Msg-Id`), until one copy's PubAck comes or [`PUBLISH_ATTEMPT`] (the sink's
-    /// `timeout` when shorter) has passed.
+    /// Looks the sink's streams up (creates them) until one is ready: a record needs one to be
+    /// delivered. A stream that is not ready (a hedge's whose leader is being elected) is
+    /// looked up beside the publishes, which go to it all the same (it stores them once it
+    /// has a leader again).
+    async fn streams_ready(
+        &self,
+        js: &async_nats::jetstream::Context,
+        conn: &Conn,
+    ) -> Result<(), String> {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let not_ready: Vec<usize> = (0..conn.ready.len())
+            .filter(|&i| !conn.ready[i].load(Ordering::Relaxed))
+            .collect();
+        if not_ready.is_empty() || conn.looking.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut pending: FuturesUnordered<_> = not_ready
+            .iter()
+            .map(|&i| {
+                let (js, cfg) = (js.clone(), self.cfg.clone());
+                async move { (i, ensure_stream(&js, &cfg, i).await) }
+            })
+            .collect();
+        let mut errors = Vec::new();
+        if not_ready.len() == conn.ready.len() {
+            while let Some((i, r)) = pending.next().await {
+                match r {
+                    Ok(()) => {
+                        conn.ready[i].store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        let (ready, looking) = (conn.ready.clone(), conn.looking.clone());
+        if pending.is_empty() {
+            looking.store(false, Ordering::Release);
+        } else {
+            tokio::spawn(async move {
+                while let Some((i, r)) = pending.next().await {
+                    if r.is_ok() {
+                        ready[i].store(true, Ordering::Relaxed);
+                    }
+                }
+                looking.store(false, Ordering::Release);
+            });
+        }
+        if conn.ready.iter().any(|r| r.load(Ordering::Relaxed)) {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// Publishes the message on each of `subjects` (one per stream of the sink), and again
+    /// every [`REPUBLISH_EVERY`] with the same headers (its `Nats-Msg-Id`), until one copy's
+    /// PubAck comes (from either stream) or [`PUBLISH_ATTEMPT`] (the sink's `timeout` when
+    /// shorter) has passed.
     async fn publish_until_acked(
         &self,
         client: &async_nats::Client,
         mut js: async_nats::jetstream::Context,
-        subject: String,
+        subjects: &[String],
         headers: async_nats::HeaderMap,
         payload: &bytes::Bytes,
     ) -> Outcome {
@@ -461,15 +524,18 @@ impl Nats {
         let (mut copies, mut last) = (0u32, String::from("no answer"));
         while Instant::now() < deadline {
             if client.connection_state() == async_nats::connection::State::Connected {
-                match js
-                    .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-                    .await
-                {
-                    Ok(f) => {
-                        acks.push(f.into_future());
-                        copies += 1;
+                for (i, subject) in subjects.iter().enumerate() {
+                    match js
+                        .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                        .await
+                    {
+                        Ok(f) => {
+                            let ack = f.into_future();
+                            acks.push(async move { (i, ack.await) });
+                            copies += 1;
+                        }
+                        Err(e) => last = e.to_string(),
                     }
-                    Err(e) => last = e.to_string(),
                 }
             } else {
                 last = format!("not connected to {}", self.cfg.url);
@@ -490,26 +556,29 @@ impl Nats {
                             ));
                         }
                     }
-                    Some(r) = acks.next(), if !acks.is_empty() => match r {
+                    Some((i, r)) = acks.next(), if !acks.is_empty() => match r {
                         Ok(_) => {
                             if let Some(c) = self.conn.lock().await.as_mut() {
-                                c.no_stream_since = None;
+                                c.no_stream_since[i] = None;
                             }
                             return Outcome::Delivered;
                         }
                         Err(e) => {
                             last = e.to_string();
                             // "No responders" for longer than an election takes: the stream
-                            // may be gone; the next attempt looks it up (creates it) again.
-                            // A PubAck that did not come says nothing about the stream.
+                            // may be gone; it is looked up (created) again, by the next
+                            // attempt when no other stream of the sink is ready. A PubAck
+                            // that did not come says nothing about the stream.
                             if e.kind() == PublishErrorKind::StreamNotFound
                                 && let Some(c) = self.conn.lock().await.as_mut()
                             {
-                                let since = *c.no_stream_since.get_or_insert_with(std::time::Instant::now);
+                                let since = *c.no_stream_since[i].get_or_insert_with(std::time::Instant::now);
                                 if since.elapsed() >= NO_STREAM_BEFORE_LOOKUP {
-                                    c.stream_ready = false;
-                                    c.no_stream_since = None;
-                                    return Outcome::Retry(last);
+                                    c.ready[i].store(false, Ordering::Relaxed);
+                                    c.no_stream_since[i] = None;
+                                    if !c.ready.iter().any(|r| r.load(Ordering::Relaxed)) {
+                                        return Outcome::Retry(last);
+                                    }
                                 }
                             }
                         }
@@ -523,15 +592,23 @@ impl Nats {
     }
 }
 
-/// Finds the sink's stream, or creates it on the sink's subject with its de-duplication
-/// window (a guest sink's also on the subjects below it, where its exporter's suffixes put
-/// messages); a stream that exists is used as it is.
+/// Finds the sink's stream `which` (0: `stream`, 1: `hedge-stream`), or creates it on its
+/// subject with the sink's de-duplication window and replicas (a guest sink's also on the
+/// subjects below it, where its exporter's suffixes put messages); a stream that exists is
+/// used as it is.
 async fn ensure_stream(
     js: &async_nats::jetstream::Context,
     cfg: &SinkConfig,
+    which: usize,
 ) -> Result<(), String> {
-    let name = cfg.stream.as_deref().unwrap_or_default();
-    let subject = cfg.subject.clone().unwrap_or_default();
+    let streams = cfg.streams();
+    let (name, subject) = match streams.get(which) {
+        Some((name, subject)) => (name.as_str(), subject.clone()),
+        None => (
+            cfg.stream.as_deref().unwrap_or_default(),
+            cfg.subject.clone().unwrap_or_default(),
+        ),
+    };
     let subjects = match cfg.kind {
         SinkType::Guest => vec![format!("{subject}.>"), subject],
         _ => vec![subject],

@@ -2,8 +2,9 @@
 //! own series (one [`Chain`] per metric) and its children. Owns the per-level locking and the
 //! memory layout of a node (the store's per-series overhead is mostly here).
 //!
-//! Locking: every level has an `RwLock` on its children table (read-mostly; taken for writing
-//! only when a child is created) and a `SpinLock` over its series (see `spin` for why). A write takes one mutex (plus
+//! Locking: a level with children has an `RwLock` on its children table (read-mostly; taken for
+//! writing only when a child is created; allocated with the first child, so the leaves, most
+//! levels, do not carry one) and every level a `SpinLock` over its series (see `spin` for why). A write takes one mutex (plus
 //! read locks while descending); there is no store-wide lock on the hot path.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -13,6 +14,7 @@ use hashbrown::HashTable;
 
 use super::buffer::{Chain, Pool};
 use super::spin::SpinLock;
+use super::thin::ThinBytes;
 use super::{MetricInfo, StoreError, read, validate_name, write};
 
 /// `slots_at` of a level taken out of the tree (no slice lives at this address; an empty
@@ -36,7 +38,7 @@ fn hash(name: &[u8]) -> u64 {
 
 /// A node of the level tree. Obtain with [`super::Store::level`]; writing through a cached
 /// level skips the descent from the root (what the line-protocol ingest does per host).
-/// 72 bytes: most levels are leaves (hardware threads) with a few series each.
+/// 48 bytes: most levels are leaves (hardware threads, processes) with a few series each.
 /// `repr(C)` keeps `slots_at` next to the `Arc`'s counts, which the ingest has just touched.
 #[repr(C)]
 pub struct Level {
@@ -45,9 +47,11 @@ pub struct Level {
     /// prefetches something useless; it is never dereferenced).
     slots_at: AtomicPtr<Slot>,
     /// The selector path, pre-encoded for WAL records: `depth, (u16 len, name)*depth`.
-    pub(crate) wal_path: Box<[u8]>,
-    /// `None` until the first child (leaves do not pay for an empty table).
-    children: RwLock<Option<Box<Children>>>,
+    pub(crate) wal_path: ThinBytes,
+    /// Null until the first child (leaves do not pay for a lock and a table): then the
+    /// table with its lock, set once (under the series' lock, see `install_children`) and
+    /// freed with the level.
+    children: AtomicPtr<RwLock<Children>>,
     /// This level's own series; a handful per level, so a linear search beats a map, and an
     /// exactly sized slice (a series is added rarely) beats a Vec's spare capacity.
     pub(crate) metrics: SpinLock<Box<[Slot]>>,
@@ -58,10 +62,10 @@ impl Level {
         Level::new(root_path())
     }
 
-    fn new(wal_path: Box<[u8]>) -> Level {
+    fn new(wal_path: ThinBytes) -> Level {
         Level {
             wal_path,
-            children: RwLock::new(None),
+            children: AtomicPtr::new(std::ptr::null_mut()),
             metrics: SpinLock::default(),
             slots_at: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -111,11 +115,14 @@ impl Level {
                 reason: "level tree deeper than 32",
             });
         }
-        let mut children = write(&self.children);
+        let lock = match self.children_lock() {
+            Some(l) => l,
+            None => self.install_children()?,
+        };
+        let mut table = write(lock);
         if self.is_removed() {
             return Err(StoreError::Removed);
         }
-        let table = children.get_or_insert_with(Box::default);
         let h = hash(name.as_bytes());
         if let Some(c) = table.find(h, |c| self.is_named(c, name.as_bytes())) {
             return Ok(c.clone());
@@ -126,9 +133,34 @@ impl Level {
         Ok(c)
     }
 
+    /// The children table's lock, once the level has had a child.
+    #[inline]
+    fn children_lock(&self) -> Option<&RwLock<Children>> {
+        // SAFETY: a non-null pointer is the table `install_children` leaked, freed only when
+        // the level is dropped.
+        unsafe { self.children.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// Allocates the children table for the first child. Under the series' lock, which
+    /// `remove_if_empty` holds while it decides: a level is never removed between a child's
+    /// table being installed and the child being inserted (the creator sees it removed).
+    #[cold]
+    fn install_children(&self) -> Result<&RwLock<Children>, StoreError> {
+        let _metrics = self.metrics.lock();
+        if self.is_removed() {
+            return Err(StoreError::Removed);
+        }
+        if let Some(l) = self.children_lock() {
+            return Ok(l);
+        }
+        let table = Box::into_raw(Box::new(RwLock::new(Children::new())));
+        self.children.store(table, Ordering::Release);
+        // SAFETY: just leaked; freed only with the level.
+        Ok(unsafe { &*table })
+    }
+
     pub(crate) fn get_child(&self, name: &str) -> Option<Arc<Level>> {
-        let children = read(&self.children);
-        let table = children.as_ref()?;
+        let table = read(self.children_lock()?);
         table
             .find(hash(name.as_bytes()), |c| self.is_named(c, name.as_bytes()))
             .cloned()
@@ -136,9 +168,8 @@ impl Level {
 
     /// The children (unordered).
     pub(crate) fn children(&self) -> Vec<Arc<Level>> {
-        read(&self.children)
-            .as_ref()
-            .map_or_else(Vec::new, |t| t.iter().cloned().collect())
+        self.children_lock()
+            .map_or_else(Vec::new, |l| read(l).iter().cloned().collect())
     }
 
     /// Starts loading this level's series into the cache: ingest calls it when it resolves
@@ -233,15 +264,16 @@ impl Level {
     /// Heap bytes this level holds itself (not its children): the node in its `Arc`, its
     /// path, its children table and its series with their buffers.
     pub(crate) fn heap_bytes(&self) -> usize {
-        let table = read(&self.children).as_ref().map_or(0, |t| {
-            std::mem::size_of::<Children>()
-                + t.capacity() * (std::mem::size_of::<Arc<Level>>() + 1)
-                + 16
+        let table = self.children_lock().map_or(0, |l| {
+            let cap = read(l).capacity();
+            std::mem::size_of::<RwLock<Children>>()
+                + cap * (std::mem::size_of::<Arc<Level>>() + 1)
+                + if cap > 0 { 16 } else { 0 }
         });
         let metrics = self.metrics.lock();
         // An `Arc`'s two counts, the node, the path.
         16 + std::mem::size_of::<Level>()
-            + self.wal_path.len()
+            + self.wal_path.heap_bytes()
             + table
             + std::mem::size_of_val::<[Slot]>(&metrics)
             + metrics.iter().map(Chain::heap_bytes).sum::<usize>()
@@ -288,15 +320,16 @@ impl Level {
     /// marked removed under its own locks, so a writer holding it learns it and goes to the
     /// tree again). Returns how many.
     fn prune(&self) -> usize {
-        let mut guard = write(&self.children);
-        let Some(table) = guard.as_mut() else {
+        let Some(lock) = self.children_lock() else {
             return 0;
         };
+        let mut table = write(lock);
         let before = table.len();
         table.retain(|c| !c.remove_if_empty());
         let n = before - table.len();
         if table.is_empty() {
-            *guard = None;
+            // Its buckets back; the lock stays until the level goes.
+            *table = Children::new();
         }
         n
     }
@@ -304,12 +337,13 @@ impl Level {
     /// Marks this level removed if it holds no series and no children. Lock order: its
     /// children table, then its series (as `heap_bytes` and every other path take them).
     fn remove_if_empty(&self) -> bool {
-        let children = write(&self.children);
+        let children = self.children_lock().map(write);
         if children.as_ref().is_some_and(|t| !t.is_empty()) {
             return false;
         }
         let metrics = self.metrics.lock();
-        if !metrics.is_empty() {
+        // A table installed since the look above: a child is being created.
+        if !metrics.is_empty() || (children.is_none() && self.children_lock().is_some()) {
             return false;
         }
         self.slots_at
@@ -357,6 +391,16 @@ impl Level {
             n += c.free(t, pool);
         }
         n
+    }
+}
+
+impl Drop for Level {
+    fn drop(&mut self) {
+        let table = *self.children.get_mut();
+        if !table.is_null() {
+            // SAFETY: leaked by `install_children`, owned by this level alone.
+            drop(unsafe { Box::from_raw(table) });
+        }
     }
 }
 
@@ -432,16 +476,16 @@ pub(crate) fn walk(
 }
 
 /// The root's path as the WAL records a level: depth 0, no names.
-fn root_path() -> Box<[u8]> {
-    Box::new([0u8])
+fn root_path() -> ThinBytes {
+    ThinBytes::new(&[0u8])
 }
 
 /// The encoded path of a child: depth + 1, then the name appended.
-fn extend_path(parent: &[u8], name: &str) -> Box<[u8]> {
+fn extend_path(parent: &[u8], name: &str) -> ThinBytes {
     let mut v = Vec::with_capacity(parent.len() + 2 + name.len());
     v.push(parent[0].saturating_add(1));
     v.extend_from_slice(&parent[1..]);
     v.extend_from_slice(&(name.len() as u16).to_le_bytes());
     v.extend_from_slice(name.as_bytes());
-    v.into_boxed_slice()
+    ThinBytes::new(&v)
 }

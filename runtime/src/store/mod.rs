@@ -16,6 +16,7 @@ mod registry;
 mod selector;
 pub mod snapshot;
 mod spin;
+mod thin;
 mod wal;
 pub mod workers;
 

@@ -451,7 +451,7 @@ fn concurrent_writers_and_readers() {
 fn level_stays_small() {
     // The memory goal (≤ 8.1 bytes per sample including the tree) depends on it: most levels
     // are hardware threads with four series.
-    assert_eq!(std::mem::size_of::<Level>(), 72);
+    assert_eq!(std::mem::size_of::<Level>(), 48);
 }
 
 #[test]

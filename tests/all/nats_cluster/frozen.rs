@@ -86,16 +86,17 @@ fn a_hung_server_is_left(bin: PathBuf) {
     // 2 s of blocked writes, not the default 10 s during which the peer's writers wait (the
     // stall that is the servers', whatever a client does).
     let cluster = Cluster::start_with(&bin, &tmp.path().join("nats"), 3, WRITE_DEADLINE);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let central = write(
         tmp.path(),
         "central.toml",
         central_config(&tmp.path().join("central"), &cluster.urls(), "central", 3),
     );
-    let (central_d, node_d, node_port) = start_pair(&central, tmp.path(), &cluster.toml_list());
+    let (central_d, node_d, node_port) = start_pair(
+        &central,
+        tmp.path(),
+        node_config(&tmp.path().join("node"), &cluster.toml_list()),
+    );
     let base = now() - 8 * 3600;
     let t0 = Instant::now();
     let monitor = Monitor::start(node_d.url(""), cluster.urls(), t0);

@@ -15,10 +15,7 @@ fn publisher(
     t0: Instant,
     stop: Arc<AtomicBool>,
 ) -> Vec<(f64, String)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let c = async_nats::ConnectOptions::new()
             .ping_interval(Duration::from_secs(1))
@@ -53,10 +50,7 @@ fn a_server_cut_off_acknowledges_nothing(bin: PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let version = version(&bin);
     let cluster = Cluster::start_split(&bin, &tmp.path().join("nats"));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let majority: Vec<String> = cluster.servers[..2].iter().map(|s| s.url()).collect();
     let minority = vec![cluster.servers[2].url()];
     let js = rt.block_on(async {

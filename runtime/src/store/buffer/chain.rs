@@ -325,10 +325,7 @@ impl Chain {
                 old.release(Some(pool));
                 f
             }
-            None => {
-                let (block, lo, hi) = (old.block, old.lo(), old.hi);
-                Closed::from_page(block, lo, hi, old.into_page(pool))
-            }
+            None => Closed::from_head(old),
         };
         v.reserve_exact(1);
         v.push(closed);

@@ -1,8 +1,10 @@
 //! A chain's closed buffers: encoded by `codec`, or (after a late write landed in one) a raw
-//! page until the chain encodes it again; also the frozen part of the open block (`pieces`);
-//! reading a range of one. Owns the closed forms; may not touch the open buffer or the
+//! page until the chain encodes it again, or the open buffer's raw slots of a block that just
+//! closed; also the frozen part of the open block (`pieces`); reading a range of one. Owns the closed forms; may not touch the open buffer or the
 //! chain's grid.
 
+use super::form::{Form, Owned, Repr};
+use super::open::Buf;
 use super::pool::Pool;
 use super::{BUFFER_CAP, CAP, Page, codec, pieces};
 
@@ -15,19 +17,23 @@ thread_local! {
 
 /// A closed buffer: encoded, or (after a late write landed in it) a raw page until the chain
 /// encodes it again. The one whose block is the head's is the frozen part of the open block.
+/// 16 bytes (see `form`).
 pub(crate) struct Closed {
     pub(crate) block: i32,
     pub(crate) lo: u16,
     pub(crate) hi: u16,
-    pub(super) form: Form,
+    repr: Repr,
 }
 
-pub(super) enum Form {
-    Packed(Box<[u8]>),
-    /// The frozen slots `lo..hi` of the head's block, in pieces (`pieces`).
-    Pieces(Box<[u8]>),
-    /// Slot offset `o` at index `o`.
-    Raw(Page),
+impl Owned {
+    /// Gives a raw page or tail back to the pool.
+    fn release(self, pool: &Pool) {
+        match self {
+            Owned::Raw(p) => pool.put(p),
+            Owned::Tail(t) => t.release(Some(pool)),
+            Owned::Packed(_) | Owned::Pieces(_) => {}
+        }
+    }
 }
 
 impl Closed {
@@ -45,17 +51,18 @@ impl Closed {
             block,
             lo: off as u16,
             hi: off as u16 + 1,
-            form: Form::Raw(page),
+            repr: Repr::new(Owned::Raw(page)),
         }
     }
 
-    /// A closed buffer of the slots `lo..hi` of `page` (a block just closed, encoded later).
-    pub(super) fn from_page(block: i32, lo: u16, hi: u16, page: Page) -> Closed {
+    /// A closed buffer of the open buffer's raw slots (its block just closed; encoded by the
+    /// next pass).
+    pub(super) fn from_head(head: Buf) -> Closed {
         Closed {
-            block,
-            lo,
-            hi,
-            form: Form::Raw(page),
+            block: head.block,
+            lo: head.lo(),
+            hi: head.hi,
+            repr: Repr::new(Owned::Tail(head)),
         }
     }
 
@@ -66,7 +73,7 @@ impl Closed {
             block,
             lo,
             hi,
-            form: Form::Packed(bytes),
+            repr: Repr::new(Owned::Packed(bytes)),
         }
     }
 
@@ -77,7 +84,7 @@ impl Closed {
             block,
             lo,
             hi: lo + values.len() as u16,
-            form: Form::Pieces(pieces::new(values, digits)),
+            repr: Repr::new(Owned::Pieces(pieces::new(values, digits))),
         }
     }
 
@@ -85,8 +92,12 @@ impl Closed {
     /// `pieces::append`).
     pub(super) fn append(&mut self, values: &[f64], merge: bool, digits: u32, pool: &Pool) {
         let (at, n) = (self.hi as usize, values.len());
-        match &mut self.form {
-            Form::Pieces(b) => pieces::append(b, values, merge, digits),
+        match self.repr.get() {
+            Form::Pieces(b) => {
+                let mut b: Box<[u8]> = b.into();
+                pieces::append(&mut b, values, merge, digits);
+                self.repr = Repr::new(Owned::Pieces(b));
+            }
             _ => self.open(pool)[at..at + n].copy_from_slice(values),
         }
         self.hi += n as u16;
@@ -95,8 +106,9 @@ impl Closed {
     /// Slots `lo..hi` into `page` at their offsets.
     pub(super) fn values_into(&self, page: &mut [f64; BUFFER_CAP]) {
         let (lo, hi) = (self.lo as usize, self.hi as usize);
-        match &self.form {
+        match self.repr.get() {
             Form::Raw(p) => page[lo..hi].copy_from_slice(&p[lo..hi]),
+            Form::Tail(t) => page[lo..hi].copy_from_slice(t.values()),
             Form::Pieces(b) => pieces::decode(b, &mut page[lo..hi]),
             Form::Packed(b) => {
                 if codec::decode(b, &mut page[lo..hi]).is_err() {
@@ -118,17 +130,22 @@ impl Closed {
             block,
             lo,
             hi,
-            form: Form::Packed(bytes.into()),
+            repr: Repr::new(Owned::Packed(bytes.into())),
         })
     }
 
     /// The encoded values (encoding a raw one now).
     pub(crate) fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
-        match &self.form {
+        match self.repr.get() {
             Form::Packed(b) => std::borrow::Cow::Borrowed(b),
             Form::Raw(p) => {
                 let mut out = Vec::new();
                 codec::encode(&p[self.lo as usize..self.hi as usize], &mut out);
+                std::borrow::Cow::Owned(out)
+            }
+            Form::Tail(t) => {
+                let mut out = Vec::new();
+                codec::encode(t.values(), &mut out);
                 std::borrow::Cow::Owned(out)
             }
             Form::Pieces(_) => {
@@ -142,18 +159,22 @@ impl Closed {
     }
 
     /// Decodes into a raw page so a late write can land in it.
-    fn open(&mut self, pool: &Pool) -> &mut Page {
-        if !matches!(self.form, Form::Raw(_)) {
+    fn open(&mut self, pool: &Pool) -> &mut [f64; BUFFER_CAP] {
+        if !matches!(self.repr.get(), Form::Raw(_)) {
             let mut page = pool.get();
             // Bytes this chain encoded itself; a failure would be a codec bug, and the
             // slots then read as gaps rather than as wrong values.
             self.values_into(&mut page);
-            self.form = Form::Raw(page);
+            self.replace(Owned::Raw(page), pool);
         }
-        match &mut self.form {
-            Form::Raw(p) => p,
-            _ => unreachable!("opened above"),
-        }
+        self.repr.raw_mut().expect("opened above")
+    }
+
+    /// Puts `new` in place of the contents, giving a raw page or tail back to the pool.
+    fn replace(&mut self, new: Owned, pool: &Pool) {
+        std::mem::replace(&mut self.repr, Repr::new(new))
+            .take()
+            .release(pool);
     }
 
     pub(super) fn set(&mut self, off: usize, value: f64, pool: &Pool) {
@@ -168,18 +189,17 @@ impl Closed {
     pub(super) fn seal(&mut self, digits: u32, pool: &Pool) {
         let (lo, hi) = (self.lo as usize, self.hi as usize);
         let mut out = Vec::new();
-        match &self.form {
+        match self.repr.get() {
             Form::Packed(_) => return,
             Form::Raw(p) => codec::encode_rounded(&p[lo..hi], digits, &mut out),
+            Form::Tail(t) => codec::encode_rounded(t.values(), digits, &mut out),
             Form::Pieces(_) => {
                 let mut page = [0f64; BUFFER_CAP];
                 self.values_into(&mut page);
                 codec::encode_rounded(&page[lo..hi], digits, &mut out);
             }
         }
-        if let Form::Raw(p) = std::mem::replace(&mut self.form, Form::Packed(out.into())) {
-            pool.put(p);
-        }
+        self.replace(Owned::Packed(out.into()), pool);
     }
 
     /// Appends `values` from slot offset `hi` on and encodes the whole frozen part again as
@@ -192,34 +212,29 @@ impl Closed {
         let mut page = [0f64; BUFFER_CAP];
         self.values_into(&mut page);
         page[hi..hi + n].copy_from_slice(values);
-        let old = std::mem::replace(
-            &mut self.form,
-            Form::Pieces(pieces::new(&page[lo..hi + n], digits)),
-        );
-        if let Form::Raw(p) = old {
-            pool.put(p);
-        }
+        self.replace(Owned::Pieces(pieces::new(&page[lo..hi + n], digits)), pool);
         self.hi += n as u16;
     }
 
     fn pieces(&self) -> &[u8] {
-        match &self.form {
+        match self.repr.get() {
             Form::Pieces(b) => b,
             _ => &[],
         }
     }
 
     pub(super) fn release(self, pool: &Pool) {
-        if let Form::Raw(p) = self.form {
-            pool.put(p);
-        }
+        self.repr.take().release(pool);
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        match &self.form {
-            Form::Packed(b) | Form::Pieces(b) => b.len(),
-            Form::Raw(_) => BUFFER_CAP * 8,
-        }
+        self.repr.heap_bytes()
+    }
+
+    /// The contents, borrowed.
+    #[cfg(test)]
+    pub(super) fn form(&self) -> Form<'_> {
+        self.repr.get()
     }
 
     /// Hands the slots `k - bstart .. end - bstart` (inside `lo..hi`) to `data`, or the
@@ -235,8 +250,12 @@ impl Closed {
         fill: &mut impl FnMut(&mut [f64], f64),
         copy: bool,
     ) {
-        match &self.form {
+        match self.repr.get() {
             Form::Raw(p) => data(out, &p[a..b]),
+            Form::Tail(t) => {
+                let lo = self.lo as usize;
+                data(out, &t.values()[a - lo..b - lo])
+            }
             Form::Pieces(bytes) => {
                 let a = a - self.lo as usize;
                 if copy {

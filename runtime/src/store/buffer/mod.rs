@@ -12,11 +12,12 @@
 //! decoded to a raw page and encoded again by the next pass).
 //!
 //! Split by role: `pool` (page recycling, retention horizon, precision), `pieces` (the frozen
-//! part's byte format), `open` (the raw tail), `closed` (encoded closed buffers and the frozen
-//! part), `chain` (the grid and the write and read paths over them); each imports only the
-//! ones before it.
+//! part's byte format), `open` (the raw tail), `form` (a closed buffer's contents in one
+//! tagged word), `closed` (encoded closed buffers and the frozen part), `chain` (the grid and
+//! the write and read paths over them); each imports only the ones before it.
 mod chain;
 mod closed;
+mod form;
 mod open;
 mod pieces;
 mod pool;

@@ -18,16 +18,24 @@ const LO_MASK: u16 = 0x3ff;
 const CAP_SHIFT: u32 = 12;
 
 /// The open buffer: slots `block*512 + lo .. block*512 + hi` written (gaps NaN), kept raw from
-/// `lo` on in `cap` slots (a pool page at full size, else a heap array). The capacity is
+/// `lo` on in `cap` slots (a pool page at full size, one slot in the buffer itself, else a
+/// heap array: a series no longer written keeps its newest value without an allocation). The capacity is
 /// stored (not derived from the length), so the pass that freezes the older slots keeps the
 /// allocation and the next appends do not grow it again. 16 bytes: an `i32` block covers
 /// slots up to ±2^40, i.e. ±35,000 years at a 1 s step.
 pub(crate) struct Buf {
-    data: NonNull<f64>,
+    data: Slots,
     pub(crate) block: i32,
     /// The first slot's offset and log2 of the capacity (see `LO_MASK`).
     lo_cap: u16,
     pub(crate) hi: u16,
+}
+
+/// Where the slots are: a heap array or a page (`cap` > 1), or the one slot itself.
+#[derive(Clone, Copy)]
+union Slots {
+    heap: NonNull<f64>,
+    one: f64,
 }
 
 // SAFETY: a `Buf` owns its slots exactly like a `Box<[f64]>` (or a `Page`) would.
@@ -41,11 +49,15 @@ fn alloc_small(cap: usize) -> NonNull<f64> {
     unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<f64>()) }
 }
 
-fn alloc_slots(cap: usize, pool: &Pool) -> NonNull<f64> {
-    if cap == BUFFER_CAP {
-        pool.get().into_raw()
-    } else {
-        alloc_small(cap)
+fn alloc_slots(cap: usize, pool: &Pool) -> Slots {
+    match cap {
+        1 => Slots { one: f64::NAN },
+        BUFFER_CAP => Slots {
+            heap: pool.get().into_raw(),
+        },
+        _ => Slots {
+            heap: alloc_small(cap),
+        },
     }
 }
 
@@ -56,7 +68,7 @@ fn cap_for(len: usize, min: usize) -> usize {
 }
 
 impl Buf {
-    fn make(data: NonNull<f64>, block: i32, lo: u16, hi: u16, cap: usize) -> Buf {
+    fn make(data: Slots, block: i32, lo: u16, hi: u16, cap: usize) -> Buf {
         debug_assert!(cap.is_power_of_two() && cap <= BUFFER_CAP && lo as usize <= BUFFER_CAP);
         Buf {
             data,
@@ -95,17 +107,38 @@ impl Buf {
         (self.hi - self.lo()) as usize
     }
 
+    /// The first slot.
+    #[inline(always)]
+    fn base(&self) -> *const f64 {
+        if self.cap() == 1 {
+            &raw const self.data.one
+        } else {
+            // SAFETY: with more than one slot, `data` is a heap array or page (`alloc_slots`).
+            unsafe { self.data.heap.as_ptr() }
+        }
+    }
+
+    #[inline(always)]
+    fn base_mut(&mut self) -> *mut f64 {
+        if self.cap() == 1 {
+            &raw mut self.data.one
+        } else {
+            // SAFETY: as in `base`.
+            unsafe { self.data.heap.as_ptr() }
+        }
+    }
+
     /// The written slots `lo..hi`.
     #[inline(always)]
     pub(crate) fn values(&self) -> &[f64] {
-        // SAFETY: `data` holds `cap() >= hi - lo` initialised slots owned by `self`.
-        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len()) }
+        // SAFETY: `base` holds `cap() >= hi - lo` initialised slots owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.base(), self.len()) }
     }
 
     #[inline(always)]
     fn slots_mut(&mut self) -> &mut [f64] {
         // SAFETY: as in `values`, and `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.cap()) }
+        unsafe { std::slice::from_raw_parts_mut(self.base_mut(), self.cap()) }
     }
 
     pub(super) fn new(block: i32, slot: i64, value: f64, pool: &Pool) -> Buf {
@@ -132,7 +165,7 @@ impl Buf {
             self.regrow(self.lo(), len + 1, pool);
         }
         // SAFETY: `len < cap()` after the growth above.
-        unsafe { *self.data.as_ptr().add(len) = value };
+        unsafe { *self.base_mut().add(len) = value };
         self.hi += 1;
     }
 
@@ -141,7 +174,7 @@ impl Buf {
     pub(super) fn set_last(&mut self, value: f64) {
         let len = self.len();
         // SAFETY: `len >= 1`: a buffer always holds at least its newest write.
-        unsafe { *self.data.as_ptr().add(len - 1) = value };
+        unsafe { *self.base_mut().add(len - 1) = value };
     }
 
     /// Moves the slots to storage for `len` slots starting at offset `lo` (`lo <= self.lo`).
@@ -160,10 +193,16 @@ impl Buf {
     /// Moves the slots into a new allocation of `cap`, `shift` slots later, from offset `lo`.
     fn move_to(&mut self, lo: u16, shift: usize, cap: usize, pool: &Pool) {
         let (old_cap, n) = (self.cap(), self.len());
-        let data = alloc_slots(cap, pool);
+        let mut data = alloc_slots(cap, pool);
+        let to = if cap == 1 {
+            &raw mut data.one
+        } else {
+            // SAFETY: more than one slot: a heap array or page.
+            unsafe { data.heap.as_ptr() }
+        };
         // SAFETY: both regions are valid and distinct; `shift + n <= cap`.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.data.as_ptr(), data.as_ptr().add(shift), n);
+            std::ptr::copy_nonoverlapping(self.base(), to.add(shift), n);
         }
         let old = std::mem::replace(&mut self.data, data);
         free_slots(old, old_cap, Some(pool));
@@ -210,43 +249,37 @@ impl Buf {
         }
     }
 
-    /// The slots at their offsets in a page (the storage itself when it is one from offset 0).
-    pub(super) fn into_page(self, pool: &Pool) -> Page {
-        let me = std::mem::ManuallyDrop::new(self);
-        if me.cap() == BUFFER_CAP && me.lo() == 0 {
-            // SAFETY: full-size slots are always a page (`alloc_slots`), owned by `me`.
-            return unsafe { Page::from_raw(me.data) };
-        }
-        let mut page = pool.get();
-        let lo = me.lo() as usize;
-        page[lo..lo + me.len()].copy_from_slice(me.values());
-        free_slots(me.data, me.cap(), Some(pool));
-        page
-    }
-
     /// Gives the slots back (a page to the pool if there is one).
     pub(super) fn release(self, pool: Option<&Pool>) {
         let me = std::mem::ManuallyDrop::new(self);
         free_slots(me.data, me.cap(), pool);
     }
 
-    /// Heap bytes of the slots.
+    /// Heap bytes of the slots (none for one slot).
     pub(super) fn heap_bytes(&self) -> usize {
-        self.cap() * 8
+        match self.cap() {
+            1 => 0,
+            cap => cap * 8,
+        }
     }
 }
 
-fn free_slots(data: NonNull<f64>, cap: usize, pool: Option<&Pool>) {
-    if cap == BUFFER_CAP {
-        // SAFETY: full-size slots are always a page (`alloc_slots`).
-        let page = unsafe { Page::from_raw(data) };
-        match pool {
-            Some(p) => p.put(page),
-            None => drop(page),
+fn free_slots(data: Slots, cap: usize, pool: Option<&Pool>) {
+    match cap {
+        1 => {}
+        BUFFER_CAP => {
+            // SAFETY: full-size slots are always a page (`alloc_slots`).
+            let page = unsafe { Page::from_raw(data.heap) };
+            match pool {
+                Some(p) => p.put(page),
+                None => drop(page),
+            }
         }
-    } else {
-        // SAFETY: smaller slots are always a boxed slice of exactly `cap` (`alloc_small`).
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(data.as_ptr(), cap)) });
+        _ => {
+            // SAFETY: other slots are a boxed slice of exactly `cap` (`alloc_small`).
+            let p = unsafe { data.heap.as_ptr() };
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, cap)) });
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 use super::chain::slot_of;
-use super::closed::Form;
+use super::form::Form;
 use super::open::{Buf, MIN_SLOTS};
 use super::*;
 
@@ -118,6 +118,12 @@ fn headers_stay_small() {
     // The memory goal (bytes per sample including headers) depends on these.
     assert_eq!(std::mem::size_of::<Buf>(), 16);
     assert_eq!(std::mem::size_of::<Chain>(), 40);
+}
+
+#[test]
+fn a_closed_buffer_entry_is_two_words() {
+    // A short series holds one or two (its frozen part, a closed first block).
+    assert_eq!(std::mem::size_of::<Closed>(), 16);
 }
 
 #[test]
@@ -276,7 +282,7 @@ fn a_constant_block_adds_without_decoding() {
     }
     pass(&mut c, &pool);
     let (older, _) = c.parts();
-    assert!(matches!(&older[0].form, Form::Packed(b) if codec::constant(b) == Some(2.5)));
+    assert!(matches!(older[0].form(), Form::Packed(b) if codec::constant(b) == Some(2.5)));
     let mut out = vec![1.0; 10];
     c.add_into(100, 110, &mut out);
     assert!(out.iter().all(|v| *v == 3.5));
@@ -305,7 +311,7 @@ fn a_late_write_into_a_closed_buffer_lands_and_is_encoded_again() {
         c.heap_bytes()
     );
     let (older, _) = c.parts();
-    assert!(older.iter().all(|b| matches!(b.form, Form::Packed(_))));
+    assert!(older.iter().all(|b| matches!(b.form(), Form::Packed(_))));
     c.copy_into(0, 1100, &mut out);
     assert_eq!(
         (out[10], out[700], out[11], out[701]),
@@ -445,7 +451,7 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
     pass(&mut c, &pool);
     let (older, _) = c.parts();
     assert_eq!(older.len(), 1);
-    assert!(matches!(older[0].form, Form::Packed(_)));
+    assert!(matches!(older[0].form(), Form::Packed(_)));
     assert_eq!((older[0].lo, older[0].hi), (3, 400));
     check(&c);
 }
@@ -535,4 +541,79 @@ fn writes_and_background_passes_in_any_order_read_back_exactly() {
             );
         }
     }
+}
+
+#[test]
+fn a_short_series_closing_its_block_draws_no_page() {
+    // 20 values across a block's end (a thread that ran for 20 s): the block closes on the
+    // write path with its 12 raw slots, and the pass encodes them; no 4 KiB page is drawn
+    // (before, one was, and the pool kept it).
+    let pool = Pool::new(8);
+    let value = |t: i64| (t % 7) as f64 * 0.5;
+    let mut c = Chain::new(0, 1, 500, value(500), &pool).unwrap();
+    for t in 501..520 {
+        c.write(t, value(t), &pool).unwrap();
+    }
+    assert_eq!(c.buffer_count(), 2);
+    let raw = c.heap_bytes();
+    assert!(raw < 512, "{raw}");
+    let mut out = vec![0.0; 22];
+    c.copy_into(499, 521, &mut out);
+    let want = |t: i64| {
+        if (500..520).contains(&t) {
+            value(t)
+        } else {
+            f64::NAN
+        }
+    };
+    assert!((499..521).all(|t| same(out[(t - 499) as usize], want(t))));
+    c.compact(10_000, &pool);
+    assert_eq!(pool.len(), 0, "no page drawn");
+    assert!(c.heap_bytes() < raw, "{} >= {raw}", c.heap_bytes());
+    c.copy_into(499, 521, &mut out);
+    assert!((499..521).all(|t| same(out[(t - 499) as usize], want(t))));
+    // A late write into the closed tail lands too.
+    c.write(505, -1.0, &pool).unwrap();
+    let mut sum = vec![0.0; 22];
+    c.add_into(499, 521, &mut sum);
+    assert_eq!(sum[6], -1.0);
+    assert!(same(sum[0], f64::NAN) && sum[1] == value(500));
+    assert_eq!(c.release(&pool), 2);
+}
+
+#[test]
+fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 0, 0.0, &pool).unwrap();
+    for i in 1..40 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    // Not written for longer than `IDLE_AFTER`: all but the newest slot frozen, and that one
+    // held in the open buffer itself.
+    c.compact(390 + IDLE_AFTER + 1, &pool);
+    assert_eq!(c.parts().1.values(), &[19.5]);
+    assert_eq!(c.parts().1.heap_bytes(), 0);
+    assert_eq!(c.latest(), Some((390, 19.5)));
+    // Overwritten in place, then written on: the slots move to the heap again.
+    c.write(390, -1.0, &pool).unwrap();
+    assert_eq!(c.latest(), Some((390, -1.0)));
+    for i in 40..45 {
+        c.write(i * 10, i as f64, &pool).unwrap();
+    }
+    assert!(c.parts().1.heap_bytes() > 0);
+    let mut out = vec![0.0; 46];
+    c.copy_into(0, 46, &mut out);
+    let want = |i: usize| match i {
+        39 => -1.0,
+        40..45 => i as f64,
+        45 => f64::NAN,
+        _ => i as f64 * 0.5,
+    };
+    assert!((0..46).all(|i| same(out[i], want(i))), "{out:?}");
+    // A gap written after the idle pass lands too (the one slot grows to hold it).
+    c.compact(440 + IDLE_AFTER + 1, &pool);
+    c.write(470, 7.0, &pool).unwrap();
+    let mut out = vec![0.0; 4];
+    c.copy_into(44, 48, &mut out);
+    assert!(same(out[0], 44.0) && out[1].is_nan() && out[2].is_nan() && out[3] == 7.0);
 }

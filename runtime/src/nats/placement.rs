@@ -1,0 +1,198 @@
+//! Keeps a hedged pair of streams led from different servers: the two streams' leaders, and
+//! each stream's durable consumer's leader, so that no one server leads a part of both
+//! streams' ways (stream and consumer). Losing any one server then leaves one stream storing
+//! and its consumer delivering while the other's Raft groups elect new leaders (4-9 s in
+//! nats-server, not configurable). Moves leaders only with JetStream's step-down requests
+//! (nats-server 2.2 and later), which pick the new leader among the followers themselves: a
+//! step that lands badly is taken again at the next look. Owns no stream or consumer.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// How often the leaders are looked at when they are apart: after a server's loss a new
+/// leader may land beside the other stream's, leaving one server able to stop both until this
+/// moves it.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+/// How long after a step-down the leaders are looked at again: an election by step-down takes
+/// milliseconds (the old leader names its successor).
+const LOOK_AFTER_STEP: Duration = Duration::from_secs(1);
+/// How long one info or step-down request may take: the leader answers within milliseconds;
+/// one that does not is being elected or hung, and the next look asks again.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What to move so that no server leads both ways, `leaders[i]` being stream `i`'s leader and
+/// its consumer's.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Step {
+    /// Stream `i`'s leader steps down.
+    Stream(usize),
+    /// Stream `i`'s consumer's leader steps down.
+    Consumer(usize),
+}
+
+/// The next step, `None` when the two ways share no server. Only a consumer away from its own
+/// stream's leader is moved: one beside it is where the step would aim, and moving it would
+/// swing between two servers while the third is away (seen on 2.9.10 with a server frozen).
+pub fn next_step(leaders: [[&str; 2]; 2]) -> Option<Step> {
+    let [[sa, ca], [sb, cb]] = leaders;
+    if sa == sb {
+        Some(Step::Stream(1))
+    } else if cb != sb && (cb == sa || cb == ca) {
+        Some(Step::Consumer(1))
+    } else if ca != sa && (ca == sb || ca == cb) {
+        Some(Step::Consumer(0))
+    } else {
+        None
+    }
+}
+
+/// Asks `subject` (a JetStream API request) and reads the answer's JSON; the server's error
+/// (`{"error": ...}`) is returned as one.
+async fn ask(client: &async_nats::Client, subject: String) -> Result<serde_json::Value, String> {
+    let m = tokio::time::timeout(REQUEST_TIMEOUT, client.request(subject.clone(), "".into()))
+        .await
+        .map_err(|_| format!("{subject}: no answer within {REQUEST_TIMEOUT:?}"))?
+        .map_err(|e| format!("{subject}: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&m.payload).map_err(|e| format!("{subject}: {e}"))?;
+    if let Some(e) = v.get("error") {
+        return Err(format!("{subject}: {e}"));
+    }
+    Ok(v)
+}
+
+/// The server that leads the stream or consumer whose info `subject` asks for.
+async fn leader(client: &async_nats::Client, subject: String) -> Result<String, String> {
+    let v = ask(client, subject.clone()).await?;
+    v["cluster"]["leader"]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| format!("{subject}: no leader"))
+}
+
+/// The leaders of `streams` and of their consumer `durable`, `[stream, consumer]` each.
+async fn leaders(
+    client: &async_nats::Client,
+    streams: &[String; 2],
+    durable: &str,
+) -> Result<[[String; 2]; 2], String> {
+    let one = |s: &str| {
+        let s = s.to_string();
+        async move {
+            let st = leader(client, format!("$JS.API.STREAM.INFO.{s}")).await?;
+            let co = leader(client, format!("$JS.API.CONSUMER.INFO.{s}.{durable}")).await?;
+            Ok::<_, String>([st, co])
+        }
+    };
+    let (a, b) = tokio::join!(one(&streams[0]), one(&streams[1]));
+    Ok([a?, b?])
+}
+
+/// Until `stop`: looks at the leaders of `streams` and their consumer `durable` every
+/// [`LOOK_EVERY`], and steps one down when one server leads a part of both streams' ways.
+/// Nothing is moved while a leader is missing or unknown (an election runs: moving another
+/// would leave both ways without one).
+pub async fn keep_apart(
+    client: &async_nats::Client,
+    streams: &[String; 2],
+    durable: &str,
+    stop: &CancellationToken,
+) {
+    let steps = crate::telemetry::registry().counter(
+        "wasmon_nats_hedge_stepdowns_total",
+        "Leaders of a hedged pair of streams (or of their consumers) asked to step down so that \
+         no one server leads both.",
+        &[],
+    );
+    let mut wait = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = LOOK_EVERY;
+        let now = match leaders(client, streams, durable).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "hedged streams' leaders not known");
+                continue;
+            }
+        };
+        let [[sa, ca], [sb, cb]] = &now;
+        let Some(step) = next_step([[sa, ca], [sb, cb]]) else {
+            continue;
+        };
+        let (subject, what) = match step {
+            Step::Stream(i) => (
+                format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", streams[i]),
+                format!("stream {}", streams[i]),
+            ),
+            Step::Consumer(i) => (
+                format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{}.{durable}", streams[i]),
+                format!("consumer {}/{durable}", streams[i]),
+            ),
+        };
+        match ask(client, subject).await {
+            Ok(_) => {
+                steps.inc();
+                tracing::info!(leaders = ?now, "moving the leader of {what}: one server led both hedged streams' ways");
+            }
+            Err(e) => tracing::warn!(error = %e, "moving the leader of {what}"),
+        }
+        wait = LOOK_AFTER_STEP;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_server_leads_both_ways_after_the_steps() {
+        for (leaders, step) in [
+            // Streams on one server: the second moves.
+            ([["s0", "s0"], ["s0", "s1"]], Some(Step::Stream(1))),
+            ([["s0", "s1"], ["s0", "s2"]], Some(Step::Stream(1))),
+            // A consumer beside the other stream's leader or consumer.
+            ([["s0", "s1"], ["s1", "s1"]], Some(Step::Consumer(0))),
+            ([["s0", "s2"], ["s1", "s2"]], Some(Step::Consumer(1))),
+            ([["s2", "s2"], ["s0", "s2"]], Some(Step::Consumer(1))),
+            ([["s0", "s2"], ["s1", "s0"]], Some(Step::Consumer(1))),
+            // Apart, with each consumer beside its stream or elsewhere.
+            ([["s0", "s0"], ["s1", "s1"]], None),
+            ([["s0", "s2"], ["s1", "s1"]], None),
+            ([["s0", "s0"], ["s1", "s2"]], None),
+        ] {
+            assert_eq!(next_step(leaders), step, "{leaders:?}");
+        }
+        // Every state of three servers: where a step is taken, no server led both ways.
+        let s = ["s0", "s1", "s2"];
+        for a in s {
+            for b in s {
+                for c in s {
+                    for d in s {
+                        let apart = ![a, b].iter().any(|x| *x == c || *x == d);
+                        assert_eq!(next_step([[a, b], [c, d]]).is_none(), apart, "{a}{b}{c}{d}");
+                    }
+                }
+            }
+        }
+        // With one server of three away, a step-down has one place to go: from every state
+        // the leaders are apart within three steps.
+        let other = |x: &mut &str| *x = if *x == "s0" { "s1" } else { "s0" };
+        for bits in 0..16u8 {
+            let at = |k: u8| if bits >> k & 1 == 1 { "s1" } else { "s0" };
+            let mut l = [[at(0), at(1)], [at(2), at(3)]];
+            let mut steps = 0;
+            while let Some(step) = next_step(l) {
+                match step {
+                    Step::Stream(i) => other(&mut l[i][0]),
+                    Step::Consumer(i) => other(&mut l[i][1]),
+                }
+                steps += 1;
+                assert!(steps <= 3, "from {bits:04b}: {l:?}");
+            }
+        }
+    }
+}
