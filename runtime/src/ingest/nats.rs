@@ -207,8 +207,21 @@ struct Run<'a> {
     /// Per subscription and lane, what its consumer's leader has not confirmed.
     kept: Vec<[Arc<std::sync::Mutex<Unconfirmed>>; 2]>,
     seen: Vec<Option<hedge::Shared>>,
-    /// The server the first lane is connected to: the second tries it last.
-    first: std::sync::Mutex<Option<crate::nats::Hung>>,
+    /// The first lane's connection: the second tries its server last, and leaves it when the
+    /// client library's own reconnection put both on one server.
+    first: std::sync::Mutex<Option<async_nats::Client>>,
+}
+
+/// How often the second lane looks whether the first's connection moved to its server.
+const LANES_APART_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a lane's session ended.
+enum Ended {
+    Shutdown,
+    /// Its server stopped answering.
+    Hung(crate::nats::Hung),
+    /// The second lane found itself on the first's server (this one).
+    Beside(crate::nats::Hung),
 }
 
 /// How long the second lane waits for the first to be connected before it connects anyway
@@ -227,16 +240,25 @@ impl Run<'_> {
         }
         loop {
             let first = (lane > 0)
-                .then(|| crate::util::lock(&self.first).clone())
+                .then(|| {
+                    crate::util::lock(&self.first)
+                        .as_ref()
+                        .map(crate::nats::said)
+                })
                 .flatten();
             match self
                 .session(lane, avoid.as_ref().or(first.as_ref()))
                 .await?
             {
-                None => return Ok(()),
-                Some(hung) => {
+                Ended::Shutdown => return Ok(()),
+                Ended::Hung(hung) => {
                     tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
                     avoid = Some(hung);
+                }
+                Ended::Beside(here) => {
+                    tracing::info!(server = %here.server, "a hedge's second lane on the first lane's server: connecting to another");
+                    // The first lane's server, wherever it is then, is tried last.
+                    avoid = None;
                 }
             }
         }
@@ -249,7 +271,7 @@ impl Run<'_> {
         &self,
         lane: usize,
         avoid: Option<&crate::nats::Hung>,
-    ) -> Result<Option<crate::nats::Hung>, NatsError> {
+    ) -> Result<Ended, NatsError> {
         let Run {
             store,
             cfg,
@@ -266,7 +288,7 @@ impl Run<'_> {
         }
         let client = conn.connect_avoiding(opts, avoid).await?;
         if lane == 0 {
-            *crate::util::lock(&self.first) = Some(crate::nats::said(&client));
+            *crate::util::lock(&self.first) = Some(client.clone());
         }
         health.working();
         let stop = shutdown.child_token();
@@ -336,10 +358,24 @@ impl Run<'_> {
         }
         let mut panicked = None;
         let mut hung = None;
+        let mut beside = None;
         let watchdog = crate::nats::hung(&client);
         tokio::pin!(watchdog);
+        // Not at once: with one server up both lanes are on it, and a session lasts this long.
+        let mut apart = tokio::time::interval_at(
+            tokio::time::Instant::now() + LANES_APART_EVERY,
+            LANES_APART_EVERY,
+        );
         loop {
             tokio::select! {
+                _ = apart.tick(), if lane > 0 && !stop.is_cancelled() => {
+                    let here = crate::nats::said(&client);
+                    let first = crate::util::lock(&self.first).as_ref().map(crate::nats::said);
+                    if first.is_some_and(|f| f.server == here.server) {
+                        stop.cancel();
+                        beside = Some(here);
+                    }
+                }
                 r = tasks.join_next() => match r {
                     None => break,
                     Some(Err(e)) if e.is_panic() && panicked.is_none() => {
@@ -361,10 +397,14 @@ impl Run<'_> {
         if let Some(e) = panicked {
             return Err(NatsError::Panicked(e));
         }
-        if hung.is_none() {
-            tracing::info!("NATS ingest stopped");
-        }
-        Ok(hung)
+        Ok(match (hung, beside) {
+            (Some(h), _) => Ended::Hung(h),
+            (None, Some(b)) => Ended::Beside(b),
+            (None, None) => {
+                tracing::info!("NATS ingest stopped");
+                Ended::Shutdown
+            }
+        })
     }
 }
 

@@ -34,13 +34,18 @@ pub enum Step {
 /// The next step, `None` when the two ways share no server. Only a consumer away from its own
 /// stream's leader is moved: one beside it is where the step would aim, and moving it would
 /// swing between two servers while the third is away (seen on 2.9.10 with a server frozen).
-pub fn next_step(leaders: [[&str; 2]; 2]) -> Option<Step> {
+/// When both consumers are away and in the way, `turn` picks which moves: the caller
+/// alternates it, as a consumer's step-down may have one place to go (a server that just came
+/// back is not eligible yet) and that place may be the other's (seen on 2.9.10).
+pub fn next_step(leaders: [[&str; 2]; 2], turn: bool) -> Option<Step> {
     let [[sa, ca], [sb, cb]] = leaders;
+    let second = cb != sb && (cb == sa || cb == ca);
+    let first = ca != sa && (ca == sb || ca == cb);
     if sa == sb {
         Some(Step::Stream(1))
-    } else if cb != sb && (cb == sa || cb == ca) {
+    } else if second && !(first && turn) {
         Some(Step::Consumer(1))
-    } else if ca != sa && (ca == sb || ca == cb) {
+    } else if first {
         Some(Step::Consumer(0))
     } else {
         None
@@ -120,7 +125,7 @@ pub async fn keep_apart(
             }
         };
         let [[sa, ca], [sb, cb]] = &now;
-        let Some(step) = next_step([[sa, ca], [sb, cb]]) else {
+        let Some(step) = next_step([[sa, ca], [sb, cb]], steps.get() % 2 == 1) else {
             continue;
         };
         let (subject, what) = match step {
@@ -152,34 +157,38 @@ mod tests {
     fn no_server_leads_both_ways_after_the_steps() {
         // Streams on one server: the second moves.
         assert_eq!(
-            next_step([["s0", "s0"], ["s0", "s1"]]),
+            next_step([["s0", "s0"], ["s0", "s1"]], false),
             Some(Step::Stream(1))
         );
         assert_eq!(
-            next_step([["s0", "s1"], ["s0", "s2"]]),
+            next_step([["s0", "s1"], ["s0", "s2"]], false),
             Some(Step::Stream(1))
         );
         // A consumer beside the other stream's leader or consumer.
         assert_eq!(
-            next_step([["s0", "s1"], ["s1", "s1"]]),
+            next_step([["s0", "s1"], ["s1", "s1"]], false),
             Some(Step::Consumer(0))
         );
         assert_eq!(
-            next_step([["s0", "s2"], ["s1", "s2"]]),
+            next_step([["s0", "s2"], ["s1", "s2"]], false),
             Some(Step::Consumer(1))
         );
         assert_eq!(
-            next_step([["s2", "s2"], ["s0", "s2"]]),
+            next_step([["s2", "s2"], ["s0", "s2"]], false),
             Some(Step::Consumer(1))
         );
         assert_eq!(
-            next_step([["s0", "s2"], ["s1", "s0"]]),
+            next_step([["s0", "s2"], ["s1", "s0"]], false),
             Some(Step::Consumer(1))
         );
         // Apart, with each consumer beside its stream or elsewhere.
-        assert_eq!(next_step([["s0", "s0"], ["s1", "s1"]]), None);
-        assert_eq!(next_step([["s0", "s2"], ["s1", "s1"]]), None);
-        assert_eq!(next_step([["s0", "s0"], ["s1", "s2"]]), None);
+        // Both consumers away and in the way: the turn picks.
+        let both = [["s0", "s1"], ["s2", "s1"]];
+        assert_eq!(next_step(both, false), Some(Step::Consumer(1)));
+        assert_eq!(next_step(both, true), Some(Step::Consumer(0)));
+        assert_eq!(next_step([["s0", "s0"], ["s1", "s1"]], false), None);
+        assert_eq!(next_step([["s0", "s2"], ["s1", "s1"]], false), None);
+        assert_eq!(next_step([["s0", "s0"], ["s1", "s2"]], false), None);
         // Every state of three servers: where a step is taken, no server led both ways.
         let s = ["s0", "s1", "s2"];
         for a in s {
@@ -187,7 +196,11 @@ mod tests {
                 for c in s {
                     for d in s {
                         let apart = ![a, b].iter().any(|x| *x == c || *x == d);
-                        assert_eq!(next_step([[a, b], [c, d]]).is_none(), apart, "{a}{b}{c}{d}");
+                        assert_eq!(
+                            next_step([[a, b], [c, d]], false).is_none(),
+                            apart,
+                            "{a}{b}{c}{d}"
+                        );
                     }
                 }
             }
@@ -197,15 +210,19 @@ mod tests {
         let other = |x: &mut &str| *x = if *x == "s0" { "s1" } else { "s0" };
         for bits in 0..16u8 {
             let at = |k: u8| if bits >> k & 1 == 1 { "s1" } else { "s0" };
-            let mut l = [[at(0), at(1)], [at(2), at(3)]];
-            let mut steps = 0;
-            while let Some(step) = next_step(l) {
-                match step {
-                    Step::Stream(i) => other(&mut l[i][0]),
-                    Step::Consumer(i) => other(&mut l[i][1]),
+            let l0 = [[at(0), at(1)], [at(2), at(3)]];
+            for turns in [0u8, 1, 2] {
+                let mut l = l0;
+                let mut steps = 0u8;
+                // Turns: always false, always true, alternating.
+                while let Some(step) = next_step(l, turns == 1 || (turns == 2 && steps % 2 == 1)) {
+                    match step {
+                        Step::Stream(i) => other(&mut l[i][0]),
+                        Step::Consumer(i) => other(&mut l[i][1]),
+                    }
+                    steps += 1;
+                    assert!(steps <= 3, "from {bits:04b}: {l:?}");
                 }
-                steps += 1;
-                assert!(steps <= 3, "from {bits:04b}: {l:?}");
             }
         }
     }
