@@ -473,7 +473,8 @@ fn link_entries(from: &str, to: &std::path::Path, skip: &[&str]) {
 /// A live root faking `ncpu` CPUs for the `poll` section: ROOT/proc's entries are links to
 /// this host's (counters move as they do here) but the per-CPU files of [`cpu_files`];
 /// ROOT/sys links to /sys but `devices/system/cpu`, which holds `ncpu` copies of this host's
-/// `cpu0` files (topology, cache, ...) and `online`/`possible`/`present` for `ncpu` CPUs.
+/// `cpu0` files (topology, cache, ...) and `online`/`possible`/`present` for `ncpu` CPUs, and
+/// `devices/system/node/node0`, whose `cpuN` links name the `ncpu` CPUs.
 fn live_cpu_root(ncpu: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -491,8 +492,29 @@ fn live_cpu_root(ncpu: usize) -> tempfile::TempDir {
     link_entries(
         "/sys/devices/system",
         &root.join("sys/devices/system"),
-        &["cpu"],
+        &["cpu", "node"],
     );
+    // NUMA node0 holds the `ncpu` CPUs (pmdalinux learns its CPUs from `node*/cpuN`, as does
+    // the linux agent's `hinv.map.cpu_node`): links to the faked `cpuN` directories below.
+    let nodes = root.join("sys/devices/system/node");
+    link_entries("/sys/devices/system/node", &nodes, &["node0"]);
+    let node0 = nodes.join("node0");
+    let host_cpus: Vec<String> = std::fs::read_dir("/sys/devices/system/node/node0")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.strip_prefix("cpu").is_some_and(|c| c.parse::<u32>().is_ok()))
+        .collect();
+    let mut node0_skip: Vec<&str> = host_cpus.iter().map(String::as_str).collect();
+    node0_skip.push("cpulist");
+    link_entries("/sys/devices/system/node/node0", &node0, &node0_skip);
+    std::fs::write(node0.join("cpulist"), format!("0-{}\n", ncpu - 1)).unwrap();
+    for c in 0..ncpu {
+        let _ = std::os::unix::fs::symlink(
+            format!("../../cpu/cpu{c}"),
+            node0.join(format!("cpu{c}")),
+        );
+    }
     let cpu = root.join("sys/devices/system/cpu");
     link_entries(
         "/sys/devices/system/cpu",
@@ -746,11 +768,11 @@ fn poll() {
         warmup.as_secs()
     );
     println!(
-        "\n| CPUs | linux values | wasmon before (WASMON_BIN_BEFORE) | wasmon (default config) | \
+        "\n| CPUs | linux values | CPUs pmcd sees | wasmon before (WASMON_BIN_BEFORE) | wasmon (default config) | \
          pmcd + pmdalinux + pmdaproc | node_exporter | wasmon / pmcd | wasmon / node_exporter | \
          linux agent CPU per poll (in this process) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for count in counts.split(',') {
         let root = match count.trim() {
             "host" => None,
@@ -784,6 +806,17 @@ fn poll() {
             proc_ids.extend(pmids(pmcd.port, n));
         }
         let (linux_req, proc_req) = (fetch_pdu(&linux_ids), fetch_pdu(&proc_ids));
+        // The CPUs pmdalinux sees (`kernel.percpu.cpu.user`'s instances): N on a faked root
+        // only when its NUMA nodes name N CPUs, as they do above.
+        let pmcd_cpus = Command::new("pmprobe")
+            .args(["-h", &format!("localhost:{}", pmcd.port), "kernel.percpu.cpu.user"])
+            .output()
+            .ok()
+            .and_then(|o| {
+                let out = String::from_utf8_lossy(&o.stdout).into_owned();
+                out.split_whitespace().nth(1)?.parse::<i64>().ok()
+            })
+            .unwrap_or(-1);
         let mut client = Client::connect(pmcd.port);
         let mut buf = Vec::new();
         // The same schedule as the daemon's: the linux set and a scrape every `interval`, the
@@ -857,7 +890,7 @@ fn poll() {
             times.push(thread_cpu() - t);
         }
         println!(
-            "| {count} | {values} | {old:.1} ms | {w:.1} ms | {p:.1} ms | {e:.1} ms | {:.2}x | {:.2}x | {:.2} ms |",
+            "| {count} | {values} | {pmcd_cpus} | {old:.1} ms | {w:.1} ms | {p:.1} ms | {e:.1} ms | {:.2}x | {:.2}x | {:.2} ms |",
             w / p,
             w / e,
             median(times).as_secs_f64() * 1e3

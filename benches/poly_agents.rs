@@ -131,6 +131,46 @@ fn native_mountstats_values(path: &Path) -> wasmon::namespace::Values {
     values
 }
 
+/// The native baseline that answers as the daemon's fetch does: one `Values` per metric (a
+/// metric being one position of a mount's numbers), each value with its mount point as its
+/// own string: what a native agent of these metrics would hand the daemon.
+fn native_mountstats_per_metric(path: &Path) -> Vec<wasmon::namespace::Values> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut mounts: Vec<(&str, Vec<u64>)> = Vec::new();
+    let mut nfs = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("device ") {
+            nfs = rest.contains("nfs statvers=") || rest.contains("nfs4 statvers=");
+            if nfs {
+                mounts.push((
+                    rest.split(' ').nth(3).unwrap_or(""),
+                    Vec::with_capacity(720),
+                ));
+            }
+            continue;
+        }
+        if let (true, Some((_, v))) = (nfs, mounts.last_mut()) {
+            let body = line.split_once(':').map_or(line, |(_, b)| b);
+            v.extend(
+                body.split([' ', '\t'])
+                    .filter_map(|w| w.parse::<u64>().ok()),
+            );
+        }
+    }
+    let metrics = mounts.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    (0..metrics)
+        .map(|k| {
+            mounts
+                .iter()
+                .filter_map(|(point, v)| {
+                    let x = *v.get(k)?;
+                    Some((point.to_string(), wasmon::namespace::Value::Uint(x)))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The native baseline of slurm: the same five files of each job directory, parsed.
 fn native_slurm(base: &Path) -> usize {
     let mut n = 0;
@@ -258,6 +298,10 @@ fn nfsclient(c: &mut Criterion) {
         c.bench_function(
             &format!("nfsclient_poll_{mounts}_mounts_native_values"),
             |b| b.iter(|| native_mountstats_values(&path)),
+        );
+        c.bench_function(
+            &format!("nfsclient_poll_{mounts}_mounts_native_values_per_metric"),
+            |b| b.iter(|| native_mountstats_per_metric(&path)),
         );
     }
 }

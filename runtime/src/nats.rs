@@ -375,12 +375,24 @@ impl Connection<'_> {
         &self,
         opts: async_nats::ConnectOptions,
     ) -> Result<async_nats::Client, ConnectError> {
-        let addrs = self
-            .addresses()
+        self.connect_to(opts, self.seeds()?).await
+    }
+
+    /// The servers, parsed, or why they do not parse as a connection's error.
+    fn seeds(&self) -> Result<Vec<ServerAddr>, ConnectError> {
+        self.addresses()
             .map_err(|(field, problem)| ConnectError::File {
                 field: "servers",
                 problem: format!("{field}: {problem}"),
-            })?;
+            })
+    }
+
+    /// Connects with `opts` to `addrs` (the one place a connection is made).
+    async fn connect_to(
+        &self,
+        opts: async_nats::ConnectOptions,
+        addrs: Vec<ServerAddr>,
+    ) -> Result<async_nats::Client, ConnectError> {
         opts.connect(addrs)
             .await
             .map_err(|source| ConnectError::Connect {
@@ -402,12 +414,7 @@ impl Connection<'_> {
         let Some(hung) = hung else {
             return self.connect_with(opts).await;
         };
-        let mut addrs = self
-            .addresses()
-            .map_err(|(field, problem)| ConnectError::File {
-                field: "servers",
-                problem: format!("{field}: {problem}"),
-            })?;
+        let mut addrs = self.seeds()?;
         for url in &hung.known {
             if let Ok(a) = parse_servers(url).map(|mut v| v.remove(0))
                 && !addrs.contains(&a)
@@ -418,13 +425,7 @@ impl Connection<'_> {
         }
         addrs.shuffle(&mut rand::thread_rng());
         addrs.sort_by_key(|a| same_server(a, &hung.server));
-        opts.retain_servers_order()
-            .connect(addrs)
-            .await
-            .map_err(|source| ConnectError::Connect {
-                address: self.servers.to_string(),
-                source,
-            })
+        self.connect_to(opts.retain_servers_order(), addrs).await
     }
 
     /// Connects to the first seed that answers, with the files under `base`.

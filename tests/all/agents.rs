@@ -162,7 +162,7 @@ fn an_agent_sends_each_instance_name_once_per_fetch() {
     assert!(
         f.sets[..2]
             .iter()
-            .all(|s| s.values.as_ref().unwrap().iter().all(|v| v.instance == 0))
+            .all(|s| s.values.as_ref().unwrap().instances.iter().all(|&i| i == 0))
     );
     assert_eq!(f.sets[2].values, Err(NsError::UnknownPmid));
     let mut agent = wasmon::daemon::agents::GuestAgent(foo);

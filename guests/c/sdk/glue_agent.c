@@ -219,6 +219,64 @@ bool exports_wasmon_collector_metrics_describe(wasmon_collector_types_pmid_t *id
     return true;
 }
 
+/* One metric's values as the WIT `indexed-values`, emptying `vals`: its arrays move to the
+ * host's lists (the bindings free them after the call), the cells as one typed list when all
+ * values are of one numeric kind (wg_cell is 8 bytes, as u64, s64 and f64 are), else as atoms
+ * (each text moves). */
+static wasmon_collector_types_indexed_values_t columns(wg_values *vals) {
+    wasmon_collector_types_indexed_values_t out;
+    memset(&out, 0, sizeof out);
+    size_t n = vals->n;
+    wasmon_collector_types_column_t *col = &out.values;
+    if (!n) {
+        wg_values_free(vals);
+        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_ATOMS;
+        return out;
+    }
+    out.instances = (agent_list_u32_t){vals->inst, n};
+    switch (vals->kinds) {
+    case 1u << WG_ATOM_UINT:
+        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_UINT;
+        col->val.uint = (agent_list_u64_t){(uint64_t *)vals->cell, n};
+        break;
+    case 1u << WG_ATOM_INT:
+        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_INT;
+        col->val.int_ = (agent_list_s64_t){(int64_t *)vals->cell, n};
+        break;
+    case 1u << WG_ATOM_REAL:
+        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_REAL;
+        col->val.real = (agent_list_f64_t){(double *)vals->cell, n};
+        break;
+    default: {
+        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_ATOMS;
+        wasmon_collector_types_atom_t *atoms = alloc_n(n, sizeof *atoms);
+        for (size_t j = 0; j < n; j++) {
+            wasmon_collector_types_atom_t *a = &atoms[j];
+            memset(a, 0, sizeof *a);
+            a->tag = vals->kind[j]; /* wg_atom is the WIT case order */
+            switch (vals->kind[j]) {
+            case WG_ATOM_INT: a->val.int_ = vals->cell[j].i; break;
+            case WG_ATOM_UINT: a->val.uint = vals->cell[j].u; break;
+            case WG_ATOM_REAL: a->val.real = vals->cell[j].value; break;
+            case WG_ATOM_TEXT: {
+                /* The malloc'd text moves to the host's list. */
+                char *t = vals->cell[j].text;
+                size_t len = strlen(t);
+                if (!len) free(t), t = NULL;
+                a->val.text = (agent_string_t){(uint8_t *)t, len};
+                break;
+            }
+            }
+        }
+        col->val.atoms = (wasmon_collector_types_list_atom_t){atoms, n};
+        free(vals->cell);
+    }
+    }
+    free(vals->kind);
+    wg_values_init(vals);
+    return out;
+}
+
 void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_list_pmid_t *ids,
                                             wasmon_collector_types_fetched_t *ret) {
     size_t n = ids->len;
@@ -248,26 +306,7 @@ void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_lis
             error_out(&set->values.val.err, code, *message ? message : "fetch failed");
             continue;
         }
-        wasmon_collector_types_list_indexed_value_t *list = &set->values.val.ok;
-        list->len = vals.n;
-        list->ptr = alloc_n(vals.n, sizeof *list->ptr);
-        for (size_t j = 0; j < vals.n; j++) {
-            list->ptr[j].instance = vals.v[j].instance;
-            wasmon_collector_types_atom_t *a = &list->ptr[j].value;
-            a->tag = (uint8_t)vals.v[j].kind; /* wg_atom is the WIT case order */
-            switch (vals.v[j].kind) {
-            case WG_ATOM_INT: a->val.int_ = vals.v[j].i; break;
-            case WG_ATOM_UINT: a->val.uint = vals.v[j].u; break;
-            case WG_ATOM_REAL: a->val.real = vals.v[j].value; break;
-            case WG_ATOM_TEXT: {
-                /* The malloc'd text moves to the host's list. */
-                char *t = vals.v[j].text;
-                a->val.text = (agent_string_t){(uint8_t *)t, strlen(t)};
-                break;
-            }
-            }
-        }
-        free(vals.v);
+        set->values.val.ok = columns(&vals);
     }
     /* Each instance name once: the malloc'd copies move to the host's list (NULL for ""). */
     size_t n_inst = wg_instances_len();

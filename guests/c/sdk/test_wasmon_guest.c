@@ -215,13 +215,32 @@ static void test_tree_answers_the_namespace(void) {
     wg_value_int(&vals, NULL, -7);
     wg_value_text(&vals, "x", "idle");
     CHECK(wg_instances_len() == 3);
-    CHECK(vals.n == 4 && vals.v[0].kind == WG_ATOM_REAL && vals.v[0].value == 0.5 && vals.v[0].instance == 0);
-    CHECK(vals.v[1].kind == WG_ATOM_UINT && vals.v[1].u == UINT64_MAX && vals.v[1].instance == 1);
-    CHECK(vals.v[2].instance == 0 && vals.v[3].instance == 2);
-    CHECK(vals.v[2].kind == WG_ATOM_INT && vals.v[2].i == -7);
-    CHECK(vals.v[3].kind == WG_ATOM_TEXT && !strcmp(vals.v[3].text, "idle"));
+    CHECK(vals.n == 4 && vals.kind[0] == WG_ATOM_REAL && vals.cell[0].value == 0.5 && vals.inst[0] == 0);
+    CHECK(vals.kind[1] == WG_ATOM_UINT && vals.cell[1].u == UINT64_MAX && vals.inst[1] == 1);
+    CHECK(vals.inst[2] == 0 && vals.inst[3] == 2);
+    CHECK(vals.kind[2] == WG_ATOM_INT && vals.cell[2].i == -7);
+    CHECK(vals.kind[3] == WG_ATOM_TEXT && !strcmp(vals.cell[3].text, "idle"));
+    CHECK(vals.kinds == (1u << WG_ATOM_REAL | 1u << WG_ATOM_UINT | 1u << WG_ATOM_INT | 1u << WG_ATOM_TEXT));
     wg_values_free(&vals);
-    CHECK(vals.n == 0);
+    CHECK(vals.n == 0 && vals.kinds == 0);
+
+    /* A column: copied after what is there, growing the arrays past their first size. */
+    {
+        wg_inst inst[9];
+        uint64_t u[9];
+        for (int i = 0; i < 9; i++) inst[i] = (wg_inst)(8 - i), u[i] = (uint64_t)i * 1000;
+        wg_value_uint_at(&vals, 3, 7);
+        wg_values_uint_column(&vals, inst, u, 9);
+        wg_values_uint_column(&vals, inst, u, 0);
+        CHECK(vals.n == 10 && vals.cap >= 10 && vals.kinds == 1u << WG_ATOM_UINT);
+        CHECK(vals.inst[0] == 3 && vals.cell[0].u == 7 && vals.inst[1] == 8 && vals.cell[9].u == 8000);
+        CHECK(vals.inst[9] == 0 && vals.kind[9] == WG_ATOM_UINT);
+        double r[1] = {-0.25};
+        wg_values_real_column(&vals, inst, r, 1);
+        CHECK(vals.n == 11 && vals.cell[10].value == -0.25 && vals.kind[10] == WG_ATOM_REAL);
+        CHECK(vals.kinds == (1u << WG_ATOM_UINT | 1u << WG_ATOM_REAL));
+        wg_values_free(&vals);
+    }
 
     /* A PMID with two names: both, in order; describe answers with the first. */
     CHECK(wg_tree_add(t, "c.dyn.alias", pm(46, 1, 0), WG_COUNTER, "count", "alias", WG_INDOM_NULL) == NULL);
@@ -302,8 +321,8 @@ static void test_values_and_errors(void) {
     wg_value(&v, NULL, 1.5);
     wg_inst disk = wg_instance("disk0");
     wg_value_at(&v, disk, 2.5);
-    CHECK(v.n == 12 && v.v[0].instance == 0 && v.v[1].instance == 1 && disk == 1 && v.v[9].value == 9);
-    CHECK(v.v[10].instance == 0 && v.v[10].value == 1.5 && v.v[11].instance == 1);
+    CHECK(v.n == 12 && v.inst[0] == 0 && v.inst[1] == 1 && disk == 1 && v.cell[9].value == 9);
+    CHECK(v.inst[10] == 0 && v.cell[10].value == 1.5 && v.inst[11] == 1);
     /* Each name once, handed over as a malloc'd copy; many names keep their numbers. */
     CHECK(wg_instances_len() == 2);
     char name[16];
@@ -319,7 +338,7 @@ static void test_values_and_errors(void) {
     wg_instances_reset();
     CHECK(wg_instances_len() == 0 && wg_instance("x") == 0);
     wg_values_free(&v);
-    CHECK(v.n == 0 && v.v == NULL);
+    CHECK(v.n == 0 && v.inst == NULL && v.cell == NULL && v.kind == NULL);
     CHECK(wg_error("disk %s is gone (%d)", "sda", 5) == WG_OTHER);
     CHECK(!strcmp(wg_error_message(), "disk sda is gone (5)"));
 }

@@ -923,22 +923,57 @@ const char *wg_tree_set_type(wg_tree *t, wg_pmid id, wg_type type) {
 void wg_values_init(wg_values *out) { memset(out, 0, sizeof *out); }
 
 void wg_values_free(wg_values *out) {
-    for (size_t i = 0; i < out->n; i++)
-        if (out->v[i].kind == WG_ATOM_TEXT) free(out->v[i].text);
-    free(out->v);
+    if (out->kinds & (1u << WG_ATOM_TEXT))
+        for (size_t i = 0; i < out->n; i++)
+            if (out->kind[i] == WG_ATOM_TEXT) free(out->cell[i].text);
+    free(out->inst);
+    free(out->cell);
+    free(out->kind);
     wg_values_init(out);
 }
 
-/* The next slot, with its instance and kind set. */
-static wg_instance_value *push_value(wg_values *out, wg_inst instance, wg_atom kind) {
-    if (out->n == out->cap) {
-        out->cap = out->cap ? 2 * out->cap : 4;
-        out->v = xrealloc(out->v, out->cap * sizeof *out->v);
-    }
-    wg_instance_value *v = &out->v[out->n++];
-    v->instance = instance;
-    v->kind = kind;
-    return v;
+/* Room for `more` values. */
+static void reserve(wg_values *out, size_t more) {
+    if (out->cap - out->n >= more) return;
+    size_t cap = out->cap ? 2 * out->cap : 4;
+    while (cap - out->n < more) cap *= 2;
+    out->inst = xrealloc(out->inst, cap * sizeof *out->inst);
+    out->cell = xrealloc(out->cell, cap * sizeof *out->cell);
+    out->kind = xrealloc(out->kind, cap * sizeof *out->kind);
+    out->cap = cap;
+}
+
+/* The next value's cell, with its instance and kind set. */
+static wg_cell *push_value(wg_values *out, wg_inst instance, wg_atom kind) {
+    reserve(out, 1);
+    size_t i = out->n++;
+    out->inst[i] = instance;
+    out->kind[i] = (uint8_t)kind;
+    out->kinds |= 1u << kind;
+    return &out->cell[i];
+}
+
+/* `n` values of `kind` (8 bytes each, as a wg_cell holds them). */
+static void push_column(wg_values *out, const wg_inst *inst, const void *values, size_t n, wg_atom kind) {
+    if (!n) return;
+    reserve(out, n);
+    memcpy(out->inst + out->n, inst, n * sizeof *inst);
+    memcpy(out->cell + out->n, values, n * sizeof *out->cell);
+    memset(out->kind + out->n, kind, n);
+    out->n += n;
+    out->kinds |= 1u << kind;
+}
+
+void wg_values_uint_column(wg_values *out, const wg_inst *inst, const uint64_t *values, size_t n) {
+    push_column(out, inst, values, n, WG_ATOM_UINT);
+}
+
+void wg_values_int_column(wg_values *out, const wg_inst *inst, const int64_t *values, size_t n) {
+    push_column(out, inst, values, n, WG_ATOM_INT);
+}
+
+void wg_values_real_column(wg_values *out, const wg_inst *inst, const double *values, size_t n) {
+    push_column(out, inst, values, n, WG_ATOM_REAL);
 }
 
 void wg_value_at(wg_values *out, wg_inst instance, double value) {

@@ -197,6 +197,12 @@ void wg_value_at(wg_values *out, wg_inst instance, double value);
 void wg_value_int_at(wg_values *out, wg_inst instance, int64_t value);
 void wg_value_uint_at(wg_values *out, wg_inst instance, uint64_t value);
 void wg_value_text_at(wg_values *out, wg_inst instance, const char *text);
+/* `n` values of one kind at once: value i is `values[i]`, of instance `inst[i]` (both copied).
+ * An agent that keeps each metric's numbers together hands them over without a call per value;
+ * a metric whose values are all of one numeric kind crosses to the host as one block. */
+void wg_values_uint_column(wg_values *out, const wg_inst *inst, const uint64_t *values, size_t n);
+void wg_values_int_column(wg_values *out, const wg_inst *inst, const int64_t *values, size_t n);
+void wg_values_real_column(wg_values *out, const wg_inst *inst, const double *values, size_t n);
 
 /* Sets the message of WG_OTHER (printf format) and returns WG_OTHER. */
 int wg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -366,23 +372,25 @@ typedef struct {
     wg_type type;
 } wg_metric;
 
-/* Which member of a wg_instance_value's union holds its value (the WIT `atom` case). */
+/* Which member of a wg_cell holds a value (the WIT `atom` case). */
 typedef enum { WG_ATOM_INT = 0, WG_ATOM_UINT = 1, WG_ATOM_REAL = 2, WG_ATOM_TEXT = 3 } wg_atom;
 
-typedef struct {
-    wg_inst instance; /* its number in the fetch call (wg_instance) */
-    wg_atom kind;
-    union {
-        int64_t i;
-        uint64_t u;
-        double value;
-        char *text; /* malloc'd */
-    };
-} wg_instance_value;
+/* One value: the member its wg_atom names (8 bytes, as the WIT's list<u64>/<s64>/<f64>). */
+typedef union {
+    int64_t i;
+    uint64_t u;
+    double value;
+    char *text; /* malloc'd */
+} wg_cell;
 
+/* Column-wise, as the WIT `indexed-values` carries them: value i is cell[i], of kind kind[i]
+ * and of instance inst[i] (its number in the fetch call, wg_instance). */
 struct wg_values {
-    wg_instance_value *v;
+    wg_inst *inst;
+    wg_cell *cell;
+    uint8_t *kind;
     size_t n, cap;
+    unsigned kinds; /* bit (1 << wg_atom) of every kind present */
 };
 
 wg_tree *wg_tree_new(void);

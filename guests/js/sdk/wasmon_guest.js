@@ -626,6 +626,17 @@ export function fetchedValues(result, type = "double") {
   return pairs.map(([instance, value]) => [String(instance), atom(type, value)]);
 }
 
+/** Atoms -> the WIT `column`: a typed array when all are of one numeric case (the host
+ * copies it as one block), else the atoms. */
+export function column(atoms) {
+  const tag = atoms.length > 0 ? atoms[0].tag : "atoms";
+  if (tag !== "text" && tag !== "atoms" && atoms.every((a) => a.tag === tag)) {
+    const Typed = { int: BigInt64Array, uint: BigUint64Array, real: Float64Array }[tag];
+    return { tag, val: Typed.from(atoms, (a) => a.val) };
+  }
+  return { tag: "atoms", val: atoms };
+}
+
 /** An NsError (or anything else thrown) -> the WIT `ns-error` variant. */
 export function nsError(e) {
   if (e instanceof UnknownName) return { tag: "unknown-name" };
@@ -689,8 +700,9 @@ export function exportAgent(cls) {
           const got = call("fetch", Pmid.of(id));
           // The type the agent describes the metric with (a map look-up for a Tree).
           const type = call("describe", Pmid.of(id))?.type ?? "double";
-          const values = fetchedValues(got, type).map(([instance, value]) => ({ instance: number(instance), value }));
-          return { id, values: { tag: "ok", val: values } };
+          const pairs = fetchedValues(got, type);
+          const instances = Uint32Array.from(pairs, ([instance]) => number(instance));
+          return { id, values: { tag: "ok", val: { instances, values: column(pairs.map(([, a]) => a)) } } };
         } catch (e) {
           // One metric failing does not fail the others; `call` made it an ns-error already.
           return { id, values: { tag: "err", val: e?.tag ? e : nsError(e) } };

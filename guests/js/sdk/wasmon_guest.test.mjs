@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 
 import {
   Codec, ConfigError, EncodeError, Kind, Metric, NonLeaf, Params, Pmid, Request, Sample, Tree, UnknownName,
-  UnknownPmid, exportAgent, exportExporter, exportTransformer, fetchedValues, rfc3339, sampleJson,
+  UnknownPmid, atom, column, exportAgent, exportExporter, exportTransformer, fetchedValues, rfc3339, sampleJson,
 } from "./wasmon_guest.js";
 
 function batch(newStrings, metadata, ids, kinds, values, ts, reset = false) {
@@ -164,7 +164,7 @@ test("exportAgent speaks the WIT shapes: ns-error variants, per-metric results, 
   // Each instance name once; values by position.
   assert.deepEqual(instances, ["i1", "i2"]);
   assert.deepEqual(got[0].values, {
-    tag: "ok", val: [{ instance: 0, value: { tag: "real", val: 1.5 } }, { instance: 1, value: { tag: "real", val: 2 } }],
+    tag: "ok", val: { instances: Uint32Array.from([0, 1]), values: { tag: "real", val: Float64Array.from([1.5, 2]) } },
   });
   assert.deepEqual(got[1].values, { tag: "err", val: { tag: "unknown-pmid" } });
   assert.deepEqual(got[2].values, { tag: "err", val: { tag: "other", val: "boom" } });
@@ -179,6 +179,16 @@ test("fetched values take the metric's type", () => {
   assert.deepEqual(fetchedValues(-5, "uint64"), [["", { tag: "uint", val: 0n }]]);
   assert.deepEqual(fetchedValues([["cpu0", 1]], "double"), [["cpu0", { tag: "real", val: 1 }]]);
   assert.deepEqual(fetchedValues("idle", "text"), [["", { tag: "text", val: "idle" }]]);
+});
+
+test("column takes one numeric case as a typed array, else the atoms", () => {
+  assert.deepEqual(column([atom("uint64", 1n), atom("uint64", 2n)]), { tag: "uint", val: BigUint64Array.from([1n, 2n]) });
+  assert.deepEqual(column([atom("int64", -1)]), { tag: "int", val: BigInt64Array.from([-1n]) });
+  const text = [atom("text", "a")];
+  assert.deepEqual(column(text), { tag: "atoms", val: text });
+  const mixed = [atom("int64", 1), atom("double", 2)];
+  assert.deepEqual(column(mixed), { tag: "atoms", val: mixed });
+  assert.deepEqual(column([]), { tag: "atoms", val: [] });
 });
 
 test("rfc3339 writes only the fraction digits needed", () => {

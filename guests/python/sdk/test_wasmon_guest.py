@@ -155,6 +155,17 @@ class TreeTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             Metric((1, 0, 0), type="int")
 
+    def test_columns_take_the_metric_type(self):
+        from wasmon_guest import _column
+        # The WIT constructors componentize-py generates, as tagged tuples.
+        t = SimpleNamespace(**{
+            name: (lambda name: lambda v: (name, v))(name)
+            for name in ("Column_Int", "Column_Uint", "Column_Real", "Column_Atoms", "Atom_Text")})
+        self.assertEqual(_column(t, "uint64", [2**64, 5, -1]), ("Column_Uint", [2**64 - 1, 5, 0]))
+        self.assertEqual(_column(t, "int32", [-2**70, 3]), ("Column_Int", [-2**63, 3]))
+        self.assertEqual(_column(t, "double", [0.5]), ("Column_Real", [0.5]))
+        self.assertEqual(_column(t, "text", ["idle"]), ("Column_Atoms", [("Atom_Text", "idle")]))
+
     def test_metrics_outside_the_root_are_refused(self):
         with self.assertRaises(ValueError):
             Tree("a.b", {"a.c": Metric((1, 0, 0))})

@@ -555,15 +555,16 @@ def _values(result, type="double"):
     return out
 
 
-def _atom(t, type, v):
-    """A value as the WIT `atom` case its type calls for."""
+def _column(t, type, values):
+    """A metric's values as the WIT `column` case its type calls for: numbers as one typed
+    list (copied by the host as one block), text as atoms."""
     if type == "text":
-        return t.Atom_Text(v)
+        return t.Column_Atoms([t.Atom_Text(v) for v in values])
     if type in ("float", "double"):
-        return t.Atom_Real(v)
+        return t.Column_Real(values)
     if type in ("uint32", "uint64"):
-        return t.Atom_Uint(max(0, min(v, 2**64 - 1)))
-    return t.Atom_Int(max(-2**63, min(v, 2**63 - 1)))
+        return t.Column_Uint([max(0, min(v, 2**64 - 1)) for v in values])
+    return t.Column_Int([max(-2**63, min(v, 2**63 - 1)) for v in values])
 
 
 def export_agent(cls):
@@ -636,8 +637,8 @@ def export_agent(cls):
                     # The type the agent describes the metric with (a dict look-up for a Tree).
                     ty = getattr(call("describe", pmid), "type", "double")
                     vals = _values(got, ty)
-                    out.append(t.IndexedSet(id, Ok([
-                        t.IndexedValue(number(i, len(numbers)), _atom(t, ty, v)) for i, v in vals])))
+                    out.append(t.IndexedSet(id, Ok(t.IndexedValues(
+                        [number(i, len(numbers)) for i, _ in vals], _column(t, ty, [v for _, v in vals])))))
                 except Err as e:
                     # `call` turned an NsError into the WIT error.
                     out.append(t.IndexedSet(id, e))

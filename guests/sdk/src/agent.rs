@@ -20,8 +20,8 @@ pub mod bindings {
 }
 
 pub use crate::transformer::bindings::wasmon::collector::types::{
-    Atom, Child, Fetched, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid, Semantics, Value,
-    ValueSet, ValueType,
+    Atom, Child, Column, Fetched, IndexedSet, IndexedValues, MetricDesc, NsError, Pmid, Semantics,
+    Value, ValueSet, ValueType,
 };
 
 // A value from the Rust type that holds it: `Value::new("cpu0", 42u64)`, `Value::new("", 0.5)`.
@@ -103,27 +103,28 @@ impl<T: Agent> metrics::Guest for Export<T> {
 }
 
 /// Value sets as the `metrics` interface answers them: each instance name once, values by its
-/// position (the names move, nothing is copied).
+/// position (the names move, nothing is copied), each set's numbers as one typed list when
+/// they are all of one case.
 pub fn index(sets: Vec<ValueSet>) -> Fetched {
     let mut numbers: std::collections::HashMap<String, u32, crate::hash::FxBuildHasher> =
         Default::default();
     let mut sets_out = Vec::with_capacity(sets.len());
     for set in sets {
         let values = set.values.map(|values| {
-            values
-                .into_iter()
-                .map(|v| {
-                    let next = numbers.len() as u32;
-                    let instance = match numbers.get(v.instance.as_str()) {
-                        Some(&n) => n,
-                        None => *numbers.entry(v.instance).or_insert(next),
-                    };
-                    IndexedValue {
-                        instance,
-                        value: v.value,
-                    }
-                })
-                .collect()
+            let mut instances = Vec::with_capacity(values.len());
+            let mut atoms = Vec::with_capacity(values.len());
+            for v in values {
+                let next = numbers.len() as u32;
+                instances.push(match numbers.get(v.instance.as_str()) {
+                    Some(&n) => n,
+                    None => *numbers.entry(v.instance).or_insert(next),
+                });
+                atoms.push(v.value);
+            }
+            IndexedValues {
+                instances,
+                values: column(atoms),
+            }
         });
         sets_out.push(IndexedSet { id: set.id, values });
     }
@@ -135,6 +136,34 @@ pub fn index(sets: Vec<ValueSet>) -> Fetched {
         instances,
         sets: sets_out,
     }
+}
+
+/// `atoms` as one typed list when they are all integers, all unsigned or all reals (which the
+/// host copies as one block), else as they are.
+pub fn column(atoms: Vec<Atom>) -> Column {
+    // Each arm takes the list only when every value has the first one's case.
+    macro_rules! all {
+        ($case:ident) => {
+            if atoms.iter().all(|a| matches!(a, Atom::$case(_))) {
+                return Column::$case(
+                    atoms
+                        .into_iter()
+                        .map(|a| match a {
+                            Atom::$case(x) => x,
+                            _ => unreachable!("checked above"),
+                        })
+                        .collect(),
+                );
+            }
+        };
+    }
+    match atoms.first() {
+        Some(Atom::Uint(_)) => all!(Uint),
+        Some(Atom::Int(_)) => all!(Int),
+        Some(Atom::Real(_)) => all!(Real),
+        _ => {}
+    }
+    Column::Atoms(atoms)
 }
 
 impl<T: Agent> namespace::Guest for Export<T> {
@@ -179,22 +208,36 @@ mod tests {
         ];
         let f = index(sets);
         assert_eq!(f.instances, ["sda", "sdb", ""]);
-        let numbers = |i: usize| -> Vec<u32> {
-            f.sets[i]
-                .values
-                .as_ref()
-                .unwrap()
-                .iter()
-                .map(|v| v.instance)
-                .collect()
-        };
+        let numbers = |i: usize| f.sets[i].values.as_ref().unwrap().instances.clone();
         assert_eq!(numbers(0), [0, 1]);
         assert_eq!(f.sets[1].values, Err(NsError::UnknownPmid));
         assert_eq!(numbers(2), [1, 2]);
-        assert_eq!(f.sets[2].values.as_ref().unwrap()[1].value, Atom::Real(0.5));
+        // One case: a typed list; mixed cases: each value's atom.
+        assert_eq!(
+            f.sets[0].values.as_ref().unwrap().values,
+            Column::Uint(vec![1, 2])
+        );
+        assert_eq!(
+            f.sets[2].values.as_ref().unwrap().values,
+            Column::Atoms(vec![Atom::Uint(3), Atom::Real(0.5)])
+        );
         assert_eq!(
             f.sets.iter().map(|s| s.id.item).collect::<Vec<_>>(),
             [0, 1, 2]
         );
+    }
+
+    #[test]
+    fn column_takes_one_case_as_a_typed_list() {
+        assert_eq!(
+            column(vec![Atom::Int(-1), Atom::Int(2)]),
+            Column::Int(vec![-1, 2])
+        );
+        assert_eq!(column(vec![Atom::Real(0.5)]), Column::Real(vec![0.5]));
+        assert_eq!(column(vec![]), Column::Atoms(vec![]));
+        let text = vec![Atom::Text("a".into()), Atom::Text("b".into())];
+        assert_eq!(column(text.clone()), Column::Atoms(text));
+        let mixed = vec![Atom::Int(1), Atom::Uint(2)];
+        assert_eq!(column(mixed.clone()), Column::Atoms(mixed));
     }
 }

@@ -473,13 +473,30 @@ impl AgentSet {
 }
 
 /// Turns fetched values into samples: name = metric name, resource = instance, metadata =
-/// pmid, semantics and units; counters are cumulative, the rest gauges.
-pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for f in fetched.iter().filter(|f| f.error.is_none()) {
-        let name = Name::new(&f.name);
-        let unit = Name::new(&f.units);
-        let semantics = f.semantics.unwrap_or(Semantics::Instant);
+/// pmid, semantics and units; counters are cumulative, the rest gauges. Keeps each metric's
+/// metadata and each instance's resource from one poll to the next, so that a poll's samples
+/// carry the same sets and resources as the last one's: the store sink then finds their level
+/// by address (a per-CPU metric at 1,024 CPUs is 1,024 samples a poll, and resolving each one's
+/// level again cost more than storing it).
+#[derive(Default)]
+pub struct SampleMaker {
+    metrics: std::collections::HashMap<String, MetricSamples, foldhash::fast::FixedState>,
+    resources: crate::sample::Resources,
+}
+
+/// What every sample of one metric shares.
+struct MetricSamples {
+    pmid: String,
+    units: String,
+    semantics: Semantics,
+    name: Name,
+    unit: Name,
+    kind: Kind,
+    metadata: Metadata,
+}
+
+impl MetricSamples {
+    fn new(f: &Fetched, semantics: Semantics) -> MetricSamples {
         let kind = if semantics == Semantics::Counter {
             Kind::Cumulative
         } else {
@@ -490,25 +507,70 @@ pub fn to_samples(fetched: &[Fetched], timestamp_ns: i64) -> Vec<Sample> {
             Semantics::Instant => "instant",
             Semantics::Discrete => "discrete",
         };
-        let metadata = Metadata::new(vec![
-            ("pmid".into(), f.pmid.as_str().into()),
-            ("semantics".into(), sem.into()),
-            ("units".into(), f.units.as_str().into()),
-        ]);
-        // Text values have no place among numbers: PCP clients get them, samples do not.
-        for (inst, value) in f.values.iter().filter_map(|(i, v)| Some((i, v.as_f64()?))) {
-            out.push(Sample {
-                name,
-                resource: inst.as_str().into(),
-                unit,
-                kind,
-                value,
-                timestamp_ns,
-                metadata: metadata.clone(),
-            });
+        MetricSamples {
+            pmid: f.pmid.clone(),
+            units: f.units.clone(),
+            semantics,
+            name: Name::new(&f.name),
+            unit: Name::new(&f.units),
+            kind,
+            metadata: Metadata::new(vec![
+                ("pmid".into(), f.pmid.as_str().into()),
+                ("semantics".into(), sem.into()),
+                ("units".into(), f.units.as_str().into()),
+            ]),
         }
     }
-    out
+}
+
+impl SampleMaker {
+    /// Metrics whose shared parts are kept: far above any agent's names (PCP's linux PMDA has
+    /// 1,340); past it the table starts over.
+    const MAX_METRICS: usize = 1 << 14;
+
+    /// The samples of `fetched` at `timestamp_ns`; call [`SampleMaker::next_poll`] after each
+    /// poll's last call.
+    pub fn samples<'a>(
+        &mut self,
+        fetched: impl IntoIterator<Item = &'a Fetched>,
+        timestamp_ns: i64,
+    ) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for f in fetched.into_iter().filter(|f| f.error.is_none()) {
+            let semantics = f.semantics.unwrap_or(Semantics::Instant);
+            let kept = self.metrics.get(f.name.as_str()).is_some_and(|m| {
+                m.semantics == semantics && m.pmid == f.pmid && m.units == f.units
+            });
+            if !kept {
+                if self.metrics.len() >= Self::MAX_METRICS {
+                    self.metrics.clear();
+                }
+                self.metrics
+                    .insert(f.name.clone(), MetricSamples::new(f, semantics));
+            }
+            let Some(m) = self.metrics.get(f.name.as_str()) else {
+                continue;
+            };
+            // Text values have no place among numbers: PCP clients get them, samples do not.
+            for (inst, value) in f.values.iter().filter_map(|(i, v)| Some((i, v.as_f64()?))) {
+                out.push(Sample {
+                    name: m.name,
+                    resource: self.resources.get(inst),
+                    unit: m.unit,
+                    kind: m.kind,
+                    value,
+                    timestamp_ns,
+                    metadata: m.metadata.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Ends a poll: instances it did not report are let go after the next one.
+    pub fn next_poll(&mut self) {
+        self.resources.next_poll();
+    }
 }
 
 /// A native agent by its config name, reading under `root`, with the pmns text of its names.

@@ -61,6 +61,8 @@ pub struct Daemon {
     /// The guest sinks' exporters: their versions and counters, for the fleet.
     exporters: exporters::ExporterBook,
     polls: Mutex<Vec<Poll>>,
+    /// Per polled agent: its samples' sets and resources, kept from one poll to the next.
+    sample_makers: Mutex<std::collections::HashMap<String, agents::SampleMaker>>,
     parts: parts::Parts,
     store_sink: Arc<dyn Sink>,
     notify_sink: Arc<dyn Sink>,
@@ -142,6 +144,7 @@ impl Daemon {
             agent_stats: Mutex::new(BTreeMap::new()),
             exporters: Default::default(),
             polls: Mutex::new(Vec::new()),
+            sample_makers: Mutex::default(),
             parts,
             store_sink,
             notify_sink,

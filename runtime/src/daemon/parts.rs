@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::notify::{Notifier, SampleRef, run_nats_sink};
 use crate::pipeline::Sink;
-use crate::sample::Sample;
+use crate::sample::{Name, Sample};
 use crate::store::Store;
 
 /// The store, the notifier and the fabric agent.
@@ -90,14 +90,36 @@ impl Parts {
         let to_pipeline = cfg.pipeline.is_some();
         let mut deliver = procfs_samples;
         tokio::spawn(async move {
+            // Each process's and thread's resource is the same allocation pass after pass, and
+            // the metric names are interned once: the store sink finds a process's level by
+            // its resource's address, not by resolving it again per sample and pass.
+            let mut resources = crate::sample::Resources::default();
+            let mut names: Vec<(&'static str, Name)> = Vec::new();
             let on_snapshot = move |snap: &crate::procfs::Snapshot| {
                 if !to_pipeline {
                     return;
                 }
-                let mut batch = Vec::new();
+                let mut batch = Vec::with_capacity(snap.procs.len() * 8 + snap.threads.len() * 3);
                 crate::procfs::for_each_sample(snap, |metric, instance, value| {
-                    batch.push(Sample::new(metric, instance, value, snap.ts_ns));
+                    let name = match names.iter().find(|(m, _)| std::ptr::eq(*m, metric)) {
+                        Some((_, n)) => *n,
+                        None => {
+                            let n = Name::new(metric);
+                            names.push((metric, n));
+                            n
+                        }
+                    };
+                    batch.push(Sample {
+                        name,
+                        resource: resources.get(instance),
+                        unit: Name::EMPTY,
+                        kind: crate::sample::Kind::Gauge,
+                        value,
+                        timestamp_ns: snap.ts_ns,
+                        metadata: crate::sample::Metadata::default(),
+                    });
                 });
+                resources.next_poll();
                 deliver(batch);
             };
             if let Err(e) =

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
-use super::agents::{GuestAgent, to_samples};
+use super::agents::GuestAgent;
 use crate::config::{AgentConfig, Config};
 use crate::host::{AgentWorld, GuestStats, Image};
 use crate::namespace::{Agent, Namespace};
@@ -202,7 +202,9 @@ impl Daemon {
         }
     }
 
-    /// Polls every agent that is due; returns when the next one will be.
+    /// Polls every agent that is due; returns when the next one will be. The polls of one
+    /// agent that are due together (its pipeline's and its feeds') are one fetch of all their
+    /// names: each file is read once per poll, not once per pipeline.
     pub(crate) fn poll_due(&self) -> std::time::Instant {
         let now = std::time::Instant::now();
         let due: Vec<Poll> = {
@@ -213,19 +215,37 @@ impl Daemon {
             }
             due
         };
-        for p in due {
+        let mut agents: Vec<&str> = due.iter().map(|p| p.agent.as_str()).collect();
+        agents.sort_unstable();
+        agents.dedup();
+        for agent in agents {
+            let polls: Vec<&Poll> = due.iter().filter(|p| p.agent == agent).collect();
+            let names = union_of_names(polls.iter().flat_map(|p| p.names.iter()));
             let ts = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
-            let fetched = self.agents.fetch(&p.names);
+            let fetched = self.agents.fetch(&names);
             for f in fetched.iter().filter(|f| f.error.is_some()) {
-                tracing::debug!(agent = %p.agent, metric = %f.name, error = ?f.error, "poll: no value");
+                tracing::debug!(agent, metric = %f.name, error = ?f.error, "poll: no value");
             }
-            let samples = to_samples(&fetched, ts);
-            if let Some(pipeline) = self.pipeline(&p.pipeline)
-                && !samples.is_empty()
-            {
-                let _ = pipeline.send(samples);
+            let mut makers = crate::util::lock(&self.sample_makers);
+            let maker = makers.entry(agent.to_string()).or_default();
+            for p in polls {
+                let mine = fetched
+                    .iter()
+                    .filter(|f| p.names.iter().any(|n| covers(n, &f.name)));
+                let samples = maker.samples(mine, ts);
+                if let Some(pipeline) = self.pipeline(&p.pipeline)
+                    && !samples.is_empty()
+                {
+                    let _ = pipeline.send(samples);
+                }
             }
+            maker.next_poll();
         }
+        self.next_poll_due(now)
+    }
+
+    /// When the next poll is due (a second from `now` without polls).
+    fn next_poll_due(&self, now: std::time::Instant) -> std::time::Instant {
         let polls = crate::util::lock(&self.polls);
         polls
             .iter()
@@ -235,17 +255,41 @@ impl Daemon {
     }
 }
 
+/// Whether the name `asked` is `leaf` or one of its ancestors in the namespace.
+fn covers(asked: &str, leaf: &str) -> bool {
+    leaf.strip_prefix(asked)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// The names to fetch for several polls: each once, and none below another asked name (whose
+/// leaves it already brings), so that every leaf is fetched once.
+fn union_of_names<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut all: Vec<&String> = names.collect();
+    all.sort_unstable();
+    all.dedup();
+    all.iter()
+        .filter(|n| !all.iter().any(|a| a != *n && covers(a, n)))
+        .map(|n| n.to_string())
+        .collect()
+}
+
 pub(super) fn agent_domain(a: &AgentConfig) -> u32 {
     a.served_domain()
 }
 
-/// Polls agents into their pipelines, each on its own interval.
+/// Polls agents into their pipelines, each on its own interval. Between polls it sleeps until
+/// the next is due, looking again at least every second (a reload may add polls); only a due
+/// poll goes to a blocking thread.
 pub async fn poll_agents(daemon: Arc<Daemon>, shutdown: CancellationToken) {
     loop {
-        let d = daemon.clone();
-        let next = tokio::task::spawn_blocking(move || d.poll_due())
-            .await
-            .unwrap_or_else(|_| std::time::Instant::now());
+        let now = std::time::Instant::now();
+        let mut next = daemon.next_poll_due(now);
+        if next <= now {
+            let d = daemon.clone();
+            next = tokio::task::spawn_blocking(move || d.poll_due())
+                .await
+                .unwrap_or_else(|_| std::time::Instant::now());
+        }
         let wait = next
             .saturating_duration_since(std::time::Instant::now())
             .min(std::time::Duration::from_secs(1));
@@ -253,5 +297,107 @@ pub async fn poll_agents(daemon: Arc<Daemon>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(5))) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::agents::{Fetched, SampleMaker};
+    use super::*;
+
+    #[test]
+    fn a_name_covers_itself_and_its_descendants_only() {
+        assert!(covers("mem.util", "mem.util"));
+        assert!(covers("mem.util", "mem.util.available"));
+        assert!(!covers("mem.util", "mem.utilx"));
+        assert!(!covers("mem.util.available", "mem.util"));
+        assert!(!covers("kernel.all.cpu", "kernel.percpu.cpu.user"));
+    }
+
+    /// The default config's host poll and its feeds: the feeds' names are within the host's,
+    /// but `hinv.ncpu`, which only the `cpu` feed asks for.
+    #[test]
+    fn the_union_fetches_each_leaf_once() {
+        let s = |v: &[&str]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let host = s(&[
+            "kernel.all.cpu",
+            "mem.physmem",
+            "mem.util",
+            "kernel.percpu.cpu",
+        ]);
+        let memory = s(&["mem.physmem", "mem.util.available"]);
+        let cpu = s(&["kernel.all.cpu.user", "kernel.all.cpu.sys", "hinv.ncpu"]);
+        let union = union_of_names(host.iter().chain(&memory).chain(&cpu));
+        assert_eq!(
+            union,
+            s(&[
+                "hinv.ncpu",
+                "kernel.all.cpu",
+                "kernel.percpu.cpu",
+                "mem.physmem",
+                "mem.util"
+            ])
+        );
+    }
+
+    fn fetched(name: &str, pmid: &str, values: &[(&str, u64)]) -> Fetched {
+        Fetched {
+            name: name.into(),
+            pmid: pmid.into(),
+            semantics: Some(crate::namespace::Semantics::Counter),
+            units: "millisec".into(),
+            values: values
+                .iter()
+                .map(|(i, v)| (i.to_string(), crate::namespace::Value::Uint(*v)))
+                .collect(),
+            error: None,
+        }
+    }
+
+    /// A poll's samples carry the same metadata set and resource allocations as the last
+    /// poll's (what the store sink finds levels by), with this poll's values; a changed
+    /// descriptor gets new metadata; an errored or text value gives no sample.
+    #[test]
+    fn samples_keep_their_sets_and_resources_from_poll_to_poll() {
+        let mut maker = SampleMaker::default();
+        let user = |v| {
+            fetched(
+                "kernel.percpu.cpu.user",
+                "60.0.0",
+                &[("cpu0", v), ("cpu1", v + 1)],
+            )
+        };
+        let first = maker.samples([&user(10)], 1);
+        maker.next_poll();
+        let second = maker.samples([&user(20)], 2);
+        maker.next_poll();
+        assert_eq!(second.len(), 2);
+        for (a, b) in first.iter().zip(&second) {
+            assert!(a.metadata.same(&b.metadata));
+            assert!(Arc::ptr_eq(&a.resource, &b.resource));
+            assert_eq!(a.name, b.name);
+            assert_eq!(a.kind, crate::sample::Kind::Cumulative);
+        }
+        assert_eq!(
+            (
+                second[0].value,
+                &*second[1].resource,
+                second[1].value,
+                second[1].timestamp_ns
+            ),
+            (20.0, "cpu1", 21.0, 2)
+        );
+        assert_eq!(second[0].metadata.get("pmid"), Some("60.0.0"));
+        let moved = maker.samples(
+            [&fetched("kernel.percpu.cpu.user", "60.0.1", &[("cpu0", 1)])],
+            3,
+        );
+        assert!(!moved[0].metadata.same(&first[0].metadata));
+        assert_eq!(moved[0].metadata.get("pmid"), Some("60.0.1"));
+        let mut failed = user(1);
+        failed.error = Some("no".into());
+        let mut text = user(1);
+        text.values = vec![("x".into(), crate::namespace::Value::Text("t".into()))];
+        assert!(maker.samples([&failed, &text], 4).is_empty());
     }
 }

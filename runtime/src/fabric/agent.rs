@@ -14,12 +14,11 @@ use tokio_util::sync::CancellationToken;
 use super::config::FabricConfig;
 use super::counters::{Class, CounterDesc};
 use super::engine::{Engine, Output};
+use super::epoch::{Epoch, Work};
 use super::handle::{FabricHandle, trap_metric};
-use super::histogram::Histogram;
 use super::ownership::{self, Topology};
 use super::pacer::{Pacer, open_source, topology, w_epoch};
-use super::source::CounterSource;
-use super::wire::{DataEntry, MISSING_LISTED, TrapMsg};
+use super::wire::MISSING_LISTED;
 use crate::notify::{Handle, Notifier, Selector, ThresholdSpec};
 use crate::sample::Sample;
 
@@ -31,6 +30,9 @@ const PIPELINE_QUEUE: usize = 64;
 /// refresh takes milliseconds on a healthy cluster, and while a bucket's stream elects a
 /// leader (4-9 s on nats-server) it answers nothing, which must not stop the counting.
 const VIEW_WAIT: Duration = Duration::from_millis(100);
+/// How often a start asks NATS and the buckets again while they do not answer: a server
+/// restarting comes back within seconds, and asking faster would only load it.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// A node this agent took from another by an update, not counted until its take is settled:
 /// fenced (see `ownership::fence`), and, when its owner was alive, released by that owner
@@ -87,127 +89,45 @@ impl Drop for TrapThresholds {
     }
 }
 
-/// What the blocking part of an epoch hands back.
-struct Epoch {
-    hist: Vec<Histogram>,
-    entries: Vec<DataEntry>,
-    traps: Vec<TrapMsg>,
-    epoch: u64,
-    ts_ns: i64,
-    read: u32,
-    missing: u32,
-    ports: u32,
-}
-
-struct Work {
-    source: Box<dyn CounterSource>,
-    engine: Engine,
-    out: Output,
-}
-
-impl Work {
-    /// Read and process `ports`; apply clear requests.
-    fn run(&mut self, me: &str, ports: Vec<u32>, fresh: bool) -> anyhow::Result<Epoch> {
-        self.engine.set_ports(ports);
-        if fresh {
-            self.engine.start_fresh();
-            if self.source.can_clear() {
-                let all = (1u32 << self.engine.schema().len()) - 1;
-                for &p in self.engine.ports() {
-                    self.source.clear(p as usize, all);
-                }
-            }
-        }
-        let ports = self.engine.ports().to_vec();
-        self.source.read(&ports, self.engine.reading_mut())?;
-        self.engine.process(&mut self.out);
-        for &(slot, mask) in &self.out.clears {
-            self.source.clear(ports[slot as usize] as usize, mask);
-        }
-        let schema = self.engine.schema();
-        let src = &*self.source;
-        let resource = |slot: u32| {
-            let p = ports[slot as usize] as usize;
-            (
-                src.node_name(src.port_node(p)).to_string(),
-                src.port_label(p),
-            )
-        };
-        let entries = self
-            .out
-            .reports
-            .iter()
-            .map(|r| {
-                let (n, l) = resource(r.slot);
-                DataEntry {
-                    resource: format!("{n}/{l}"),
-                    counter: schema[r.counter as usize].name.to_string(),
-                    change: r.change,
-                    rate: r.rate,
-                }
-            })
-            .collect();
-        let traps = self
-            .out
-            .traps
-            .iter()
-            .map(|t| {
-                let (node, port) = resource(t.slot);
-                TrapMsg {
-                    agent: me.to_string(),
-                    epoch: self.out.epoch,
-                    ts_ns: self.out.ts_ns,
-                    node,
-                    port,
-                    counter: schema[t.counter as usize].name.to_string(),
-                    increase: t.increase,
-                    at_least: t.at_least,
-                    threshold: t.threshold,
-                }
-            })
-            .collect();
-        Ok(Epoch {
-            hist: self.out.hist.clone(),
-            entries,
-            traps,
-            epoch: self.out.epoch,
-            ts_ns: self.out.ts_ns,
-            read: self.out.ports_read,
-            missing: self.out.ports_missing,
-            ports: ports.len() as u32,
-        })
-    }
-}
-
-/// Connects to NATS and opens the ownership buckets, retrying each second until both answer
-/// (reporting to `health` meanwhile); `None` once `shutdown` is cancelled.
+/// Connects to NATS and opens the ownership buckets, retrying each [`RETRY_EVERY`] until both
+/// answer (reporting to `health` meanwhile); `None` once `shutdown` is cancelled.
 async fn connect(
     cfg: &FabricConfig,
     health: &crate::supervise::Health,
     shutdown: &CancellationToken,
 ) -> Option<(async_nats::Client, ownership::Buckets)> {
-    let client = loop {
-        match cfg.connection().connect(std::path::Path::new("")).await {
-            Ok(c) => break c,
-            Err(e) => health.failing(&format!("cannot reach NATS: {e}")),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    };
+    let client = until_ok(health, shutdown, "cannot reach NATS", || async {
+        cfg.connection().connect(std::path::Path::new("")).await
+    })
+    .await?;
     let js = async_nats::jetstream::new(client.clone());
-    let buckets = loop {
-        match ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas).await {
-            Ok(b) => break b,
-            Err(e) => health.failing(&format!("JetStream buckets not ready: {e:#}")),
+    let buckets = until_ok(health, shutdown, "JetStream buckets not ready", || async {
+        ownership::open_buckets(&js, &cfg.name, cfg.lease, cfg.replicas)
+            .await
+            .map_err(|e| format!("{e:#}"))
+    })
+    .await?;
+    Some((client, buckets))
+}
+
+/// `attempt` each [`RETRY_EVERY`] until it succeeds, each failure reported to `health` after
+/// `what`; `None` once `shutdown` is cancelled.
+async fn until_ok<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    health: &crate::supervise::Health,
+    shutdown: &CancellationToken,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> Option<T> {
+    loop {
+        match attempt().await {
+            Ok(v) => return Some(v),
+            Err(e) => health.failing(&format!("{what}: {e}")),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(RETRY_EVERY) => {}
         }
-    };
-    Some((client, buckets))
+    }
 }
 
 /// Run one agent until `shutdown`. `deliver` gets the samples for the pipeline (on a thread

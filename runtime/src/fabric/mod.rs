@@ -6,15 +6,16 @@
 //!
 //! Owns: counter sources ([`source`], [`sysfs`], the simulated fat-tree [`sim`]), the rate
 //! maths ([`rate`]), the per-epoch engine ([`engine`]), histograms ([`histogram`]), the wire
-//! formats ([`wire`]), ownership ([`ownership`]) and the agent ([`agent`], [`handle`], [`tree`]). It does
-//! not store samples or serve HTTP: samples go to the daemon's pipeline through a callback,
-//! traps to `notify::Notifier` through its public API, and `api::fabric` exposes
-//! [`FabricHandle`].
+//! formats ([`wire`]), ownership ([`ownership`]) and the agent ([`agent`], its epoch's
+//! blocking part `epoch`, [`handle`], [`tree`]). It does not store samples or serve HTTP:
+//! samples go to the daemon's pipeline through a callback, traps to `notify::Notifier`
+//! through its public API, and `api::fabric` exposes [`FabricHandle`].
 
 pub mod agent;
 pub mod config;
 pub mod counters;
 pub mod engine;
+mod epoch;
 pub mod handle;
 pub mod histogram;
 pub mod ownership;

@@ -9,8 +9,8 @@ use super::guest::{CallError, Instance, Live, in_guest};
 use super::state::State;
 
 pub use wit::{
-    Atom, Child, Fetched as IndexedFetch, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid,
-    Semantics, Value, ValueSet, ValueType,
+    Atom, Child, Column, Fetched as IndexedFetch, IndexedSet, IndexedValues, MetricDesc, NsError,
+    Pmid, Semantics, Value, ValueSet, ValueType,
 };
 
 /// Marker for the `agent` world. It also loads components of the `legacy-agent` world (built
@@ -137,7 +137,7 @@ impl Fetched {
             Fetched::Indexed(f) => f
                 .sets
                 .iter()
-                .map(|v| v.values.as_ref().map_or(0, |v| v.len()))
+                .map(|v| v.values.as_ref().map_or(0, |v| v.instances.len()))
                 .sum(),
             Fetched::Named(sets) => sets
                 .iter()
@@ -161,9 +161,11 @@ impl Fetched {
                 .into_iter()
                 .map(|set| {
                     set.values.map(|v| {
-                        v.into_iter()
+                        v.instances
+                            .into_iter()
+                            .zip(v.values.into_atoms())
                             // In range: checked when the answer was taken.
-                            .map(|x| f(instances[x.instance as usize].clone(), x.value))
+                            .map(|(i, atom)| f(instances[i as usize].clone(), atom))
                             .collect()
                     })
                 })
@@ -201,18 +203,50 @@ impl Fetched {
             cap("instances", f.instances.len())?;
             let n = f.instances.len();
             for set in &f.sets {
-                if let Ok(values) = &set.values
-                    && let Some(bad) = values.iter().find(|v| v.instance as usize >= n)
-                {
-                    let id = set.id;
+                let Ok(values) = &set.values else { continue };
+                let id = set.id;
+                let (numbers, len) = (values.instances.len(), values.values.len());
+                if numbers != len {
                     return Err(format!(
-                        "a value of {}.{}.{} names instance {} of the {n} the fetch returned",
-                        id.domain, id.cluster, id.item, bad.instance
+                        "the values of {}.{}.{} name {numbers} instances for {len} values",
+                        id.domain, id.cluster, id.item
+                    ));
+                }
+                if let Some(bad) = values.instances.iter().find(|&&i| i as usize >= n) {
+                    return Err(format!(
+                        "a value of {}.{}.{} names instance {bad} of the {n} the fetch returned",
+                        id.domain, id.cluster, id.item
                     ));
                 }
             }
         }
         cap("values", self.values())
+    }
+}
+
+impl Column {
+    /// Values in the column.
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Int(v) => v.len(),
+            Column::Uint(v) => v.len(),
+            Column::Real(v) => v.len(),
+            Column::Atoms(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values in order, each as its `atom`.
+    pub fn into_atoms(self) -> Box<dyn Iterator<Item = Atom>> {
+        match self {
+            Column::Int(v) => Box::new(v.into_iter().map(Atom::Int)),
+            Column::Uint(v) => Box::new(v.into_iter().map(Atom::Uint)),
+            Column::Real(v) => Box::new(v.into_iter().map(Atom::Real)),
+            Column::Atoms(v) => Box::new(v.into_iter()),
+        }
     }
 }
 
@@ -299,13 +333,9 @@ mod tests {
                 .enumerate()
                 .map(|(i, v)| IndexedSet {
                     id: id(i as u32),
-                    values: v.map(|v| {
-                        v.into_iter()
-                            .map(|(instance, u)| IndexedValue {
-                                instance,
-                                value: Atom::Uint(u),
-                            })
-                            .collect()
+                    values: v.map(|v| IndexedValues {
+                        instances: v.iter().map(|&(n, _)| n).collect(),
+                        values: Column::Uint(v.iter().map(|&(_, u)| u).collect()),
                     }),
                 })
                 .collect(),
@@ -334,5 +364,31 @@ mod tests {
             Err("a value of 9.0.1 names instance 1 of the 1 the fetch returned".to_string())
         );
         assert_eq!(bad.values(), 3);
+
+        // Instance numbers and values of another count; mixed cases keep their own.
+        let mut short = indexed(&["sda"], vec![Ok(vec![(0, 1)])]);
+        if let Fetched::Indexed(f) = &mut short {
+            f.sets[0].values.as_mut().unwrap().values = Column::Real(vec![1.0, 2.0]);
+        }
+        assert_eq!(
+            short.check(1),
+            Err("the values of 9.0.0 name 1 instances for 2 values".to_string())
+        );
+        let mut mixed = indexed(&["a", "b"], vec![Ok(vec![(1, 0), (0, 0)])]);
+        if let Fetched::Indexed(f) = &mut mixed {
+            f.sets[0].values.as_mut().unwrap().values =
+                Column::Atoms(vec![Atom::Int(-1), Atom::Text("t".into())]);
+        }
+        assert_eq!(mixed.check(1), Ok(()));
+        let named = mixed.named();
+        let values = named[0].values.as_ref().unwrap();
+        assert_eq!(
+            (values[0].instance.as_str(), &values[0].value),
+            ("b", &Atom::Int(-1))
+        );
+        assert_eq!(
+            (values[1].instance.as_str(), &values[1].value),
+            ("a", &Atom::Text("t".into()))
+        );
     }
 }

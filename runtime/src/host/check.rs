@@ -147,6 +147,19 @@ fn names(resolve: &Resolve, items: &IndexMap<WorldKey, WorldItem>) -> Vec<String
         .collect()
 }
 
+/// Whether the component's `types` interface of this package and version has a type `name`.
+fn has_type(resolve: &Resolve, name: &str) -> bool {
+    resolve.interfaces.iter().any(|(_, i)| {
+        i.name.as_deref() == Some("types")
+            && i.package.is_some_and(|p| {
+                let p = &resolve.packages[p].name;
+                format!("{}:{}", p.namespace, p.name) == PACKAGE
+                    && p.version.as_ref().is_some_and(|v| v.to_string() == VERSION)
+            })
+            && i.types.contains_key(name)
+    })
+}
+
 /// Reads a component's WIT (no compilation) and says what is wrong with it for this runtime.
 pub fn inspect(bytes: &[u8]) -> Result<Report> {
     if !bytes.starts_with(b"\0asm") {
@@ -176,6 +189,13 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
     // The agent world before `metrics`: `source` beside `namespace`.
     let legacy_agent = kind.is_none() && ours(&exports, "namespace") && ours(&exports, "source");
     let kind = kind.or(legacy_agent.then_some(WorldKind::Agent));
+    // `metrics` as it was before a metric's values crossed column-wise (2026-11-28): the
+    // export's name is the same, its `fetch` answers `indexed-value` records.
+    if kind == Some(WorldKind::Agent) && !legacy_agent && has_type(&resolve, "indexed-value") {
+        problems.push(format!(
+            "built against {PACKAGE}/metrics@{VERSION} as it was before a metric's values crossed column-wise (its fetch answers indexed-value records, which this runtime no longer reads): rebuild it with this wasmon's SDK (`wasmon guest build`)"
+        ));
+    }
     match kind {
         // Other exports are harmless (componentize-py adds one): nothing calls them.
         Some(_) => {}
@@ -268,4 +288,44 @@ pub fn link(rt: &Arc<Runtime>, bytes: &[u8], world: WorldKind, what: &str) -> Re
     linked
         .map_err(anyhow::Error::from)
         .with_context(|| format!("the {} world's linker refuses it", world.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resolve of a package `pkg` whose `types` interface defines `types`.
+    fn resolve(pkg: &str, types: &str) -> Resolve {
+        let mut resolve = Resolve::default();
+        resolve
+            .push_source(
+                "test.wit",
+                &format!("package {pkg}; interface types {{ {types} }}"),
+            )
+            .unwrap();
+        resolve
+    }
+
+    #[test]
+    fn the_metrics_before_columns_is_told_by_its_indexed_value_type() {
+        let record = "record indexed-value { instance: u32, value: u64 }";
+        assert!(has_type(
+            &resolve("wasmon:collector@0.1.0", record),
+            "indexed-value"
+        ));
+        let now = "record indexed-values { instances: list<u32>, values: list<u64> }";
+        assert!(!has_type(
+            &resolve("wasmon:collector@0.1.0", now),
+            "indexed-value"
+        ));
+        // Another package's or version's type of that name is not ours.
+        assert!(!has_type(
+            &resolve("other:collector@0.1.0", record),
+            "indexed-value"
+        ));
+        assert!(!has_type(
+            &resolve("wasmon:collector@0.2.0", record),
+            "indexed-value"
+        ));
+    }
 }

@@ -70,7 +70,7 @@ pub use transformer::{TransformerInstance, TransformerWorld, encode};
 /// The WIT types of the agent world (PMIDs, namespace errors, descriptors, values).
 pub mod agent_types {
     pub use super::agent::{
-        Atom, Child, Fetched, IndexedFetch, IndexedSet, IndexedValue, MetricDesc, NsError, Pmid,
-        Semantics, Value, ValueSet, ValueType,
+        Atom, Child, Column, Fetched, IndexedFetch, IndexedSet, IndexedValues, MetricDesc, NsError,
+        Pmid, Semantics, Value, ValueSet, ValueType,
     };
 }

@@ -1,45 +1,35 @@
 //! `/proc/loadavg` (cluster 2): the 1, 5 and 15 minute load averages, runnable and total
 //! scheduling entities.
 
+use super::Metric;
 use super::indom::LOADAVG;
-use super::{Ctx, Group, Metric};
+use super::whole::{Whole, WholeFile};
 use crate::namespace::{Value, Values};
 
-#[derive(Default)]
-pub struct LoadAvg {
-    buf: String,
+pub type LoadAvg = Whole<LoadAvgFile>;
+
+pub struct LoadAvgFile;
+
+impl WholeFile for LoadAvgFile {
+    const CLUSTER: u32 = 2;
+    const PATH: &'static str = "proc/loadavg";
     /// [1, 5, 15 min, runnable, total, last pid].
-    now: Option<[f64; 6]>,
-}
+    type Parsed = [f64; 6];
 
-/// `0.52 0.58 0.59 2/1234 5678` → [1, 5, 15 min, runnable, total, last pid].
-fn parse(text: &str) -> Option<[f64; 6]> {
-    let mut f = text.split_ascii_whitespace();
-    let (a, b, c) = (
-        f.next()?.parse().ok()?,
-        f.next()?.parse().ok()?,
-        f.next()?.parse().ok()?,
-    );
-    let (run, total) = f.next()?.split_once('/')?;
-    let last = f.next()?.parse().ok()?;
-    Some([a, b, c, run.parse().ok()?, total.parse().ok()?, last])
-}
-
-impl Group for LoadAvg {
-    fn answers(&self, m: &Metric) -> bool {
-        m.cluster == 2
+    /// `0.52 0.58 0.59 2/1234 5678` → [1, 5, 15 min, runnable, total, last pid].
+    fn parse(text: &str) -> Option<[f64; 6]> {
+        let mut f = text.split_ascii_whitespace();
+        let (a, b, c) = (
+            f.next()?.parse().ok()?,
+            f.next()?.parse().ok()?,
+            f.next()?.parse().ok()?,
+        );
+        let (run, total) = f.next()?.split_once('/')?;
+        let last = f.next()?.parse().ok()?;
+        Some([a, b, c, run.parse().ok()?, total.parse().ok()?, last])
     }
 
-    fn refresh(&mut self, ctx: &Ctx) {
-        self.now = ctx
-            .root
-            .read("proc/loadavg", &mut self.buf)
-            .ok()
-            .and_then(parse);
-    }
-
-    fn values(&self, m: &Metric, out: &mut Values) {
-        let Some(l) = self.now else { return };
+    fn values(l: &[f64; 6], m: &Metric, out: &mut Values) {
         match m.item {
             0 => out.extend(
                 [("1 minute", l[0]), ("5 minute", l[1]), ("15 minute", l[2])]
@@ -53,7 +43,7 @@ impl Group for LoadAvg {
     }
 
     /// pmdalinux numbers the load averages by their minutes.
-    fn instance_id(&self, indom: u32, name: &str) -> Option<u32> {
+    fn instance_id(indom: u32, name: &str) -> Option<u32> {
         (indom == LOADAVG)
             .then(|| name.strip_suffix(" minute")?.parse().ok())
             .flatten()

@@ -2,15 +2,13 @@
 //! open-file-description `OFDLCK` locks; `FLOCK`; `LEASE` and `DELEG`) and by access (read,
 //! write; `RW` counts as both).
 
-use super::{Ctx, Group, Metric};
+use super::Metric;
+use super::whole::{Whole, WholeFile};
 use crate::namespace::{Value, Values};
 
-/// Per kind (posix, flock, lease): [read, write, count], items 0..=8 in that order.
-#[derive(Default)]
-pub struct Locks {
-    buf: String,
-    now: Option<[[u64; 3]; 3]>,
-}
+pub type Locks = Whole<LocksFile>;
+
+pub struct LocksFile;
 
 /// `1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF` → counts by kind and access. Lines
 /// pmdalinux's `sscanf("%*d: %15s %*s %15s %*d")` would not match are skipped; blocked
@@ -57,17 +55,17 @@ fn parse(text: &str) -> [[u64; 3]; 3] {
     out
 }
 
-impl Group for Locks {
-    fn answers(&self, m: &Metric) -> bool {
-        m.cluster == 75
+impl WholeFile for LocksFile {
+    const CLUSTER: u32 = 75;
+    const PATH: &'static str = "proc/locks";
+    /// Per kind (posix, flock, lease): [read, write, count], items 0..=8 in that order.
+    type Parsed = [[u64; 3]; 3];
+
+    fn parse(text: &str) -> Option<[[u64; 3]; 3]> {
+        Some(parse(text))
     }
 
-    fn refresh(&mut self, ctx: &Ctx) {
-        self.now = ctx.root.read("proc/locks", &mut self.buf).ok().map(parse);
-    }
-
-    fn values(&self, m: &Metric, out: &mut Values) {
-        let Some(n) = self.now else { return };
+    fn values(n: &[[u64; 3]; 3], m: &Metric, out: &mut Values) {
         let (k, f) = (m.item as usize / 3, m.item as usize % 3);
         if let Some(v) = n.get(k).map(|x| x[f]) {
             out.push((String::new(), Value::Uint(v)));

@@ -54,6 +54,7 @@ mod tty_serial;
 mod uname;
 mod uptime;
 mod vmstat;
+mod whole;
 mod zoneinfo;
 
 #[cfg(test)]

@@ -1,32 +1,25 @@
 //! `/proc/uptime` (cluster 26): seconds since boot, and idle seconds summed over CPUs.
 
-use super::{Ctx, Group, Metric};
+use super::Metric;
+use super::whole::{Whole, WholeFile};
 use crate::namespace::{Value, Values};
 
-#[derive(Default)]
-pub struct Uptime {
-    buf: String,
-    now: Option<(f64, f64)>,
-}
+pub type Uptime = Whole<UptimeFile>;
 
-impl Group for Uptime {
-    fn answers(&self, m: &Metric) -> bool {
-        m.cluster == 26
+pub struct UptimeFile;
+
+impl WholeFile for UptimeFile {
+    const CLUSTER: u32 = 26;
+    const PATH: &'static str = "proc/uptime";
+    /// (seconds up, idle seconds).
+    type Parsed = (f64, f64);
+
+    fn parse(text: &str) -> Option<(f64, f64)> {
+        let mut f = text.split_ascii_whitespace().map(|x| x.parse::<f64>().ok());
+        Some((f.next()??, f.next()??))
     }
 
-    fn refresh(&mut self, ctx: &Ctx) {
-        self.now = ctx
-            .root
-            .read("proc/uptime", &mut self.buf)
-            .ok()
-            .and_then(|t| {
-                let mut f = t.split_ascii_whitespace().map(|x| x.parse::<f64>().ok());
-                Some((f.next()??, f.next()??))
-            });
-    }
-
-    fn values(&self, m: &Metric, out: &mut Values) {
-        let Some((up, idle)) = self.now else { return };
+    fn values(&(up, idle): &(f64, f64), m: &Metric, out: &mut Values) {
         let v = match m.item {
             0 => up,
             1 => idle,

@@ -155,40 +155,26 @@ mod tests {
 
     #[test]
     fn no_server_leads_both_ways_after_the_steps() {
-        // Streams on one server: the second moves.
-        assert_eq!(
-            next_step([["s0", "s0"], ["s0", "s1"]], false),
-            Some(Step::Stream(1))
-        );
-        assert_eq!(
-            next_step([["s0", "s1"], ["s0", "s2"]], false),
-            Some(Step::Stream(1))
-        );
-        // A consumer beside the other stream's leader or consumer.
-        assert_eq!(
-            next_step([["s0", "s1"], ["s1", "s1"]], false),
-            Some(Step::Consumer(0))
-        );
-        assert_eq!(
-            next_step([["s0", "s2"], ["s1", "s2"]], false),
-            Some(Step::Consumer(1))
-        );
-        assert_eq!(
-            next_step([["s2", "s2"], ["s0", "s2"]], false),
-            Some(Step::Consumer(1))
-        );
-        assert_eq!(
-            next_step([["s0", "s2"], ["s1", "s0"]], false),
-            Some(Step::Consumer(1))
-        );
-        // Apart, with each consumer beside its stream or elsewhere.
+        for (leaders, step) in [
+            // Streams on one server: the second moves.
+            ([["s0", "s0"], ["s0", "s1"]], Some(Step::Stream(1))),
+            ([["s0", "s1"], ["s0", "s2"]], Some(Step::Stream(1))),
+            // A consumer beside the other stream's leader or consumer.
+            ([["s0", "s1"], ["s1", "s1"]], Some(Step::Consumer(0))),
+            ([["s0", "s2"], ["s1", "s2"]], Some(Step::Consumer(1))),
+            ([["s2", "s2"], ["s0", "s2"]], Some(Step::Consumer(1))),
+            ([["s0", "s2"], ["s1", "s0"]], Some(Step::Consumer(1))),
+            // Apart, with each consumer beside its stream or elsewhere.
+            ([["s0", "s0"], ["s1", "s1"]], None),
+            ([["s0", "s2"], ["s1", "s1"]], None),
+            ([["s0", "s0"], ["s1", "s2"]], None),
+        ] {
+            assert_eq!(next_step(leaders, false), step, "{leaders:?}");
+        }
         // Both consumers away and in the way: the turn picks.
         let both = [["s0", "s1"], ["s2", "s1"]];
         assert_eq!(next_step(both, false), Some(Step::Consumer(1)));
         assert_eq!(next_step(both, true), Some(Step::Consumer(0)));
-        assert_eq!(next_step([["s0", "s0"], ["s1", "s1"]], false), None);
-        assert_eq!(next_step([["s0", "s2"], ["s1", "s1"]], false), None);
-        assert_eq!(next_step([["s0", "s0"], ["s1", "s2"]], false), None);
         // Every state of three servers: where a step is taken, no server led both ways.
         let s = ["s0", "s1", "s2"];
         for a in s {

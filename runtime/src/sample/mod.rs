@@ -6,6 +6,7 @@
 mod json;
 mod level;
 mod name;
+mod resources;
 // The type's own file, beside its name and JSON forms.
 #[allow(clippy::module_inception)]
 mod sample;
@@ -15,4 +16,5 @@ pub use json::{
 };
 pub use level::{Component, Level, sanitize_metric_name, split_id};
 pub use name::{MAX_NAMES, Name, NamesFull};
+pub use resources::{MAX_RESOURCES, Resources};
 pub use sample::{Kind, Metadata, Pair, Sample};

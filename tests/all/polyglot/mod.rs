@@ -240,7 +240,7 @@ fn python_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(report.contains("Ran 17 tests"), "{report}");
+    assert!(report.contains("Ran 18 tests"), "{report}");
 }
 
 #[test]
@@ -256,7 +256,7 @@ fn js_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        report.contains("# pass 12") && report.contains("# fail 0"),
+        report.contains("# pass 13") && report.contains("# fail 0"),
         "{report}"
     );
 }

@@ -1,6 +1,6 @@
 //! A chain's closed buffers: encoded by `codec`, or (after a late write landed in one) a raw
-//! page until the chain encodes it again; also the frozen part of the open block (`pieces`);
-//! reading a range of one. Owns the closed forms; may not touch the open buffer or the
+//! page until the chain encodes it again, or the open buffer's raw slots of a block that just
+//! closed; also the frozen part of the open block (`pieces`); reading a range of one. Owns the closed forms; may not touch the open buffer or the
 //! chain's grid.
 
 use super::form::{Form, Owned, Repr};
