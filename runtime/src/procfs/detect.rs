@@ -156,6 +156,8 @@ impl Detectors {
             det.handles.push(det.notifier.add(&cfg.subscriber, spec)?);
         }
         det.fields = fields;
+        // Pass after pass over the same tasks: their files stay open between passes.
+        det.reader.keep_files();
         // Threads are read for the blocked-thread detector alone: it needs the run time of a
         // thread in a blocking state only (whether it ran between two passes), so the others'
         // schedstat is not read (half the files a pass opens).

@@ -37,6 +37,8 @@ pub struct ProcReader {
     root_bytes: Vec<u8>,
     path: Vec<u8>,
     buf: Vec<u8>,
+    /// A kept `schedstat`'s text, read beside `buf`'s `stat`.
+    sched_buf: Vec<u8>,
     dents: Vec<u8>,
     pids: Vec<u32>,
     tids: Vec<u32>,
@@ -45,7 +47,38 @@ pub struct ProcReader {
     /// When set, a thread's `schedstat` is read only when its state is one of these (the
     /// blocked-thread detector needs it only to tell whether a blocked thread ran).
     thread_sched_states: Option<Vec<u8>>,
+    /// Files kept open from one pass to the next ([`ProcReader::keep_files`]).
+    kept: Kept,
 }
+
+/// A task's `stat` and `schedstat` kept open between passes: the next pass reads them again
+/// from offset 0 (procfs regenerates the text) instead of opening and closing them, which
+/// was ~45 % of a pass's kernel time. Exact: an open task file stays bound to its task, so
+/// once the task is reaped it answers ESRCH (even if its pid is reused) and is dropped and
+/// opened afresh through the new task's directory.
+#[derive(Default)]
+struct Kept {
+    /// Most descriptors kept (0: none, every file opened per read).
+    max: usize,
+    /// By (pid, 0) for a process's own files, (pid, tid) for a thread's.
+    tasks: std::collections::HashMap<(u32, u32), KeptTask, foldhash::fast::FixedState>,
+    /// Descriptors held by `tasks`.
+    fds: usize,
+    /// The pass under way; a task not read in it is let go at its end.
+    pass: u64,
+}
+
+struct KeptTask {
+    stat: Fd,
+    sched: Option<Fd>,
+    pass: u64,
+}
+
+/// Most task files a reader keeps open: each holds a procfs `seq_file` with its page-sized
+/// buffer (~4.5 KiB of kernel memory with the `file`), so at most ~18 MiB; a host with more
+/// tasks reads the rest as before. Also never more than a quarter of the soft descriptor
+/// limit, which the rest of the daemon needs.
+pub const KEPT_FILES: usize = 4096;
 
 impl Default for ProcReader {
     fn default() -> Self {
@@ -88,13 +121,53 @@ impl ProcReader {
             root,
             path: Vec::with_capacity(128),
             buf: vec![0; 4096],
+            sched_buf: vec![0; 256],
             dents: vec![0; 32 * 1024],
             pids: Vec::new(),
             tids: Vec::new(),
             clk_tck: if tck > 0 { tck as u64 } else { 100 },
             page_size: if page > 0 { page as u64 } else { 4096 },
             thread_sched_states: None,
+            kept: Kept::default(),
         }
+    }
+
+    /// Keep up to [`KEPT_FILES`] task files (`stat`, `schedstat`) open from one pass to the
+    /// next, within a quarter of the soft descriptor limit: for a reader that makes pass
+    /// after pass (the detectors'), not for a one-off listing.
+    pub fn keep_files(&mut self) {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid destination for getrlimit.
+        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
+        // Only on procfs: a regular file replaced under a test tree would be read stale
+        // through a kept descriptor; a procfs task file cannot be replaced.
+        let procfs = CStr::from_bytes_with_nul(&[self.root_bytes.as_slice(), b"\0"].concat())
+            .ok()
+            .is_some_and(|root| {
+                // SAFETY: an all-zero statfs is a valid destination; `root` is NUL-terminated.
+                let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+                (unsafe { libc::statfs(root.as_ptr(), &mut st) }) == 0
+                    && st.f_type == libc::PROC_SUPER_MAGIC
+            });
+        self.kept.max = if procfs { KEPT_FILES.min(soft / 4) } else { 0 };
+    }
+
+    /// Whether the files of the task (pid, 0 for the process's own, or tid) are kept open.
+    #[cfg(test)]
+    pub(crate) fn keeps(&self, pid: u32, tid: u32) -> bool {
+        self.kept.tasks.contains_key(&(pid, tid))
+    }
+
+    /// Task files held open now.
+    pub fn kept_files(&self) -> usize {
+        self.kept.fds
     }
 
     /// Read a thread's `schedstat` (with `Fields::SCHED`) only when its state is one of
@@ -155,6 +228,7 @@ impl ProcReader {
             }
             Scope::Pid(p) => pids.push(p),
         }
+        self.kept.pass += 1;
         for &pid in &pids {
             let t0 = snap.threads.len();
             if self.read_process(snap, pid, fields, threads).is_none() {
@@ -163,11 +237,68 @@ impl ProcReader {
             }
         }
         self.pids = pids;
+        if scope == Scope::All {
+            let (pass, kept) = (self.kept.pass, &mut self.kept);
+            let mut fds = kept.fds;
+            kept.tasks.retain(|_, t| {
+                let keep = t.pass == pass;
+                if !keep {
+                    fds -= 1 + usize::from(t.sched.is_some());
+                }
+                keep
+            });
+            kept.fds = fds;
+        }
         Ok(())
     }
 
+    /// The kept `stat` (and `schedstat` when `sched`) of the task `key`, read into `buf`
+    /// (and `sched_buf`): their lengths; `None` when they are not kept or the task is gone
+    /// (then no longer kept either).
+    fn read_kept(&mut self, key: (u32, u32), sched: bool) -> Option<(usize, usize)> {
+        let t = self.kept.tasks.get_mut(&key)?;
+        let mut read = || -> Option<(usize, usize)> {
+            let n = pread_fd(&t.stat, &mut self.buf, TASK_FILE_CAP).ok()?;
+            let s = match (&t.sched, sched) {
+                (Some(fd), true) => pread_fd(fd, &mut self.sched_buf, TASK_FILE_CAP).ok()?,
+                (None, true) => return None,
+                (_, false) => 0,
+            };
+            (n > 0).then_some((n, s))
+        };
+        match read() {
+            Some(r) => {
+                t.pass = self.kept.pass;
+                Some(r)
+            }
+            None => {
+                self.forget_kept(key);
+                None
+            }
+        }
+    }
+
+    fn forget_kept(&mut self, key: (u32, u32)) {
+        if let Some(t) = self.kept.tasks.remove(&key) {
+            self.kept.fds -= 1 + usize::from(t.sched.is_some());
+        }
+    }
+
+    /// Keeps the freshly opened files of the task `key`, within the budget (else they close).
+    fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) {
+        let n = 1 + usize::from(sched.is_some());
+        if self.kept.fds + n > self.kept.max {
+            return;
+        }
+        self.forget_kept(key);
+        self.kept.fds += n;
+        let pass = self.kept.pass;
+        self.kept.tasks.insert(key, KeptTask { stat, sched, pass });
+    }
+
     /// Read one process (and its threads). `None`: it vanished. Its files are opened relative
-    /// to its directory (one component looked up per file instead of the whole path).
+    /// to its directory (one component looked up per file instead of the whole path), or read
+    /// through the descriptors kept from the last pass.
     fn read_process(
         &mut self,
         snap: &mut Snapshot,
@@ -175,27 +306,53 @@ impl ProcReader {
         fields: Fields,
         threads: bool,
     ) -> Option<()> {
-        // Gone (or unreadable): either way there is no record.
-        let dir = self.open_pid(pid).ok()?;
-        let n = match dir.read(c"stat", &mut self.buf, TASK_FILE_CAP) {
-            Ok(0) => return None, // the kernel returns nothing for a task being reaped
-            Ok(n) => n,
-            Err(_) => return None,
-        };
-        let (_, stat) = parse_stat(&self.buf[..n]).ok()?;
+        let sched = fields.contains(Fields::SCHED);
+        let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
+        let mut dir = None;
         let mut p = ProcInfo {
             pid,
-            stat,
             ..ProcInfo::default()
         };
-        if fields.contains(Fields::WCHAN) {
-            p.wchan = self.read_aux(&dir.0, c"wchan", |b| Some(parse_wchan(b)))?;
-        }
-        if fields.contains(Fields::SCHED) {
-            p.sched = self.read_aux(&dir.0, c"schedstat", parse_schedstat)?;
+        if let Some((n, sn)) = keeping.then(|| self.read_kept((pid, 0), sched)).flatten() {
+            p.stat = parse_stat(&self.buf[..n]).ok()?.1;
+            if sched {
+                p.sched = parse_schedstat(&self.sched_buf[..sn]);
+            }
+        } else {
+            // Gone (or unreadable): either way there is no record.
+            let d = self.open_pid(pid).ok()?;
+            let stat = d.open(c"stat", libc::O_RDONLY).ok()?;
+            let n = match read_fd(&stat, &mut self.buf, TASK_FILE_CAP) {
+                Ok(0) => return None, // the kernel returns nothing for a task being reaped
+                Ok(n) => n,
+                Err(_) => return None,
+            };
+            p.stat = parse_stat(&self.buf[..n]).ok()?.1;
+            if fields.contains(Fields::WCHAN) {
+                p.wchan = self.read_aux(&d.0, c"wchan", |b| Some(parse_wchan(b)))?;
+            }
+            let mut sched_fd = None;
+            if sched && keeping {
+                match d.open(c"schedstat", libc::O_RDONLY) {
+                    Ok(fd) => {
+                        let n = read_fd(&fd, &mut self.sched_buf, TASK_FILE_CAP).ok()?;
+                        p.sched = parse_schedstat(&self.sched_buf[..n]);
+                        sched_fd = Some(fd);
+                    }
+                    Err(e) if matches!(classify(&e), Read::Gone) => return None,
+                    Err(_) => {}
+                }
+            } else if sched {
+                p.sched = self.read_aux(&d.0, c"schedstat", parse_schedstat)?;
+            }
+            if keeping && (!sched || sched_fd.is_some()) {
+                self.keep((pid, 0), stat, sched_fd);
+            }
+            dir = Some(d);
         }
         if fields.contains(Fields::FD) {
-            p.fd_count = match dir.count(c"fd", &mut self.dents) {
+            let d = self.pid_dir(&mut dir, pid)?;
+            p.fd_count = match d.count(c"fd", &mut self.dents) {
                 Ok(c) => Some(c),
                 Err(e) => match classify(&e) {
                     Read::Gone => return None,
@@ -205,36 +362,47 @@ impl ProcReader {
         }
         let first = snap.threads.len();
         if threads {
-            self.read_threads(snap, &dir, pid, p.stat.num_threads, fields)?;
+            self.read_threads(snap, &mut dir, pid, p.stat.num_threads, fields)?;
         }
         p.threads = first as u32..snap.threads.len() as u32;
         snap.procs.push(p);
         Some(())
     }
 
-    /// The threads of the process in `dir`. A process whose `stat` counted one thread has
-    /// only its main thread (tid = pid): its task directory is not listed (most processes
-    /// are single-threaded, and a listing costs the kernel a lookup per thread), and that
-    /// thread's own files are read (a process's CPU times also count threads that exited).
+    /// The process's directory, opened now unless it already is (`slot`). `None`: gone.
+    fn pid_dir<'a>(&mut self, slot: &'a mut Option<PidDir>, pid: u32) -> Option<&'a PidDir> {
+        if slot.is_none() {
+            *slot = Some(self.open_pid(pid).ok()?);
+        }
+        slot.as_ref()
+    }
+
+    /// The threads of the process `pid` (its directory in `dir` if opened already). A process
+    /// whose `stat` counted one thread has only its main thread (tid = pid): its task
+    /// directory is not listed (most processes are single-threaded, and a listing costs the
+    /// kernel a lookup per thread), and that thread's own files are read (a process's CPU
+    /// times also count threads that exited). A thread's `stat` is read through the
+    /// descriptor kept from the last pass when there is one.
     fn read_threads(
         &mut self,
         snap: &mut Snapshot,
-        dir: &PidDir,
+        dir: &mut Option<PidDir>,
         pid: u32,
         num_threads: u32,
         fields: Fields,
     ) -> Option<()> {
         let mut tids = std::mem::take(&mut self.tids);
         tids.clear();
-        // The directory the thread files are opened in: the task directory once listed, or
-        // the process's, through `task/PID/`.
-        let listed;
-        let base = if num_threads == 1 {
+        let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
+        let via_task = num_threads == 1;
+        // The task directory, once listed; thread files are opened in it, or in the
+        // process's directory through `task/PID/`.
+        let mut task: Option<Fd> = None;
+        if via_task {
             tids.push(pid);
-            &dir.0
         } else {
-            let task = dir.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY);
-            let task = task.and_then(|fd| {
+            let listed = self.pid_dir(dir, pid).map(|d| {
+                let fd = d.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY)?;
                 for_each_entry_fd(&fd, &mut self.dents, |name| {
                     if let Some(n) = parse_pid(name) {
                         tids.push(n);
@@ -242,12 +410,13 @@ impl ProcReader {
                 })
                 .map(|()| fd)
             });
-            match task {
-                Ok(fd) => {
-                    listed = fd;
-                    &listed
+            match listed {
+                Some(Ok(fd)) => task = Some(fd),
+                None => {
+                    self.tids = tids;
+                    return None;
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.tids = tids;
                     return match classify(&e) {
                         Read::Gone => None,
@@ -255,13 +424,32 @@ impl ProcReader {
                     };
                 }
             }
-        };
-        let via_task = num_threads == 1;
+        }
         for &tid in &tids {
-            self.thread_path(via_task, tid, b"stat");
-            let n = match read_at(base, &self.path, &mut self.buf, TASK_FILE_CAP) {
-                Ok(n) if n > 0 => n,
-                _ => continue, // this thread exited; the process goes on
+            let kept = keeping.then(|| self.read_kept((pid, tid), false)).flatten();
+            let n = match kept {
+                Some((n, _)) => n,
+                None => {
+                    self.thread_path(via_task, tid, b"stat");
+                    let base = match &task {
+                        Some(t) => t,
+                        None => match self.pid_dir(dir, pid) {
+                            Some(d) => &d.0,
+                            None => break,
+                        },
+                    };
+                    let Ok(fd) = open_at(base, &self.path) else {
+                        continue; // this thread exited; the process goes on
+                    };
+                    let n = match read_fd(&fd, &mut self.buf, TASK_FILE_CAP) {
+                        Ok(n) if n > 0 => n,
+                        _ => continue,
+                    };
+                    if keeping {
+                        self.keep((pid, tid), fd, None);
+                    }
+                    n
+                }
             };
             let Ok((_, stat)) = parse_stat(&self.buf[..n]) else {
                 continue;
@@ -272,22 +460,33 @@ impl ProcReader {
                 stat,
                 ..ThreadInfo::default()
             };
-            if fields.contains(Fields::WCHAN) {
-                self.thread_path(via_task, tid, b"wchan");
-                match self.read_aux_path(base, |b| Some(parse_wchan(b))) {
-                    Some(w) => t.wchan = w,
-                    None => continue,
-                }
-            }
             let sched_wanted = self
                 .thread_sched_states
                 .as_ref()
                 .is_none_or(|s| s.contains(&t.stat.state));
-            if fields.contains(Fields::SCHED) && sched_wanted {
-                self.thread_path(via_task, tid, b"schedstat");
-                match self.read_aux_path(base, parse_schedstat) {
-                    Some(s) => t.sched = s,
-                    None => continue,
+            let wchan = fields.contains(Fields::WCHAN);
+            if wchan || (fields.contains(Fields::SCHED) && sched_wanted) {
+                if task.is_none() && self.pid_dir(dir, pid).is_none() {
+                    break;
+                }
+                let base = match (&task, dir.as_ref()) {
+                    (Some(t), _) => t,
+                    (None, Some(d)) => &d.0,
+                    (None, None) => break,
+                };
+                if wchan {
+                    self.thread_path(via_task, tid, b"wchan");
+                    match self.read_aux_path(base, |b| Some(parse_wchan(b))) {
+                        Some(w) => t.wchan = w,
+                        None => continue,
+                    }
+                }
+                if fields.contains(Fields::SCHED) && sched_wanted {
+                    self.thread_path(via_task, tid, b"schedstat");
+                    match self.read_aux_path(base, parse_schedstat) {
+                        Some(s) => t.sched = s,
+                        None => continue,
+                    }
                 }
             }
             snap.threads.push(t);
@@ -468,26 +667,50 @@ fn open(path: &[u8], flags: libc::c_int) -> io::Result<Fd> {
 /// Read at most `cap` bytes of the file at `rel` (NUL-terminated) under the directory `dir`
 /// into `buf` (grown up to `cap`): a hostile or huge file costs a bounded read.
 fn read_at(dir: &Fd, rel: &[u8], buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    read_fd(&open_at(dir, rel)?, buf, cap)
+}
+
+/// The file at `rel` (NUL-terminated) under the directory `dir`, opened for reading.
+fn open_at(dir: &Fd, rel: &[u8]) -> io::Result<Fd> {
     let c =
         CStr::from_bytes_with_nul(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: `c` is NUL-terminated and the directory descriptor is open.
     let fd = unsafe { libc::openat(dir.0, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(io::Error::last_os_error());
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(Fd(fd))
     }
-    read_fd(&Fd(fd), buf, cap)
+}
+
+/// Read at most `cap` bytes of an open file from its start into `buf` (grown up to `cap`):
+/// a procfs file read again from offset 0 is generated afresh.
+fn pread_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    read_upto(fd, buf, cap, true)
 }
 
 /// Read at most `cap` bytes of an open file into `buf` (grown up to `cap`).
 fn read_fd(fd: &Fd, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    read_upto(fd, buf, cap, false)
+}
+
+/// `read_fd`, or `pread_fd` (from offset 0) when `from_start`.
+fn read_upto(fd: &Fd, buf: &mut Vec<u8>, cap: usize, from_start: bool) -> io::Result<usize> {
     let mut len = 0;
     while len < cap {
         if len == buf.len() {
             buf.resize((buf.len() * 2).max(4096).min(cap), 0);
         }
         let room = &mut buf[len..];
+        let (to, n) = (room.as_mut_ptr().cast(), room.len());
         // SAFETY: the destination range lies within `buf`.
-        let n = retry(|| unsafe { libc::read(fd.0, room.as_mut_ptr().cast(), room.len()) })?;
+        let n = retry(|| unsafe {
+            if from_start {
+                libc::pread(fd.0, to, n, len as libc::off_t)
+            } else {
+                libc::read(fd.0, to, n)
+            }
+        })?;
         if n == 0 {
             break;
         }

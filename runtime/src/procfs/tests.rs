@@ -642,3 +642,81 @@ async fn snapshots_reach_the_pipeline_callback_with_the_configured_fields() {
         assert_eq!(mine, 4);
     }
 }
+
+/// A reader keeping its task files reads through them pass after pass what a fresh reader
+/// reads (the fields that do not move of a sleeping child and of this process's own thread);
+/// a child that exits is no longer listed, and its files are let go at the end of that pass.
+#[test]
+fn kept_task_files_read_what_fresh_opens_read_and_go_with_their_task() {
+    let kid = spawn("sleep", &["600"]);
+    wait_for_state(kid.pid(), b'S');
+    let fields = Fields::CPU | Fields::MEM | Fields::STATE | Fields::SCHED;
+    let mut kept = ProcReader::new();
+    kept.keep_files();
+    let me = std::process::id();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let still = |s: &Snapshot, pid: u32| {
+        let p = s.find(pid).unwrap();
+        let st = &p.stat;
+        (st.ppid, st.starttime, st.num_threads > 0, p.sched.is_some())
+    };
+    let mut snap = Snapshot::default();
+    for pass in 0..3 {
+        kept.read_into(&mut snap, fields, true, Scope::All).unwrap();
+        assert!(kept.kept_files() > 0, "pass {pass}: nothing kept");
+        assert!(kept.keeps(kid.pid(), 0) && kept.keeps(kid.pid(), kid.pid()));
+        assert!(
+            kept.keeps(me, 0) && kept.keeps(me, tid),
+            "pass {pass}: own thread"
+        );
+        let fresh = ProcReader::new().read_all(fields, true).unwrap();
+        for pid in [kid.pid(), me] {
+            assert_eq!(
+                still(&snap, pid),
+                still(&fresh, pid),
+                "pass {pass}, pid {pid}"
+            );
+        }
+        let t = snap.threads.iter().find(|t| t.tid == tid).unwrap();
+        assert_eq!(
+            (t.pid, t.stat.starttime),
+            (
+                me,
+                fresh
+                    .threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .unwrap()
+                    .stat
+                    .starttime
+            )
+        );
+        assert_eq!(snap.find(kid.pid()).unwrap().stat.state, b'S');
+    }
+    let gone = kid.pid();
+    drop(kid); // killed and reaped
+    kept.read_into(&mut snap, fields, true, Scope::All).unwrap();
+    assert!(snap.find(gone).is_none(), "a reaped child is not listed");
+    assert!(!kept.keeps(gone, 0) && !kept.keeps(gone, gone));
+}
+
+/// Only procfs task files are kept: a tree of regular files (whose files a test may
+/// replace) is opened per read.
+#[test]
+fn no_file_is_kept_under_a_root_that_is_not_procfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("7");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(
+        p.join("stat"),
+        "7 (x) S 1 7 7 0 -1 0 0 0 0 0 5 6 0 0 20 0 1 0 100 1000 10 0\n",
+    )
+    .unwrap();
+    std::fs::write(p.join("schedstat"), "1 2 3\n").unwrap();
+    let mut r = ProcReader::with_root(dir.path());
+    r.keep_files();
+    let s = r.read_all(Fields::CPU | Fields::SCHED, false).unwrap();
+    assert_eq!(s.find(7).unwrap().stat.utime, 5);
+    assert_eq!(r.kept_files(), 0);
+}
