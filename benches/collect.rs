@@ -503,17 +503,18 @@ fn live_cpu_root(ncpu: usize) -> tempfile::TempDir {
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.strip_prefix("cpu").is_some_and(|c| c.parse::<u32>().is_ok()))
+        .filter(|n| {
+            n.strip_prefix("cpu")
+                .is_some_and(|c| c.parse::<u32>().is_ok())
+        })
         .collect();
     let mut node0_skip: Vec<&str> = host_cpus.iter().map(String::as_str).collect();
     node0_skip.push("cpulist");
     link_entries("/sys/devices/system/node/node0", &node0, &node0_skip);
     std::fs::write(node0.join("cpulist"), format!("0-{}\n", ncpu - 1)).unwrap();
     for c in 0..ncpu {
-        let _ = std::os::unix::fs::symlink(
-            format!("../../cpu/cpu{c}"),
-            node0.join(format!("cpu{c}")),
-        );
+        let _ =
+            std::os::unix::fs::symlink(format!("../../cpu/cpu{c}"), node0.join(format!("cpu{c}")));
     }
     let cpu = root.join("sys/devices/system/cpu");
     link_entries(
@@ -809,7 +810,11 @@ fn poll() {
         // The CPUs pmdalinux sees (`kernel.percpu.cpu.user`'s instances): N on a faked root
         // only when its NUMA nodes name N CPUs, as they do above.
         let pmcd_cpus = Command::new("pmprobe")
-            .args(["-h", &format!("localhost:{}", pmcd.port), "kernel.percpu.cpu.user"])
+            .args([
+                "-h",
+                &format!("localhost:{}", pmcd.port),
+                "kernel.percpu.cpu.user",
+            ])
             .output()
             .ok()
             .and_then(|o| {

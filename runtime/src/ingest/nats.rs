@@ -162,148 +162,250 @@ pub enum NatsError {
 /// consumer reports whether it works under `health`'s name and its stream's. A server that
 /// stops answering (hung: stopped, its sockets open) is left: the subscriptions and consumers
 /// start again on a new connection that tries that server last, and each consumer resumes
-/// from its durable position.
+/// from its durable position. The consumers of hedged subscriptions' second streams run on a
+/// connection of their own (a second lane), to another server than the first lane's when it
+/// can, so that one hung server holds up one of a hedge's two streams only.
 pub async fn run_nats_ingest(
     store: Arc<Store>,
     cfg: NatsConfig,
     shutdown: CancellationToken,
     health: crate::supervise::Health,
 ) -> Result<(), NatsError> {
-    let mut avoid = None;
-    let kept: Vec<_> = cfg
-        .subscriptions
-        .iter()
-        .map(|_| Default::default())
-        .collect();
-    // A hedged subscription's records seen, across connections.
-    let seen: Vec<_> = cfg
-        .subscriptions
-        .iter()
-        .map(|sc| sc.hedge_stream.as_ref().map(|_| hedge::Seen::shared()))
-        .collect();
-    loop {
-        match session(
-            &store,
-            &cfg,
-            &shutdown,
-            &health,
-            avoid.as_ref(),
-            &kept,
-            &seen,
-        )
-        .await?
-        {
-            None => return Ok(()),
-            Some(hung) => {
-                tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
-                avoid = Some(hung);
-            }
-        }
+    let run = Run {
+        store: &store,
+        cfg: &cfg,
+        shutdown: &shutdown,
+        health: &health,
+        kept: cfg
+            .subscriptions
+            .iter()
+            .map(|_| Default::default())
+            .collect(),
+        // A hedged subscription's records seen, across connections and lanes.
+        seen: cfg
+            .subscriptions
+            .iter()
+            .map(|sc| sc.hedge().map(|_| hedge::Seen::shared()))
+            .collect(),
+        first: Default::default(),
+    };
+    if cfg.subscriptions.iter().any(|sc| sc.hedge().is_some()) {
+        futures_util::future::try_join(run.lane(0), run.lane(1))
+            .await
+            .map(|_| ())
+    } else {
+        run.lane(0).await
     }
 }
 
-/// One connection's subscriptions and consumers, until `shutdown` (`None`) or until its server
-/// stops answering (`Some`: for [`crate::nats::Connection::connect_avoiding`]).
-async fn session(
-    store: &Arc<Store>,
-    cfg: &NatsConfig,
-    shutdown: &CancellationToken,
-    health: &crate::supervise::Health,
-    avoid: Option<&crate::nats::Hung>,
-    kept: &[[Arc<std::sync::Mutex<Unconfirmed>>; 2]],
-    seen: &[Option<hedge::Shared>],
-) -> Result<Option<crate::nats::Hung>, NatsError> {
-    let conn = cfg.connection();
-    let mut opts = conn.options(std::path::Path::new("")).await?;
-    // A JetStream consumer waits out a NATS server that is down at start; core NATS
-    // subscriptions fail the start as before (nothing would be kept for them anyway).
-    if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
-        opts = opts.retry_on_initial_connect();
-    }
-    let client = conn.connect_avoiding(opts, avoid).await?;
-    health.working();
-    let stop = shutdown.child_token();
-    let mut tasks = tokio::task::JoinSet::new();
-    for ((sc, kept), seen) in cfg.subscriptions.iter().cloned().zip(kept).zip(seen) {
-        if sc.stream.is_some() {
-            let durable = sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE);
-            let hedge = sc.hedge();
-            if let Some(h) = &hedge {
-                let streams = [sc.stream.clone(), h.stream.clone()].map(Option::unwrap_or_default);
-                let (client, stop) = (client.clone(), stop.clone());
-                let durable = durable.to_string();
-                tasks.spawn(async move {
-                    crate::nats::placement::keep_apart(&client, &streams, &durable, &stop).await
-                });
+/// What the lanes of one ingest share.
+struct Run<'a> {
+    store: &'a Arc<Store>,
+    cfg: &'a NatsConfig,
+    shutdown: &'a CancellationToken,
+    health: &'a crate::supervise::Health,
+    /// Per subscription and lane, what its consumer's leader has not confirmed.
+    kept: Vec<[Arc<std::sync::Mutex<Unconfirmed>>; 2]>,
+    seen: Vec<Option<hedge::Shared>>,
+    /// The first lane's connection: the second tries its server last, and leaves it when the
+    /// client library's own reconnection put both on one server.
+    first: std::sync::Mutex<Option<async_nats::Client>>,
+}
+
+/// How often the second lane looks whether the first's connection moved to its server.
+const LANES_APART_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a lane's session ended.
+enum Ended {
+    Shutdown,
+    /// Its server stopped answering.
+    Hung(crate::nats::Hung),
+    /// The second lane found itself on the first's server (this one).
+    Beside(crate::nats::Hung),
+}
+
+/// How long the second lane waits for the first to be connected before it connects anyway
+/// (to any server).
+const SECOND_LANE_WAITS: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Run<'_> {
+    /// Lane `lane`'s sessions, one after another, until `shutdown`.
+    async fn lane(&self, lane: usize) -> Result<(), NatsError> {
+        let mut avoid = None;
+        if lane > 0 {
+            let t = std::time::Instant::now();
+            while crate::util::lock(&self.first).is_none() && t.elapsed() < SECOND_LANE_WAITS {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
-            for (sc, kept) in std::iter::once(sc.clone()).chain(hedge).zip(kept) {
-                let stream = sc.stream.as_deref().unwrap_or_default();
-                let h = crate::supervise::Health::new(&format!(
-                    "{} {stream}/{durable}",
-                    health.name(),
-                ));
-                let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
-                let seen = seen.clone();
-                tasks.spawn(run_consumer(store, client, sc, stop, h, kept.clone(), seen));
-            }
-            continue;
         }
-        let mut sub = client
-            .subscribe(sc.subscribe_to.clone())
-            .await
-            .map_err(|source| NatsError::Subscribe {
-                subject: sc.subscribe_to.clone(),
-                source,
-            })?;
-        tracing::info!(subject = %sc.subscribe_to, address = %cfg.address, "NATS subscription established");
-        let store = store.clone();
-        let shutdown = stop.clone();
-        tasks.spawn(async move {
-            loop {
-                let msg = tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    m = sub.next() => match m { Some(m) => m, None => break },
-                };
-                let now = chrono::Utc::now().timestamp();
-                let out = ingest(&store, &msg.payload, sc.cluster_tag.as_deref(), now);
-                for e in out.errors.iter().take(5) {
-                    tracing::warn!(subject = %msg.subject, error = %e, "NATS line rejected");
+        loop {
+            let first = (lane > 0)
+                .then(|| {
+                    crate::util::lock(&self.first)
+                        .as_ref()
+                        .map(crate::nats::said)
+                })
+                .flatten();
+            match self
+                .session(lane, avoid.as_ref().or(first.as_ref()))
+                .await?
+            {
+                Ended::Shutdown => return Ok(()),
+                Ended::Hung(hung) => {
+                    tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
+                    avoid = Some(hung);
+                }
+                Ended::Beside(here) => {
+                    tracing::info!(server = %here.server, "a hedge's second lane on the first lane's server: connecting to another");
+                    // The first lane's server, wherever it is then, is tried last.
+                    avoid = None;
                 }
             }
-            let _ = sub.unsubscribe().await;
-        });
+        }
     }
-    let mut panicked = None;
-    let mut hung = None;
-    let watchdog = crate::nats::hung(&client);
-    tokio::pin!(watchdog);
-    loop {
-        tokio::select! {
-            r = tasks.join_next() => match r {
-                None => break,
-                Some(Err(e)) if e.is_panic() && panicked.is_none() => {
+
+    /// One connection's subscriptions and consumers (lane 0: all but the hedges' second
+    /// streams; lane 1: those), until `shutdown` (`None`) or until its server stops answering
+    /// (`Some`: for [`crate::nats::Connection::connect_avoiding`]).
+    async fn session(
+        &self,
+        lane: usize,
+        avoid: Option<&crate::nats::Hung>,
+    ) -> Result<Ended, NatsError> {
+        let Run {
+            store,
+            cfg,
+            shutdown,
+            health,
+            ..
+        } = *self;
+        let conn = cfg.connection();
+        let mut opts = conn.options(std::path::Path::new("")).await?;
+        // A JetStream consumer waits out a NATS server that is down at start; core NATS
+        // subscriptions fail the start as before (nothing would be kept for them anyway).
+        if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
+            opts = opts.retry_on_initial_connect();
+        }
+        let client = conn.connect_avoiding(opts, avoid).await?;
+        if lane == 0 {
+            *crate::util::lock(&self.first) = Some(client.clone());
+        }
+        health.working();
+        let stop = shutdown.child_token();
+        let mut tasks = tokio::task::JoinSet::new();
+        for ((sc, kept), seen) in cfg
+            .subscriptions
+            .iter()
+            .cloned()
+            .zip(&self.kept)
+            .zip(&self.seen)
+        {
+            if sc.stream.is_some() {
+                let durable = sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE);
+                let hedge = sc.hedge();
+                if let Some(h) = &hedge
+                    && lane == 0
+                {
+                    let streams =
+                        [sc.stream.clone(), h.stream.clone()].map(Option::unwrap_or_default);
+                    let (client, stop) = (client.clone(), stop.clone());
+                    let durable = durable.to_string();
+                    tasks.spawn(async move {
+                        crate::nats::placement::keep_apart(&client, &streams, &durable, &stop).await
+                    });
+                }
+                let mine = if lane == 0 { Some(sc.clone()) } else { hedge };
+                if let Some(sc) = mine {
+                    let kept = &kept[lane];
+                    let stream = sc.stream.as_deref().unwrap_or_default();
+                    let h = crate::supervise::Health::new(&format!(
+                        "{} {stream}/{durable}",
+                        health.name(),
+                    ));
+                    let (store, stop, client) = (store.clone(), stop.clone(), client.clone());
+                    let seen = seen.clone();
+                    tasks.spawn(run_consumer(store, client, sc, stop, h, kept.clone(), seen));
+                }
+                continue;
+            }
+            if lane > 0 {
+                continue;
+            }
+            let mut sub = client
+                .subscribe(sc.subscribe_to.clone())
+                .await
+                .map_err(|source| NatsError::Subscribe {
+                    subject: sc.subscribe_to.clone(),
+                    source,
+                })?;
+            tracing::info!(subject = %sc.subscribe_to, address = %cfg.address, "NATS subscription established");
+            let store = store.clone();
+            let shutdown = stop.clone();
+            tasks.spawn(async move {
+                loop {
+                    let msg = tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        m = sub.next() => match m { Some(m) => m, None => break },
+                    };
+                    let now = chrono::Utc::now().timestamp();
+                    let out = ingest(&store, &msg.payload, sc.cluster_tag.as_deref(), now);
+                    for e in out.errors.iter().take(5) {
+                        tracing::warn!(subject = %msg.subject, error = %e, "NATS line rejected");
+                    }
+                }
+                let _ = sub.unsubscribe().await;
+            });
+        }
+        let mut panicked = None;
+        let mut hung = None;
+        let mut beside = None;
+        let watchdog = crate::nats::hung(&client);
+        tokio::pin!(watchdog);
+        // Not at once: with one server up both lanes are on it, and a session lasts this long.
+        let mut apart = tokio::time::interval_at(
+            tokio::time::Instant::now() + LANES_APART_EVERY,
+            LANES_APART_EVERY,
+        );
+        loop {
+            tokio::select! {
+                _ = apart.tick(), if lane > 0 && !stop.is_cancelled() => {
+                    let here = crate::nats::said(&client);
+                    let first = crate::util::lock(&self.first).as_ref().map(crate::nats::said);
+                    if first.is_some_and(|f| f.server == here.server) {
+                        stop.cancel();
+                        beside = Some(here);
+                    }
+                }
+                r = tasks.join_next() => match r {
+                    None => break,
+                    Some(Err(e)) if e.is_panic() && panicked.is_none() => {
+                        stop.cancel();
+                        panicked = Some(e.to_string());
+                    }
+                    Some(_) => {}
+                },
+                server = &mut watchdog, if hung.is_none() && !stop.is_cancelled() => {
                     stop.cancel();
-                    panicked = Some(e.to_string());
+                    hung = Some(server);
                 }
-                Some(_) => {}
-            },
-            server = &mut watchdog, if hung.is_none() && !stop.is_cancelled() => {
-                stop.cancel();
-                hung = Some(server);
             }
         }
+        if hung.is_none() {
+            // A hung server would hold the flush as long as it hangs.
+            let _ = client.flush().await;
+        }
+        if let Some(e) = panicked {
+            return Err(NatsError::Panicked(e));
+        }
+        Ok(match (hung, beside) {
+            (Some(h), _) => Ended::Hung(h),
+            (None, Some(b)) => Ended::Beside(b),
+            (None, None) => {
+                tracing::info!("NATS ingest stopped");
+                Ended::Shutdown
+            }
+        })
     }
-    if hung.is_none() {
-        // A hung server would hold the flush as long as it hangs.
-        let _ = client.flush().await;
-    }
-    if let Some(e) = panicked {
-        return Err(NatsError::Panicked(e));
-    }
-    if hung.is_none() {
-        tracing::info!("NATS ingest stopped");
-    }
-    Ok(hung)
 }
 
 /// Messages fetched (and acknowledged after one WAL commit) at a time.

@@ -34,13 +34,18 @@ pub enum Step {
 /// The next step, `None` when the two ways share no server. Only a consumer away from its own
 /// stream's leader is moved: one beside it is where the step would aim, and moving it would
 /// swing between two servers while the third is away (seen on 2.9.10 with a server frozen).
-pub fn next_step(leaders: [[&str; 2]; 2]) -> Option<Step> {
+/// When both consumers are away and in the way, `turn` picks which moves: the caller
+/// alternates it, as a consumer's step-down may have one place to go (a server that just came
+/// back is not eligible yet) and that place may be the other's (seen on 2.9.10).
+pub fn next_step(leaders: [[&str; 2]; 2], turn: bool) -> Option<Step> {
     let [[sa, ca], [sb, cb]] = leaders;
+    let second = cb != sb && (cb == sa || cb == ca);
+    let first = ca != sa && (ca == sb || ca == cb);
     if sa == sb {
         Some(Step::Stream(1))
-    } else if cb != sb && (cb == sa || cb == ca) {
+    } else if second && !(first && turn) {
         Some(Step::Consumer(1))
-    } else if ca != sa && (ca == sb || ca == cb) {
+    } else if first {
         Some(Step::Consumer(0))
     } else {
         None
@@ -120,7 +125,7 @@ pub async fn keep_apart(
             }
         };
         let [[sa, ca], [sb, cb]] = &now;
-        let Some(step) = next_step([[sa, ca], [sb, cb]]) else {
+        let Some(step) = next_step([[sa, ca], [sb, cb]], steps.get() % 2 == 1) else {
             continue;
         };
         let (subject, what) = match step {
@@ -164,8 +169,12 @@ mod tests {
             ([["s0", "s2"], ["s1", "s1"]], None),
             ([["s0", "s0"], ["s1", "s2"]], None),
         ] {
-            assert_eq!(next_step(leaders), step, "{leaders:?}");
+            assert_eq!(next_step(leaders, false), step, "{leaders:?}");
         }
+        // Both consumers away and in the way: the turn picks.
+        let both = [["s0", "s1"], ["s2", "s1"]];
+        assert_eq!(next_step(both, false), Some(Step::Consumer(1)));
+        assert_eq!(next_step(both, true), Some(Step::Consumer(0)));
         // Every state of three servers: where a step is taken, no server led both ways.
         let s = ["s0", "s1", "s2"];
         for a in s {
@@ -173,7 +182,11 @@ mod tests {
                 for c in s {
                     for d in s {
                         let apart = ![a, b].iter().any(|x| *x == c || *x == d);
-                        assert_eq!(next_step([[a, b], [c, d]]).is_none(), apart, "{a}{b}{c}{d}");
+                        assert_eq!(
+                            next_step([[a, b], [c, d]], false).is_none(),
+                            apart,
+                            "{a}{b}{c}{d}"
+                        );
                     }
                 }
             }
@@ -183,15 +196,19 @@ mod tests {
         let other = |x: &mut &str| *x = if *x == "s0" { "s1" } else { "s0" };
         for bits in 0..16u8 {
             let at = |k: u8| if bits >> k & 1 == 1 { "s1" } else { "s0" };
-            let mut l = [[at(0), at(1)], [at(2), at(3)]];
-            let mut steps = 0;
-            while let Some(step) = next_step(l) {
-                match step {
-                    Step::Stream(i) => other(&mut l[i][0]),
-                    Step::Consumer(i) => other(&mut l[i][1]),
+            let l0 = [[at(0), at(1)], [at(2), at(3)]];
+            for turns in [0u8, 1, 2] {
+                let mut l = l0;
+                let mut steps = 0u8;
+                // Turns: always false, always true, alternating.
+                while let Some(step) = next_step(l, turns == 1 || (turns == 2 && steps % 2 == 1)) {
+                    match step {
+                        Step::Stream(i) => other(&mut l[i][0]),
+                        Step::Consumer(i) => other(&mut l[i][1]),
+                    }
+                    steps += 1;
+                    assert!(steps <= 3, "from {bits:04b}: {l:?}");
                 }
-                steps += 1;
-                assert!(steps <= 3, "from {bits:04b}: {l:?}");
             }
         }
     }

@@ -10,8 +10,6 @@
 //! | jetstream | PubAck (a duplicate too; with `hedge-stream`, either stream's) | no PubAck within `timeout` or 10 s (the message is published again every 250 ms meanwhile, same `Nats-Msg-Id`), not connected, no stream | a message over the server's size limit |
 //! | guest | each request as http, nats or jetstream above | as those | as those, and a request the host cannot send (a header it owns, a suffix that makes no URL or subject) |
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -55,6 +53,15 @@ pub struct Nats {
     cfg: SinkConfig,
     base: std::path::PathBuf,
     jetstream: bool,
+    /// One way per stream of the sink (`stream`, then `hedge-stream`), each with a connection
+    /// of its own: the hedge's connects to another server than the first's when it can, so
+    /// that one hung server holds up one way only.
+    lanes: Vec<Lane>,
+}
+
+/// One way to one stream (or core NATS).
+#[derive(Default)]
+struct Lane {
     /// Connected on first use (and kept: the client reconnects by itself), so a daemon starts
     /// while the NATS server is down.
     conn: tokio::sync::Mutex<Option<Conn>>,
@@ -66,13 +73,10 @@ pub struct Nats {
 struct Conn {
     client: async_nats::Client,
     js: Option<async_nats::jetstream::Context>,
-    /// Per stream of the sink (`stream`, then `hedge-stream`): found or created since this
-    /// connection was made. Set by a look-up that may finish after the record that started it.
-    ready: Arc<[AtomicBool]>,
-    /// A look-up of a stream that is not ready runs beside the publishes.
-    looking: Arc<AtomicBool>,
-    /// Per stream: since when its publishes have been answered "no responders" only.
-    no_stream_since: Vec<Option<std::time::Instant>>,
+    /// The lane's stream was found or created since this connection was made.
+    stream_ready: bool,
+    /// Since when publishes have been answered "no responders" only.
+    no_stream_since: Option<std::time::Instant>,
 }
 
 /// Why a transport could not be built; names the field at fault.
@@ -99,8 +103,9 @@ impl Transport {
                 cfg: cfg.clone(),
                 base: base.to_path_buf(),
                 jetstream: cfg.jetstream(),
-                conn: tokio::sync::Mutex::new(None),
-                hung: std::sync::Mutex::new(None),
+                lanes: (0..cfg.streams().len().max(1))
+                    .map(|_| Lane::default())
+                    .collect(),
             })));
         }
         match cfg.kind {
@@ -333,15 +338,29 @@ const REPUBLISH_EVERY: Duration = Duration::from_millis(250);
 const PROBE_AFTER: Duration = Duration::from_secs(1);
 
 impl Nats {
-    async fn connection(&self) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
-        let mut conn = self.conn.lock().await;
+    /// Lane `i`'s connection, made when there is none: a hedge's lane tries the server the
+    /// first lane is connected to last (as it does the server its own last connection hung on).
+    async fn connection(
+        &self,
+        i: usize,
+    ) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
+        let lane = &self.lanes[i];
+        let mut conn = lane.conn.lock().await;
         if conn.is_none() {
             let opts = tls::nats_options(&self.cfg, &self.base).await?;
-            let hung = crate::util::lock(&self.hung).clone();
+            let mut avoid = crate::util::lock(&lane.hung).clone();
+            if avoid.is_none() && i > 0 {
+                // Not waited for: the first lane may be looking its stream up.
+                avoid = self.lanes[0]
+                    .conn
+                    .try_lock()
+                    .ok()
+                    .and_then(|c| c.as_ref().map(|c| crate::nats::said(&c.client)));
+            }
             let client = self
                 .cfg
                 .connection()
-                .connect_avoiding(opts, hung.as_ref())
+                .connect_avoiding(opts, avoid.as_ref())
                 .await
                 .map_err(|e| e.to_string())?;
             let js = self.jetstream.then(|| {
@@ -349,13 +368,11 @@ impl Nats {
                 js.set_timeout(self.cfg.timeout.min(LOOKUP_TIMEOUT));
                 js
             });
-            let streams = self.cfg.streams().len().max(1);
             *conn = Some(Conn {
                 client,
                 js,
-                ready: (0..streams).map(|_| AtomicBool::new(false)).collect(),
-                looking: Arc::default(),
-                no_stream_since: vec![None; streams],
+                stream_ready: false,
+                no_stream_since: None,
             });
         }
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
@@ -383,15 +400,46 @@ impl Nats {
         self.publish(subject, headers, payload, id).await
     }
 
-    /// Publishes one message: core NATS, or JetStream with `Nats-Msg-Id` = `id`.
+    /// Publishes one message: core NATS, or JetStream with `Nats-Msg-Id` = `id`; a hedged
+    /// sink's to both streams at once, each through its lane, delivered when either is.
     async fn publish(
         &self,
+        subject: String,
+        headers: async_nats::HeaderMap,
+        payload: &bytes::Bytes,
+        id: &str,
+    ) -> Outcome {
+        use futures_util::future::{Either, select};
+        let Some((_, hedge)) = self.cfg.streams().into_iter().nth(1) else {
+            return self.publish_on(0, subject, headers, payload, id).await;
+        };
+        let first = Box::pin(self.publish_on(0, subject, headers.clone(), payload, id));
+        let second = Box::pin(self.publish_on(1, hedge, headers, payload, id));
+        let (one, other) = match select(first, second).await {
+            Either::Left((one, other)) => (one, other),
+            Either::Right((one, other)) => (one, other),
+        };
+        if matches!(one, Outcome::Delivered) {
+            return one;
+        }
+        match (one, other.await) {
+            (_, Outcome::Delivered) => Outcome::Delivered,
+            (Outcome::Refused(e), _) | (_, Outcome::Refused(e)) => Outcome::Refused(e),
+            (Outcome::Retry(a), Outcome::Retry(b)) => Outcome::Retry(format!("{a}; {b}")),
+            (one, _) => one,
+        }
+    }
+
+    /// Publishes one message through lane `i` (its stream on `subject`).
+    async fn publish_on(
+        &self,
+        i: usize,
         subject: String,
         mut headers: async_nats::HeaderMap,
         payload: &bytes::Bytes,
         id: &str,
     ) -> Outcome {
-        let conn = match self.connection().await {
+        let mut conn = match self.connection(i).await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),
         };
@@ -416,8 +464,11 @@ impl Nats {
                 Err(e) => Outcome::Retry(e.to_string()),
             };
         };
-        if let Err(e) = self.streams_ready(&js, &conn).await {
-            return Outcome::Retry(e);
+        if !conn.stream_ready {
+            match ensure_stream(&js, &self.cfg, i).await {
+                Ok(()) => conn.stream_ready = true,
+                Err(e) => return Outcome::Retry(e),
+            }
         }
         let limit = conn.client.server_info().max_payload;
         let client = conn.client.clone();
@@ -429,77 +480,19 @@ impl Nats {
             ));
         }
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-        // The same message, same id, to the hedge's stream too.
-        let mut subjects = vec![subject];
-        subjects.extend(self.cfg.streams().into_iter().skip(1).map(|(_, s)| s));
-        self.publish_until_acked(&client, js, &subjects, headers, payload)
+        self.publish_until_acked(i, &client, js, subject, headers, payload)
             .await
     }
 
-    /// Looks the sink's streams up (creates them) until one is ready: a record needs one to be
-    /// delivered. A stream that is not ready (a hedge's whose leader is being elected) is
-    /// looked up beside the publishes, which go to it all the same (it stores them once it
-    /// has a leader again).
-    async fn streams_ready(
-        &self,
-        js: &async_nats::jetstream::Context,
-        conn: &Conn,
-    ) -> Result<(), String> {
-        use futures_util::stream::{FuturesUnordered, StreamExt};
-        let not_ready: Vec<usize> = (0..conn.ready.len())
-            .filter(|&i| !conn.ready[i].load(Ordering::Relaxed))
-            .collect();
-        if not_ready.is_empty() || conn.looking.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        let mut pending: FuturesUnordered<_> = not_ready
-            .iter()
-            .map(|&i| {
-                let (js, cfg) = (js.clone(), self.cfg.clone());
-                async move { (i, ensure_stream(&js, &cfg, i).await) }
-            })
-            .collect();
-        let mut errors = Vec::new();
-        if not_ready.len() == conn.ready.len() {
-            while let Some((i, r)) = pending.next().await {
-                match r {
-                    Ok(()) => {
-                        conn.ready[i].store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-        }
-        let (ready, looking) = (conn.ready.clone(), conn.looking.clone());
-        if pending.is_empty() {
-            looking.store(false, Ordering::Release);
-        } else {
-            tokio::spawn(async move {
-                while let Some((i, r)) = pending.next().await {
-                    if r.is_ok() {
-                        ready[i].store(true, Ordering::Relaxed);
-                    }
-                }
-                looking.store(false, Ordering::Release);
-            });
-        }
-        if conn.ready.iter().any(|r| r.load(Ordering::Relaxed)) {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-
-    /// Publishes the message on each of `subjects` (one per stream of the sink), and again
-    /// every [`REPUBLISH_EVERY`] with the same headers (its `Nats-Msg-Id`), until one copy's
-    /// PubAck comes (from either stream) or [`PUBLISH_ATTEMPT`] (the sink's `timeout` when
-    /// shorter) has passed.
+    /// Publishes the message through lane `i`, and again every [`REPUBLISH_EVERY`] with the
+    /// same headers (its `Nats-Msg-Id`), until one copy's PubAck comes or [`PUBLISH_ATTEMPT`]
+    /// (the sink's `timeout` when shorter) has passed.
     async fn publish_until_acked(
         &self,
+        i: usize,
         client: &async_nats::Client,
         mut js: async_nats::jetstream::Context,
-        subjects: &[String],
+        subject: String,
         headers: async_nats::HeaderMap,
         payload: &bytes::Bytes,
     ) -> Outcome {
@@ -507,6 +500,7 @@ impl Nats {
         use futures_util::stream::{FuturesUnordered, StreamExt};
         use std::future::IntoFuture;
         use tokio::time::Instant;
+        let lane = &self.lanes[i];
         // Every copy's PubAck is awaited until the attempt ends.
         let attempt = self.cfg.timeout.min(PUBLISH_ATTEMPT);
         js.set_timeout(attempt);
@@ -524,18 +518,15 @@ impl Nats {
         let (mut copies, mut last) = (0u32, String::from("no answer"));
         while Instant::now() < deadline {
             if client.connection_state() == async_nats::connection::State::Connected {
-                for (i, subject) in subjects.iter().enumerate() {
-                    match js
-                        .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-                        .await
-                    {
-                        Ok(f) => {
-                            let ack = f.into_future();
-                            acks.push(async move { (i, ack.await) });
-                            copies += 1;
-                        }
-                        Err(e) => last = e.to_string(),
+                match js
+                    .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                    .await
+                {
+                    Ok(f) => {
+                        acks.push(f.into_future());
+                        copies += 1;
                     }
+                    Err(e) => last = e.to_string(),
                 }
             } else {
                 last = format!("not connected to {}", self.cfg.url);
@@ -548,37 +539,34 @@ impl Nats {
                     answered = &mut probe, if !probed => {
                         probed = true;
                         if !answered {
-                            *crate::util::lock(&self.hung) = Some(crate::nats::said(client));
-                            *self.conn.lock().await = None;
+                            *crate::util::lock(&lane.hung) = Some(crate::nats::said(client));
+                            *lane.conn.lock().await = None;
                             return Outcome::Retry(format!(
                                 "{}: the server stopped answering; connecting through another",
                                 self.cfg.url
                             ));
                         }
                     }
-                    Some((i, r)) = acks.next(), if !acks.is_empty() => match r {
+                    Some(r) = acks.next(), if !acks.is_empty() => match r {
                         Ok(_) => {
-                            if let Some(c) = self.conn.lock().await.as_mut() {
-                                c.no_stream_since[i] = None;
+                            if let Some(c) = lane.conn.lock().await.as_mut() {
+                                c.no_stream_since = None;
                             }
                             return Outcome::Delivered;
                         }
                         Err(e) => {
                             last = e.to_string();
                             // "No responders" for longer than an election takes: the stream
-                            // may be gone; it is looked up (created) again, by the next
-                            // attempt when no other stream of the sink is ready. A PubAck
-                            // that did not come says nothing about the stream.
+                            // may be gone; the next attempt looks it up (creates it) again.
+                            // A PubAck that did not come says nothing about the stream.
                             if e.kind() == PublishErrorKind::StreamNotFound
-                                && let Some(c) = self.conn.lock().await.as_mut()
+                                && let Some(c) = lane.conn.lock().await.as_mut()
                             {
-                                let since = *c.no_stream_since[i].get_or_insert_with(std::time::Instant::now);
+                                let since = *c.no_stream_since.get_or_insert_with(std::time::Instant::now);
                                 if since.elapsed() >= NO_STREAM_BEFORE_LOOKUP {
-                                    c.ready[i].store(false, Ordering::Relaxed);
-                                    c.no_stream_since[i] = None;
-                                    if !c.ready.iter().any(|r| r.load(Ordering::Relaxed)) {
-                                        return Outcome::Retry(last);
-                                    }
+                                    c.stream_ready = false;
+                                    c.no_stream_since = None;
+                                    return Outcome::Retry(last);
                                 }
                             }
                         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::buffer::Chain;
+use super::buffer::{Chain, slot_of};
 use super::config::LTTB_MIN_POINTS;
 use super::{Aggregation, Level, MetricInfo, SelectorElement, Store, StoreError};
 
@@ -163,9 +163,10 @@ impl Store {
         to: i64,
     ) -> Result<(Vec<f64>, i64, i64), StoreError> {
         // First pass: the step (all series share it unless a snapshot from another
-        // configuration was restored) and the oldest sample's time.
+        // configuration was restored), and per series its grid's phase, its oldest sample's
+        // time and its end slot (one hold of each level's lock besides the sum's).
         let mut freq = 0;
-        let mut first = i64::MAX;
+        let mut spans = Vec::with_capacity(levels.len());
         for l in levels {
             with_chain(l, m.id, |c| {
                 if freq == 0 {
@@ -173,23 +174,23 @@ impl Store {
                 } else if freq != c.step() {
                     return Err(StoreError::DataDoesNotAlign);
                 }
-                first = first.min(c.time(c.span().0));
+                let (first, end) = c.span();
+                spans.push((c.phase(), c.time(first), end));
                 Ok(())
             })?;
         }
         if freq == 0 {
             return Err(StoreError::NotFound);
         }
+        let first = spans.iter().map(|s| s.1).min().unwrap_or(i64::MAX);
         let from = from.max(first);
         // Steps before `to`, then per series up to its newest slot; the longest wins.
         let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
-        let mut n = 0;
-        for l in levels {
-            with_chain(l, m.id, |c| {
-                n = n.max((c.span().1 - c.slot(from)).clamp(0, wanted));
-                Ok(())
-            })?;
-        }
+        let n = spans
+            .iter()
+            .map(|&(phase, _, end)| (end - slot_of(from, freq, phase)).clamp(0, wanted))
+            .max()
+            .unwrap_or(0);
         let mut data = vec![0.0; n as usize];
         for l in levels {
             with_chain(l, m.id, |c| {

@@ -45,8 +45,27 @@ fn ways(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Option<[usize; 4]> {
     ])
 }
 
-/// Waits until no server leads a part of both streams' ways (the central's doing); returns
-/// how long that took.
+/// Whether every replica of what the JetStream info request `subject` describes is current
+/// (a server started again has caught up: until then losing another is losing two).
+fn all_current(cluster: &Cluster, rt: &tokio::runtime::Runtime, subject: &str) -> bool {
+    let urls = cluster.urls();
+    let subject = subject.to_string();
+    rt.block_on(async {
+        let addrs: Vec<&str> = urls.split(',').collect();
+        let c = async_nats::connect(addrs).await.ok()?;
+        let m = tokio::time::timeout(Duration::from_secs(2), c.request(subject, "".into()))
+            .await
+            .ok()?
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+        let replicas = v["cluster"]["replicas"].as_array()?;
+        Some(replicas.len() == 2 && replicas.iter().all(|r| r["current"] == true))
+    })
+    .unwrap_or(false)
+}
+
+/// Waits until no server leads a part of both streams' ways (the central's doing) and every
+/// replica of both streams and consumers is current; returns how long that took.
 fn apart(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Duration {
     let t = Instant::now();
     let mut last = None;
@@ -54,13 +73,21 @@ fn apart(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Duration {
         last = ways(cluster, rt);
         if let Some([sa, ca, sb, cb]) = last
             && ![sa, ca].iter().any(|x| *x == sb || *x == cb)
+            && [
+                "$JS.API.STREAM.INFO.FWD",
+                "$JS.API.CONSUMER.INFO.FWD.central",
+                "$JS.API.STREAM.INFO.FWDB",
+                "$JS.API.CONSUMER.INFO.FWDB.central",
+            ]
+            .iter()
+            .all(|s| all_current(cluster, rt, s))
         {
             return t.elapsed();
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!(
-        "the streams' leaders not apart within 60 s: FWD, its consumer, FWDB, its consumer on {last:?}"
+        "the streams' leaders not apart (or a replica not current) within 60 s: FWD, its consumer, FWDB, its consumer on {last:?}"
     );
 }
 

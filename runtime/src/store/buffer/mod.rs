@@ -30,7 +30,7 @@ pub(crate) use super::page::Page;
 /// `BUFFER_CAP` as the slot arithmetic's type.
 const CAP: i64 = BUFFER_CAP as i64;
 
-pub(crate) use chain::Chain;
+pub(crate) use chain::{Chain, slot_of};
 pub use chain::{IDLE_AFTER, MAX_FREQUENCY, Newest};
 pub(crate) use closed::Closed;
 pub(crate) use pool::Pool;

@@ -288,19 +288,44 @@ fn decimal_body<const ADD: bool>(
     }
     let count = if delta { m.saturating_sub(1) } else { m };
     let src = r.take(words(count, w) * 8)?;
-    // One loop per sign of `e` (what `scale_back` computes): integers convert without a
-    // division by 1.
-    let p = POW10[e.unsigned_abs() as usize];
     let dec = Decimal { src, w, base, from };
-    match (delta, e.signum()) {
-        (true, 0) => dec.running::<ADD>(dst, min_delta, |d| d as f64),
-        (true, 1) => dec.running::<ADD>(dst, min_delta, |d| d as f64 / p),
-        (true, _) => dec.running::<ADD>(dst, min_delta, |d| d as f64 * p),
-        (false, 0) => dec.framed::<ADD>(dst, |d| d as f64),
-        (false, 1) => dec.framed::<ADD>(dst, |d| d as f64 / p),
-        (false, _) => dec.framed::<ADD>(dst, |d| d as f64 * p),
+    // Where every integer of the block lies within ±2^51 (all but pathological blocks), it
+    // converts by the exponent trick, which vectorises (an i64 conversion does not).
+    if small_integers(head, count) {
+        dec.values::<ADD>(dst, e, min_delta, delta, exact_small);
+    } else {
+        dec.values::<ADD>(dst, e, min_delta, delta, |d| d as f64);
     }
     exceptions(r, nexc, m, from, dst).map(|_| true)
+}
+
+/// Whether every integer of a decimal section of `count` packed values lies strictly within
+/// ±2^51: `base` plus offsets below `2^width` (frame of reference), or `base` plus `i ×
+/// min_delta` plus `i` such offsets (deltas).
+fn small_integers(head: &DecimalHead, count: usize) -> bool {
+    const LIMIT: i128 = 1 << 51;
+    if head.width > 50 {
+        return false;
+    }
+    let (base, top) = (head.base as i128, (1i128 << head.width) - 1);
+    let (lo, hi) = if head.delta {
+        let steps = count as i128 * head.min_delta as i128;
+        (
+            base + steps.min(0),
+            base + steps.max(0) + count as i128 * top,
+        )
+    } else {
+        (base, base + top)
+    };
+    -LIMIT < lo && hi < LIMIT
+}
+
+/// `d` (strictly within ±2^51) as f64, exactly: `d` added to the mantissa of 1.5 × 2^52,
+/// minus that.
+#[inline(always)]
+fn exact_small(d: i64) -> f64 {
+    const BIAS: f64 = 6_755_399_441_055_744.0;
+    f64::from_bits(d.wrapping_add(BIAS.to_bits() as i64) as u64) - BIAS
 }
 
 /// `count` exceptions `(u16 index, u64 bits)` of a section of `m` values over the decoded
@@ -335,6 +360,29 @@ struct Decimal<'a> {
 }
 
 impl Decimal<'_> {
+    /// The section's values into `dst`: `d / 10^e` (`d × 10^-e`), `d` converted by `int`
+    /// (exactly), one loop per mode and sign of `e` (what `scale_back` computes: integers
+    /// convert without a division by 1).
+    #[inline(always)]
+    fn values<const ADD: bool>(
+        &self,
+        dst: &mut [f64],
+        e: i32,
+        min_delta: i64,
+        delta: bool,
+        int: impl Fn(i64) -> f64 + Copy,
+    ) {
+        let p = POW10[e.unsigned_abs() as usize];
+        match (delta, e.signum()) {
+            (true, 0) => self.running::<ADD>(dst, min_delta, int),
+            (true, 1) => self.running::<ADD>(dst, min_delta, |d| int(d) / p),
+            (true, _) => self.running::<ADD>(dst, min_delta, |d| int(d) * p),
+            (false, 0) => self.framed::<ADD>(dst, int),
+            (false, 1) => self.framed::<ADD>(dst, |d| int(d) / p),
+            (false, _) => self.framed::<ADD>(dst, |d| int(d) * p),
+        }
+    }
+
     /// Frame-of-reference values into `dst`: `base` plus each one's packed offset (a run of
     /// zero offsets is `base` converted once).
     #[inline(always)]
@@ -379,5 +427,58 @@ fn finish(r: Reader<'_>) -> Result<(), DecodeError> {
     match r.0.len() {
         0 => Ok(()),
         n => Err(DecodeError::Trailing(n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exponent trick against the conversion instruction, over the whole range it is
+    /// used for and its edges.
+    #[test]
+    fn small_integers_convert_exactly() {
+        let mut r = crate::util::TestRng(0x51_DEC0);
+        let edge = (1i64 << 51) - 1;
+        let fixed = [
+            0,
+            1,
+            -1,
+            edge,
+            -edge,
+            edge - 1,
+            -edge + 1,
+            1 << 50,
+            -(1 << 50),
+        ];
+        let random = (0..100_000).map(|_| (r.next() as i64) >> (13 + r.below(50)));
+        for d in fixed.into_iter().chain(random) {
+            assert_eq!(exact_small(d).to_bits(), (d as f64).to_bits(), "{d}");
+        }
+    }
+
+    /// Blocks whose integers reach ±2^51 and past it, framed and by deltas, read back exactly
+    /// (on both sides of the bound the fast conversion is used within).
+    #[test]
+    fn decimal_blocks_near_the_bound_read_back() {
+        for base in [
+            (1i64 << 51) - 600,
+            -(1i64 << 51) + 3,
+            (1i64 << 52) + 7,
+            -(1 << 53) + 9,
+        ] {
+            for delta in [false, true] {
+                let v: Vec<f64> = (0..512i64)
+                    .map(|i| (base + if delta { i } else { (i * 7919) % 512 }) as f64 / 100.0)
+                    .collect();
+                let mut enc = Vec::new();
+                super::super::encode(&v, &mut enc);
+                let mut out = vec![0.0; 512];
+                decode(&enc, &mut out).unwrap();
+                for (a, b) in v.iter().zip(&out) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "base {base}, deltas {delta}");
+                }
+            }
+        }
     }
 }

@@ -194,7 +194,6 @@ pub(super) fn values_into<const ADD: bool>(
     let exact = exact_range(head.n_lo as i128, head.n_width)
         && exact_range(head.j_lo as i128, head.j_width);
     let (n_lo, j_lo) = (head.n_lo as f64, head.j_lo as f64);
-    let mut words = [0u64; unpack::GROUP];
     let (mut nv, mut jv) = ([0u64; unpack::GROUP], [0u64; unpack::GROUP]);
     let end = from + dst.len();
     let mut i = from;
@@ -204,8 +203,8 @@ pub(super) fn values_into<const ADD: bool>(
             i % unpack::GROUP,
             (end - g * unpack::GROUP).min(unpack::GROUP),
         );
-        let (n, _) = unpack::group(ns, head.n_width, g, &mut words, &mut nv);
-        let (j, _) = unpack::group(js, head.j_width, g, &mut words, &mut jv);
+        let (n, _) = unpack::group(ns, head.n_width, g, &mut nv);
+        let (j, _) = unpack::group(js, head.j_width, g, &mut jv);
         let o = &mut dst[i - from..i - from + (hi - lo)];
         let pairs = o.iter_mut().zip(n[lo..hi].iter().zip(&j[lo..hi]));
         if exact {

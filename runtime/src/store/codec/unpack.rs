@@ -11,19 +11,22 @@ pub(super) const GROUP: usize = 64;
 /// A run of zero values.
 static ZEROS: [u64; GROUP] = [0; GROUP];
 
-/// One group's words in, its values out.
-type Kernel = fn(&[u64; GROUP], &mut [u64; GROUP]);
+/// One group's bytes in (at least its `8 w`), its values out.
+type Kernel = fn(&[u8], &mut [u64; GROUP]);
 
-/// Unpacks 64 values of `W` bits (`W` words of `src`).
+/// Unpacks 64 values of `W` bits (the `W` little-endian words at the front of `src`), read
+/// in place: no copy of the words first.
 #[inline(always)]
-fn unpack<const W: usize>(src: &[u64; GROUP], out: &mut [u64; GROUP]) {
+fn unpack<const W: usize>(src: &[u8], out: &mut [u64; GROUP]) {
+    let src = &src[..W * 8];
+    let word = |k: usize| u64::from_le_bytes(src[k * 8..k * 8 + 8].try_into().expect("8 bytes"));
     let mask = if W == 64 { u64::MAX } else { (1u64 << W) - 1 };
     for (i, o) in out.iter_mut().enumerate() {
         let bit = i * W;
         let (at, shift) = (bit / 64, bit % 64);
-        let mut v = src[at] >> shift;
+        let mut v = word(at) >> shift;
         if shift + W > 64 {
-            v |= src[at + 1] << (64 - shift);
+            v |= word(at + 1) << (64 - shift);
         }
         *o = v & mask;
     }
@@ -66,52 +69,48 @@ pub(super) fn each_run(
         }
         return;
     }
-    let (mut words, mut vals) = ([0u64; GROUP], [0u64; GROUP]);
+    let mut vals = [0u64; GROUP];
     let mut i = from;
     while i < end {
         let g = i / GROUP;
         let (lo, hi) = (i - g * GROUP, (end - g * GROUP).min(GROUP));
-        let (v, zero) = group(src, w, g, &mut words, &mut vals);
+        let (v, zero) = group(src, w, g, &mut vals);
         f(i - from, &v[lo..hi], zero);
         i = g * GROUP + hi;
     }
 }
 
-/// Group `g` of the values of width `w` (1..=64) in `src` (values `64 g .. 64 g + 64`),
-/// unpacked into `vals` (`words` is scratch), or the zeros when its words are all zero
-/// (nothing unpacked); also whether it is all zero. Bytes missing at the end of `src` read
-/// as zero bits.
+/// Group `g` of the values of width `w` (0..=64) in `src` (values `64 g .. 64 g + 64`),
+/// unpacked into `vals`, or the zeros when its words are all zero (nothing unpacked); also
+/// whether it is all zero. Bytes missing at the end of `src` read as zero bits.
 #[inline]
 pub(super) fn group<'a>(
     src: &[u8],
     w: u32,
     g: usize,
-    words: &mut [u64; GROUP],
     vals: &'a mut [u64; GROUP],
 ) -> (&'a [u64; GROUP], bool) {
     if w == 0 {
         return (&ZEROS, true);
     }
     let w = w.min(64) as usize;
-    // The group's words, zero past the end of `src`.
-    let at = g * w * 8;
-    let bytes = src.get(at..).unwrap_or(&[]);
-    let whole = (bytes.len() / 8).min(w);
-    for (d, c) in words[..whole].iter_mut().zip(bytes.chunks_exact(8)) {
-        *d = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-    }
-    words[whole..w].fill(0);
-    if whole < w {
-        // A last partial word.
-        let rest = &bytes[whole * 8..bytes.len().min(whole * 8 + 8)];
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        words[whole] = u64::from_le_bytes(last);
-    }
-    if words[..w].iter().all(|x| *x == 0) {
+    let bytes = src.get(g * w * 8..).unwrap_or(&[]);
+    let padded: [u8; GROUP * 8];
+    let bytes = match bytes.get(..w * 8) {
+        Some(whole) => whole,
+        None => {
+            // The last group, its words cut short: zero bits past the end (the only group
+            // whose bytes are copied).
+            let mut p = [0u8; GROUP * 8];
+            p[..bytes.len()].copy_from_slice(bytes);
+            padded = p;
+            &padded[..w * 8]
+        }
+    };
+    if bytes.iter().all(|b| *b == 0) {
         return (&ZEROS, true);
     }
-    KERNELS[w - 1](words, vals);
+    KERNELS[w - 1](bytes, vals);
     (vals, false)
 }
 
