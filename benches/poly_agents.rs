@@ -84,14 +84,22 @@ fn mountstats(n: usize, dir: &Path) {
 /// a vector per mount, keyed by mount point (what the agent does, without the metric table).
 fn native_mountstats(path: &Path) -> usize {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut mounts: Vec<(String, Vec<u64>)> = Vec::new();
+    nfs_mounts(&text).iter().map(|(_, v)| v.len()).sum()
+}
+
+/// Each NFS mount's point and the numbers of its record, in file order (both native
+/// baselines that parse the whole file per mount).
+fn nfs_mounts(text: &str) -> Vec<(&str, Vec<u64>)> {
+    let mut mounts: Vec<(&str, Vec<u64>)> = Vec::new();
     let mut nfs = false;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("device ") {
             nfs = rest.contains("nfs statvers=") || rest.contains("nfs4 statvers=");
             if nfs {
-                let point = rest.split(' ').nth(3).unwrap_or("").to_string();
-                mounts.push((point, Vec::with_capacity(720)));
+                mounts.push((
+                    rest.split(' ').nth(3).unwrap_or(""),
+                    Vec::with_capacity(720),
+                ));
             }
             continue;
         }
@@ -103,7 +111,7 @@ fn native_mountstats(path: &Path) -> usize {
             );
         }
     }
-    mounts.iter().map(|(_, v)| v.len()).sum()
+    mounts
 }
 
 /// The native baseline that also answers: [`native_mountstats`]'s numbers as the values the
@@ -136,27 +144,7 @@ fn native_mountstats_values(path: &Path) -> wasmon::namespace::Values {
 /// own string: what a native agent of these metrics would hand the daemon.
 fn native_mountstats_per_metric(path: &Path) -> Vec<wasmon::namespace::Values> {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut mounts: Vec<(&str, Vec<u64>)> = Vec::new();
-    let mut nfs = false;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("device ") {
-            nfs = rest.contains("nfs statvers=") || rest.contains("nfs4 statvers=");
-            if nfs {
-                mounts.push((
-                    rest.split(' ').nth(3).unwrap_or(""),
-                    Vec::with_capacity(720),
-                ));
-            }
-            continue;
-        }
-        if let (true, Some((_, v))) = (nfs, mounts.last_mut()) {
-            let body = line.split_once(':').map_or(line, |(_, b)| b);
-            v.extend(
-                body.split([' ', '\t'])
-                    .filter_map(|w| w.parse::<u64>().ok()),
-            );
-        }
-    }
+    let mounts = nfs_mounts(&text);
     let metrics = mounts.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
     (0..metrics)
         .map(|k| {
