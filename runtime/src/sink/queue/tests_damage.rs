@@ -296,7 +296,8 @@ fn damage_after_open_is_skipped_and_counted_on_the_way_out() {
 // ---- a real SIGKILL ----
 
 /// Run by `a_sigkill_loses_no_returned_push` in a child process: pushes (and now and then
-/// takes and acks one) until killed, reporting each returned push and ack on stdout.
+/// takes and acks one) until killed, reporting each returned push, and each ack before it is
+/// made, on stdout.
 #[test]
 #[ignore = "the child of a_sigkill_loses_no_returned_push"]
 fn kill9_child() {
@@ -316,8 +317,10 @@ fn kill9_child() {
         if i % 3 == 0
             && let Some(r) = q.next().expect("next")
         {
+            // Said before it is done: a kill between the ack and a line after it would leave
+            // an ack the parent never heard of, and the record's absence would look like a loss.
+            writeln!(out, "acking {}", r.seq).expect("stdout");
             q.ack(r.seq).expect("ack");
-            writeln!(out, "acked {}", r.seq).expect("stdout");
         }
     }
 }
@@ -343,6 +346,9 @@ fn a_sigkill_loses_no_returned_push() {
             .expect("spawn");
         let stdout = child.stdout.take().expect("stdout");
         let mut pushes = 0;
+        // Every line, also those the child wrote between the kill's decision and its landing:
+        // it keeps pushing and acking until then, and an ack the parent did not read would
+        // make its record's absence look like a loss.
         for line in std::io::BufReader::new(stdout).lines() {
             let line = line.expect("line");
             let w: Vec<&str> = line.split(' ').collect();
@@ -352,18 +358,18 @@ fn a_sigkill_loses_no_returned_push() {
                     owed.insert(seq, i.parse().expect("i"));
                     pushes += 1;
                     if pushes == stop_after {
-                        break;
+                        // SIGKILL while the child keeps pushing (it does not wait for the pipe
+                        // to be read until its buffer fills): no destructor, no last commit.
+                        child.kill().expect("kill");
                     }
                 }
-                ["acked", seq] => {
+                // Made or not when the kill landed: the record may be back or gone.
+                ["acking", seq] => {
                     owed.remove(&seq.parse().expect("seq"));
                 }
                 _ => {}
             }
         }
-        // SIGKILL while the child keeps pushing (it does not wait for the pipe to be read
-        // until its buffer fills): no destructor, no last commit.
-        child.kill().expect("kill");
         child.wait().expect("wait");
         assert!(
             pushes >= stop_after.min(100),
