@@ -14,6 +14,7 @@ mod parse;
 mod ps;
 mod reader;
 mod samples;
+mod sys;
 
 use std::ops::{BitOr, BitOrAssign, Range};
 
