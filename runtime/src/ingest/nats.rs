@@ -111,33 +111,19 @@ impl NatsConfig {
             if let Some(d) = &sc.durable {
                 crate::sink::config::check_stream_name(d).map_err(|e| at("durable", e))?;
             }
-            match (&sc.hedge_stream, &sc.hedge_subject) {
-                (None, None) => {}
-                (Some(_), None) => {
-                    return Err(at("hedge-subject", "goes with `hedge-stream`".into()));
+            let hedge = crate::sink::config::hedge_pair(
+                sc.hedge_stream.as_deref(),
+                sc.hedge_subject.as_deref(),
+            );
+            if let Some(second) = hedge.map_err(|(f, p)| at(f, p.into()))? {
+                if sc.stream.is_none() {
+                    return Err(at("hedge-stream", "goes with `stream`".into()));
                 }
-                (None, Some(_)) => {
-                    return Err(at("hedge-stream", "goes with `hedge-subject`".into()));
-                }
-                (Some(st), Some(su)) => {
-                    if sc.stream.is_none() {
-                        return Err(at("hedge-stream", "goes with `stream`".into()));
-                    }
-                    crate::sink::config::check_stream_name(st)
-                        .map_err(|e| at("hedge-stream", e))?;
-                    if sc.stream.as_ref() == Some(st) {
-                        return Err(at(
-                            "hedge-stream",
-                            "is `stream`: name a second stream".into(),
-                        ));
-                    }
-                    if *su == sc.subscribe_to {
-                        return Err(at(
-                            "hedge-subject",
-                            "is `subscribe-to`: two streams cannot share one".into(),
-                        ));
-                    }
-                }
+                let first = (
+                    sc.stream.as_deref(),
+                    ("subscribe-to", Some(sc.subscribe_to.as_str())),
+                );
+                crate::sink::config::check_hedge_apart(first, second).map_err(|(f, p)| at(f, p))?;
             }
         }
         Ok(())
@@ -694,6 +680,46 @@ mod tests {
     use super::*;
     use crate::store::{StoreConfig, selector};
     use std::time::Duration;
+
+    #[test]
+    fn a_hedge_goes_with_a_stream_and_names_another_stream_and_subject() {
+        let cfg = |extra: &str| {
+            let text = format!(
+                "address = 'nats://a:4222'\n[[subscriptions]]\nsubscribe-to = 'lp'\n{extra}"
+            );
+            toml::from_str::<NatsConfig>(&text).unwrap()
+        };
+        let ok = "stream = 'A'\nhedge-stream = 'B'\nhedge-subject = 'lpb'";
+        assert_eq!(cfg(ok).check(), Ok(()));
+        for (extra, why) in [
+            (
+                "stream = 'A'\nhedge-stream = 'B'",
+                "hedge-subject: goes with `hedge-stream`",
+            ),
+            (
+                "stream = 'A'\nhedge-subject = 'lpb'",
+                "hedge-stream: goes with `hedge-subject`",
+            ),
+            (
+                "hedge-stream = 'B'\nhedge-subject = 'lpb'",
+                "hedge-stream: goes with `stream`",
+            ),
+            (
+                "stream = 'A'\nhedge-stream = 'A'\nhedge-subject = 'lpb'",
+                "hedge-stream: is `stream`: name a second stream",
+            ),
+            (
+                "stream = 'A'\nhedge-stream = 'B'\nhedge-subject = 'lp'",
+                "hedge-subject: is `subscribe-to`: two streams cannot share one",
+            ),
+        ] {
+            assert_eq!(
+                cfg(extra).check(),
+                Err(format!("nats.subscriptions[0].{why}")),
+                "{extra}"
+            );
+        }
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ingest_from_real_nats_server() {

@@ -405,27 +405,16 @@ impl SinkConfig {
     /// `hedge-stream` and `hedge-subject` go together, on a `jetstream` sink, and name another
     /// stream and subject than `stream` and `subject`.
     fn check_hedge(&self) -> Result<(), SinkConfigError> {
-        let (stream, subject) = match (&self.hedge_stream, &self.hedge_subject) {
-            (None, None) => return Ok(()),
-            (Some(st), Some(su)) => (st, su),
-            (Some(_), None) => return Err(self.err("hedge-subject", "goes with `hedge-stream`")),
-            (None, Some(_)) => return Err(self.err("hedge-stream", "goes with `hedge-subject`")),
+        let hedge = hedge_pair(self.hedge_stream.as_deref(), self.hedge_subject.as_deref());
+        let Some((stream, subject)) = hedge.map_err(|(f, p)| self.err(f, p))? else {
+            return Ok(());
         };
         if self.kind != SinkType::Jetstream {
             return Err(self.err("hedge-stream", "only a jetstream sink takes one"));
         }
-        check_stream_name(stream).map_err(|p| self.err("hedge-stream", p))?;
         check_subject(subject).map_err(|p| self.err("hedge-subject", p))?;
-        if self.stream.as_ref() == Some(stream) {
-            return Err(self.err("hedge-stream", "is `stream`: name a second stream"));
-        }
-        if self.subject.as_ref() == Some(subject) {
-            return Err(self.err(
-                "hedge-subject",
-                "is `subject`: two streams cannot share one",
-            ));
-        }
-        Ok(())
+        let first = (self.stream.as_deref(), ("subject", self.subject.as_deref()));
+        check_hedge_apart(first, (stream, subject)).map_err(|(f, p)| self.err(f, p))
     }
 
     /// The sink's streams and their subjects: `stream` on `subject`, then the hedge's.
@@ -480,6 +469,38 @@ pub const MIN_QUEUE_SIZE: u64 = 4 << 20;
 
 /// NATS subjects: dot-separated tokens, no whitespace, no empty token; `*` and `>` are for
 /// subscribing, not publishing.
+/// A hedge's two fields, both or neither (a sink's and a NATS subscription's alike): the
+/// second stream and its subject, `None` without a hedge, or the field missing and why.
+pub fn hedge_pair<'a>(
+    stream: Option<&'a str>,
+    subject: Option<&'a str>,
+) -> Result<Option<(&'a str, &'a str)>, (&'static str, &'static str)> {
+    match (stream, subject) {
+        (None, None) => Ok(None),
+        (Some(st), Some(su)) => Ok(Some((st, su))),
+        (Some(_), None) => Err(("hedge-subject", "goes with `hedge-stream`")),
+        (None, Some(_)) => Err(("hedge-stream", "goes with `hedge-subject`")),
+    }
+}
+
+/// A hedge's second stream is a valid name, another stream than the first, on another
+/// subject: `first` is the first stream and its subject with the subject's field name.
+pub fn check_hedge_apart(
+    first: (Option<&str>, (&'static str, Option<&str>)),
+    (stream, subject): (&str, &str),
+) -> Result<(), (&'static str, String)> {
+    let (first_stream, (subject_field, first_subject)) = first;
+    check_stream_name(stream).map_err(|p| ("hedge-stream", p))?;
+    if first_stream == Some(stream) {
+        return Err(("hedge-stream", "is `stream`: name a second stream".into()));
+    }
+    if first_subject == Some(subject) {
+        let why = format!("is `{subject_field}`: two streams cannot share one");
+        return Err(("hedge-subject", why));
+    }
+    Ok(())
+}
+
 pub fn check_subject(s: &str) -> Result<(), String> {
     if s.is_empty() || s.split('.').any(str::is_empty) {
         return Err(format!("{s:?} is not a NATS subject (empty token)"));
