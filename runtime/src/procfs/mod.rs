@@ -145,3 +145,5 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reader;
