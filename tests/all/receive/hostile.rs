@@ -178,3 +178,35 @@ fn receive_hostile_bodies_cost_nothing_and_store_nothing() {
     assert_eq!(status, 204, "{answer}");
     assert_eq!(samples_in(&d), before + 1);
 }
+
+/// A body sent where no pipeline takes it is refused with 404 naming why, whichever of the
+/// four receiver routes it came by, and nothing reaches the pipeline that does exist.
+#[test]
+fn a_receiver_without_its_pipeline_answers_404_naming_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only a named pipeline: neither conventional path is fed.
+    let d = DaemonProcess::with_config(
+        dir.path(),
+        &format!("{NO_PROCFS}[[pipeline]]\nname = \"p\"\nsinks = [\"stdout\", \"store\"]\n"),
+    );
+    for (path, why) in [
+        (
+            "/api/v1/write",
+            "no pipeline takes this path: set [api] prometheus-pipeline",
+        ),
+        (
+            "/v1/metrics",
+            "no pipeline takes this path: set [api] otlp-pipeline",
+        ),
+        (
+            "/api/pipelines/nope/prometheus",
+            "no pipeline named \"nope\"",
+        ),
+        ("/api/pipelines/nope/otlp", "no pipeline named \"nope\""),
+    ] {
+        let r = d.post(path, "x");
+        assert_eq!(r.status(), 404, "{path}");
+        assert!(r.text().unwrap().contains(why), "{path}: not {why:?}");
+    }
+    assert_eq!(samples_in(&d), 0);
+}
