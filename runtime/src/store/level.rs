@@ -196,10 +196,7 @@ impl Level {
         match metrics.iter_mut().find(|s| s.id == m.id) {
             Some(s) => s.write(ts, value, pool),
             None if self.is_removed() => Err(StoreError::Removed),
-            None => {
-                let r = add(&mut metrics, m, ts, value, pool);
-                r
-            }
+            None => add(&mut metrics, m, ts, value, pool),
         }
     }
 
@@ -220,10 +217,7 @@ impl Level {
             let r = match metrics.iter_mut().find(|s| s.id == m.id) {
                 Some(s) => s.write(ts, value, pool),
                 None if self.is_removed() => Err(StoreError::Removed),
-                None => {
-                    let r = add(&mut metrics, m, ts, value, pool);
-                    r
-                }
+                None => add(&mut metrics, m, ts, value, pool),
             };
             result(i, r);
         }

@@ -56,9 +56,11 @@ impl Older {
 
     #[inline(always)]
     fn heap(&self) -> Option<Heap> {
-        let w = self.word();
+        if self.word().addr() & MANY == 0 {
+            return None;
+        }
         // SAFETY: the tag says the heap variant is the one stored.
-        (w.addr() & MANY != 0).then(|| unsafe { self.heap })
+        Some(unsafe { self.heap })
     }
 
     /// The buffers as a slice.

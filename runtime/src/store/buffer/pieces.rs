@@ -172,14 +172,7 @@ mod tests {
         // 30 pieces of 16 are 1 of 256, 3 of 64 and 2 of 16 after the merges.
         let lens: Vec<usize> = each(&p).map(|(_, n, _)| n).collect();
         assert_eq!(lens, vec![256, 64, 64, 64, 16, 16]);
-        let mut out = vec![0.0; 480];
-        decode(&p, &mut out);
-        for (i, (a, b)) in out.iter().zip(&all).enumerate() {
-            assert!(
-                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                "{i}"
-            );
-        }
+        reads_back(&p, &all);
         // A range across pieces, starting and ending inside them.
         let mut part = vec![0.0; 200];
         decode_range(&p, 100, &mut part);
@@ -213,12 +206,17 @@ mod tests {
         }
         // Three per class at most (four classes) and the newest.
         assert!(most <= 3 * 4 + 1, "{most} pieces");
-        let mut out = vec![0.0; 512];
-        decode(&p, &mut out);
-        for (j, (a, b)) in out.iter().zip(&all).enumerate() {
+        reads_back(&p, &all);
+    }
+
+    /// The pieces decode to `all`, bit for bit (NaN as NaN).
+    fn reads_back(p: &[u8], all: &[f64]) {
+        let mut out = vec![0.0; all.len()];
+        decode(p, &mut out);
+        for (i, (a, b)) in out.iter().zip(all).enumerate() {
             assert!(
                 a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                "{j}"
+                "{i}"
             );
         }
     }
