@@ -5,7 +5,7 @@
 use super::closed::Closed;
 use super::older::Older;
 use super::open::Buf;
-use super::pieces::{KEEP, MIN_PIECE};
+use super::pieces::FREEZE;
 use super::pool::Pool;
 use super::{BUFFER_CAP, CAP, StoreError};
 
@@ -39,9 +39,8 @@ pub(crate) struct Chain {
 pub const COMPACT_EVERY_SECS: i64 = 60;
 
 /// Most raw slots the pass leaves free in the tail for the next minute's writes: a series
-/// written every second would otherwise keep 60 (a 480-byte array) between passes; past these
-/// a write doubles the array (a copy of at most a few hundred bytes, twice a minute). With
-/// the [`KEEP`] newest values a series written every 10 s keeps 8 slots (64 bytes).
+/// written every second would otherwise keep 61 (a 1 KiB array) between passes; past these a
+/// write doubles the array (a copy of at most a few hundred bytes, twice a minute).
 const MAX_ROOM: usize = 8;
 
 /// A series not written for this long (and two of its steps) counts as no longer written: the
@@ -112,7 +111,7 @@ impl Chain {
     /// `None` if the step or phase is out of range or the blocks are out of order.
     ///
     /// The open block comes as its values from slot offset `lo` (what a snapshot holds): all
-    /// but the last [`KEEP`] of them are frozen at once, as a pass would have left it.
+    /// but the last up to [`FREEZE`] of them are frozen at once, as appends would have left it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
         id: u32,
@@ -132,7 +131,8 @@ impl Chain {
         if !ordered {
             return None;
         }
-        let split = values.len().saturating_sub(KEEP);
+        let tail = (values.len() - 1) % FREEZE + 1;
+        let split = values.len() - tail;
         if split > 0 {
             let digits = pool.precision(id);
             older.push(Closed::frozen(block, lo, &values[..split], digits));
@@ -342,8 +342,7 @@ impl Chain {
 
     /// The background pass over this chain (`Store::compact`, off the write path): closed
     /// buffers still raw or in pieces are encoded as one buffer each; the open buffer's
-    /// slots but the newest [`KEEP`] are frozen into a piece (once at least [`MIN_PIECE`]
-    /// are), so its raw tail holds those and the next minute's room; a series not written for
+    /// older slots are frozen into pieces of [`FREEZE`]; a series not written for
     /// [`IDLE_AFTER`] (and two steps) has every slot but its newest frozen into one piece,
     /// and its raw storage shrunk to that slot.
     pub(crate) fn compact(&mut self, now: i64, pool: &Pool) {
@@ -357,25 +356,30 @@ impl Chain {
         let len = self.head.len();
         let k = if idle {
             len - 1
-        } else if len >= KEEP + MIN_PIECE {
-            len - KEEP
         } else {
-            0
+            (len - 1) / FREEZE * FREEZE
         };
         let room = if idle {
             0
         } else {
-            ((COMPACT_EVERY_SECS / self.step()) as usize).clamp(1, MAX_ROOM)
+            ((COMPACT_EVERY_SECS / self.step()) as usize + 1).min(MAX_ROOM)
         };
         let (head, older) = (&mut self.head, &mut self.older);
         let values = &head.values()[..k];
         match older.last_mut().filter(|b| b.block == block) {
             Some(f) if idle => f.append_as_one(values, digits, pool),
-            _ if k == 0 => {}
-            Some(f) => f.append(values, true, digits, pool),
+            Some(f) => values
+                .chunks(FREEZE)
+                .for_each(|c| f.append(c, true, digits, pool)),
+            None if k == 0 => {}
             None => {
+                let step = if idle { k } else { FREEZE };
+                let mut f = Closed::frozen(block, head.lo(), &values[..step], digits);
+                values[step..]
+                    .chunks(FREEZE)
+                    .for_each(|c| f.append(c, true, digits, pool));
                 let n = older.len();
-                insert(older, n, Closed::frozen(block, head.lo(), values, digits));
+                insert(older, n, f);
             }
         }
         head.drain_front(k);

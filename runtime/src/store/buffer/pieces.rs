@@ -4,35 +4,21 @@
 //! buffers encoded by `codec`); may not touch buffers or the chain.
 //!
 //! Format: pieces in slot order, each `u16 slots | u16 bytes | codec bytes` (the codec form
-//! of that many slots, NaN gaps included). A new piece is what the series wrote since the
-//! last pass (6 slots a minute at a 10 s step); whenever the last `MERGE` pieces are of one
-//! size class (lengths within the same power of 4) they are encoded again as one, so a block
-//! holds at most three pieces per class (e.g. 6, 24, 96 and 384 slots): each value is
-//! encoded about four times before its block closes (and once more when the closed block is
-//! encoded whole), and the per-piece headers (about 20 bytes) stay a small share.
+//! of that many slots, NaN gaps included). A new piece is `FREEZE` slots; whenever the last
+//! `MERGE` pieces have the same length they are encoded again as one, so a block holds a few
+//! pieces of 16, 64 and 256 slots: each value is encoded about three times before its block
+//! closes (and once more when the closed block is encoded whole), and the per-piece headers (about 20 bytes) stay a small share.
 
 use super::{BUFFER_CAP, codec};
 
-/// Newest raw slots the background pass leaves in a written series' tail (the rest are
-/// frozen): two, so the newest value and the one before it (the exposition's staleness rule
-/// asks for both) are read without decoding, and the tail with a minute's room at a 10 s
-/// step is 8 slots. The raw tail costs 8 bytes a slot in every series; before, up to 16 were
-/// left (the tail's storage 16-32 slots: 0.36 B/sample of this host's hour).
-pub(super) const KEEP: usize = 2;
+/// Raw slots the background pass leaves in the head before it freezes them into a piece:
+/// small, because the raw tail costs 8 bytes a slot in every series (a tail's storage holds
+/// this plus what a series writes between two passes), while a piece's header (~15 bytes)
+/// is shared by its values.
+pub(super) const FREEZE: usize = 16;
 
-/// Fewest slots the pass freezes into a piece: a piece's header (~10-20 bytes) is shared by
-/// its values, so a series written once a minute or less waits for a few.
-pub(super) const MIN_PIECE: usize = 4;
-
-/// Pieces of one size class merged into one (a base-4 counter).
+/// Pieces of one length merged into one (a base-4 counter: 16, 64, 256 slots).
 const MERGE: usize = 4;
-
-/// A piece's size class: its length's power of 4 (under 16, 16-63, 64-255, 256-512; the
-/// pieces under 16 are one class, so a short piece, e.g. a burst's odd slot, merges with its
-/// neighbours instead of staying behind them).
-fn class(n: usize) -> u32 {
-    (n.max(1).ilog2() / 2).max(1)
-}
 
 /// Bytes before each piece's codec bytes.
 const HEAD: usize = 4;
@@ -77,8 +63,8 @@ pub(super) fn new(values: &[f64], digits: u32) -> Box<[u8]> {
     out.into_boxed_slice()
 }
 
-/// Appends `values` as a new piece, then merges the last pieces while `MERGE` of them are of
-/// one size class (not when `merge` is false: a block closing on the write path, encoded
+/// Appends `values` as a new piece, then merges the last pieces while `MERGE` of them have
+/// the same length (not when `merge` is false: a block closing on the write path, encoded
 /// whole by the next pass anyway).
 pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool, digits: u32) {
     let mut out = std::mem::take(bytes).into_vec();
@@ -90,7 +76,7 @@ pub(super) fn append(bytes: &mut Box<[u8]>, values: &[f64], merge: bool, digits:
     *bytes = out.into_boxed_slice();
 }
 
-/// Merges the last pieces of `out` while `MERGE` of them are of one size class.
+/// Merges the last pieces of `out` while `MERGE` of them have the same length.
 fn merge_last(out: &mut Vec<u8>, digits: u32) {
     loop {
         // The last `MERGE` pieces: (byte offset, slots), oldest first.
@@ -104,12 +90,12 @@ fn merge_last(out: &mut Vec<u8>, digits: u32) {
         if k < MERGE {
             break;
         }
-        let newest = class(last[(k - 1) % MERGE].1);
-        let slots: usize = last.iter().map(|p| p.1).sum();
-        if last.iter().any(|p| class(p.1) != newest) || slots > BUFFER_CAP {
+        let newest = last[(k - 1) % MERGE].1;
+        if last.iter().any(|p| p.1 != newest) || newest * MERGE > BUFFER_CAP {
             break;
         }
         let from = last[k % MERGE].0;
+        let slots = newest * MERGE;
         let mut tmp = [0f64; BUFFER_CAP];
         decode(&out[from..], &mut tmp[..slots]);
         out.truncate(from);
@@ -165,59 +151,25 @@ mod tests {
             _ => (i as f64) * 0.25 - 7.0,
         };
         let all: Vec<f64> = (0..480).map(value).collect();
-        let mut p = new(&all[..16], 0);
-        for c in all[16..].chunks(16) {
+        let mut p = new(&all[..FREEZE], 0);
+        for c in all[FREEZE..].chunks(FREEZE) {
             append(&mut p, c, true, 0);
         }
         // 30 pieces of 16 are 1 of 256, 3 of 64 and 2 of 16 after the merges.
         let lens: Vec<usize> = each(&p).map(|(_, n, _)| n).collect();
         assert_eq!(lens, vec![256, 64, 64, 64, 16, 16]);
-        reads_back(&p, &all);
-        // A range across pieces, starting and ending inside them.
-        let mut part = vec![0.0; 200];
-        decode_range(&p, 100, &mut part);
-        assert!((0..200).all(|j| part[j].to_bits() == all[100 + j].to_bits()
-            || (part[j].is_nan() && all[100 + j].is_nan())));
-    }
-
-    #[test]
-    fn pieces_of_uneven_lengths_merge_by_size_class() {
-        // What passes freeze from a series written with jitter: 5-7 slots a minute, and the
-        // odd single slot. The pieces stay few and read back bit for bit, specials included.
-        let value = |i: usize| match i % 11 {
-            0 => f64::NAN,
-            1 => -0.0,
-            2 => f64::from_bits(3),
-            3 => f64::INFINITY,
-            4 => f64::NEG_INFINITY,
-            _ => (i as f64) * 0.01,
-        };
-        let all: Vec<f64> = (0..512).map(value).collect();
-        let lens = [5, 6, 7, 6, 1, 6, 5];
-        let mut p = new(&all[..6], 0);
-        let (mut at, mut i) = (6, 0);
-        let mut most = 0;
-        while at < 512 {
-            let n = lens[i % lens.len()].min(512 - at);
-            append(&mut p, &all[at..at + n], true, 0);
-            at += n;
-            i += 1;
-            most = most.max(count(&p));
-        }
-        // Three per class at most (four classes) and the newest.
-        assert!(most <= 3 * 4 + 1, "{most} pieces");
-        reads_back(&p, &all);
-    }
-
-    /// The pieces decode to `all`, bit for bit (NaN as NaN).
-    fn reads_back(p: &[u8], all: &[f64]) {
-        let mut out = vec![0.0; all.len()];
-        decode(p, &mut out);
-        for (i, (a, b)) in out.iter().zip(all).enumerate() {
+        let mut out = vec![0.0; 480];
+        decode(&p, &mut out);
+        for (i, (a, b)) in out.iter().zip(&all).enumerate() {
             assert!(
                 a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
                 "{i}"
             );
         }
+        // A range across pieces, starting and ending inside them.
+        let mut part = vec![0.0; 200];
+        decode_range(&p, 100, &mut part);
+        assert!((0..200).all(|j| part[j].to_bits() == all[100 + j].to_bits()
+            || (part[j].is_nan() && all[100 + j].is_nan())));
     }
 }

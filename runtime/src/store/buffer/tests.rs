@@ -331,7 +331,7 @@ fn precision_rounds_encoded_slots_only() {
     let mut out = vec![0.0; 600];
     c.copy_into(0, 600, &mut out);
     // The closed buffer and the open block's frozen pieces hold three significant digits;
-    // the raw tail (the newest `KEEP` values) every bit.
+    // the raw tail (the newest values, up to `FREEZE`) every bit.
     assert_eq!(out[0], 143.0);
     assert_eq!(out[511], codec::round_to_digits(value(511), 3));
     assert_eq!(out[512], codec::round_to_digits(value(512), 3));
@@ -458,12 +458,11 @@ fn late_writes_into_the_frozen_part_land_and_close_exactly() {
 
 #[test]
 fn a_restored_open_block_is_frozen_but_its_tail() {
-    // What a snapshot's open block becomes: a frozen piece and a raw tail of the newest two,
-    // as a pass would leave it.
+    // What a snapshot's open block becomes: pieces and a raw tail of up to 32, as if appended.
     let pool = Pool::new(8);
     let values: Vec<f64> = (0..300).map(|i| i as f64 * 0.5).collect();
     let mut c = Chain::from_parts(0, 1, 0, Vec::new(), 0, 5, &values, &pool).unwrap();
-    assert_eq!(c.parts().1.values().len(), 2);
+    assert_eq!(c.parts().1.values().len(), 12);
     assert_eq!((c.buffer_count(), c.span()), (1, (5, 305)));
     assert!(c.heap_bytes() < 300 * 2, "{}", c.heap_bytes());
     let mut out = vec![0.0; 300];
