@@ -169,3 +169,106 @@ fn an_agent_sends_each_instance_name_once_per_fetch() {
     let got = agent.fetch(&[wasmon::namespace::Pmid::new(44, 0, 1).unwrap()]);
     assert_eq!(listed(&got[0].1), [(String::new(), 1.0)]);
 }
+
+/// An agent component built against the `metrics` interface as it was before a metric's values
+/// crossed column-wise (`fetched.sets` of `indexed-value` records): this repository's WIT with
+/// that type put back as it was, over a core module whose exports (the agent world's six
+/// functions, in their flat signatures) trap.
+fn agent_of_the_metrics_before_columns() -> Vec<u8> {
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let dir = tempfile::tempdir().unwrap();
+    let types = std::fs::read_to_string(wit.join("types.wit")).unwrap();
+    let now = "record indexed-set { id: pmid, values: result<indexed-values, ns-error> }";
+    assert!(types.contains(now), "the WIT's indexed-set changed: {now}");
+    let before = types.replace(
+        now,
+        "record indexed-value { instance: u32, value: atom }\n    \
+         record indexed-set { id: pmid, values: result<list<indexed-value>, ns-error> }",
+    );
+    std::fs::write(dir.path().join("types.wit"), before).unwrap();
+    std::fs::copy(wit.join("worlds.wit"), dir.path().join("worlds.wit")).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_dir(dir.path()).unwrap();
+    let world = resolve.select_world(&[pkg], Some("agent")).unwrap();
+    let export = |iface: &str, name: &str, params: usize| {
+        format!(
+            "(func (export \"wasmon:collector/{iface}@0.1.0#{name}\") (param{}) (result i32) unreachable)",
+            " i32".repeat(params)
+        )
+    };
+    let wat = format!(
+        "(module (memory (export \"memory\") 1) \
+         (func (export \"cabi_realloc\") (param i32 i32 i32 i32) (result i32) unreachable) \
+         {} {} {} {} {} {})",
+        export("namespace", "lookup-name", 2),
+        export("namespace", "names-of", 3),
+        export("namespace", "children", 2),
+        export("metrics", "configure", 2),
+        export("metrics", "describe", 3),
+        export("metrics", "fetch", 2),
+    );
+    let mut module = wat::parse_str(&wat).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
+#[test]
+fn an_agent_built_against_the_metrics_before_columns_is_refused_naming_why() {
+    let bytes = agent_of_the_metrics_before_columns();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.wasm");
+    std::fs::write(&path, &bytes).unwrap();
+
+    // `guest check` refuses it and says what to do.
+    let out = std::process::Command::new(wasmon_bin())
+        .args(["guest", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("implements wasmon:collector/agent@0.1.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("before a metric's values crossed column-wise"),
+        "{text}"
+    );
+    assert!(text.contains("rebuild it with this wasmon's SDK"), "{text}");
+
+    // A daemon with it as an agent refuses to start, saying why and what to do, beside the
+    // linker's own words.
+    let config = config_file(
+        dir.path(),
+        &format!(
+            "{NO_PROCFS}[[agent]]\nname = \"old\"\nguest = {:?}\ndomain = 250\n\
+             pmns = \"root {{ old }}\\nold {{ dyn 250:*:* }}\"\n",
+            path.display().to_string()
+        ),
+    );
+    let err = refused_start(&config);
+    assert!(err.contains("agent \\\"old\\\""), "{err}");
+    assert!(
+        err.contains("before a metric's values crossed column-wise"),
+        "{err}"
+    );
+    assert!(err.contains("rebuild it with this wasmon's SDK"), "{err}");
+    assert!(err.contains("type mismatch"), "{err}");
+}
