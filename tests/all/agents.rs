@@ -123,22 +123,37 @@ fn an_agent_built_before_the_metrics_export_still_loads_and_answers_by_name() {
     );
 
     // `guest check` says which world it is and accepts it.
+    let (accepted, text) = guest_check(&guest_path("legacy_agent"));
+    assert!(accepted, "{text}");
+    says(
+        &text,
+        &[
+            "implements wasmon:collector/legacy-agent@0.1.0",
+            "built before the wasmon:collector/metrics@0.1.0 export",
+            "accepted: this runtime loads it",
+        ],
+    );
+}
+
+/// `wasmon guest check PATH`: whether it accepted the component, and what it printed.
+fn guest_check(path: &std::path::Path) -> (bool, String) {
     let out = std::process::Command::new(wasmon_bin())
         .args(["guest", "check"])
-        .arg(guest_path("legacy_agent"))
+        .arg(path)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("implements wasmon:collector/legacy-agent@0.1.0"),
-        "{text}"
-    );
-    assert!(
-        text.contains("built before the wasmon:collector/metrics@0.1.0 export"),
-        "{text}"
-    );
-    assert!(text.contains("accepted: this runtime loads it"), "{text}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    (
+        out.status.success(),
+        text + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Asserts that `text` says each of `parts`.
+fn says(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "no {part:?} in: {text}");
+    }
 }
 
 #[test]
@@ -232,26 +247,16 @@ fn an_agent_built_against_the_metrics_before_columns_is_refused_naming_why() {
     std::fs::write(&path, &bytes).unwrap();
 
     // `guest check` refuses it and says what to do.
-    let out = std::process::Command::new(wasmon_bin())
-        .args(["guest", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (accepted, text) = guest_check(&path);
+    assert!(!accepted, "{text}");
+    says(
+        &text,
+        &[
+            "implements wasmon:collector/agent@0.1.0",
+            "before a metric's values crossed column-wise",
+            "rebuild it with this wasmon's SDK",
+        ],
     );
-    assert!(!out.status.success(), "{text}");
-    assert!(
-        text.contains("implements wasmon:collector/agent@0.1.0"),
-        "{text}"
-    );
-    assert!(
-        text.contains("before a metric's values crossed column-wise"),
-        "{text}"
-    );
-    assert!(text.contains("rebuild it with this wasmon's SDK"), "{text}");
 
     // A daemon with it as an agent refuses to start, saying why and what to do, beside the
     // linker's own words.
@@ -263,12 +268,13 @@ fn an_agent_built_against_the_metrics_before_columns_is_refused_naming_why() {
             path.display().to_string()
         ),
     );
-    let err = refused_start(&config);
-    assert!(err.contains("agent \\\"old\\\""), "{err}");
-    assert!(
-        err.contains("before a metric's values crossed column-wise"),
-        "{err}"
+    says(
+        &refused_start(&config),
+        &[
+            "agent \\\"old\\\"",
+            "before a metric's values crossed column-wise",
+            "rebuild it with this wasmon's SDK",
+            "type mismatch",
+        ],
     );
-    assert!(err.contains("rebuild it with this wasmon's SDK"), "{err}");
-    assert!(err.contains("type mismatch"), "{err}");
 }
