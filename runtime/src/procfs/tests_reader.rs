@@ -384,7 +384,9 @@ impl Threads {
         use std::io::BufRead;
         let mut line = String::new();
         self.out.read_line(&mut line).unwrap();
-        line.split_whitespace().map(|t| t.parse().unwrap()).collect()
+        line.split_whitespace()
+            .map(|t| t.parse().unwrap())
+            .collect()
     }
 
     /// Ends the oldest thread and starts another: the new tids.
@@ -443,7 +445,10 @@ fn kept_threads_are_read_without_a_listing_until_one_of_them_goes() {
             "round {round}: ended thread {ended} still read: {got:?}"
         );
         for t in &tids {
-            assert!(got.iter().any(|(g, _)| g == t), "round {round}: new {t} read");
+            assert!(
+                got.iter().any(|(g, _)| g == t),
+                "round {round}: new {t} read"
+            );
         }
         assert!(!kept.keeps(pid, ended), "round {round}: {ended} let go");
     }
