@@ -679,3 +679,31 @@ fn a_chain_holds_one_closed_buffer_inline_and_more_on_the_heap() {
     assert_eq!(out[0], 5.0);
     assert_eq!(c.release(&pool), 1);
 }
+
+#[test]
+fn a_tail_keeps_room_only_within_its_power_of_two() {
+    // A 10 s series leaving 10 raw slots after a pass: room for a minute's 6-7 writes would
+    // round 17 up to 32 slots; the tail keeps 16, and writes past them grow it.
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 0, 0.0, &pool).unwrap();
+    for i in 1..26 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    pass(&mut c, &pool);
+    assert_eq!(c.parts().1.values().len(), 10);
+    assert_eq!(c.parts().1.heap_bytes(), 16 * 8);
+    // A tail of 2: room within 8 slots.
+    for i in 26..34 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    pass(&mut c, &pool);
+    assert_eq!(c.parts().1.values().len(), 2);
+    assert_eq!(c.parts().1.heap_bytes(), 8 * 8);
+    for i in 34..60 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    assert!(c.parts().1.heap_bytes() >= 28 * 8);
+    let mut out = vec![0.0; 61];
+    c.copy_into(0, 61, &mut out);
+    assert!((0..60).all(|i| out[i] == i as f64 * 0.5) && out[60].is_nan());
+}
