@@ -460,7 +460,9 @@ impl Chain {
             k = e;
         }
         let h = &self.head;
-        if k < k1 && h.end_slot() > k {
+        // Not when the range ends before the head starts (a paused series: its slots would
+        // be indexed from before their start).
+        if k < k1 && h.end_slot() > k && h.first_slot() < k1 {
             let (a, e) = clip(k, h.first_slot(), h.end_slot());
             fill(&mut out[at(k)..at(a)], f64::NAN);
             let first = h.first_slot();
