@@ -401,14 +401,22 @@ impl Chain {
         );
     }
 
-    /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN.
+    /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN. `out` must hold
+    /// no -0.0, as no sum started at +0.0 does (`x + y` is -0.0 only when both are): adding
+    /// a zero then changes nothing (`x + -0.0` is `x` for every `x`, `x + 0.0` for every
+    /// `x` but -0.0), so a run of zeros (an idle series' constant block or piece) is
+    /// skipped, not added slot by slot.
     pub(crate) fn add_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
         self.visit(
             k0,
             k1,
             out,
             |o, s| o.iter_mut().zip(s).for_each(|(a, b)| *a += *b),
-            |o, v| o.iter_mut().for_each(|a| *a += v),
+            |o, v| {
+                if v != 0.0 {
+                    o.iter_mut().for_each(|a| *a += v)
+                }
+            },
             false,
         );
     }
