@@ -618,7 +618,6 @@ fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
     assert!(same(out[0], 44.0) && out[1].is_nan() && out[2].is_nan() && out[3] == 7.0);
 }
 
-<<<<<<< HEAD
 #[test]
 fn a_chain_holds_one_closed_buffer_inline_and_more_on_the_heap() {
     // Every count of closed buffers a chain goes through (0, 1 inline, 2-4 on the heap, back
@@ -707,7 +706,8 @@ fn a_tail_keeps_room_only_within_its_power_of_two() {
     let mut out = vec![0.0; 61];
     c.copy_into(0, 61, &mut out);
     assert!((0..60).all(|i| out[i] == i as f64 * 0.5) && out[60].is_nan());
-=======
+}
+
 /// Adding a chain's slots onto sums (`add_into`, with its in-place and constant shortcuts:
 /// +0.0 runs skipped, constant blocks and pieces filled) gives what copying them out and
 /// adding does, bit for bit: runs of +0.0, -0.0, NaN, infinities, subnormals, constants and
@@ -779,5 +779,4 @@ fn added_slots_equal_copied_slots_added() {
             }
         }
     }
->>>>>>> main
 }
