@@ -22,9 +22,11 @@ const WRITE_DEADLINE: &str = "write_deadline: \"2s\"\n";
 const RATE: u64 = 20_000;
 
 /// Asks the stream `FWD` to elect another leader, until its leader is not server `not`
-/// (nats-server picks the new one among the current replicas).
+/// (nats-server picks the new one among the current replicas: after a freeze the thawed
+/// server may take a while to be current again, and a step-down meanwhile has only `not` to
+/// go back to, seen once on 2.9.10).
 fn lead_elsewhere(cluster: &Cluster, rt: &tokio::runtime::Runtime, not: usize) {
-    for _ in 0..10 {
+    for _ in 0..30 {
         if cluster.leader(rt, "FWD").is_some_and(|l| l != not) {
             return;
         }
