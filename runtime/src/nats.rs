@@ -784,6 +784,20 @@ mod tests {
         let pid = server.pid() as i32;
         // SAFETY: kill(2) on the test's own child; SIGCONT follows below.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        // The stop lands asynchronously: a thread still running would send the INFO.
+        let stat = format!("/proc/{pid}/stat");
+        let stopped_state = || {
+            std::fs::read_to_string(&stat)
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('T')))
+                .unwrap_or(false)
+        };
+        for _ in 0..100 {
+            if stopped_state() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let t = std::time::Instant::now();
         let stopped = server_names(std::slice::from_ref(&live)).await;
         // SAFETY: as above.
