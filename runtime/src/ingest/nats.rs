@@ -365,49 +365,45 @@ async fn run_consumer(
         *failing = true;
         health.failing(&what);
     };
+    let config = pull::Config {
+        durable_name: Some(durable.clone()),
+        filter_subject: sc.subscribe_to.clone(),
+        ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+        ..Default::default()
+    };
+    // The consumer as set up through an earlier connection: fetched through at once, without
+    // looking the stream and the consumer up, which only their leaders answer (after a hung
+    // server they may be being elected, 4-9 s, while the fetches reach them the moment they
+    // are). A consumer that is gone is set up again after the fetches failed a while.
+    let mut known = kept.now.info.take();
     'setup: loop {
         if shutdown.is_cancelled() {
             return;
         }
-        let consumer = async {
-            let st = crate::nats::jetstream::stream_for(
-                &js,
-                &stream,
-                std::slice::from_ref(&sc.subscribe_to),
-                sc.duplicate_window,
-                sc.replicas,
-            )
-            .await?;
-            st.get_or_create_consumer(
-                &durable,
-                pull::Config {
-                    durable_name: Some(durable.clone()),
-                    filter_subject: sc.subscribe_to.clone(),
-                    ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("consumer {durable:?}: {e}"))
-        }
-        .await;
-        let consumer = match consumer {
-            Ok(c) => c,
-            Err(e) => {
-                fail(e, &mut failing);
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(pause) => {
-                        pause = (pause * 2).min(RETRY_MAX);
-                        continue 'setup
+        let consumer = if let Some(info) = known.take() {
+            async_nats::jetstream::consumer::Consumer::new(config.clone(), info, js.clone())
+        } else {
+            match set_up(&js, &sc, &stream, &durable, &config).await {
+                Ok(c) => {
+                    tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
+                    if std::mem::replace(&mut failing, false) {
+                        health.working();
+                    }
+                    c
+                }
+                Err(e) => {
+                    fail(e, &mut failing);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {
+                            pause = (pause * 2).min(RETRY_MAX);
+                            continue 'setup
+                        }
                     }
                 }
             }
         };
-        tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
-        if std::mem::replace(&mut failing, false) {
-            health.working();
-        }
+        kept.now.info = Some(consumer.cached_info().clone());
         // Since when fetches have failed (no consumer leader, a hung one).
         let mut failing_since: Option<std::time::Instant> = None;
         loop {
@@ -519,6 +515,28 @@ async fn run_consumer(
     }
 }
 
+/// Finds the subscription's stream (creates it when missing) and its durable consumer
+/// (creates it with `config` when missing).
+async fn set_up(
+    js: &async_nats::jetstream::Context,
+    sc: &NatsSubscription,
+    stream: &str,
+    durable: &str,
+    config: &async_nats::jetstream::consumer::pull::Config,
+) -> Result<async_nats::jetstream::consumer::PullConsumer, String> {
+    let st = crate::nats::jetstream::stream_for(
+        js,
+        stream,
+        std::slice::from_ref(&sc.subscribe_to),
+        sc.duplicate_window,
+        sc.replicas,
+    )
+    .await?;
+    st.get_or_create_consumer(durable, config.clone())
+        .await
+        .map_err(|e| format!("consumer {durable:?}: {e}"))
+}
+
 /// Reply subjects of stored messages whose acknowledgement the consumer's leader has not
 /// confirmed, and since when: kept across connections, so that a consumer that left a hung
 /// server acknowledges them through the next (the server would deliver them again only after
@@ -527,6 +545,8 @@ async fn run_consumer(
 pub(crate) struct Unconfirmed {
     replies: Vec<async_nats::Subject>,
     since: Option<std::time::Instant>,
+    /// The consumer as last set up (its info), for the next connection to fetch through.
+    info: Option<async_nats::jetstream::consumer::Info>,
 }
 
 impl Unconfirmed {

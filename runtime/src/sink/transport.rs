@@ -72,6 +72,9 @@ struct Lane {
     /// when it last looked ([`HEDGE_LOOK_EVERY`]).
     aim: std::sync::Mutex<crate::nats::Aim>,
     looked: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The connection being made, when one is.
+    connecting:
+        tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<async_nats::Client, String>>>>,
 }
 
 /// How often a hedged sink's lane asks who leads the other stream (one stream info request)
@@ -358,7 +361,12 @@ impl Nats {
     ) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
         let lane = &self.lanes[i];
         let mut conn = lane.conn.lock().await;
-        if conn.is_none() {
+        // A connection being made runs on its own: a hedged publish that the other lane
+        // delivered drops this lane's part, and the connection would never be made while the
+        // other lane answers first (seen: a lane off for 6 s while a server was frozen, as
+        // reading the servers' names waited for the frozen one).
+        let mut connecting = lane.connecting.lock().await;
+        if conn.is_none() && connecting.is_none() {
             let opts = tls::nats_options(&self.cfg, &self.base).await?;
             let hung = crate::util::lock(&lane.hung).clone();
             let mut aim = crate::util::lock(&lane.aim).clone();
@@ -378,12 +386,18 @@ impl Nats {
                     aim.known = said.known;
                 }
             }
-            let client = self
-                .cfg
-                .connection()
-                .connect_aiming(opts, hung.as_ref(), &aim)
-                .await
-                .map_err(|e| e.to_string())?;
+            let cfg = self.cfg.clone();
+            *connecting = Some(tokio::spawn(async move {
+                cfg.connection()
+                    .connect_aiming(opts, hung.as_ref(), &aim)
+                    .await
+                    .map_err(|e| e.to_string())
+            }));
+        }
+        if let Some(task) = connecting.as_mut() {
+            let made = task.await;
+            *connecting = None;
+            let client = made.map_err(|e| format!("connecting: {e}"))??;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
                 js.set_timeout(self.cfg.timeout.min(LOOKUP_TIMEOUT));
@@ -396,6 +410,7 @@ impl Nats {
                 no_stream_since: None,
             });
         }
+        drop(connecting);
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
             c.as_mut().expect("connected above")
         }))
