@@ -12,17 +12,20 @@ use super::rows::Rows;
 use super::{Ctx, Group, Metric};
 use crate::namespace::Values;
 
-/// (item, statistics file, left shift): words are 4 bytes.
-const FIELDS: [(u32, &str, u32); 8] = [
-    (0, "rx_frames", 0),
-    (1, "tx_frames", 0),
-    (2, "rx_words", 2),
-    (3, "tx_words", 2),
-    (4, "lip_count", 0),
-    (5, "nos_count", 0),
-    (6, "error_frames", 0),
-    (7, "dumped_frames", 0),
+/// The statistics files, in item order (items 0-7).
+const FILES: [&str; 8] = [
+    "rx_frames",
+    "tx_frames",
+    "rx_words",
+    "tx_words",
+    "lip_count",
+    "nos_count",
+    "error_frames",
+    "dumped_frames",
 ];
+
+/// The items counted in 4-byte words (`rx_words`, `tx_words`): answered in bytes.
+const WORD_ITEMS: [usize; 2] = [2, 3];
 
 const NFCHOST: u32 = 16;
 
@@ -62,22 +65,20 @@ impl Group for FcHost {
             if host.starts_with('.') || !ctx.root.exists(&stats) {
                 continue;
             }
-            let mut c = [0u64; 8];
-            for (item, file, shift) in FIELDS {
-                if let Ok(v) = ctx.root.attr(&format!("{stats}/{file}")) {
-                    let v = strtoull0(&v);
-                    c[item as usize] = if v == u64::MAX { 0 } else { v << shift };
-                }
+            let mut c = ctx.root.counters(&stats, FILES, |t| match strtoull0(t) {
+                // All ones: the driver does not keep this counter.
+                u64::MAX => 0,
+                v => v,
+            });
+            for i in WORD_ITEMS {
+                c[i] <<= 2;
             }
             self.hosts.push(host, c);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        match m.item {
-            NFCHOST => self.hosts.count(out),
-            i => self.hosts.column(i as usize, out),
-        }
+        self.hosts.values(m.item, NFCHOST, out);
     }
 }
 

@@ -124,6 +124,18 @@ impl Root {
         Ok(buf.trim().to_string())
     }
 
+    /// A row of counters, one file each: `files[i]` in `dir` (a sysfs `statistics`
+    /// directory) read through `parse`, the conversion the reference applies to that class;
+    /// a file that cannot be read counts 0.
+    pub fn counters<const N: usize>(
+        &self,
+        dir: &str,
+        files: [&str; N],
+        parse: impl Fn(&str) -> u64,
+    ) -> [u64; N] {
+        files.map(|f| self.attr(&format!("{dir}/{f}")).map_or(0, |t| parse(&t)))
+    }
+
     /// Reads `rel` as one unsigned number (a sysfs counter); `None` when absent or not a
     /// number.
     pub fn number(&self, rel: &str) -> Option<u64> {

@@ -96,6 +96,16 @@ impl<const N: usize> Rows<N> {
         }
     }
 
+    /// A class's metric: `count_item` (its "how many", `hinv.nfchost`) the row count, any
+    /// other item that column of each instance.
+    pub fn values(&self, item: u32, count_item: u32, out: &mut Values) {
+        if item == count_item {
+            self.count(out);
+        } else {
+            self.column(item as usize, out);
+        }
+    }
+
     /// The sum of counter `col` over the rows (wrapping, as C's unsigned sums).
     pub fn total(&self, col: usize) -> u64 {
         self.rows.iter().fold(0u64, |a, (_, r)| {

@@ -137,24 +137,18 @@ impl Group for Tape {
             if !ctx.root.path(&stats).is_dir() {
                 continue;
             }
-            let mut counts = [0u64; 10];
-            for (slot, f) in counts.iter_mut().zip(TAPE_FIELDS) {
-                // pmdalinux takes strtoll's reading: leading digits, else 0.
-                if let Ok(text) = ctx.root.attr(&format!("{stats}/{f}")) {
-                    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-                    *slot = text[..digits].parse().unwrap_or(0);
-                }
-            }
+            // pmdalinux takes strtoll's reading: leading digits, else 0.
+            let counts = ctx.root.counters(&stats, TAPE_FIELDS, |text| {
+                let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+                text[..digits].parse().unwrap_or(0)
+            });
             self.devs.push(dev, counts);
         }
     }
 
     fn values(&self, m: &Metric, out: &mut Values) {
-        match m.item {
-            // A host with sysfs and no tapes has 0 (as pmcd answers); no sysfs, no value.
-            NTAPE => self.devs.count(out),
-            i => self.devs.column(i as usize, out),
-        }
+        // A host with sysfs and no tapes has 0 tapes (as pmcd answers); no sysfs, no value.
+        self.devs.values(m.item, NTAPE, out);
     }
 }
 
