@@ -50,6 +50,7 @@ pub(crate) fn kept_budget() -> usize {
 }
 
 /// Descriptors kept now by every reader of this process.
+#[cfg(test)]
 pub(crate) fn kept_now() -> usize {
     KEPT_NOW.load(Ordering::Relaxed)
 }
