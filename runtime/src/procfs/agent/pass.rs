@@ -394,10 +394,7 @@ impl Worker {
             let Some(&i) = job.order.get(next) else { break };
             let i = i as usize;
             let Some(&pid) = job.pids.get(i) else { break };
-            let held = job
-                .held
-                .get(i)
-                .and_then(|h| h.lock().unwrap_or_else(|e| e.into_inner()).take());
+            let held = job.held.get(i).and_then(|h| crate::util::lock(h).take());
             let (p, held) = match self.held(pid, held, job) {
                 Some((mut h, stat)) => (self.process(pid, &mut h, stat, job), Some(h)),
                 None => (None, None),
