@@ -51,6 +51,8 @@ fn bench_agent<A: Agent>(
     let bytes = std::fs::read(format!("{dir}/{name}.wasm")).unwrap();
     let compiled = rt.compile(&bytes, name).unwrap();
     let mut cfg = GuestConfig::new(name, "{}");
+    // A loaded machine can stall one call past the default 100 ms of wall time.
+    cfg.deadline = std::time::Duration::from_secs(5);
     cfg.grants = Grants {
         dirs: vec![DirGrant {
             host: tree.join("sys"),

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
 use super::sys::{
-    Fd, count_entries_fd, for_each_entry_fd, list_numeric, open, open_at, pread_fd, read_at,
-    read_fd,
+    Fd, Room, count_entries_fd, for_each_entry_fd, kept_budget, list_numeric, open, open_at,
+    pread_fd, read_at, read_fd,
 };
 use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
 
@@ -70,19 +70,18 @@ struct Kept {
     fds: usize,
     /// The pass under way; a task not read in it is let go at its end.
     pass: u64,
+    /// By pid: a multi-threaded process's threads as its last listing found them, when every
+    /// one of them is kept, and the pass that read them ([`ProcReader::read_threads`]).
+    listed: std::collections::HashMap<u32, (Vec<u32>, u64), foldhash::fast::FixedState>,
 }
 
 struct KeptTask {
     stat: Fd,
     sched: Option<Fd>,
     pass: u64,
+    /// The shared budget's room for these descriptors.
+    _room: Room,
 }
-
-/// Most task files a reader keeps open: each holds a procfs `seq_file` with its page-sized
-/// buffer (~4.5 KiB of kernel memory with the `file`), so at most ~18 MiB; a host with more
-/// tasks reads the rest as before. Also never more than a quarter of the soft descriptor
-/// limit, which the rest of the daemon needs.
-pub const KEPT_FILES: usize = 4096;
 
 impl Default for ProcReader {
     fn default() -> Self {
@@ -136,37 +135,38 @@ impl ProcReader {
         }
     }
 
-    /// Keep up to [`KEPT_FILES`] task files (`stat`, `schedstat`) open from one pass to the
-    /// next, within a quarter of the soft descriptor limit: for a reader that makes pass
-    /// after pass (the detectors'), not for a one-off listing.
+    /// Keep task files (`stat`, `schedstat`) open from one pass to the next, within the
+    /// budget every reader of this process shares ([`super::sys::KEPT_FILES`], a quarter of
+    /// the soft descriptor limit): for a reader that makes pass after pass (the detectors'),
+    /// not for a one-off listing.
     pub fn keep_files(&mut self) {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `lim` is a valid destination for getrlimit.
-        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
-        } else {
-            0
-        };
-        // Only on procfs: a regular file replaced under a test tree would be read stale
-        // through a kept descriptor; a procfs task file cannot be replaced.
-        let procfs = CStr::from_bytes_with_nul(&[self.root_bytes.as_slice(), b"\0"].concat())
+        self.kept.max = if self.on_procfs() { kept_budget() } else { 0 };
+    }
+
+    /// Whether the root is a procfs mount. Files are kept open only there: a regular file
+    /// replaced under a test tree would be read stale through a kept descriptor; a procfs
+    /// task file cannot be replaced.
+    pub(crate) fn on_procfs(&self) -> bool {
+        CStr::from_bytes_with_nul(&[self.root_bytes.as_slice(), b"\0"].concat())
             .ok()
             .is_some_and(|root| {
                 // SAFETY: an all-zero statfs is a valid destination; `root` is NUL-terminated.
                 let mut st: libc::statfs = unsafe { std::mem::zeroed() };
                 (unsafe { libc::statfs(root.as_ptr(), &mut st) }) == 0
                     && st.f_type == libc::PROC_SUPER_MAGIC
-            });
-        self.kept.max = if procfs { KEPT_FILES.min(soft / 4) } else { 0 };
+            })
     }
 
     /// Whether the files of the task (pid, 0 for the process's own, or tid) are kept open.
     #[cfg(test)]
     pub(crate) fn keeps(&self, pid: u32, tid: u32) -> bool {
         self.kept.tasks.contains_key(&(pid, tid))
+    }
+
+    /// Whether the threads of the multi-threaded process `pid` are read without listing it.
+    #[cfg(test)]
+    pub(crate) fn remembers_threads_of(&self, pid: u32) -> bool {
+        self.kept.listed.contains_key(&pid)
     }
 
     /// Task files held open now.
@@ -252,6 +252,7 @@ impl ProcReader {
                 keep
             });
             kept.fds = fds;
+            kept.listed.retain(|_, (_, p)| *p == pass);
         }
         Ok(())
     }
@@ -288,16 +289,25 @@ impl ProcReader {
         }
     }
 
-    /// Keeps the freshly opened files of the task `key`, within the budget (else they close).
-    fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) {
+    /// Keeps the freshly opened files of the task `key`, within the shared budget (else they
+    /// close and this is `false`).
+    fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) -> bool {
         let n = 1 + usize::from(sched.is_some());
-        if self.kept.fds + n > self.kept.max {
-            return;
-        }
         self.forget_kept(key);
+        let mut room = Room::default();
+        if self.kept.fds + n > self.kept.max || !room.grow(n) {
+            return false;
+        }
         self.kept.fds += n;
         let pass = self.kept.pass;
-        self.kept.tasks.insert(key, KeptTask { stat, sched, pass });
+        let t = KeptTask {
+            stat,
+            sched,
+            pass,
+            _room: room,
+        };
+        self.kept.tasks.insert(key, t);
+        true
     }
 
     /// Read one process (and its threads). `None`: it vanished. Its files are opened relative
@@ -387,6 +397,13 @@ impl ProcReader {
     /// kernel a lookup per thread), and that thread's own files are read (a process's CPU
     /// times also count threads that exited). A thread's `stat` is read through the
     /// descriptor kept from the last pass when there is one.
+    ///
+    /// Nor is a multi-threaded process's task directory listed again while its threads are
+    /// the ones its last listing found: when every one of them was kept, each still answers
+    /// through its kept descriptor (a thread that exited answers ESRCH) and `stat` counts
+    /// exactly as many, no other thread can be in the process (a thread never changes
+    /// process). Otherwise the pass lists the directory as before. As with a listing, a
+    /// thread started after `stat` was read is found by the next pass.
     fn read_threads(
         &mut self,
         snap: &mut Snapshot,
@@ -398,64 +415,111 @@ impl ProcReader {
         let mut tids = std::mem::take(&mut self.tids);
         tids.clear();
         let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
-        let via_task = num_threads == 1;
-        // The task directory, once listed; thread files are opened in it, or in the
-        // process's directory through `task/PID/`.
-        let mut task: Option<Fd> = None;
-        if via_task {
+        let first = snap.threads.len();
+        if num_threads == 1 {
+            self.kept.listed.remove(&pid);
             tids.push(pid);
-        } else {
-            let listed = self.pid_dir(dir, pid).map(|d| {
-                let fd = d.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY)?;
-                for_each_entry_fd(&fd, &mut self.dents, |name| {
-                    if let Some(n) = parse_pid(name) {
-                        tids.push(n);
-                    }
-                })
-                .map(|()| fd)
-            });
-            match listed {
-                Some(Ok(fd)) => task = Some(fd),
-                None => {
-                    self.tids = tids;
-                    return None;
-                }
-                Some(Err(e)) => {
-                    self.tids = tids;
-                    return match classify(&e) {
-                        Read::Gone => None,
-                        _ => Some(()),
-                    };
-                }
-            }
+            self.read_tids(snap, dir, None, pid, &tids, fields, false);
+            self.tids = tids;
+            return Some(());
         }
-        for &tid in &tids {
+        if keeping
+            && let Some((last, pass)) = self.kept.listed.get_mut(&pid)
+            && last.len() == num_threads as usize
+        {
+            *pass = self.kept.pass;
+            tids.extend_from_slice(last);
+            if self.read_tids(snap, dir, None, pid, &tids, fields, true) {
+                self.tids = tids;
+                return Some(());
+            }
+            // A thread went: list the directory after all.
+            snap.threads.truncate(first);
+            tids.clear();
+        }
+        self.kept.listed.remove(&pid);
+        // The task directory, once listed; thread files are opened in it.
+        let listed = self.pid_dir(dir, pid).map(|d| {
+            let fd = d.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY)?;
+            for_each_entry_fd(&fd, &mut self.dents, |name| {
+                if let Some(n) = parse_pid(name) {
+                    tids.push(n);
+                }
+            })
+            .map(|()| fd)
+        });
+        let task = match listed {
+            Some(Ok(fd)) => fd,
+            None => {
+                self.tids = tids;
+                return None;
+            }
+            Some(Err(e)) => {
+                self.tids = tids;
+                return match classify(&e) {
+                    Read::Gone => None,
+                    _ => Some(()),
+                };
+            }
+        };
+        let all_kept = self.read_tids(snap, dir, Some(&task), pid, &tids, fields, false);
+        if keeping && all_kept && tids.len() == num_threads as usize {
+            let pass = self.kept.pass;
+            self.kept.listed.insert(pid, (tids.clone(), pass));
+        }
+        self.tids = tids;
+        Some(())
+    }
+
+    /// Reads the threads `tids` of `pid` into `snap`; their files are opened in the task
+    /// directory `task` when it is open, else through `task/TID/` in the process's directory.
+    /// `true` when every one was read through, or is now kept as, a kept descriptor.
+    /// `kept_only`: stop at the first thread without a kept descriptor (`false`).
+    #[allow(clippy::too_many_arguments)] // the pass's state, split out of one loop
+    fn read_tids(
+        &mut self,
+        snap: &mut Snapshot,
+        dir: &mut Option<PidDir>,
+        task: Option<&Fd>,
+        pid: u32,
+        tids: &[u32],
+        fields: Fields,
+        kept_only: bool,
+    ) -> bool {
+        let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
+        let via_task = task.is_none();
+        let mut all_kept = keeping;
+        for &tid in tids {
             let kept = keeping.then(|| self.read_kept((pid, tid), false)).flatten();
             let n = match kept {
                 Some((n, _)) => n,
+                None if kept_only => return false,
                 None => {
                     self.thread_path(via_task, tid, b"stat");
-                    let base = match &task {
+                    let base = match task {
                         Some(t) => t,
                         None => match self.pid_dir(dir, pid) {
                             Some(d) => &d.0,
-                            None => break,
+                            None => return false,
                         },
                     };
                     let Ok(fd) = open_at(base, &self.path) else {
+                        all_kept = false;
                         continue; // this thread exited; the process goes on
                     };
                     let n = match read_fd(&fd, &mut self.buf, TASK_FILE_CAP) {
                         Ok(n) if n > 0 => n,
-                        _ => continue,
+                        _ => {
+                            all_kept = false;
+                            continue;
+                        }
                     };
-                    if keeping {
-                        self.keep((pid, tid), fd, None);
-                    }
+                    all_kept &= keeping && self.keep((pid, tid), fd, None);
                     n
                 }
             };
             let Ok((_, stat)) = parse_stat(&self.buf[..n]) else {
+                all_kept = false;
                 continue;
             };
             let mut t = ThreadInfo {
@@ -470,33 +534,38 @@ impl ProcReader {
                 .is_none_or(|s| s.contains(&t.stat.state));
             let wchan = fields.contains(Fields::WCHAN);
             if wchan || (fields.contains(Fields::SCHED) && sched_wanted) {
-                if task.is_none() && self.pid_dir(dir, pid).is_none() {
-                    break;
-                }
-                let base = match (&task, dir.as_ref()) {
-                    (Some(t), _) => t,
-                    (None, Some(d)) => &d.0,
-                    (None, None) => break,
+                let base = match task {
+                    Some(t) => t,
+                    None => match self.pid_dir(dir, pid) {
+                        Some(d) => &d.0,
+                        None => return false,
+                    },
                 };
                 if wchan {
                     self.thread_path(via_task, tid, b"wchan");
                     match self.read_aux_path(base, |b| Some(parse_wchan(b))) {
                         Some(w) => t.wchan = w,
-                        None => continue,
+                        None => {
+                            all_kept = false;
+                            continue;
+                        }
                     }
                 }
                 if fields.contains(Fields::SCHED) && sched_wanted {
                     self.thread_path(via_task, tid, b"schedstat");
                     match self.read_aux_path(base, parse_schedstat) {
                         Some(s) => t.sched = s,
-                        None => continue,
+                        None if kept_only => return false,
+                        None => {
+                            all_kept = false;
+                            continue;
+                        }
                     }
                 }
             }
             snap.threads.push(t);
         }
-        self.tids = tids;
-        Some(())
+        all_kept
     }
 
     /// `[task/]TID/leaf\0` into the reused path buffer: a thread's file relative to its
@@ -573,7 +642,7 @@ impl ProcReader {
 pub(crate) struct PidDir(Fd);
 
 impl PidDir {
-    fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
+    pub(super) fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
         // SAFETY: `leaf` is NUL-terminated and the directory descriptor is open.
         let fd = unsafe { libc::openat(self.0.0, leaf.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd < 0 {
