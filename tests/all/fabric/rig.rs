@@ -240,6 +240,21 @@ pub(super) fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) ->
     t0.elapsed()
 }
 
+/// Polls `check` until it passes; on timeout, panics with what it last said was wrong.
+/// For answers that trail the bucket by up to an epoch (counts, owners, merges).
+pub(super) fn settle(what: &str, limit: Duration, mut check: impl FnMut() -> Result<(), String>) {
+    let t0 = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(last) if t0.elapsed() > limit => {
+                panic!("{what}: not so after {limit:?}; last: {last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
 /// Stops the ticker when the test ends, also on panic.
 pub(super) fn scopeguard(stop: Arc<AtomicBool>) -> impl Drop {
     struct G(Arc<AtomicBool>);
