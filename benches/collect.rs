@@ -18,13 +18,16 @@
 //!   pmdaproc asked the same set on the same schedule by a client (pmdalinux on the same root
 //!   through `LINUX_STATSPATH`), and beside node_exporter scraped every 10 s (its default
 //!   collectors on the same root through `--path.procfs`/`--path.sysfs`); the three run at
-//!   once and their CPU is counted over the same window. Also, in this process: the linux
+//!   once and their CPU is counted over the same windows: each process's CPU-time clock (ns,
+//!   every thread's run time, the exited ones' too), summed over each server's process tree,
+//!   and utime + stime in ticks beside it. Also, in this process: the linux
 //!   agent's CPU per fetch of the poll set, and the process reader's CPU per pass.
 //!
 //! `cargo bench -p wasmon-benches --bench collect` (builds `target/release/wasmon` unless
 //! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200); `COLLECT_ONLY=threads`
 //! or `COLLECT_ONLY=poll` runs one section alone; `COLLECT_POLL_SECS` is the `poll` window
-//! (default 60 s, after a 15 s warm-up) and `COLLECT_POLL_CPUS` its CPU counts (default
+//! (default 60 s, after `COLLECT_POLL_WARMUP`, 65 s), `COLLECT_POLL_ROUNDS` how many windows
+//! in a row (default 3; the median is reported) and `COLLECT_POLL_CPUS` its CPU counts (default
 //! `host,64,256,1024`); `WASMON_BIN_BEFORE` runs a second daemon binary beside it in `poll`
 //! (a change's before and after in one run).
 

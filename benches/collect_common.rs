@@ -1,4 +1,4 @@
-//! What the sections of `collect.rs` share: the CPU a process tree spent, medians, the
+//! What the sections of `collect.rs` share: the CPU a process tree spent (ticks and ns), medians, the
 //! release daemon started on a config, the FETCH PDU, the per-CPU files of a synthesized
 //! host, the leaves of a subtree and node_exporter scraped. Owns nothing but these helpers.
 
@@ -16,9 +16,9 @@ pub fn ticks_per_sec() -> f64 {
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }) as f64
 }
 
-/// utime + stime of `pid` and every process below it, in ticks.
-pub fn tree_cpu_ticks(pid: u32) -> u64 {
-    let mut total = 0;
+/// `pid` and every process below it, each with its utime + stime in ticks.
+fn tree(pid: u32) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
     let mut parents = vec![pid];
     let stats: Vec<(u32, u32, u64)> = std::fs::read_dir("/proc")
         .unwrap()
@@ -35,14 +35,86 @@ pub fn tree_cpu_ticks(pid: u32) -> u64 {
     while let Some(p) = parents.pop() {
         for (q, ppid, cpu) in &stats {
             if *q == p {
-                total += cpu;
+                out.push((p, *cpu));
             }
             if *ppid == p {
                 parents.push(*q);
             }
         }
     }
-    total
+    out
+}
+
+/// utime + stime of `pid` and every process below it, in ticks.
+pub fn tree_cpu_ticks(pid: u32) -> u64 {
+    tree(pid).iter().map(|(_, t)| t).sum()
+}
+
+/// The CPU a process tree has spent, read three ways at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeCpu {
+    /// Each process's CPU-time clock (`clock_getcpuclockid`), in ns: the kernel's sum of the
+    /// run time of every thread, the live ones' as their `schedstat` counts it and the exited
+    /// ones' as the process kept it. The figure the `poll` section reports.
+    pub ns: u64,
+    /// The run time of every live thread, summed from `/proc/PID/task/*/schedstat` (ns):
+    /// `ns` less what threads that exited had run.
+    pub live_ns: u64,
+    /// utime + stime (clock ticks, 10 ms here), as before this measure.
+    pub ticks: u64,
+}
+
+impl std::ops::Sub for TreeCpu {
+    type Output = TreeCpu;
+    fn sub(self, b: TreeCpu) -> TreeCpu {
+        TreeCpu {
+            ns: self.ns.saturating_sub(b.ns),
+            live_ns: self.live_ns.saturating_sub(b.live_ns),
+            ticks: self.ticks.saturating_sub(b.ticks),
+        }
+    }
+}
+
+/// The CPU time of one process's clock, in ns (0 when it is gone).
+fn process_clock_ns(pid: u32) -> u64 {
+    let mut id: libc::clockid_t = 0;
+    // SAFETY: `id` is a valid out-pointer; a pid that is gone is an error return.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut id) } != 0 {
+        return 0;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The run time (ns, schedstat's first field) of every live thread of `pid`.
+fn threads_schedstat_ns(pid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|t| {
+            let s = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+            s.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// The CPU `pid` and every process below it have spent (pmcd with its PMDAs).
+pub fn tree_cpu(pid: u32) -> TreeCpu {
+    let mut cpu = TreeCpu::default();
+    for (p, ticks) in tree(pid) {
+        cpu.ticks += ticks;
+        cpu.ns += process_clock_ns(p);
+        cpu.live_ns += threads_schedstat_ns(p);
+    }
+    cpu
 }
 
 pub fn median(mut v: Vec<Duration>) -> Duration {

@@ -251,6 +251,12 @@ pub fn poll() {
         });
     let window = release::secs_env("COLLECT_POLL_SECS", 60);
     let warmup = release::secs_env("COLLECT_POLL_WARMUP", 65);
+    // Windows measured one after another per CPU count; each server's figure is the median.
+    let rounds: usize = std::env::var("COLLECT_POLL_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|r| *r > 0)
+        .unwrap_or(3);
     // pmcd with only the two PMDAs (and its own), pmdaproc answering per-process values to a
     // TCP client (-A) and listing threads (-L).
     let conf: String = std::fs::read_to_string("/etc/pcp/pmcd/pmcd.conf")
@@ -274,7 +280,8 @@ pub fn poll() {
     let before_bin = std::env::var_os("WASMON_BIN_BEFORE").map(PathBuf::from);
     println!(
         "\n`poll`: the default config's polling ({} linux names every {}s, the process reader \
-         every {}s), CPU per {}s interval over {}s, warm-up {}s",
+         every {}s), CPU per {}s interval: the median of {rounds} windows of {}s (ns, process \
+         clocks; in brackets ticks over all windows), warm-up {}s",
         names.len(),
         interval.as_secs(),
         proc_interval.as_secs(),
@@ -363,37 +370,66 @@ pub fn poll() {
             }
         };
         run(warmup, &mut client);
-        // A window of whole intervals holds exactly window / interval of the daemon's polls,
-        // whatever their phase.
-        let ticks = |pid: u32| tree_cpu_ticks(pid);
+        // `rounds` windows of whole intervals, each holding exactly window / interval of the
+        // daemon's polls whatever their phase; per server the median window's CPU (ns, from
+        // the process clocks) and the ticks over all windows.
         let ne_pid = ne.as_ref().map(|(c, _)| c.id());
         let old_pid = before.as_ref().map(|d| d.child.id());
-        let before = (
-            ticks(wasmon.child.id()),
-            ticks(pmcd.child.id()),
-            ne_pid.map(ticks),
-            old_pid.map(ticks),
+        let pids = [
+            Some(wasmon.child.id()),
+            Some(pmcd.child.id()),
+            ne_pid,
+            old_pid,
+        ];
+        let read = || pids.map(|p| p.map(tree_cpu));
+        let per_interval = |v: f64| v / (window.as_secs_f64() / interval.as_secs_f64());
+        let mut windows: Vec<[Option<TreeCpu>; 4]> = Vec::new();
+        let first = read();
+        let mut at = first;
+        for _ in 0..rounds {
+            run(window, &mut client);
+            let now = read();
+            windows.push(std::array::from_fn(|i| Some(now[i]? - at[i]?)));
+            at = now;
+        }
+        let last = at;
+        // ms per interval: the median window's ns, and the ticks over all windows.
+        let figure = |i: usize| -> (f64, f64, f64) {
+            let Some(ns) = windows
+                .iter()
+                .map(|w| w[i].map(|c| c.ns))
+                .collect::<Option<Vec<u64>>>()
+            else {
+                return (f64::NAN, f64::NAN, f64::NAN);
+            };
+            let mut ns = ns;
+            ns.sort();
+            let med = per_interval(ns[ns.len() / 2] as f64 / 1e6);
+            let all = last[i].zip(first[i]).map(|(l, f)| l - f).unwrap();
+            let ticks = per_interval(all.ticks as f64 / ticks_per_sec() / rounds as f64 * 1e3);
+            let live = per_interval(all.live_ns as f64 / 1e6 / rounds as f64);
+            (med, ticks, live)
+        };
+        let (w, w_ticks, w_live) = figure(0);
+        let (p, p_ticks, _) = figure(1);
+        let (e, e_ticks, _) = figure(2);
+        let (old, old_ticks, _) = figure(3);
+        let spread = |i: usize| -> String {
+            let v: Vec<String> = windows
+                .iter()
+                .filter_map(|w| w[i].map(|c| format!("{:.2}", per_interval(c.ns as f64 / 1e6))))
+                .collect();
+            v.join(" ")
+        };
+        eprintln!(
+            "poll {count}: per window, ms per interval: wasmon [{}] pmcd [{}] node_exporter [{}] \
+             before [{}]; wasmon's live threads' schedstat {w_live:.2} ms (clock over all \
+             windows: the rest ran in threads that exited)",
+            spread(0),
+            spread(1),
+            spread(2),
+            spread(3)
         );
-        run(window, &mut client);
-        let after = (
-            ticks(wasmon.child.id()),
-            ticks(pmcd.child.id()),
-            ne_pid.map(ticks),
-            old_pid.map(ticks),
-        );
-        let per = |a: u64, b: u64| {
-            (a - b) as f64 / ticks_per_sec() / (window.as_secs_f64() / interval.as_secs_f64()) * 1e3
-        };
-        let w = per(after.0, before.0);
-        let p = per(after.1, before.1);
-        let e = match (after.2, before.2) {
-            (Some(a), Some(b)) => per(a, b),
-            _ => f64::NAN,
-        };
-        let old = match (after.3, before.3) {
-            (Some(a), Some(b)) => per(a, b),
-            _ => f64::NAN,
-        };
         // The linux agent's share, in this process on the same root.
         let mut agent = LinuxAgent::with_root(root_path.unwrap_or(std::path::Path::new("/")));
         let ids = agent_pmids(&mut agent, &names);
@@ -409,7 +445,8 @@ pub fn poll() {
             times.push(thread_cpu() - t);
         }
         println!(
-            "| {count} | {values} | {pmcd_cpus} | {old:.1} ms | {w:.1} ms | {p:.1} ms | {e:.1} ms | {:.2}x | {:.2}x | {:.2} ms |",
+            "| {count} | {values} | {pmcd_cpus} | {old:.2} ms ({old_ticks:.1}) | {w:.2} ms ({w_ticks:.1}) | \
+             {p:.2} ms ({p_ticks:.1}) | {e:.2} ms ({e_ticks:.1}) | {:.2}x | {:.2}x | {:.2} ms |",
             w / p,
             w / e,
             median(times).as_secs_f64() * 1e3

@@ -1,4 +1,4 @@
-//! The `/sys` guest agents (`infiniband`, `denki`, `hwmon`): one poll (a fetch of every metric
+//! The `/sys` guest agents (`infiniband`, `denki`, `hwmon`, `lustre`): one poll (a fetch of every metric
 //! the agent has) in the sandbox against the same crate called natively on the same captured
 //! tree, in the same run. The trees are the tests' (node_exporter's shapes).
 //! `cargo bench -p wasmon-benches --bench sys_agents`; `SYS_AGENTS_GUESTS=DIR` takes the
@@ -77,6 +77,7 @@ fn agents(c: &mut Criterion) {
     trees::infiniband(tree.path());
     trees::powercap(tree.path());
     trees::hwmon(tree.path());
+    trees::lustre_debugfs(tree.path());
     let root = tree.path();
     bench_agent(
         c,
@@ -98,6 +99,13 @@ fn agents(c: &mut Criterion) {
         root,
         (hwmon::DOMAIN, hwmon::METRICS),
         hwmon::Hwmon::at(root),
+    );
+    bench_agent(
+        c,
+        "lustre",
+        root,
+        (lustre::DOMAIN, lustre::METRICS),
+        lustre::Lustre::at(root),
     );
 }
 

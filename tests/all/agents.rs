@@ -123,22 +123,37 @@ fn an_agent_built_before_the_metrics_export_still_loads_and_answers_by_name() {
     );
 
     // `guest check` says which world it is and accepts it.
+    let (accepted, text) = guest_check(&guest_path("legacy_agent"));
+    assert!(accepted, "{text}");
+    says(
+        &text,
+        &[
+            "implements wasmon:collector/legacy-agent@0.1.0",
+            "built before the wasmon:collector/metrics@0.1.0 export",
+            "accepted: this runtime loads it",
+        ],
+    );
+}
+
+/// `wasmon guest check PATH`: whether it accepted the component, and what it printed.
+fn guest_check(path: &std::path::Path) -> (bool, String) {
     let out = std::process::Command::new(wasmon_bin())
         .args(["guest", "check"])
-        .arg(guest_path("legacy_agent"))
+        .arg(path)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("implements wasmon:collector/legacy-agent@0.1.0"),
-        "{text}"
-    );
-    assert!(
-        text.contains("built before the wasmon:collector/metrics@0.1.0 export"),
-        "{text}"
-    );
-    assert!(text.contains("accepted: this runtime loads it"), "{text}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    (
+        out.status.success(),
+        text + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Asserts that `text` says each of `parts`.
+fn says(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "no {part:?} in: {text}");
+    }
 }
 
 #[test]
@@ -168,4 +183,98 @@ fn an_agent_sends_each_instance_name_once_per_fetch() {
     let mut agent = wasmon::daemon::agents::GuestAgent(foo);
     let got = agent.fetch(&[wasmon::namespace::Pmid::new(44, 0, 1).unwrap()]);
     assert_eq!(listed(&got[0].1), [(String::new(), 1.0)]);
+}
+
+/// An agent component built against the `metrics` interface as it was before a metric's values
+/// crossed column-wise (`fetched.sets` of `indexed-value` records): this repository's WIT with
+/// that type put back as it was, over a core module whose exports (the agent world's six
+/// functions, in their flat signatures) trap.
+fn agent_of_the_metrics_before_columns() -> Vec<u8> {
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let dir = tempfile::tempdir().unwrap();
+    let types = std::fs::read_to_string(wit.join("types.wit")).unwrap();
+    let now = "record indexed-set { id: pmid, values: result<indexed-values, ns-error> }";
+    assert!(types.contains(now), "the WIT's indexed-set changed: {now}");
+    let before = types.replace(
+        now,
+        "record indexed-value { instance: u32, value: atom }\n    \
+         record indexed-set { id: pmid, values: result<list<indexed-value>, ns-error> }",
+    );
+    std::fs::write(dir.path().join("types.wit"), before).unwrap();
+    std::fs::copy(wit.join("worlds.wit"), dir.path().join("worlds.wit")).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_dir(dir.path()).unwrap();
+    let world = resolve.select_world(&[pkg], Some("agent")).unwrap();
+    let export = |iface: &str, name: &str, params: usize| {
+        format!(
+            "(func (export \"wasmon:collector/{iface}@0.1.0#{name}\") (param{}) (result i32) unreachable)",
+            " i32".repeat(params)
+        )
+    };
+    let wat = format!(
+        "(module (memory (export \"memory\") 1) \
+         (func (export \"cabi_realloc\") (param i32 i32 i32 i32) (result i32) unreachable) \
+         {} {} {} {} {} {})",
+        export("namespace", "lookup-name", 2),
+        export("namespace", "names-of", 3),
+        export("namespace", "children", 2),
+        export("metrics", "configure", 2),
+        export("metrics", "describe", 3),
+        export("metrics", "fetch", 2),
+    );
+    let mut module = wat::parse_str(&wat).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
+#[test]
+fn an_agent_built_against_the_metrics_before_columns_is_refused_naming_why() {
+    let bytes = agent_of_the_metrics_before_columns();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.wasm");
+    std::fs::write(&path, &bytes).unwrap();
+
+    // `guest check` refuses it and says what to do.
+    let (accepted, text) = guest_check(&path);
+    assert!(!accepted, "{text}");
+    says(
+        &text,
+        &[
+            "implements wasmon:collector/agent@0.1.0",
+            "before a metric's values crossed column-wise",
+            "rebuild it with this wasmon's SDK",
+        ],
+    );
+
+    // A daemon with it as an agent refuses to start, saying why and what to do, beside the
+    // linker's own words.
+    let config = config_file(
+        dir.path(),
+        &format!(
+            "{NO_PROCFS}[[agent]]\nname = \"old\"\nguest = {:?}\ndomain = 250\n\
+             pmns = \"root {{ old }}\\nold {{ dyn 250:*:* }}\"\n",
+            path.display().to_string()
+        ),
+    );
+    says(
+        &refused_start(&config),
+        &[
+            "agent \\\"old\\\"",
+            "before a metric's values crossed column-wise",
+            "rebuild it with this wasmon's SDK",
+            "type mismatch",
+        ],
+    );
 }

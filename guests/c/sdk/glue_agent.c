@@ -5,7 +5,9 @@
  * Ownership, as wit-bindgen's C bindings have it: the arguments of an export (strings, lists)
  * are the callee's to free; what an export returns is freed by the bindings after the call
  * (post-return), each string and list with free() when its length is not zero, so every
- * returned non-empty buffer here is malloc'd and an empty one is NULL. */
+ * returned non-empty buffer here is malloc'd and an empty one is NULL. Except fetch's: its
+ * sets and numeric columns are carved from an arena kept from fetch to fetch, and its
+ * post-return (defined here, over the bindings' weak one) frees only what is malloc'd. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -219,42 +221,99 @@ bool exports_wasmon_collector_metrics_describe(wasmon_collector_types_pmid_t *id
     return true;
 }
 
-/* One metric's values as the WIT `indexed-values`, emptying `vals`: its arrays move to the
- * host's lists (the bindings free them after the call), the cells as one typed list when all
- * values are of one numeric kind (wg_cell is 8 bytes, as u64, s64 and f64 are), else as atoms
- * (each text moves). */
+/* ---- fetch ---------------------------------------------------------------------------------
+ * A fetch of 720 metrics returned 1,440 malloc'd lists (and a third per metric for kinds), each
+ * freed in the post-return: a third of a small poll's time in the guest. Its sets and numeric
+ * columns now come from blocks kept from fetch to fetch and reused from the start at each
+ * fetch (the host has copied the last answer by then), and each metric's values are gathered
+ * in one wg_values kept across metrics: in a steady state a fetch mallocs only its texts, its
+ * error messages and its instance names. The blocks hold what the largest fetch needed. */
+
+/* Blocks of at least this size (a 3-mount nfsclient fetch needs ~50 KiB). */
+#define ARENA_BLOCK (64 * 1024)
+
+typedef struct block {
+    struct block *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} block;
+
+static block *blocks, *current;
+
+static void arena_reset(void) {
+    for (block *b = blocks; b; b = b->next) b->used = 0;
+    current = blocks;
+}
+
+/* `bytes` bytes aligned to 16 (lists of 8-byte numbers need 8), NULL for none. */
+static void *arena_alloc(size_t bytes) {
+    if (!bytes) return NULL;
+    bytes = (bytes + 15) & ~(size_t)15;
+    for (; current; current = current->next) {
+        if (current->size - current->used >= bytes) {
+            void *p = current->data + current->used;
+            current->used += bytes;
+            return p;
+        }
+        if (!current->next) break;
+    }
+    size_t size = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
+    block *b = malloc(sizeof *b + size);
+    if (!b) abort();
+    b->next = NULL;
+    b->size = size;
+    b->used = bytes;
+    if (current)
+        current->next = b;
+    else
+        blocks = b;
+    current = b;
+    return b->data;
+}
+
+static void *arena_copy(const void *from, size_t bytes) {
+    void *p = arena_alloc(bytes);
+    if (bytes) memcpy(p, from, bytes);
+    return p;
+}
+
+/* One metric's values as the WIT `indexed-values`, emptying `vals` (its arrays are kept for the
+ * next metric): the instance numbers and, when all values are of one numeric kind (wg_cell is
+ * 8 bytes, as u64, s64 and f64 are), the cells as one typed list, copied to the arena; else
+ * malloc'd atoms (each text moves). */
 static wasmon_collector_types_indexed_values_t columns(wg_values *vals) {
     wasmon_collector_types_indexed_values_t out;
     memset(&out, 0, sizeof out);
     size_t n = vals->n;
     wasmon_collector_types_column_t *col = &out.values;
-    if (!n) {
-        wg_values_free(vals);
-        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_ATOMS;
-        return out;
-    }
-    out.instances = (agent_list_u32_t){vals->inst, n};
+    col->tag = WASMON_COLLECTOR_TYPES_COLUMN_ATOMS;
+    if (!n) return out;
+    out.instances = (agent_list_u32_t){arena_copy(vals->inst, n * sizeof *vals->inst), n};
+    void *cells = NULL;
+    if (vals->kinds == 1u << WG_ATOM_UINT || vals->kinds == 1u << WG_ATOM_INT ||
+        vals->kinds == 1u << WG_ATOM_REAL)
+        cells = arena_copy(vals->cell, n * sizeof *vals->cell);
     switch (vals->kinds) {
     case 1u << WG_ATOM_UINT:
         col->tag = WASMON_COLLECTOR_TYPES_COLUMN_UINT;
-        col->val.uint = (agent_list_u64_t){(uint64_t *)vals->cell, n};
+        col->val.uint = (agent_list_u64_t){cells, n};
         break;
     case 1u << WG_ATOM_INT:
         col->tag = WASMON_COLLECTOR_TYPES_COLUMN_INT;
-        col->val.int_ = (agent_list_s64_t){(int64_t *)vals->cell, n};
+        col->val.int_ = (agent_list_s64_t){cells, n};
         break;
     case 1u << WG_ATOM_REAL:
         col->tag = WASMON_COLLECTOR_TYPES_COLUMN_REAL;
-        col->val.real = (agent_list_f64_t){(double *)vals->cell, n};
+        col->val.real = (agent_list_f64_t){cells, n};
         break;
     default: {
-        col->tag = WASMON_COLLECTOR_TYPES_COLUMN_ATOMS;
         wasmon_collector_types_atom_t *atoms = alloc_n(n, sizeof *atoms);
         for (size_t j = 0; j < n; j++) {
             wasmon_collector_types_atom_t *a = &atoms[j];
             memset(a, 0, sizeof *a);
-            a->tag = vals->kind[j]; /* wg_atom is the WIT case order */
-            switch (vals->kind[j]) {
+            wg_atom kind = wg_values_kind(vals, j);
+            a->tag = kind; /* wg_atom is the WIT case order */
+            switch (kind) {
             case WG_ATOM_INT: a->val.int_ = vals->cell[j].i; break;
             case WG_ATOM_UINT: a->val.uint = vals->cell[j].u; break;
             case WG_ATOM_REAL: a->val.real = vals->cell[j].value; break;
@@ -269,20 +328,26 @@ static wasmon_collector_types_indexed_values_t columns(wg_values *vals) {
             }
         }
         col->val.atoms = (wasmon_collector_types_list_atom_t){atoms, n};
-        free(vals->cell);
     }
     }
-    free(vals->kind);
-    wg_values_init(vals);
+    /* Emptied, its texts moved: kept for the next metric. */
+    vals->n = 0;
+    vals->kinds = 0;
     return out;
 }
+
+/* What the last fetch returned, for its post-return. */
+static wasmon_collector_types_fetched_t answered;
+/* One metric's values at a time, kept across metrics and fetches. */
+static wg_values gathered;
 
 void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_list_pmid_t *ids,
                                             wasmon_collector_types_fetched_t *ret) {
     size_t n = ids->len;
     wg_instances_reset();
+    arena_reset();
     ret->sets.len = n;
-    ret->sets.ptr = alloc_n(n, sizeof *ret->sets.ptr);
+    ret->sets.ptr = arena_alloc(n * sizeof *ret->sets.ptr);
     for (size_t i = 0; i < n; i++) {
         wasmon_collector_types_indexed_set_t *set = &ret->sets.ptr[i];
         memset(set, 0, sizeof *set);
@@ -292,26 +357,24 @@ void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_lis
             error_out(&set->values.val.err, WG_OTHER, "agent not configured");
             continue;
         }
-        wg_values vals;
-        wg_values_init(&vals);
         /* Cleared, not formatted: a vsnprintf per metric was a tenth of a C agent's poll. */
         wg_error_clear();
-        int code = wg_agent_fetch(tree, from_wit(&ids->ptr[i]), &vals);
+        int code = wg_agent_fetch(tree, from_wit(&ids->ptr[i]), &gathered);
         if (code != WG_OK) {
             /* One metric failing does not fail the others. */
-            wg_values_free(&vals);
+            wg_values_clear(&gathered);
             set->values.is_err = true;
             if (code < WG_OK || code > WG_OTHER) wg_error("fetch failed with code %d", code);
             const char *message = wg_error_message();
             error_out(&set->values.val.err, code, *message ? message : "fetch failed");
             continue;
         }
-        set->values.val.ok = columns(&vals);
+        set->values.val.ok = columns(&gathered);
     }
     /* Each instance name once: the malloc'd copies move to the host's list (NULL for ""). */
     size_t n_inst = wg_instances_len();
     ret->instances.len = n_inst;
-    ret->instances.ptr = alloc_n(n_inst, sizeof *ret->instances.ptr);
+    ret->instances.ptr = arena_alloc(n_inst * sizeof *ret->instances.ptr);
     for (size_t i = 0; i < n_inst; i++) {
         size_t len;
         char *name = wg_instances_take(i, &len);
@@ -323,6 +386,31 @@ void exports_wasmon_collector_metrics_fetch(exports_wasmon_collector_metrics_lis
     }
     wg_instances_reset();
     exports_wasmon_collector_metrics_list_pmid_free(ids);
+    answered = *ret;
     /* An agent may change its namespace between fetches (a dynamic subtree). */
     if (tree) wg_agent_fetched(tree);
+}
+
+/* After the host has read the answer: frees its malloc'd parts (instance names, error messages,
+ * atoms and their texts); the arena's are reused by the next fetch. Replaces the bindings' weak
+ * post-return, which would free() every list. */
+__attribute__((__export_name__("cabi_post_wasmon:collector/metrics@0.1.0#fetch")))
+void __wasm_export_exports_wasmon_collector_metrics_fetch_post_return(uint8_t *arg0) {
+    (void)arg0;
+    for (size_t i = 0; i < answered.instances.len; i++) free(answered.instances.ptr[i].ptr);
+    for (size_t i = 0; i < answered.sets.len; i++) {
+        wasmon_collector_types_indexed_set_t *set = &answered.sets.ptr[i];
+        if (set->values.is_err) {
+            if (set->values.val.err.tag == WASMON_COLLECTOR_TYPES_NS_ERROR_OTHER)
+                free(set->values.val.err.val.other.ptr);
+            continue;
+        }
+        wasmon_collector_types_column_t *col = &set->values.val.ok.values;
+        if (col->tag != WASMON_COLLECTOR_TYPES_COLUMN_ATOMS) continue;
+        for (size_t j = 0; j < col->val.atoms.len; j++)
+            if (col->val.atoms.ptr[j].tag == WASMON_COLLECTOR_TYPES_ATOM_TEXT)
+                free(col->val.atoms.ptr[j].val.text.ptr);
+        free(col->val.atoms.ptr);
+    }
+    memset(&answered, 0, sizeof answered);
 }

@@ -224,7 +224,8 @@ static void test_tree_answers_the_namespace(void) {
     wg_values_free(&vals);
     CHECK(vals.n == 0 && vals.kinds == 0);
 
-    /* A column: copied after what is there, growing the arrays past their first size. */
+    /* A column: copied after what is there, growing the arrays past their first size. Values of
+     * one kind keep no per-value kinds; a second kind writes them out for all. */
     {
         wg_inst inst[9];
         uint64_t u[9];
@@ -234,11 +235,27 @@ static void test_tree_answers_the_namespace(void) {
         wg_values_uint_column(&vals, inst, u, 0);
         CHECK(vals.n == 10 && vals.cap >= 10 && vals.kinds == 1u << WG_ATOM_UINT);
         CHECK(vals.inst[0] == 3 && vals.cell[0].u == 7 && vals.inst[1] == 8 && vals.cell[9].u == 8000);
-        CHECK(vals.inst[9] == 0 && vals.kind[9] == WG_ATOM_UINT);
+        CHECK(vals.inst[9] == 0 && !vals.kind && wg_values_kind(&vals, 9) == WG_ATOM_UINT);
         double r[1] = {-0.25};
         wg_values_real_column(&vals, inst, r, 1);
-        CHECK(vals.n == 11 && vals.cell[10].value == -0.25 && vals.kind[10] == WG_ATOM_REAL);
+        CHECK(vals.n == 11 && vals.cell[10].value == -0.25 && vals.kind && vals.kind[10] == WG_ATOM_REAL);
+        CHECK(vals.kind[0] == WG_ATOM_UINT && vals.kind[9] == WG_ATOM_UINT && wg_values_kind(&vals, 10) == WG_ATOM_REAL);
         CHECK(vals.kinds == (1u << WG_ATOM_UINT | 1u << WG_ATOM_REAL));
+        wg_values_free(&vals);
+        CHECK(!vals.kind && vals.n == 0 && vals.cap == 0);
+        /* A first column takes exactly its size; texts of one kind are freed without kinds. */
+        wg_values_uint_column(&vals, inst, u, 9);
+        CHECK(vals.cap == 9 && !vals.kind);
+        wg_values_free(&vals);
+        wg_value_text_at(&vals, 0, "a");
+        wg_value_text_at(&vals, 1, "b");
+        CHECK(!vals.kind && wg_values_kind(&vals, 1) == WG_ATOM_TEXT && !strcmp(vals.cell[1].text, "b"));
+        /* Cleared: the texts freed, the arrays kept for the next values (of any kind). */
+        wg_inst *kept = vals.inst;
+        wg_values_clear(&vals);
+        CHECK(vals.n == 0 && vals.kinds == 0 && vals.inst == kept && vals.cap == 4);
+        wg_value_int_at(&vals, 2, -1);
+        CHECK(vals.n == 1 && vals.inst == kept && wg_values_kind(&vals, 0) == WG_ATOM_INT && vals.cell[0].i == -1);
         wg_values_free(&vals);
     }
 

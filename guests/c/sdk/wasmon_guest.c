@@ -922,34 +922,53 @@ const char *wg_tree_set_type(wg_tree *t, wg_pmid id, wg_type type) {
 
 void wg_values_init(wg_values *out) { memset(out, 0, sizeof *out); }
 
-void wg_values_free(wg_values *out) {
+void wg_values_clear(wg_values *out) {
     if (out->kinds & (1u << WG_ATOM_TEXT))
         for (size_t i = 0; i < out->n; i++)
-            if (out->kind[i] == WG_ATOM_TEXT) free(out->cell[i].text);
+            if (wg_values_kind(out, i) == WG_ATOM_TEXT) free(out->cell[i].text);
+    out->n = 0;
+    out->kinds = 0;
+}
+
+void wg_values_free(wg_values *out) {
+    wg_values_clear(out);
     free(out->inst);
     free(out->cell);
     free(out->kind);
     wg_values_init(out);
 }
 
-/* Room for `more` values. */
+/* Room for `more` values: a first column gets exactly its size (most metrics are one column or
+ * a few values), later growth doubles. */
 static void reserve(wg_values *out, size_t more) {
     if (out->cap - out->n >= more) return;
     size_t cap = out->cap ? 2 * out->cap : 4;
-    while (cap - out->n < more) cap *= 2;
+    if (cap < out->n + more) cap = out->n + more;
     out->inst = xrealloc(out->inst, cap * sizeof *out->inst);
     out->cell = xrealloc(out->cell, cap * sizeof *out->cell);
-    out->kind = xrealloc(out->kind, cap * sizeof *out->kind);
+    if (out->kind) out->kind = xrealloc(out->kind, cap * sizeof *out->kind);
     out->cap = cap;
+}
+
+/* Values of `kind` are about to be added at out->n: the per-value kinds are written out when
+ * the values stop being of one kind (until then `kinds` alone says it, and no array is kept). */
+static void add_kind(wg_values *out, wg_atom kind) {
+    unsigned bit = 1u << kind;
+    if (!out->kind && out->kinds && out->kinds != bit) {
+        wg_atom was = wg_values_kind(out, 0);
+        out->kind = xrealloc(NULL, out->cap);
+        memset(out->kind, was, out->n);
+    }
+    out->kinds |= bit;
 }
 
 /* The next value's cell, with its instance and kind set. */
 static wg_cell *push_value(wg_values *out, wg_inst instance, wg_atom kind) {
     reserve(out, 1);
+    add_kind(out, kind);
     size_t i = out->n++;
     out->inst[i] = instance;
-    out->kind[i] = (uint8_t)kind;
-    out->kinds |= 1u << kind;
+    if (out->kind) out->kind[i] = (uint8_t)kind;
     return &out->cell[i];
 }
 
@@ -957,11 +976,11 @@ static wg_cell *push_value(wg_values *out, wg_inst instance, wg_atom kind) {
 static void push_column(wg_values *out, const wg_inst *inst, const void *values, size_t n, wg_atom kind) {
     if (!n) return;
     reserve(out, n);
+    add_kind(out, kind);
     memcpy(out->inst + out->n, inst, n * sizeof *inst);
     memcpy(out->cell + out->n, values, n * sizeof *out->cell);
-    memset(out->kind + out->n, kind, n);
+    if (out->kind) memset(out->kind + out->n, kind, n);
     out->n += n;
-    out->kinds |= 1u << kind;
 }
 
 void wg_values_uint_column(wg_values *out, const wg_inst *inst, const uint64_t *values, size_t n) {

@@ -383,15 +383,22 @@ typedef union {
     char *text; /* malloc'd */
 } wg_cell;
 
-/* Column-wise, as the WIT `indexed-values` carries them: value i is cell[i], of kind kind[i]
- * and of instance inst[i] (its number in the fetch call, wg_instance). */
+/* Column-wise, as the WIT `indexed-values` carries them: value i is cell[i], of kind
+ * wg_values_kind(values, i) and of instance inst[i] (its number in the fetch call,
+ * wg_instance). */
 struct wg_values {
     wg_inst *inst;
     wg_cell *cell;
+    /* Each value's kind; NULL while all are of one kind (a malloc and a free less per metric). */
     uint8_t *kind;
     size_t n, cap;
     unsigned kinds; /* bit (1 << wg_atom) of every kind present */
 };
+
+/* The kind of value i of `v`. */
+static inline wg_atom wg_values_kind(const wg_values *v, size_t i) {
+    return v->kind ? (wg_atom)v->kind[i] : (wg_atom)__builtin_ctz(v->kinds);
+}
 
 wg_tree *wg_tree_new(void);
 void wg_tree_free(wg_tree *tree);
@@ -403,6 +410,8 @@ int wg_tree_children(wg_tree *tree, const char *name, size_t len, const wg_child
 int wg_tree_describe(const wg_tree *tree, wg_pmid id, wg_metric *out);
 
 void wg_values_init(wg_values *out);
+/* Empties `out` (its texts freed), keeping its arrays for more values. */
+void wg_values_clear(wg_values *out);
 void wg_values_free(wg_values *out);
 /* The fetch call's instance names: forgotten (at the start of a fetch call), counted, and
  * handed over one by one (malloc'd, NUL-terminated; the caller frees it). */

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::Daemon;
 use super::agents::GuestAgent;
 use crate::config::{AgentConfig, Config};
-use crate::host::{AgentWorld, GuestStats, Image};
+use crate::host::{AgentWorld, GuestStats, Image, check};
 use crate::namespace::{Agent, Namespace};
 
 /// What [`Daemon::build_agents`] made of the config's agents.
@@ -134,6 +134,10 @@ impl Daemon {
                         continue;
                     }
                     let instance = Image::<AgentWorld>::load(&self.runtime, &compiled, gc)
+                        .map_err(|e| match check::why_refused(&source.bytes) {
+                            Some(why) => e.context(why),
+                            None => e,
+                        })
                         .with_context(|| what.clone())?;
                     stats.insert(domain, instance.image().stats().clone());
                     (print, Box::new(GuestAgent(instance)))

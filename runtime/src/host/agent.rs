@@ -160,14 +160,8 @@ impl Fetched {
             Fetched::Indexed(IndexedFetch { instances, sets }) => sets
                 .into_iter()
                 .map(|set| {
-                    set.values.map(|v| {
-                        v.instances
-                            .into_iter()
-                            .zip(v.values.into_atoms())
-                            // In range: checked when the answer was taken.
-                            .map(|(i, atom)| f(instances[i as usize].clone(), atom))
-                            .collect()
-                    })
+                    set.values
+                        .map(|v| v.values.zipped(&v.instances, &instances, &mut f))
                 })
                 .collect(),
             Fetched::Named(sets) => sets
@@ -239,13 +233,32 @@ impl Column {
         self.len() == 0
     }
 
-    /// The values in order, each as its `atom`.
-    pub fn into_atoms(self) -> Box<dyn Iterator<Item = Atom>> {
+    /// The values in order, value i through `f` with the name of instance `numbers[i]` (in
+    /// range: checked when the answer was taken). Each case is its own loop: a boxed iterator
+    /// per metric was an allocation per metric and a call per value.
+    fn zipped<T>(
+        self,
+        numbers: &[u32],
+        names: &[String],
+        f: &mut impl FnMut(String, Atom) -> T,
+    ) -> Vec<T> {
+        fn each<T>(
+            numbers: &[u32],
+            atoms: impl Iterator<Item = Atom>,
+            names: &[String],
+            f: &mut impl FnMut(String, Atom) -> T,
+        ) -> Vec<T> {
+            numbers
+                .iter()
+                .zip(atoms)
+                .map(|(&i, atom)| f(names[i as usize].clone(), atom))
+                .collect()
+        }
         match self {
-            Column::Int(v) => Box::new(v.into_iter().map(Atom::Int)),
-            Column::Uint(v) => Box::new(v.into_iter().map(Atom::Uint)),
-            Column::Real(v) => Box::new(v.into_iter().map(Atom::Real)),
-            Column::Atoms(v) => Box::new(v.into_iter()),
+            Column::Int(v) => each(numbers, v.into_iter().map(Atom::Int), names, f),
+            Column::Uint(v) => each(numbers, v.into_iter().map(Atom::Uint), names, f),
+            Column::Real(v) => each(numbers, v.into_iter().map(Atom::Real), names, f),
+            Column::Atoms(v) => each(numbers, v.into_iter(), names, f),
         }
     }
 }

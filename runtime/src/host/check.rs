@@ -276,6 +276,12 @@ pub fn inspect(bytes: &[u8]) -> Result<Report> {
     })
 }
 
+/// What [`inspect`] finds wrong with `bytes` (its first problem), to tell with a failed load:
+/// the linker names a mismatched field (`expected record, found list`), not what to do.
+pub fn why_refused(bytes: &[u8]) -> Option<String> {
+    inspect(bytes).ok()?.problems.into_iter().next()
+}
+
 /// Compiles (through the runtime's cache) and links the component against its world, as
 /// loading it would; the linker's refusal is the answer of last resort.
 pub fn link(rt: &Arc<Runtime>, bytes: &[u8], world: WorldKind, what: &str) -> Result<()> {

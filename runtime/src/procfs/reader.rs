@@ -70,6 +70,9 @@ struct Kept {
     fds: usize,
     /// The pass under way; a task not read in it is let go at its end.
     pass: u64,
+    /// By pid: a multi-threaded process's threads as its last listing found them, when every
+    /// one of them is kept, and the pass that read them ([`ProcReader::read_threads`]).
+    listed: std::collections::HashMap<u32, (Vec<u32>, u64), foldhash::fast::FixedState>,
 }
 
 struct KeptTask {
@@ -169,6 +172,12 @@ impl ProcReader {
         self.kept.tasks.contains_key(&(pid, tid))
     }
 
+    /// Whether the threads of the multi-threaded process `pid` are read without listing it.
+    #[cfg(test)]
+    pub(crate) fn remembers_threads_of(&self, pid: u32) -> bool {
+        self.kept.listed.contains_key(&pid)
+    }
+
     /// Task files held open now.
     pub fn kept_files(&self) -> usize {
         self.kept.fds
@@ -252,6 +261,7 @@ impl ProcReader {
                 keep
             });
             kept.fds = fds;
+            kept.listed.retain(|_, (_, p)| *p == pass);
         }
         Ok(())
     }
@@ -288,16 +298,18 @@ impl ProcReader {
         }
     }
 
-    /// Keeps the freshly opened files of the task `key`, within the budget (else they close).
-    fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) {
+    /// Keeps the freshly opened files of the task `key`, within the budget (else they close
+    /// and this is `false`).
+    fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) -> bool {
         let n = 1 + usize::from(sched.is_some());
         if self.kept.fds + n > self.kept.max {
-            return;
+            return false;
         }
         self.forget_kept(key);
         self.kept.fds += n;
         let pass = self.kept.pass;
         self.kept.tasks.insert(key, KeptTask { stat, sched, pass });
+        true
     }
 
     /// Read one process (and its threads). `None`: it vanished. Its files are opened relative
@@ -387,6 +399,13 @@ impl ProcReader {
     /// kernel a lookup per thread), and that thread's own files are read (a process's CPU
     /// times also count threads that exited). A thread's `stat` is read through the
     /// descriptor kept from the last pass when there is one.
+    ///
+    /// Nor is a multi-threaded process's task directory listed again while its threads are
+    /// the ones its last listing found: when every one of them was kept, each still answers
+    /// through its kept descriptor (a thread that exited answers ESRCH) and `stat` counts
+    /// exactly as many, no other thread can be in the process (a thread never changes
+    /// process). Otherwise the pass lists the directory as before. As with a listing, a
+    /// thread started after `stat` was read is found by the next pass.
     fn read_threads(
         &mut self,
         snap: &mut Snapshot,
@@ -398,64 +417,111 @@ impl ProcReader {
         let mut tids = std::mem::take(&mut self.tids);
         tids.clear();
         let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
-        let via_task = num_threads == 1;
-        // The task directory, once listed; thread files are opened in it, or in the
-        // process's directory through `task/PID/`.
-        let mut task: Option<Fd> = None;
-        if via_task {
+        let first = snap.threads.len();
+        if num_threads == 1 {
+            self.kept.listed.remove(&pid);
             tids.push(pid);
-        } else {
-            let listed = self.pid_dir(dir, pid).map(|d| {
-                let fd = d.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY)?;
-                for_each_entry_fd(&fd, &mut self.dents, |name| {
-                    if let Some(n) = parse_pid(name) {
-                        tids.push(n);
-                    }
-                })
-                .map(|()| fd)
-            });
-            match listed {
-                Some(Ok(fd)) => task = Some(fd),
-                None => {
-                    self.tids = tids;
-                    return None;
-                }
-                Some(Err(e)) => {
-                    self.tids = tids;
-                    return match classify(&e) {
-                        Read::Gone => None,
-                        _ => Some(()),
-                    };
-                }
-            }
+            self.read_tids(snap, dir, None, pid, &tids, fields, false);
+            self.tids = tids;
+            return Some(());
         }
-        for &tid in &tids {
+        if keeping
+            && let Some((last, pass)) = self.kept.listed.get_mut(&pid)
+            && last.len() == num_threads as usize
+        {
+            *pass = self.kept.pass;
+            tids.extend_from_slice(last);
+            if self.read_tids(snap, dir, None, pid, &tids, fields, true) {
+                self.tids = tids;
+                return Some(());
+            }
+            // A thread went: list the directory after all.
+            snap.threads.truncate(first);
+            tids.clear();
+        }
+        self.kept.listed.remove(&pid);
+        // The task directory, once listed; thread files are opened in it.
+        let listed = self.pid_dir(dir, pid).map(|d| {
+            let fd = d.open(c"task", libc::O_RDONLY | libc::O_DIRECTORY)?;
+            for_each_entry_fd(&fd, &mut self.dents, |name| {
+                if let Some(n) = parse_pid(name) {
+                    tids.push(n);
+                }
+            })
+            .map(|()| fd)
+        });
+        let task = match listed {
+            Some(Ok(fd)) => fd,
+            None => {
+                self.tids = tids;
+                return None;
+            }
+            Some(Err(e)) => {
+                self.tids = tids;
+                return match classify(&e) {
+                    Read::Gone => None,
+                    _ => Some(()),
+                };
+            }
+        };
+        let all_kept = self.read_tids(snap, dir, Some(&task), pid, &tids, fields, false);
+        if keeping && all_kept && tids.len() == num_threads as usize {
+            let pass = self.kept.pass;
+            self.kept.listed.insert(pid, (tids.clone(), pass));
+        }
+        self.tids = tids;
+        Some(())
+    }
+
+    /// Reads the threads `tids` of `pid` into `snap`; their files are opened in the task
+    /// directory `task` when it is open, else through `task/TID/` in the process's directory.
+    /// `true` when every one was read through, or is now kept as, a kept descriptor.
+    /// `kept_only`: stop at the first thread without a kept descriptor (`false`).
+    #[allow(clippy::too_many_arguments)] // the pass's state, split out of one loop
+    fn read_tids(
+        &mut self,
+        snap: &mut Snapshot,
+        dir: &mut Option<PidDir>,
+        task: Option<&Fd>,
+        pid: u32,
+        tids: &[u32],
+        fields: Fields,
+        kept_only: bool,
+    ) -> bool {
+        let keeping = self.kept.max > 0 && !fields.contains(Fields::WCHAN);
+        let via_task = task.is_none();
+        let mut all_kept = keeping;
+        for &tid in tids {
             let kept = keeping.then(|| self.read_kept((pid, tid), false)).flatten();
             let n = match kept {
                 Some((n, _)) => n,
+                None if kept_only => return false,
                 None => {
                     self.thread_path(via_task, tid, b"stat");
-                    let base = match &task {
+                    let base = match task {
                         Some(t) => t,
                         None => match self.pid_dir(dir, pid) {
                             Some(d) => &d.0,
-                            None => break,
+                            None => return false,
                         },
                     };
                     let Ok(fd) = open_at(base, &self.path) else {
+                        all_kept = false;
                         continue; // this thread exited; the process goes on
                     };
                     let n = match read_fd(&fd, &mut self.buf, TASK_FILE_CAP) {
                         Ok(n) if n > 0 => n,
-                        _ => continue,
+                        _ => {
+                            all_kept = false;
+                            continue;
+                        }
                     };
-                    if keeping {
-                        self.keep((pid, tid), fd, None);
-                    }
+                    all_kept &= keeping && self.keep((pid, tid), fd, None);
                     n
                 }
             };
             let Ok((_, stat)) = parse_stat(&self.buf[..n]) else {
+                all_kept = false;
                 continue;
             };
             let mut t = ThreadInfo {
@@ -470,33 +536,38 @@ impl ProcReader {
                 .is_none_or(|s| s.contains(&t.stat.state));
             let wchan = fields.contains(Fields::WCHAN);
             if wchan || (fields.contains(Fields::SCHED) && sched_wanted) {
-                if task.is_none() && self.pid_dir(dir, pid).is_none() {
-                    break;
-                }
-                let base = match (&task, dir.as_ref()) {
-                    (Some(t), _) => t,
-                    (None, Some(d)) => &d.0,
-                    (None, None) => break,
+                let base = match task {
+                    Some(t) => t,
+                    None => match self.pid_dir(dir, pid) {
+                        Some(d) => &d.0,
+                        None => return false,
+                    },
                 };
                 if wchan {
                     self.thread_path(via_task, tid, b"wchan");
                     match self.read_aux_path(base, |b| Some(parse_wchan(b))) {
                         Some(w) => t.wchan = w,
-                        None => continue,
+                        None => {
+                            all_kept = false;
+                            continue;
+                        }
                     }
                 }
                 if fields.contains(Fields::SCHED) && sched_wanted {
                     self.thread_path(via_task, tid, b"schedstat");
                     match self.read_aux_path(base, parse_schedstat) {
                         Some(s) => t.sched = s,
-                        None => continue,
+                        None if kept_only => return false,
+                        None => {
+                            all_kept = false;
+                            continue;
+                        }
                     }
                 }
             }
             snap.threads.push(t);
         }
-        self.tids = tids;
-        Some(())
+        all_kept
     }
 
     /// `[task/]TID/leaf\0` into the reused path buffer: a thread's file relative to its

@@ -346,3 +346,114 @@ fn no_file_is_kept_under_a_root_that_is_not_procfs() {
     assert_eq!(s.find(7).unwrap().stat.utime, 5);
     assert_eq!(r.kept_files(), 0);
 }
+
+/// A python3 child with three threads besides its main one; each line on its stdin ends one
+/// thread and starts another (the count stays), and every change is answered with the
+/// threads' tids on stdout.
+struct Threads {
+    kid: Kid,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Threads {
+    const SCRIPT: &str = "import sys, threading\n\
+        stops = []\n\
+        def start():\n    e = threading.Event()\n    t = threading.Thread(target=e.wait)\n    t.start()\n    stops.append((e, t))\n\
+        def show():\n    print(' '.join(str(t.native_id) for _, t in stops), flush=True)\n\
+        for _ in range(3): start()\n\
+        show()\n\
+        for _ in sys.stdin:\n    e, t = stops.pop(0)\n    e.set()\n    t.join()\n    start()\n    show()\n";
+
+    fn start() -> (Threads, Vec<u32>) {
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", Self::SCRIPT])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut t = Threads {
+            out,
+            kid: Kid(child),
+        };
+        let tids = t.tids();
+        (t, tids)
+    }
+
+    fn tids(&mut self) -> Vec<u32> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        line.split_whitespace()
+            .map(|t| t.parse().unwrap())
+            .collect()
+    }
+
+    /// Ends the oldest thread and starts another: the new tids.
+    fn swap(&mut self) -> Vec<u32> {
+        use std::io::Write;
+        writeln!(self.kid.0.stdin.as_mut().unwrap()).unwrap();
+        self.tids()
+    }
+}
+
+/// A multi-threaded process's task directory is listed once, then its threads are read
+/// through their kept descriptors; when one thread ends and another starts (the same count),
+/// the pass sees it and lists again: the new thread is read, the ended one is not, and every
+/// pass reads the threads a fresh reader lists, with their fresh state.
+#[test]
+fn kept_threads_are_read_without_a_listing_until_one_of_them_goes() {
+    let (mut kid, mut tids) = Threads::start();
+    let pid = kid.kid.pid();
+    let fields = Fields::CPU | Fields::MEM | Fields::STATE | Fields::SCHED;
+    let mut kept = ProcReader::new();
+    kept.keep_files();
+    // Only the blocked-thread detector's threads' schedstat, as the daemon reads them.
+    kept.thread_sched_only_in(Some(vec![b'D']));
+    let threads_of = |s: &Snapshot| -> Vec<(u32, u8)> {
+        let mut v: Vec<(u32, u8)> = s
+            .threads_of(s.find(pid).unwrap())
+            .iter()
+            .map(|t| (t.tid, t.stat.state))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut snap = Snapshot::default();
+    for round in 0..3 {
+        for pass in 0..2 {
+            kept.read_into(&mut snap, fields, true, Scope::All).unwrap();
+            assert!(
+                kept.remembers_threads_of(pid),
+                "round {round} pass {pass}: the listing is remembered"
+            );
+            let fresh = ProcReader::new().read_all(fields, true).unwrap();
+            let (got, want) = (threads_of(&snap), threads_of(&fresh));
+            assert_eq!(got, want, "round {round} pass {pass}");
+            assert_eq!(got.len(), 4, "the main thread and three: {got:?}");
+            for t in &tids {
+                assert!(got.iter().any(|(g, _)| g == t), "round {round}: {t} read");
+            }
+        }
+        let before = tids.clone();
+        tids = kid.swap();
+        let ended = before.iter().find(|t| !tids.contains(t)).copied().unwrap();
+        kept.read_into(&mut snap, fields, true, Scope::All).unwrap();
+        let got = threads_of(&snap);
+        assert!(
+            !got.iter().any(|(t, _)| *t == ended),
+            "round {round}: ended thread {ended} still read: {got:?}"
+        );
+        for t in &tids {
+            assert!(
+                got.iter().any(|(g, _)| g == t),
+                "round {round}: new {t} read"
+            );
+        }
+        assert!(!kept.keeps(pid, ended), "round {round}: {ended} let go");
+    }
+    // Once the process is gone, nothing of it is remembered.
+    drop(kid);
+    kept.read_into(&mut snap, fields, true, Scope::All).unwrap();
+    assert!(!kept.remembers_threads_of(pid));
+}
