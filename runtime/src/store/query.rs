@@ -162,11 +162,12 @@ impl Store {
         from: i64,
         to: i64,
     ) -> Result<(Vec<f64>, i64, i64), StoreError> {
-        // First pass: the step (all series share it unless a snapshot from another
-        // configuration was restored), and per series its grid's phase, its oldest sample's
-        // time and its end slot (one hold of each level's lock besides the sum's).
-        let mut freq = 0;
-        let mut spans = Vec::with_capacity(levels.len());
+        // One hold of each level's lock: the answer starts at `from` unless every series
+        // starts after it, which is known only at the end (then the sum is redone from the
+        // oldest sample). The answer is as long as the longest series' part, so it grows
+        // as series are added: steps past the series added before are theirs to make NaN.
+        let (mut freq, mut oldest, mut added) = (0, i64::MAX, 0usize);
+        let mut data = Vec::new();
         for l in levels {
             with_chain(l, m.id, |c| {
                 if freq == 0 {
@@ -175,22 +176,55 @@ impl Store {
                     return Err(StoreError::DataDoesNotAlign);
                 }
                 let (first, end) = c.span();
-                spans.push((c.phase(), c.time(first), end));
+                oldest = oldest.min(c.time(first));
+                let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
+                let k0 = c.slot(from);
+                let n = (end - k0).clamp(0, wanted) as usize;
+                if n > data.len() {
+                    data.resize(n, if added == 0 { 0.0 } else { f64::NAN });
+                }
+                c.add_into(k0, k0 + data.len() as i64, &mut data);
+                added += 1;
                 Ok(())
             })?;
         }
         if freq == 0 {
             return Err(StoreError::NotFound);
         }
-        let first = spans.iter().map(|s| s.1).min().unwrap_or(i64::MAX);
-        let from = from.max(first);
-        // Steps before `to`, then per series up to its newest slot; the longest wins.
+        let from = if oldest > from {
+            data = self.sum_from(levels, m, oldest, to, freq)?;
+            oldest
+        } else {
+            from
+        };
+        if m.aggregation == Aggregation::Avg {
+            let scale = 1.0 / levels.len() as f64;
+            data.iter_mut().for_each(|x| *x *= scale);
+        }
+        Ok((data, from, freq))
+    }
+
+    /// The sum of [`Store::combine`] for a read that started before every series (`from`
+    /// moved up to the oldest sample): the answer's length first, then the sum.
+    fn sum_from(
+        &self,
+        levels: &[Arc<Level>],
+        m: &MetricInfo,
+        from: i64,
+        to: i64,
+        freq: i64,
+    ) -> Result<Vec<f64>, StoreError> {
         let wanted = ceil_div(to.saturating_sub(from), freq).max(0);
-        let n = spans
-            .iter()
-            .map(|&(phase, _, end)| (end - slot_of(from, freq, phase)).clamp(0, wanted))
-            .max()
-            .unwrap_or(0);
+        let mut n = 0;
+        for l in levels {
+            with_chain(l, m.id, |c| {
+                if freq != c.step() {
+                    return Err(StoreError::DataDoesNotAlign);
+                }
+                n = n.max((c.span().1 - slot_of(from, freq, c.phase())).clamp(0, wanted));
+                Ok(())
+            })?;
+        }
         let mut data = vec![0.0; n as usize];
         for l in levels {
             with_chain(l, m.id, |c| {
@@ -199,11 +233,7 @@ impl Store {
                 Ok(())
             })?;
         }
-        if m.aggregation == Aggregation::Avg {
-            let scale = 1.0 / levels.len() as f64;
-            data.iter_mut().for_each(|x| *x *= scale);
-        }
-        Ok((data, from, freq))
+        Ok(data)
     }
 
     /// Stats over the raw samples of every matched series in `[from, to)` (not over the

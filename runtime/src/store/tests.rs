@@ -232,6 +232,88 @@ fn children_with_different_spans_give_nan_where_one_is_missing() {
     assert!(r.data[12].is_nan());
 }
 
+/// Sums and averages over children of random spans (some starting after the read's
+/// `from`, some ending early, gaps, encoded blocks and frozen pieces after passes) against
+/// the sum computed from what was written: the answer starts at `from` (or the oldest
+/// sample), runs to the newest series' end, and is NaN wherever a series has no value.
+/// Values are small multiples of 1/4, so the sum does not depend on the children's order.
+#[test]
+fn sums_over_children_of_random_spans_match_the_written_values() {
+    let mut rng = crate::util::TestRng(0x5u64 << 40 | 0xC0B1);
+    for round in 0..12 {
+        let s = Store::new(cfg(&[
+            ("s", 1, Aggregation::Sum),
+            ("a", 1, Aggregation::Avg),
+        ]));
+        let kids = 2 + rng.below(5);
+        // Per child: its first time and its values (None: not written).
+        let mut series = Vec::new();
+        for c in 0..kids {
+            let t0 = rng.below(1500) as i64;
+            let len = 1 + rng.below(1800);
+            let vals: Vec<Option<f64>> = (0..len)
+                .map(|i| match rng.below(40) {
+                    0 if i > 0 && i + 1 < len => None,
+                    1 => Some(0.0),
+                    _ => Some((rng.below(4000) as f64 - 2000.0) / 4.0),
+                })
+                .collect();
+            for (i, v) in vals.iter().enumerate() {
+                if let Some(v) = v {
+                    for m in ["s", "a"] {
+                        s.write(&["h", &format!("c{c}")], m, t0 + i as i64, *v)
+                            .unwrap();
+                    }
+                }
+                if round % 2 == 1 && i % 97 == 0 {
+                    s.compact(t0 + i as i64);
+                }
+            }
+            series.push((t0, vals));
+        }
+        if round % 3 != 0 {
+            s.compact(4000);
+        }
+        let oldest = series.iter().map(|x| x.0).min().unwrap();
+        let value = |c: usize, t: i64| -> f64 {
+            let (t0, v) = &series[c];
+            (t - t0)
+                .try_into()
+                .ok()
+                .and_then(|i: usize| v.get(i).copied().flatten())
+                .unwrap_or(f64::NAN)
+        };
+        for _ in 0..20 {
+            let from = rng.below(3500) as i64 - 100;
+            let to = from + rng.below(3500) as i64;
+            let start = from.max(oldest);
+            let wanted = (to - start).max(0);
+            let n = series
+                .iter()
+                .map(|(t0, v)| (t0 + v.len() as i64 - start).clamp(0, wanted))
+                .max()
+                .unwrap();
+            let want: Vec<f64> = (start..start + n)
+                .map(|t| (0..kids).map(|c| value(c, t)).sum())
+                .collect();
+            for m in ["s", "a"] {
+                let r = s.read(&sel(&["h"]), m, from, to, 0).unwrap();
+                let ctx = format!("round {round}, {m}, from {from}, to {to}");
+                assert_eq!((r.from, r.to), (start, start + n), "{ctx}");
+                let scale = if m == "a" { 1.0 / kids as f64 } else { 1.0 };
+                assert_eq!(r.data.len(), want.len(), "{ctx}");
+                for (i, (g, w)) in r.data.iter().zip(&want).enumerate() {
+                    let w = w * scale;
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{ctx}, step {i}: {g} != {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn stats_over_raw_samples() {
     let count = 3000i64;
@@ -550,4 +632,23 @@ fn idle_retention_zero_keeps_exited_processes_for_the_whole_retention() {
     s.compact(1_000_000);
     assert_eq!(s.usage().series, 1);
     assert_eq!(s.list_children(&["c", "h"]), vec!["1"]);
+}
+
+/// A read ending in the gap between a series' older data and its open buffer (the series
+/// paused for longer than the read reaches): NaN up to the end (the open buffer's slots
+/// were once indexed from before its start).
+#[test]
+fn a_read_ending_before_the_open_buffer_reads_the_gap_as_nan() {
+    let s = Store::new(cfg(&[("x", 1, Aggregation::Sum)]));
+    for t in (0..40).chain(600..610) {
+        s.write(&["h", "c0"], "x", t, t as f64).unwrap();
+        s.write(&["h", "c1"], "x", t, 1.0).unwrap();
+    }
+    let r = s.read(&sel(&["h", "c0"]), "x", 0, 300, 0).unwrap();
+    assert_eq!((r.from, r.to, r.data.len()), (0, 300, 300));
+    assert_eq!(r.data[39], 39.0);
+    assert!(r.data[40..].iter().all(|x| x.is_nan()));
+    let r = s.read(&sel(&["h"]), "x", 0, 300, 0).unwrap();
+    assert_eq!((r.data[39], r.data.len()), (40.0, 300));
+    assert!(r.data[40..].iter().all(|x| x.is_nan()));
 }

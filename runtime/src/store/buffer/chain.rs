@@ -401,14 +401,22 @@ impl Chain {
         );
     }
 
-    /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN.
+    /// Adds slots `k0..k1` into `out`; slots without data make the sum NaN. `out` must hold
+    /// no -0.0, as no sum started at +0.0 does (`x + y` is -0.0 only when both are): adding
+    /// a zero then changes nothing (`x + -0.0` is `x` for every `x`, `x + 0.0` for every
+    /// `x` but -0.0), so a run of zeros (an idle series' constant block or piece) is
+    /// skipped, not added slot by slot.
     pub(crate) fn add_into(&self, k0: i64, k1: i64, out: &mut [f64]) {
         self.visit(
             k0,
             k1,
             out,
             |o, s| o.iter_mut().zip(s).for_each(|(a, b)| *a += *b),
-            |o, v| o.iter_mut().for_each(|a| *a += v),
+            |o, v| {
+                if v != 0.0 {
+                    o.iter_mut().for_each(|a| *a += v)
+                }
+            },
             false,
         );
     }
@@ -460,7 +468,9 @@ impl Chain {
             k = e;
         }
         let h = &self.head;
-        if k < k1 && h.end_slot() > k {
+        // Not when the range ends before the head starts (a paused series: its slots would
+        // be indexed from before their start).
+        if k < k1 && h.end_slot() > k && h.first_slot() < k1 {
             let (a, e) = clip(k, h.first_slot(), h.end_slot());
             fill(&mut out[at(k)..at(a)], f64::NAN);
             let first = h.first_slot();

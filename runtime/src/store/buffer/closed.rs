@@ -262,7 +262,10 @@ impl Closed {
                     pieces::decode_range(bytes, a, out);
                 } else {
                     pieces::each_in(bytes, a, out, |body, n, at, dst| {
-                        add_encoded(body, n, at, dst, data)
+                        match codec::constant(body) {
+                            Some(v) => fill(dst, v),
+                            None => add_encoded(body, n, at, dst, data),
+                        }
                     });
                 }
             }

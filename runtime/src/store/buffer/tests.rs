@@ -617,3 +617,76 @@ fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
     c.copy_into(44, 48, &mut out);
     assert!(same(out[0], 44.0) && out[1].is_nan() && out[2].is_nan() && out[3] == 7.0);
 }
+
+/// Adding a chain's slots onto sums (`add_into`, with its in-place and constant shortcuts:
+/// +0.0 runs skipped, constant blocks and pieces filled) gives what copying them out and
+/// adding does, bit for bit: runs of +0.0, -0.0, NaN, infinities, subnormals, constants and
+/// noise, in closed blocks, frozen pieces and the open tail, onto sums of every kind but
+/// -0.0 (which no sum started at +0.0 holds).
+#[test]
+fn added_slots_equal_copied_slots_added() {
+    let mut rng = crate::util::TestRng(0xADD5_0000_0000_0001);
+    let kinds = |rng: &mut crate::util::TestRng, k: usize| match k {
+        0 => 0.0,
+        1 => -0.0,
+        2 => f64::NAN,
+        3 => [f64::INFINITY, f64::NEG_INFINITY][rng.below(2)],
+        4 => f64::from_bits(1 + rng.below(1 << 20) as u64) * [1.0, -1.0][rng.below(2)],
+        5 => 2.5,
+        6 => f64::from_bits(rng.next()),
+        _ => rng.below(1000) as f64 / 4.0,
+    };
+    let sums = [
+        0.0,
+        1.5,
+        -3.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::MIN_POSITIVE / 4.0,
+        1e300,
+    ];
+    for round in 0..30 {
+        let pool = Pool::new(64);
+        let mut c = Chain::new(0, 1, 0, 0.0, &pool).unwrap();
+        let mut k = 0i64;
+        while k < 1800 {
+            // A run of one kind (or of noise mixing them), then maybe a pass.
+            let (kind, len) = (rng.below(9), 1 + rng.below(300) as i64);
+            let constant = kinds(&mut rng, kind);
+            for _ in 0..len {
+                k += 1;
+                let v = if kind == 8 {
+                    let k = rng.below(8);
+                    kinds(&mut rng, k)
+                } else {
+                    constant
+                };
+                c.write(k, v, &pool).unwrap();
+            }
+            if rng.below(3) == 0 {
+                let idle = if rng.below(4) == 0 { 10_000 } else { 0 };
+                c.compact(k + idle, &pool);
+            }
+        }
+        if round % 2 == 0 {
+            c.compact(k, &pool);
+        }
+        for _ in 0..40 {
+            let a = rng.below(k as usize + 20) as i64 - 10;
+            let b = a + rng.below(700) as i64;
+            let mut copied = vec![0.0; (b - a) as usize];
+            c.copy_into(a, b, &mut copied);
+            let start: Vec<f64> = (a..b).map(|_| sums[rng.below(sums.len())]).collect();
+            let mut added = start.clone();
+            c.add_into(a, b, &mut added);
+            for (i, ((s, x), got)) in start.iter().zip(&copied).zip(&added).enumerate() {
+                let want = s + x;
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "round {round}, slots {a}..{b}, slot {}: {s} + {x} = {want}, added {got}",
+                    a + i as i64
+                );
+            }
+        }
+    }
+}
