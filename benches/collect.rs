@@ -24,10 +24,11 @@
 //!   agent's CPU per fetch of the poll set, and the process reader's CPU per pass.
 //!
 //! `cargo bench -p wasmon-benches --bench collect` (builds `target/release/wasmon` unless
-//! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200); `COLLECT_ONLY=threads`
-//! or `COLLECT_ONLY=poll` runs one section alone; `COLLECT_POLL_SECS` is the `poll` window
-//! (default 60 s, after `COLLECT_POLL_WARMUP`, 65 s), `COLLECT_POLL_ROUNDS` how many windows
-//! in a row (default 3; the median is reported) and `COLLECT_POLL_CPUS` its CPU counts (default
+//! `WASMON_BIN` is set); `COLLECT_ROUNDS` fetches per server (default 200); `COLLECT_ONLY=fetch`,
+//! `COLLECT_ONLY=threads` or `COLLECT_ONLY=poll` runs one section alone; `COLLECT_POLL_SECS` is
+//! the `poll` window (default 60 s, after `COLLECT_POLL_WARMUP`, 65 s), `COLLECT_POLL_ROUNDS` how
+//! many windows in a row (default 3; the median is reported) and `COLLECT_POLL_CPUS` its CPU
+//! counts (default
 //! `host,64,256,1024`); `WASMON_BIN_BEFORE` runs a second daemon binary beside it in `poll`
 //! (a change's before and after in one run).
 
@@ -78,6 +79,14 @@ fn fetches(n: usize) {
         .filter(|id| id >> 22 == 60)
         .collect();
     let proc = pmids(pmcd.port, "proc");
+    // What `pcp ps` and `pcp pidstat` ask: every proc.* metric but the smaps rollup (whose
+    // cost is the kernel's page-table walk of each process, the same for both servers).
+    let smaps = pmids(pmcd.port, "proc.smaps");
+    let no_smaps: Vec<u32> = proc
+        .iter()
+        .copied()
+        .filter(|id| !smaps.contains(id))
+        .collect();
     println!(
         "| fetch | metrics | wasmon wall | pmcd wall | ratio | wasmon CPU | pmcd CPU | ratio | RESULT bytes wasmon / pmcd |"
     );
@@ -85,19 +94,31 @@ fn fetches(n: usize) {
     for (what, ids) in [
         ("linux (domain 60)", &linux),
         ("proc.* (all processes)", &proc),
+        ("proc.* but proc.smaps.* (all processes)", &no_smaps),
     ] {
         let req = fetch_pdu(ids);
-        let mut buf = Vec::new();
-        let mut run = |port: u16, pid: u32| {
-            let mut c = Client::connect(port);
-            let mut bytes = 0;
-            let (wall, cpu) = measure(pid, n, || {
-                bytes = c.fetch(&req, &mut buf);
-            });
-            (wall, cpu, bytes)
-        };
-        let (ww, wc, wb) = run(wasmon.pcp, wasmon.child.id());
-        let (pw, pc, pb) = run(pmcd.port, pmcd.child.id());
+        // Interleaved, one fetch of each server in turn, so that a change of the host's load
+        // weighs on both alike; each server's CPU is its own process tree's.
+        let (mut cw, mut cp) = (Client::connect(wasmon.pcp), Client::connect(pmcd.port));
+        let (mut bw, mut bp) = (Vec::new(), Vec::new());
+        let (wb, pb) = (cw.fetch(&req, &mut bw), cp.fetch(&req, &mut bp));
+        let (w0, p0) = (
+            tree_cpu_ticks(wasmon.child.id()),
+            tree_cpu_ticks(pmcd.child.id()),
+        );
+        let (mut walls_w, mut walls_p) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let t = Instant::now();
+            cw.fetch(&req, &mut bw);
+            walls_w.push(t.elapsed());
+            let t = Instant::now();
+            cp.fetch(&req, &mut bp);
+            walls_p.push(t.elapsed());
+        }
+        let per = |ticks: u64| ticks as f64 / ticks_per_sec() / n as f64;
+        let wc = per(tree_cpu_ticks(wasmon.child.id()) - w0);
+        let pc = per(tree_cpu_ticks(pmcd.child.id()) - p0);
+        let (ww, pw) = (median(walls_w), median(walls_p));
         println!(
             "| {what} | {} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms | {:.2} ms | {:.2}x | {wb} / {pb} |",
             ids.len(),
@@ -282,6 +303,7 @@ fn main() {
     match std::env::var("COLLECT_ONLY").as_deref() {
         Ok("threads") => threads(n),
         Ok("poll") => poll(),
+        Ok("fetch") => fetches(n),
         _ => {
             fetches(n);
             threads(n);

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
 use super::sys::{
-    Fd, count_entries_fd, for_each_entry_fd, list_numeric, open, open_at, pread_fd, read_at,
-    read_fd,
+    Fd, Room, count_entries_fd, for_each_entry_fd, kept_budget, list_numeric, open, open_at,
+    pread_fd, read_at, read_fd,
 };
 use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
 
@@ -79,13 +79,9 @@ struct KeptTask {
     stat: Fd,
     sched: Option<Fd>,
     pass: u64,
+    /// The shared budget's room for these descriptors.
+    _room: Room,
 }
-
-/// Most task files a reader keeps open: each holds a procfs `seq_file` with its page-sized
-/// buffer (~4.5 KiB of kernel memory with the `file`), so at most ~18 MiB; a host with more
-/// tasks reads the rest as before. Also never more than a quarter of the soft descriptor
-/// limit, which the rest of the daemon needs.
-pub const KEPT_FILES: usize = 4096;
 
 impl Default for ProcReader {
     fn default() -> Self {
@@ -139,31 +135,26 @@ impl ProcReader {
         }
     }
 
-    /// Keep up to [`KEPT_FILES`] task files (`stat`, `schedstat`) open from one pass to the
-    /// next, within a quarter of the soft descriptor limit: for a reader that makes pass
-    /// after pass (the detectors'), not for a one-off listing.
+    /// Keep task files (`stat`, `schedstat`) open from one pass to the next, within the
+    /// budget every reader of this process shares ([`super::sys::KEPT_FILES`], a quarter of
+    /// the soft descriptor limit): for a reader that makes pass after pass (the detectors'),
+    /// not for a one-off listing.
     pub fn keep_files(&mut self) {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `lim` is a valid destination for getrlimit.
-        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
-        } else {
-            0
-        };
-        // Only on procfs: a regular file replaced under a test tree would be read stale
-        // through a kept descriptor; a procfs task file cannot be replaced.
-        let procfs = CStr::from_bytes_with_nul(&[self.root_bytes.as_slice(), b"\0"].concat())
+        self.kept.max = if self.on_procfs() { kept_budget() } else { 0 };
+    }
+
+    /// Whether the root is a procfs mount. Files are kept open only there: a regular file
+    /// replaced under a test tree would be read stale through a kept descriptor; a procfs
+    /// task file cannot be replaced.
+    pub(crate) fn on_procfs(&self) -> bool {
+        CStr::from_bytes_with_nul(&[self.root_bytes.as_slice(), b"\0"].concat())
             .ok()
             .is_some_and(|root| {
                 // SAFETY: an all-zero statfs is a valid destination; `root` is NUL-terminated.
                 let mut st: libc::statfs = unsafe { std::mem::zeroed() };
                 (unsafe { libc::statfs(root.as_ptr(), &mut st) }) == 0
                     && st.f_type == libc::PROC_SUPER_MAGIC
-            });
-        self.kept.max = if procfs { KEPT_FILES.min(soft / 4) } else { 0 };
+            })
     }
 
     /// Whether the files of the task (pid, 0 for the process's own, or tid) are kept open.
@@ -298,17 +289,24 @@ impl ProcReader {
         }
     }
 
-    /// Keeps the freshly opened files of the task `key`, within the budget (else they close
-    /// and this is `false`).
+    /// Keeps the freshly opened files of the task `key`, within the shared budget (else they
+    /// close and this is `false`).
     fn keep(&mut self, key: (u32, u32), stat: Fd, sched: Option<Fd>) -> bool {
         let n = 1 + usize::from(sched.is_some());
-        if self.kept.fds + n > self.kept.max {
+        self.forget_kept(key);
+        let mut room = Room::default();
+        if self.kept.fds + n > self.kept.max || !room.grow(n) {
             return false;
         }
-        self.forget_kept(key);
         self.kept.fds += n;
         let pass = self.kept.pass;
-        self.kept.tasks.insert(key, KeptTask { stat, sched, pass });
+        let t = KeptTask {
+            stat,
+            sched,
+            pass,
+            _room: room,
+        };
+        self.kept.tasks.insert(key, t);
         true
     }
 
@@ -644,7 +642,7 @@ impl ProcReader {
 pub(crate) struct PidDir(Fd);
 
 impl PidDir {
-    fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
+    pub(super) fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
         // SAFETY: `leaf` is NUL-terminated and the directory descriptor is open.
         let fd = unsafe { libc::openat(self.0.0, leaf.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd < 0 {

@@ -5,6 +5,8 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use super::parse::parse_pid;
 
@@ -15,6 +17,129 @@ impl Drop for Fd {
     fn drop(&mut self) {
         // SAFETY: we own the descriptor and close it once.
         unsafe { libc::close(self.0) };
+    }
+}
+
+/// Most procfs files all readers of this process together keep open between passes (the
+/// detectors' reader and the proc agent share it): each holds a `seq_file` with its page-sized
+/// buffer (~4.5 KiB of kernel memory with the `file`), so at most ~18 MiB; past it, files are
+/// opened per read as before. Also never more than a quarter of the soft descriptor limit,
+/// which the rest of the daemon needs.
+pub const KEPT_FILES: usize = 4096;
+
+/// Descriptors kept now, by every reader together.
+static KEPT_NOW: AtomicUsize = AtomicUsize::new(0);
+
+/// The bound on kept descriptors: [`KEPT_FILES`], or a quarter of the soft descriptor limit
+/// when that is lower (read once).
+pub(crate) fn kept_budget() -> usize {
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid destination for getrlimit.
+        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
+        KEPT_FILES.min(soft / 4)
+    })
+}
+
+/// Descriptors kept now by every reader of this process.
+#[cfg(test)]
+pub(crate) fn kept_now() -> usize {
+    KEPT_NOW.load(Ordering::Relaxed)
+}
+
+/// Takes `n` from a count bounded by `max`: false (and nothing taken) when it would pass it.
+fn take(now: &AtomicUsize, max: usize, n: usize) -> bool {
+    now.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        (v + n <= max).then_some(v + n)
+    })
+    .is_ok()
+}
+
+/// One reader's own part of the shared budget (its kept descriptors, at most `max`), so that
+/// it leaves room to the others.
+#[derive(Debug)]
+pub(crate) struct Share {
+    now: AtomicUsize,
+    max: usize,
+}
+
+impl Share {
+    pub(crate) fn new(max: usize) -> Arc<Share> {
+        Arc::new(Share {
+            now: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// Descriptors kept in this share now.
+    pub(crate) fn now(&self) -> usize {
+        self.now.load(Ordering::Relaxed)
+    }
+}
+
+/// Room for descriptors kept between passes, taken from the shared budget (and from a
+/// reader's share, when it has one) and given back when dropped with the descriptors it
+/// covers.
+#[derive(Debug, Default)]
+pub(crate) struct Room {
+    n: usize,
+    share: Option<Arc<Share>>,
+}
+
+impl Room {
+    /// No room yet, drawn from `share` as well as from the shared budget when it grows.
+    pub(crate) fn in_share(share: &Arc<Share>) -> Room {
+        Room {
+            n: 0,
+            share: Some(share.clone()),
+        }
+    }
+
+    /// Room for `n` more descriptors: false (and nothing taken) when the budget or the
+    /// share is full.
+    pub(crate) fn grow(&mut self, n: usize) -> bool {
+        if let Some(s) = &self.share
+            && !take(&s.now, s.max, n)
+        {
+            return false;
+        }
+        if !take(&KEPT_NOW, kept_budget(), n) {
+            if let Some(s) = &self.share {
+                s.now.fetch_sub(n, Ordering::Relaxed);
+            }
+            return false;
+        }
+        self.n += n;
+        true
+    }
+
+    /// Give back room for `n` descriptors (closed by the caller).
+    pub(crate) fn shrink(&mut self, n: usize) {
+        let n = n.min(self.n);
+        self.n -= n;
+        KEPT_NOW.fetch_sub(n, Ordering::Relaxed);
+        if let Some(s) = &self.share {
+            s.now.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Descriptors this room covers.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.shrink(self.n);
     }
 }
 

@@ -16,6 +16,8 @@ mod values;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_kept;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +74,11 @@ impl ProcAgent {
     /// Processes the last fetch left out because they ended while it read them.
     pub fn skipped(&self) -> u32 {
         self.pass.skipped
+    }
+
+    /// Files kept open now from one fetch to the next (see `pass::KEEP`).
+    pub fn kept_files(&self) -> usize {
+        self.pass.kept_files()
     }
 
     /// Passes over /proc so far.

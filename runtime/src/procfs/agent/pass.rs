@@ -8,14 +8,15 @@
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::files::{
     self, CMDLINE_CAP, FullStat, IO_KEYS, SMAPS_KEYS, Status, parse_autogroup, parse_cgroup,
     parse_full_stat, parse_keyed, parse_numbers, parse_status,
 };
 use crate::procfs::reader::PidDir;
+use crate::procfs::sys::{Fd, Room, Share, kept_budget, pread_fd, read_fd};
 use crate::procfs::{ProcError, ProcReader};
 
 /// Most bytes read of a small per-process file (stat, status, io, ...: a few KiB at most on
@@ -93,6 +94,67 @@ pub struct Proc {
     pub maps: Option<String>,
 }
 
+/// The files of a process kept open from one pass to the next (when there is room in the
+/// budget every reader shares, `sys::KEPT_FILES`) and read again from offset 0: procfs
+/// generates their text afresh on each read, from the task their directory names, so a kept
+/// one reads what a fresh open would. After an `exec` they still name the same task; once it
+/// is reaped they answer ESRCH (even when its pid is reused), and every kept file of the pid
+/// is let go and opened again through the new process's directory. Left out: the files bound
+/// at open to the address space (`smaps_rollup`, `maps`, `environ`: after an `exec` a kept
+/// one would read the old one) and the `fd` directory (its open is the permission check).
+/// A read through a kept file that fails is made again through a fresh open.
+const KEEP: [&CStr; 10] = [
+    c"stat",
+    c"status",
+    c"statm",
+    c"io",
+    c"schedstat",
+    c"oom_score",
+    c"cgroup",
+    c"wchan",
+    c"autogroup",
+    c"attr/current",
+];
+const K_STAT: usize = 0;
+const K_STATUS: usize = 1;
+const K_STATM: usize = 2;
+const K_IO: usize = 3;
+const K_SCHED: usize = 4;
+const K_OOM: usize = 5;
+const K_CGROUP: usize = 6;
+const K_WCHAN: usize = 7;
+const K_AUTOGROUP: usize = 8;
+const K_LABEL: usize = 9;
+
+/// A process's directory, and its files of [`KEEP`] opened so far, kept between passes.
+struct Held {
+    dir: PidDir,
+    files: [Option<Fd>; KEEP.len()],
+    /// The budget's room for the directory and the files (none: nothing is kept, all is
+    /// closed after this pass).
+    room: Room,
+}
+
+impl Held {
+    /// The kept file `k`'s text into `buf`, or, when it is not kept or its read fails, a
+    /// fresh open's (kept when there is room).
+    fn read(&mut self, k: usize, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+        if let Some(fd) = &self.files[k] {
+            if let Ok(n) = pread_fd(fd, buf, cap) {
+                return Ok(n);
+            }
+            self.files[k] = None;
+            self.room.shrink(1);
+        }
+        let fd = self.dir.open(KEEP[k], libc::O_RDONLY)?;
+        let n = read_fd(&fd, buf, cap)?;
+        if self.room.len() > 0 && self.room.grow(1) {
+            self.files[k] = Some(fd);
+        }
+        Ok(n)
+    }
+}
+
 fn gone(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
 }
@@ -115,11 +177,19 @@ struct Known {
 
 type NameCache = HashMap<u32, Known>;
 
+/// Most of the shared budget of kept files this agent takes: the rest stays for the
+/// detectors' reader, which may start after a first fetch.
+const KEEP_SHARE: usize = 2;
+
 /// The reader and what outlives one pass: names by pid (read once per process, as pmdaproc
-/// does: a command line that changes later keeps its first name), the workers' buffers.
+/// does: a command line that changes later keeps its first name), the files kept open by pid,
+/// the workers' buffers.
 pub struct Pass {
     pub reader: ProcReader,
     names: NameCache,
+    held: HashMap<u32, Held>,
+    /// This agent's part of the budget of kept files (`None`: nothing kept, not procfs).
+    share: Option<Arc<Share>>,
     pids: Vec<u32>,
     /// Indexes into `pids` in the order the workers take them.
     order: Vec<u32>,
@@ -138,8 +208,9 @@ struct Worker {
     buf: Vec<u8>,
     link: Vec<u8>,
     dents: Vec<u8>,
-    /// This pass's processes: index in the pass's pid list, what was read (`None`: gone).
-    done: Vec<(usize, Option<Proc>)>,
+    /// This pass's processes: index in the pass's pid list, what was read (`None`: gone),
+    /// the files kept for the next pass.
+    done: Vec<(usize, Option<Proc>, Option<Held>)>,
 }
 
 impl Pass {
@@ -148,8 +219,13 @@ impl Pass {
         let root = reader.root().to_path_buf();
         let mut probe = ProcReader::with_root(&root);
         let fd_by_size = fd_dir_size_counts(&mut probe);
+        let share = reader
+            .on_procfs()
+            .then(|| Share::new(kept_budget() / KEEP_SHARE));
         Pass {
             fd_by_size,
+            held: HashMap::new(),
+            share,
             reader,
             names: HashMap::new(),
             pids: Vec::new(),
@@ -166,6 +242,18 @@ impl Pass {
             skipped: 0,
             passes: 0,
         }
+    }
+
+    /// Keep at most `max` files open between passes (0: none).
+    #[cfg(test)]
+    pub fn keep_at_most(&mut self, max: usize) {
+        self.held.clear();
+        self.share = self.share.as_ref().map(|_| Share::new(max));
+    }
+
+    /// Files kept open now between passes.
+    pub fn kept_files(&self) -> usize {
+        self.share.as_ref().map_or(0, |s| s.now())
     }
 
     /// Read every process into `out` (sorted by pid), the files of `need` for each.
@@ -188,8 +276,17 @@ impl Pass {
         self.order.extend(0..pids.len() as u32);
         self.order
             .sort_by_key(|&i| std::cmp::Reverse(weight(&pids[i as usize])));
+        // Each pid's kept files, taken by the worker that reads it; those of pids no longer
+        // listed close here.
+        let held: Vec<Mutex<Option<Held>>> = pids
+            .iter()
+            .map(|pid| Mutex::new(self.held.remove(pid)))
+            .collect();
+        self.held.clear();
         let next = AtomicUsize::new(0);
         let job = Job {
+            held: &held,
+            share: self.share.as_ref(),
             pids: &pids,
             order: &self.order,
             next: &next,
@@ -222,8 +319,11 @@ impl Pass {
         });
         let mut slots: Vec<Option<Proc>> = (0..pids.len()).map(|_| None).collect();
         for w in &mut self.workers {
-            for (i, p) in w.done.drain(..) {
+            for (i, p, h) in w.done.drain(..) {
                 slots[i] = p;
+                if let Some(h) = h {
+                    self.held.insert(pids[i], h);
+                }
             }
         }
         for p in slots {
@@ -258,6 +358,8 @@ impl Pass {
 /// names known before the pass.
 struct Job<'a> {
     pids: &'a [u32],
+    held: &'a [Mutex<Option<Held>>],
+    share: Option<&'a Arc<Share>>,
     order: &'a [u32],
     next: &'a AtomicUsize,
     need: Need,
@@ -292,33 +394,65 @@ impl Worker {
             let Some(&i) = job.order.get(next) else { break };
             let i = i as usize;
             let Some(&pid) = job.pids.get(i) else { break };
-            let p = self.process(pid, job);
-            self.done.push((i, p));
+            let held = job.held.get(i).and_then(|h| crate::util::lock(h).take());
+            let (p, held) = match self.held(pid, held, job) {
+                Some((mut h, stat)) => (self.process(pid, &mut h, stat, job), Some(h)),
+                None => (None, None),
+            };
+            // Kept: a directory whose `stat` is kept too (the next pass starts there).
+            let held = held.filter(|h| p.is_some() && h.files[K_STAT].is_some());
+            self.done.push((i, p, held));
         }
     }
 
-    /// A non-empty file's bytes, parsed.
-    fn parsed<T>(&mut self, dir: &PidDir, leaf: &CStr, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        let n = dir.read(leaf, &mut self.buf, SMALL_CAP).ok()?;
+    /// The process's kept directory and files when its kept `stat` still reads (the same
+    /// process), else its directory opened now (kept when there is room); `None`: gone.
+    /// With the length of its `stat` in the buffer when read through the kept file.
+    fn held(&mut self, pid: u32, held: Option<Held>, job: &Job) -> Option<(Held, Option<usize>)> {
+        if let Some(h) = held
+            && let Some(fd) = &h.files[K_STAT]
+            && let Ok(n) = pread_fd(fd, &mut self.buf, SMALL_CAP)
+            && n > 0
+        {
+            return Some((h, Some(n)));
+        }
+        // Not kept, or its process is gone: what was kept closes here.
+        let dir = self.reader.open_pid(pid).ok()?;
+        // Kept only in this agent's share (none: not procfs), and there only with room.
+        let mut room = Room::default();
+        if let Some(share) = job.share {
+            room = Room::in_share(share);
+            if !room.grow(1) {
+                room = Room::default();
+            }
+        }
+        let files = Default::default();
+        Some((Held { dir, files, room }, None))
+    }
+
+    /// A non-empty kept file's bytes, parsed.
+    fn parsed<T>(&mut self, h: &mut Held, k: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let n = h.read(k, &mut self.buf, SMALL_CAP).ok()?;
         (n > 0).then(|| f(&self.buf[..n]))
     }
 
-    fn process(&mut self, pid: u32, job: &Job) -> Option<Proc> {
+    fn process(&mut self, pid: u32, h: &mut Held, stat: Option<usize>, job: &Job) -> Option<Proc> {
         let need = job.need;
-        let dir = match self.reader.open_pid(pid) {
-            Ok(dir) => dir,
-            Err(_) => return None,
+        let stat = match stat {
+            Some(n) => Ok(n),
+            None => h.read(K_STAT, &mut self.buf, SMALL_CAP),
         };
-        let stat = match dir.read(c"stat", &mut self.buf, SMALL_CAP) {
+        let stat = match stat {
             Ok(0) => return None,
             Ok(n) => Some(parse_full_stat(&self.buf[..n])?),
             Err(e) if gone(&e) => return None,
             Err(_) => None,
         };
+
         let start = stat.as_ref().map_or(0, |s| s.get(22));
         let names = match job.names.get(&pid) {
             Some(k) if k.start == start => k.names.clone(),
-            _ => Arc::new(self.names_of(&dir, pid)),
+            _ => Arc::new(self.names_of(&h.dir, pid)),
         };
         let mut p = Proc {
             pid,
@@ -327,57 +461,63 @@ impl Worker {
             ..Proc::default()
         };
         if need.has(Need::STATUS) {
-            p.status = self.parsed(&dir, c"status", parse_status);
+            p.status = self.parsed(h, K_STATUS, parse_status);
         }
         if need.has(Need::STATM) {
-            p.statm = self.parsed(&dir, c"statm", parse_numbers::<7>);
+            p.statm = self.parsed(h, K_STATM, parse_numbers::<7>);
         }
         if need.has(Need::IO) {
-            p.io = self.parsed(&dir, c"io", |b| parse_keyed(b, &IO_KEYS));
+            p.io = self.parsed(h, K_IO, |b| parse_keyed(b, &IO_KEYS));
         }
         if need.has(Need::SCHED) {
-            p.sched = self.parsed(&dir, c"schedstat", parse_numbers::<3>);
+            p.sched = self.parsed(h, K_SCHED, parse_numbers::<3>);
         }
         if need.has(Need::SMAPS) {
-            p.smaps = self.parsed(&dir, c"smaps_rollup", |b| parse_keyed(b, &SMAPS_KEYS));
+            p.smaps = h
+                .dir
+                .read(c"smaps_rollup", &mut self.buf, SMALL_CAP)
+                .ok()
+                .filter(|&n| n > 0)
+                .map(|n| parse_keyed(&self.buf[..n], &SMAPS_KEYS));
         }
         if need.has(Need::FD) {
             p.fd = if job.fd_by_size {
-                dir.dir_size(c"fd").ok().map(|n| n as u32)
+                h.dir.dir_size(c"fd").ok().map(|n| n as u32)
             } else {
-                dir.count(c"fd", &mut self.dents).ok()
+                h.dir.count(c"fd", &mut self.dents).ok()
             };
         }
         if need.has(Need::OOM) {
-            p.oom = self.parsed(&dir, c"oom_score", |b| crate::util::strtoul(b).0 as u32);
+            p.oom = self.parsed(h, K_OOM, |b| crate::util::strtoul(b).0 as u32);
         }
         if need.has(Need::CGROUP) {
-            p.cgroup = self.parsed(&dir, c"cgroup", parse_cgroup);
+            p.cgroup = self.parsed(h, K_CGROUP, parse_cgroup);
         }
         if need.has(Need::LABEL) {
             // The last byte (a newline or NUL) is dropped.
-            p.label = self.parsed(&dir, c"attr/current", |b| {
+            p.label = self.parsed(h, K_LABEL, |b| {
                 String::from_utf8_lossy(&b[..b.len() - 1]).into_owned()
             });
         }
         if need.has(Need::EXE) {
-            p.exe = Some(self.link(&dir, c"exe"));
+            p.exe = Some(self.link(&h.dir, c"exe"));
         }
         if need.has(Need::CWD) {
-            p.cwd = Some(self.link(&dir, c"cwd"));
+            p.cwd = Some(self.link(&h.dir, c"cwd"));
         }
         if need.has(Need::AUTOGROUP) {
-            p.autogroup = dir
-                .read(c"autogroup", &mut self.buf, SMALL_CAP)
+            p.autogroup = h
+                .read(K_AUTOGROUP, &mut self.buf, SMALL_CAP)
                 .ok()
                 .map(|n| parse_autogroup(&self.buf[..n]));
         }
         if need.has(Need::WCHAN) {
-            p.wchan = self.parsed(&dir, c"wchan", |b| String::from_utf8_lossy(b).into_owned());
+            p.wchan = self.parsed(h, K_WCHAN, |b| String::from_utf8_lossy(b).into_owned());
         }
         if need.has(Need::ENVIRON) {
             // Always a value: empty when unreadable (as pmdaproc answers).
-            let n = dir
+            let n = h
+                .dir
                 .read(c"environ", &mut self.buf, ENVIRON_CAP)
                 .unwrap_or(0);
             p.environ = Some(nul_joined(&self.buf[..n]));
@@ -385,7 +525,7 @@ impl Worker {
         if need.has(Need::MAPS) {
             // Empty when unreadable (another user's, or the daemon lacks CAP_SYS_PTRACE), as
             // pmdaproc answers; the last newline is dropped.
-            let n = dir.read(c"maps", &mut self.buf, MAPS_CAP).unwrap_or(0);
+            let n = h.dir.read(c"maps", &mut self.buf, MAPS_CAP).unwrap_or(0);
             p.maps = Some(String::from_utf8_lossy(&self.buf[..n.saturating_sub(1)]).into_owned());
         }
         Some(p)
