@@ -410,12 +410,26 @@ impl Connection<'_> {
         opts: async_nats::ConnectOptions,
         hung: Option<&Hung>,
     ) -> Result<async_nats::Client, ConnectError> {
+        self.connect_aiming(opts, hung, &Aim::default()).await
+    }
+
+    /// [`Self::connect_avoiding`], and aimed by the servers' names (each server's INFO is
+    /// read first, [`server_names`]): `aim.prefer`'s first, `aim.shun`'s after every other,
+    /// servers that did not answer their INFO after those, and the hung one last. Without a
+    /// hung server or an aim: [`Self::connect_with`].
+    pub async fn connect_aiming(
+        &self,
+        opts: async_nats::ConnectOptions,
+        hung: Option<&Hung>,
+        aim: &Aim,
+    ) -> Result<async_nats::Client, ConnectError> {
         use rand::seq::SliceRandom;
-        let Some(hung) = hung else {
+        if hung.is_none() && aim.is_empty() {
             return self.connect_with(opts).await;
-        };
+        }
         let mut addrs = self.seeds()?;
-        for url in &hung.known {
+        let known = hung.iter().flat_map(|h| &h.known).chain(&aim.known);
+        for url in known {
             if let Ok(a) = parse_servers(url).map(|mut v| v.remove(0))
                 && !addrs.contains(&a)
                 && addrs.len() < MAX_SERVERS
@@ -424,7 +438,28 @@ impl Connection<'_> {
             }
         }
         addrs.shuffle(&mut rand::thread_rng());
-        addrs.sort_by_key(|a| same_server(a, &hung.server));
+        let names = if aim.is_empty() {
+            vec![None; addrs.len()]
+        } else {
+            server_names(&addrs).await
+        };
+        let hung_server = hung.map(|h| h.server.as_str()).unwrap_or_default();
+        let mut ranked: Vec<(u8, ServerAddr)> = addrs
+            .into_iter()
+            .zip(names)
+            .map(|(a, name)| {
+                let rank = match name {
+                    _ if same_server(&a, hung_server) => 4,
+                    None if !aim.is_empty() => 3,
+                    Some(n) if aim.shun.contains(&n) => 2,
+                    Some(n) if aim.prefer.contains(&n) => 0,
+                    _ => 1,
+                };
+                (rank, a)
+            })
+            .collect();
+        ranked.sort_by_key(|(rank, _)| *rank);
+        let addrs = ranked.into_iter().map(|(_, a)| a).collect();
         self.connect_to(opts.retain_servers_order(), addrs).await
     }
 
@@ -443,6 +478,83 @@ fn same_server(addr: &ServerAddr, said: &str) -> bool {
     };
     port.parse() == Ok(addr.port())
         && (host == addr.host() || matches!(host, "0.0.0.0" | "::" | "[::]"))
+}
+
+/// Where a new connection should go, by the names servers give themselves (`server_name`,
+/// `-n`): a hedge's way connects to a server that leads part of its own stream's way and
+/// never to one that leads part of the other's, so that one hung server holds up one way only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Aim {
+    /// Tried first.
+    pub prefer: Vec<String>,
+    /// Tried after every other server that answers.
+    pub shun: Vec<String>,
+    /// Client URLs of the cluster's servers beyond the seeds (as [`Hung::known`]).
+    pub known: Vec<String>,
+}
+
+impl Aim {
+    fn is_empty(&self) -> bool {
+        self.prefer.is_empty() && self.shun.is_empty()
+    }
+
+    /// Whether a connection to the server named `here` should move: it is shunned, and a
+    /// preferred server is not, or (nothing preferred) the cluster ([`Aim::known`]) has more
+    /// servers than are shunned.
+    pub fn moves_from(&self, here: &str) -> bool {
+        if !self.shun.iter().any(|s| s == here) {
+            return false;
+        }
+        if self.prefer.iter().any(|p| !self.shun.contains(p)) {
+            return true;
+        }
+        let mut shunned = self.shun.clone();
+        shunned.sort();
+        shunned.dedup();
+        self.prefer.is_empty() && shunned.len() < self.known.len()
+    }
+}
+
+/// How long a server may take to send its INFO to [`server_names`]: a live one sends it at
+/// once, a hung one never.
+const INFO_TIMEOUT: Duration = Duration::from_millis(500);
+/// The most of a server's INFO line [`server_names`] reads: it lists the cluster's client
+/// URLs (a few hundred bytes for a 5-server cluster); a longer line is not a NATS server's.
+const INFO_MAX: usize = 16 * 1024;
+
+/// The name each server gives itself in the INFO it sends a new connection before anything
+/// else (no credentials needed, before TLS), all at once; `None` for a server that does not
+/// answer within [`INFO_TIMEOUT`] or whose first line is not an INFO with a name.
+pub async fn server_names(addrs: &[ServerAddr]) -> Vec<Option<String>> {
+    futures_util::future::join_all(addrs.iter().map(|a| async move {
+        tokio::time::timeout(INFO_TIMEOUT, server_name(a.host(), a.port()))
+            .await
+            .ok()
+            .flatten()
+    }))
+    .await
+}
+
+async fn server_name(host: &str, port: u16) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut sock = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+    let mut line = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !line.ends_with(b"\r\n") {
+        let n = sock.read(&mut buf).await.ok()?;
+        if n == 0 || line.len() + n > INFO_MAX {
+            return None;
+        }
+        line.extend_from_slice(&buf[..n]);
+    }
+    info_name(&line)
+}
+
+/// The `server_name` of a server's INFO line (`INFO {json}\r\n`).
+fn info_name(line: &[u8]) -> Option<String> {
+    let json = line.strip_prefix(b"INFO ")?;
+    let v: serde_json::Value = serde_json::from_slice(json.trim_ascii()).ok()?;
+    v["server_name"].as_str().map(String::from)
 }
 
 /// A server [`hung`] gave up on, and the servers of its cluster the client had been told of.
@@ -601,6 +713,98 @@ mod tests {
         }
         assert!(check_replicas(0).is_err() && check_replicas(6).is_err());
         assert!(check_replicas(3).is_ok());
+    }
+
+    #[test]
+    fn a_server_is_named_by_its_info_and_an_aim_moves_only_to_a_better_one() {
+        let line = b"INFO {\"server_id\":\"N1\",\"server_name\":\"s1\",\"port\":4222}\r\n";
+        assert_eq!(info_name(line).as_deref(), Some("s1"));
+        for bad in [
+            &b"-ERR 'x'\r\n"[..],
+            b"INFO {\"server_id\":\"N1\"}\r\n",
+            b"INFO not json\r\n",
+            b"INFO {\"server_name\":7}\r\n",
+        ] {
+            assert_eq!(info_name(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        let aim = Aim {
+            prefer: vec!["s2".into()],
+            shun: vec!["s0".into(), "s1".into()],
+            known: vec![],
+        };
+        assert!(aim.moves_from("s0") && aim.moves_from("s1"));
+        assert!(!aim.moves_from("s2"));
+        // Nowhere better to go: it stays.
+        let stuck = Aim {
+            prefer: vec!["s0".into()],
+            ..aim.clone()
+        };
+        assert!(!stuck.moves_from("s0"));
+        assert!(!Aim::default().moves_from("s0"));
+        // Nothing preferred (the leaders not seen yet): away from the shunned server when the
+        // cluster has another.
+        let three = vec![
+            "nats://a:1".to_string(),
+            "nats://b:1".into(),
+            "nats://c:1".into(),
+        ];
+        let beside = Aim {
+            shun: vec!["s0".into()],
+            known: three.clone(),
+            ..Aim::default()
+        };
+        assert!(beside.moves_from("s0") && !beside.moves_from("s1"));
+        let everywhere = Aim {
+            shun: vec!["s0".into(), "s1".into(), "s2".into(), "s1".into()],
+            known: three,
+            ..Aim::default()
+        };
+        assert!(!everywhere.moves_from("s0"));
+    }
+
+    /// A live server's INFO names it; a stopped one (SIGSTOP) and a closed port name nothing,
+    /// within the INFO limit.
+    #[tokio::test]
+    async fn servers_are_named_by_their_info() {
+        let server = crate::testutil::NatsServer::start();
+        let _ = server.client().await;
+        let live = parse_servers(&server.address).unwrap().remove(0);
+        let dead = parse_servers(&format!(
+            "nats://127.0.0.1:{}",
+            crate::testutil::free_port()
+        ))
+        .unwrap()
+        .remove(0);
+        let names = server_names(&[live.clone(), dead.clone()]).await;
+        assert!(
+            names[0].as_deref().is_some_and(|n| !n.is_empty()),
+            "{names:?}"
+        );
+        assert_eq!(names[1], None);
+        let pid = server.pid() as i32;
+        // SAFETY: kill(2) on the test's own child; SIGCONT follows below.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        // The stop lands asynchronously: a thread still running would send the INFO.
+        let stat = format!("/proc/{pid}/stat");
+        let stopped_state = || {
+            std::fs::read_to_string(&stat)
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('T')))
+                .unwrap_or(false)
+        };
+        for _ in 0..100 {
+            if stopped_state() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let t = std::time::Instant::now();
+        let stopped = server_names(std::slice::from_ref(&live)).await;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        assert_eq!(stopped, vec![None]);
+        // Given up at the limit, not waited out (generous: a loaded machine).
+        assert!(t.elapsed() < INFO_TIMEOUT * 10, "{:?}", t.elapsed());
     }
 
     #[test]

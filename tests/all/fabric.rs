@@ -8,6 +8,7 @@
 //! nats-server restart is survived without double ownership.
 
 mod cluster;
+mod leases;
 mod rig;
 
 use std::collections::{BTreeMap, HashMap};

@@ -483,7 +483,7 @@ impl Lustre {
             )
         };
         let debugfs = pick(DEBUGFS);
-        if debugfs.0.is_dir() && debugfs.1.is_dir() {
+        if sysfs::is_dir(&debugfs.0) && sysfs::is_dir(&debugfs.1) {
             debugfs
         } else {
             pick(PROCFS)

@@ -131,6 +131,23 @@ pub fn parse_u64(text: &str) -> Option<u64> {
     }
 }
 
+/// Whether `dir` is a directory the agent can list. In an agent it is asked through the
+/// host's `files` interface, one call on the polling thread: WASI's stat of a path goes
+/// through the host's thread pool, and two such handoffs were most of a small `lustre` poll
+/// (issue 30). Natively (and where `files` does not serve the path), its metadata says.
+pub fn is_dir(dir: &Path) -> bool {
+    #[cfg(target_arch = "wasm32")]
+    if let Some(path) = dir.to_str() {
+        use crate::agent::files;
+        match files::list_dir(path, 0) {
+            Ok(_) => return true,
+            Err(files::FileError::Elsewhere) => {}
+            Err(_) => return false,
+        }
+    }
+    dir.is_dir()
+}
+
 /// The names in a directory, sorted, at most [`MAX_ENTRIES`]; none when it cannot be read
 /// (absent hardware is no error).
 pub fn list(dir: &Path) -> Vec<String> {

@@ -278,13 +278,14 @@ impl Agent {
         let started = Instant::now();
         self.renewal_done().await;
         if self.refreshing.is_none() {
-            let (b, view, t) = (
+            let (b, view, t, lease) = (
                 self.buckets.clone(),
                 self.handle.view.clone(),
                 self.kv_timeout,
+                self.cfg.lease,
             );
             self.refreshing = Some(tokio::spawn(async move {
-                ownership::refresh(&b, &view, t).await
+                ownership::refresh(&b, &view, t, lease).await
             }));
         }
         let lease_fresh = self.renewed.is_some_and(|t| t.elapsed() < self.cfg.lease);

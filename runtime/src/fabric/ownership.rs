@@ -5,7 +5,8 @@
 //! of the cluster down never answers the creation of some ephemeral consumers): the owners by
 //! stream info, then the entries written since the view's sequence; the leases by which keys
 //! the stream holds (one request, not a read per renewal: an agent's cost does not grow with
-//! the other agents' renewals), a new agent's lease read once. Lapsed leases are found by the
+//! the other agents' renewals), a new agent's lease read at once and every known one again
+//! once two leases old, a few per refresh. Lapsed leases are found by the
 //! same polls (nats-server 2.9 sends no event when a key expires; the bucket's `max_age`
 //! removes a lease not renewed for a lease period) and confirmed with a read from the leader
 //! before their nodes are taken. A take
@@ -27,6 +28,18 @@ use crate::nats::jetstream::open_kv_bucket;
 
 /// KV operations in flight at once while claiming (a BFS level at a time).
 const CLAIMS_IN_FLIGHT: usize = 64;
+/// Known agents' leases read again per refresh at most, the longest unread first, each once
+/// it was last read [`REREAD_AFTER_LEASES`] leases ago. The listing of keys only says an agent
+/// still renews, not what its lease says: an agent restarted within a lease under another
+/// parent would otherwise keep its old parent in every other view for as long as it keeps
+/// renewing (its new parent never fans commands out to it). A change is seen within two
+/// leases and ceil(agents / 16) epochs; an agent's reads per epoch stay bounded however large
+/// the fabric.
+pub const REREADS_PER_REFRESH: usize = 16;
+/// How stale a known lease's value may get, in leases: the re-reads cost each agent one read
+/// per other agent per two leases (at 100 agents, 30 s leases: 1.7 a second), on the scale
+/// a lapsed lease is taken over in.
+pub const REREAD_AFTER_LEASES: u32 = 2;
 /// Claims per epoch at most, so one epoch of a huge fresh fabric stays bounded (the rest
 /// follow in the next epochs; ~6.6k puts/s per server).
 pub const MAX_CLAIMS_PER_EPOCH: usize = 4096;
@@ -64,6 +77,8 @@ pub struct LeaseRec {
     pub revision: u64,
     /// When this agent saw the current revision first (its own clock).
     pub seen: Instant,
+    /// When this agent last read the lease's value (parent, ports) from the bucket.
+    pub read: Instant,
 }
 
 /// The local view of both buckets.
@@ -95,11 +110,17 @@ const FIRST_READ_FACTOR: u32 = 10;
 pub const FENCE_KEY: &str = "_fence";
 
 /// Brings `view` up to both buckets' state (each read from its stream's leader, within
-/// `timeout`); on error the view is left as it was, its `*_checked` times unchanged.
-pub async fn refresh(b: &Buckets, view: &SharedView, timeout: Duration) -> Result<(), String> {
+/// `timeout`; `lease` paces the re-reading of known leases); on error the view is left as it
+/// was, its `*_checked` times unchanged.
+pub async fn refresh(
+    b: &Buckets,
+    view: &SharedView,
+    timeout: Duration,
+    lease: Duration,
+) -> Result<(), String> {
     let (o, l) = tokio::join!(
         refresh_owners(&b.owners, view, timeout),
-        refresh_leases(&b.leases, view, timeout)
+        refresh_leases(&b.leases, view, timeout, lease)
     );
     o.map_err(|e| format!("owners: {e}"))?;
     l.map_err(|e| format!("leases: {e}"))
@@ -190,6 +211,7 @@ async fn refresh_leases(
     store: &kv::Store,
     view: &SharedView,
     timeout: Duration,
+    lease: Duration,
 ) -> Result<(), String> {
     let asked = Instant::now();
     let prefix = format!("$KV.{}.", store.name);
@@ -201,15 +223,24 @@ async fn refresh_leases(
                 .into_iter()
                 .filter_map(|s| s.strip_prefix(&prefix).map(String::from))
                 .collect();
-        let new: Vec<String> = {
+        // New agents, and known ones whose value was read longest ago.
+        let to_read: Vec<String> = {
             let v = crate::util::lock(view);
+            let stale = lease * REREAD_AFTER_LEASES;
+            let mut known: Vec<(&String, Instant)> = keys
+                .iter()
+                .filter_map(|k| v.leases.get(k).map(|r| (k, r.read)))
+                .filter(|(_, read)| read.elapsed() >= stale)
+                .collect();
+            known.sort_by_key(|&(_, read)| read);
             keys.iter()
                 .filter(|k| !v.leases.contains_key(*k))
+                .chain(known.into_iter().take(REREADS_PER_REFRESH).map(|(k, _)| k))
                 .cloned()
                 .collect()
         };
         let reads: Vec<anyhow::Result<Option<crate::nats::jetstream::Latest>>> =
-            futures_util::stream::iter(new)
+            futures_util::stream::iter(to_read)
                 .map(|key| async move { crate::nats::jetstream::latest_entry(store, &key).await })
                 .buffer_unordered(CLAIMS_IN_FLIGHT)
                 .collect()
@@ -239,6 +270,7 @@ async fn refresh_leases(
                     lease,
                     revision: e.revision,
                     seen: asked,
+                    read: asked,
                 },
             );
         }
@@ -317,6 +349,7 @@ pub async fn lapsed(
                             lease,
                             revision: e.revision,
                             seen: Instant::now(),
+                            read: Instant::now(),
                         },
                     );
                 }

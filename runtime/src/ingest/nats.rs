@@ -66,6 +66,7 @@ pub async fn run_nats_ingest(
             .map(|sc| sc.hedge().map(|_| hedge::Seen::shared()))
             .collect(),
         first: Default::default(),
+        ways: Default::default(),
     };
     if cfg.subscriptions.iter().any(|sc| sc.hedge().is_some()) {
         futures_util::future::try_join(run.lane(0), run.lane(1))
@@ -88,18 +89,27 @@ struct Run<'a> {
     /// The first lane's connection: the second tries its server last, and leaves it when the
     /// client library's own reconnection put both on one server.
     first: std::sync::Mutex<Option<async_nats::Client>>,
+    /// The first hedged subscription's leaders, as its placement last saw them: each lane
+    /// connects to a server of its own way and leaves one that leads part of the other's.
+    ways: Arc<crate::nats::placement::Seen>,
 }
 
-/// How often the second lane looks whether the first's connection moved to its server.
-const LANES_APART_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a hedge's lane looks whether it is where it should be: off the servers that
+/// lead a part of the other way (a leader moved there, or the client library's own
+/// reconnection did), and the second lane off the first's server. A look asks nothing of
+/// the servers.
+const LANE_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a lane stays on a server before it may move: the leaders it aims by are seen
+/// every few seconds, so a move on a stale sight is not taken again at once.
+const LANE_STAYS: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why a lane's session ended.
 enum Ended {
     Shutdown,
     /// Its server stopped answering.
     Hung(crate::nats::Hung),
-    /// The second lane found itself on the first's server (this one).
-    Beside(crate::nats::Hung),
+    /// The lane was on a server it should not be on (this one).
+    Moved(String),
 }
 
 /// How long the second lane waits for the first to be connected before it connects anyway
@@ -117,29 +127,38 @@ impl Run<'_> {
             }
         }
         loop {
-            let first = (lane > 0)
-                .then(|| {
-                    crate::util::lock(&self.first)
-                        .as_ref()
-                        .map(crate::nats::said)
-                })
-                .flatten();
-            match self
-                .session(lane, avoid.as_ref().or(first.as_ref()))
-                .await?
-            {
+            match self.session(lane, avoid.as_ref()).await? {
                 Ended::Shutdown => return Ok(()),
                 Ended::Hung(hung) => {
                     tracing::warn!(server = %hung.server, "NATS server stopped answering: connecting through another");
                     avoid = Some(hung);
                 }
-                Ended::Beside(here) => {
-                    tracing::info!(server = %here.server, "a hedge's second lane on the first lane's server: connecting to another");
-                    // The first lane's server, wherever it is then, is tried last.
+                Ended::Moved(here) => {
+                    tracing::info!(server = %here, lane, "a hedge's way on a server that leads part of the other way (or beside the first way): connecting to another");
                     avoid = None;
                 }
             }
         }
+    }
+
+    /// Where lane `lane`'s connection should go (nowhere in particular without a hedge): off
+    /// the other way's leaders and, for the second lane, off the first's server.
+    fn aim(&self, lane: usize) -> crate::nats::Aim {
+        let mut aim = crate::nats::Aim::default();
+        if self.cfg.subscriptions.iter().all(|sc| sc.hedge().is_none()) {
+            return aim;
+        }
+        if let Some(ways) = crate::util::lock(&self.ways).as_ref() {
+            (aim.prefer, aim.shun) = crate::nats::placement::lane_aim(ways, lane);
+        }
+        if let Some(first) = crate::util::lock(&self.first).as_ref() {
+            aim.known = crate::nats::said(first).known;
+            let name = first.server_info().server_name;
+            if lane > 0 && !aim.shun.contains(&name) {
+                aim.shun.push(name);
+            }
+        }
+        aim
     }
 
     /// One connection's subscriptions and consumers (lane 0: all but the hedges' second
@@ -164,19 +183,22 @@ impl Run<'_> {
         if !cfg.subscriptions.is_empty() && cfg.subscriptions.iter().all(|s| s.stream.is_some()) {
             opts = opts.retry_on_initial_connect();
         }
-        let client = conn.connect_avoiding(opts, avoid).await?;
+        let client = conn.connect_aiming(opts, avoid, &self.aim(lane)).await?;
+        let since = std::time::Instant::now();
         if lane == 0 {
             *crate::util::lock(&self.first) = Some(client.clone());
         }
         health.working();
         let stop = shutdown.child_token();
         let mut tasks = tokio::task::JoinSet::new();
-        for ((sc, kept), seen) in cfg
+        let first_hedged = cfg.subscriptions.iter().position(|s| s.hedge().is_some());
+        for (i, ((sc, kept), seen)) in cfg
             .subscriptions
             .iter()
             .cloned()
             .zip(&self.kept)
             .zip(&self.seen)
+            .enumerate()
         {
             if sc.stream.is_some() {
                 let durable = sc.durable.as_deref().unwrap_or(DEFAULT_DURABLE);
@@ -188,8 +210,12 @@ impl Run<'_> {
                         [sc.stream.clone(), h.stream.clone()].map(Option::unwrap_or_default);
                     let (client, stop) = (client.clone(), stop.clone());
                     let durable = durable.to_string();
+                    // The first hedged subscription's leaders aim the lanes.
+                    let ways = (Some(i) == first_hedged).then(|| self.ways.clone());
                     tasks.spawn(async move {
-                        crate::nats::placement::keep_apart(&client, &streams, &durable, &stop).await
+                        let ways = ways.as_deref();
+                        crate::nats::placement::keep_apart(&client, &streams, &durable, &stop, ways)
+                            .await
                     });
                 }
                 let mine = if lane == 0 { Some(sc.clone()) } else { hedge };
@@ -236,22 +262,19 @@ impl Run<'_> {
         }
         let mut panicked = None;
         let mut hung = None;
-        let mut beside = None;
+        let mut moved = None;
         let watchdog = crate::nats::hung(&client);
         tokio::pin!(watchdog);
-        // Not at once: with one server up both lanes are on it, and a session lasts this long.
-        let mut apart = tokio::time::interval_at(
-            tokio::time::Instant::now() + LANES_APART_EVERY,
-            LANES_APART_EVERY,
-        );
+        let hedged = cfg.subscriptions.iter().any(|sc| sc.hedge().is_some());
+        let mut look = tokio::time::interval(LANE_LOOK_EVERY);
         loop {
             tokio::select! {
-                _ = apart.tick(), if lane > 0 && !stop.is_cancelled() => {
-                    let here = crate::nats::said(&client);
-                    let first = crate::util::lock(&self.first).as_ref().map(crate::nats::said);
-                    if first.is_some_and(|f| f.server == here.server) {
+                _ = look.tick(), if hedged && !stop.is_cancelled() => {
+                    // Not at once: with one server up both lanes are on it.
+                    let here = client.server_info().server_name;
+                    if since.elapsed() >= LANE_STAYS && self.aim(lane).moves_from(&here) {
                         stop.cancel();
-                        beside = Some(here);
+                        moved = Some(here);
                     }
                 }
                 r = tasks.join_next() => match r {
@@ -275,9 +298,9 @@ impl Run<'_> {
         if let Some(e) = panicked {
             return Err(NatsError::Panicked(e));
         }
-        Ok(match (hung, beside) {
+        Ok(match (hung, moved) {
             (Some(h), _) => Ended::Hung(h),
-            (None, Some(b)) => Ended::Beside(b),
+            (None, Some(here)) => Ended::Moved(here),
             (None, None) => {
                 tracing::info!("NATS ingest stopped");
                 Ended::Shutdown
@@ -342,49 +365,45 @@ async fn run_consumer(
         *failing = true;
         health.failing(&what);
     };
+    let config = pull::Config {
+        durable_name: Some(durable.clone()),
+        filter_subject: sc.subscribe_to.clone(),
+        ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+        ..Default::default()
+    };
+    // The consumer as set up through an earlier connection: fetched through at once, without
+    // looking the stream and the consumer up, which only their leaders answer (after a hung
+    // server they may be being elected, 4-9 s, while the fetches reach them the moment they
+    // are). A consumer that is gone is set up again after the fetches failed a while.
+    let mut known = kept.now.info.take();
     'setup: loop {
         if shutdown.is_cancelled() {
             return;
         }
-        let consumer = async {
-            let st = crate::nats::jetstream::stream_for(
-                &js,
-                &stream,
-                std::slice::from_ref(&sc.subscribe_to),
-                sc.duplicate_window,
-                sc.replicas,
-            )
-            .await?;
-            st.get_or_create_consumer(
-                &durable,
-                pull::Config {
-                    durable_name: Some(durable.clone()),
-                    filter_subject: sc.subscribe_to.clone(),
-                    ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("consumer {durable:?}: {e}"))
-        }
-        .await;
-        let consumer = match consumer {
-            Ok(c) => c,
-            Err(e) => {
-                fail(e, &mut failing);
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(pause) => {
-                        pause = (pause * 2).min(RETRY_MAX);
-                        continue 'setup
+        let consumer = if let Some(info) = known.take() {
+            async_nats::jetstream::consumer::Consumer::new(config.clone(), info, js.clone())
+        } else {
+            match set_up(&js, &sc, &stream, &durable, &config).await {
+                Ok(c) => {
+                    tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
+                    if std::mem::replace(&mut failing, false) {
+                        health.working();
+                    }
+                    c
+                }
+                Err(e) => {
+                    fail(e, &mut failing);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {
+                            pause = (pause * 2).min(RETRY_MAX);
+                            continue 'setup
+                        }
                     }
                 }
             }
         };
-        tracing::info!(stream = %stream, durable = %durable, subject = %sc.subscribe_to, "JetStream consumer established");
-        if std::mem::replace(&mut failing, false) {
-            health.working();
-        }
+        kept.now.info = Some(consumer.cached_info().clone());
         // Since when fetches have failed (no consumer leader, a hung one).
         let mut failing_since: Option<std::time::Instant> = None;
         loop {
@@ -496,6 +515,28 @@ async fn run_consumer(
     }
 }
 
+/// Finds the subscription's stream (creates it when missing) and its durable consumer
+/// (creates it with `config` when missing).
+async fn set_up(
+    js: &async_nats::jetstream::Context,
+    sc: &NatsSubscription,
+    stream: &str,
+    durable: &str,
+    config: &async_nats::jetstream::consumer::pull::Config,
+) -> Result<async_nats::jetstream::consumer::PullConsumer, String> {
+    let st = crate::nats::jetstream::stream_for(
+        js,
+        stream,
+        std::slice::from_ref(&sc.subscribe_to),
+        sc.duplicate_window,
+        sc.replicas,
+    )
+    .await?;
+    st.get_or_create_consumer(durable, config.clone())
+        .await
+        .map_err(|e| format!("consumer {durable:?}: {e}"))
+}
+
 /// Reply subjects of stored messages whose acknowledgement the consumer's leader has not
 /// confirmed, and since when: kept across connections, so that a consumer that left a hung
 /// server acknowledges them through the next (the server would deliver them again only after
@@ -504,6 +545,8 @@ async fn run_consumer(
 pub(crate) struct Unconfirmed {
     replies: Vec<async_nats::Subject>,
     since: Option<std::time::Instant>,
+    /// The consumer as last set up (its info), for the next connection to fetch through.
+    info: Option<async_nats::jetstream::consumer::Info>,
 }
 
 impl Unconfirmed {

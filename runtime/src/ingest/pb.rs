@@ -114,6 +114,28 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
+    /// Reads the message's fields to its end, each handed to `each`, and returns the span
+    /// the occurrences of field `key` cover: the bytes a receiver remembers what they
+    /// carry by (OTLP points' attributes, remote write series' labels).
+    #[inline(always)]
+    pub fn fields_spanning<E: From<DecodeError>>(
+        &mut self,
+        key: u32,
+        mut each: impl FnMut(u32, Wire<'a>) -> Result<(), E>,
+    ) -> Result<Span, E> {
+        let mut span = Span::default();
+        loop {
+            let at = self.pos;
+            let Some((f, v)) = self.next_field()? else {
+                return Ok(span);
+            };
+            each(f, v)?;
+            if f == key {
+                span.add(at, self.pos);
+            }
+        }
+    }
+
     /// The next field number and value; `None` at the end of the message. (Errors are made
     /// by `#[cold]` functions: this is the receivers' innermost loop, and kept small it is
     /// inlined into every caller: returned through memory, its result cost a stall per field.)

@@ -52,6 +52,26 @@ pub fn next_step(leaders: [[&str; 2]; 2], turn: bool) -> Option<Step> {
     }
 }
 
+/// The leaders last seen by [`keep_apart`], `[stream, consumer]` of each of the two streams:
+/// what the hedge's connections aim by ([`lane_aim`]).
+pub type Seen = std::sync::Mutex<Option<[[String; 2]; 2]>>;
+
+/// Where way `lane`'s connection should be, by the leaders `ways`: on the server that leads
+/// its own consumer (the fetches and the deliveries go no further), else its own stream's,
+/// and never on one that leads a part of the other way (one hung server would then stop
+/// both). As `(prefer, shun)`.
+pub fn lane_aim(ways: &[[String; 2]; 2], lane: usize) -> (Vec<String>, Vec<String>) {
+    let own = &ways[lane.min(1)];
+    let other = &ways[1 - lane.min(1)];
+    let shun: Vec<String> = other.to_vec();
+    let prefer = [&own[1], &own[0]]
+        .into_iter()
+        .filter(|s| !shun.contains(s))
+        .cloned()
+        .collect();
+    (prefer, shun)
+}
+
 /// Asks `subject` (a JetStream API request) and reads the answer's JSON; the server's error
 /// (`{"error": ...}`) is returned as one.
 async fn ask(client: &async_nats::Client, subject: String) -> Result<serde_json::Value, String> {
@@ -103,6 +123,7 @@ pub async fn keep_apart(
     streams: &[String; 2],
     durable: &str,
     stop: &CancellationToken,
+    seen: Option<&Seen>,
 ) {
     let steps = crate::telemetry::registry().counter(
         "wasmon_nats_hedge_stepdowns_total",
@@ -124,6 +145,9 @@ pub async fn keep_apart(
                 continue;
             }
         };
+        if let Some(seen) = seen {
+            *crate::util::lock(seen) = Some(now.clone());
+        }
         let [[sa, ca], [sb, cb]] = &now;
         let Some(step) = next_step([[sa, ca], [sb, cb]], steps.get() % 2 == 1) else {
             continue;
@@ -152,6 +176,19 @@ pub async fn keep_apart(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lane_aims_at_its_own_way_and_shuns_the_other() {
+        let w = |a: [&str; 2], b: [&str; 2]| [a.map(String::from), b.map(String::from)];
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let ways = w(["s0", "s2"], ["s1", "s1"]);
+        assert_eq!(lane_aim(&ways, 0), (s(&["s2", "s0"]), s(&["s1", "s1"])));
+        assert_eq!(lane_aim(&ways, 1), (s(&["s1", "s1"]), s(&["s0", "s2"])));
+        // Not apart yet: what the other way leads is never preferred.
+        let ways = w(["s0", "s1"], ["s1", "s2"]);
+        assert_eq!(lane_aim(&ways, 0), (s(&["s0"]), s(&["s1", "s2"])));
+        assert_eq!(lane_aim(&ways, 1), (s(&["s2"]), s(&["s0", "s1"])));
+    }
 
     #[test]
     fn no_server_leads_both_ways_after_the_steps() {

@@ -68,7 +68,22 @@ struct Lane {
     /// The server the last connection was dropped for not answering: the next one tries it
     /// last.
     hung: std::sync::Mutex<Option<crate::nats::Hung>>,
+    /// A hedge's lane: where its connection should go (off the other stream's leader), and
+    /// when it last looked ([`HEDGE_LOOK_EVERY`]).
+    aim: std::sync::Mutex<crate::nats::Aim>,
+    looked: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The connection being made, when one is.
+    connecting:
+        tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<async_nats::Client, String>>>>,
 }
+
+/// How often a hedged sink's lane asks who leads the other stream (one stream info request)
+/// and moves off that server: a lane on the other stream's leader is stopped, with the other
+/// lane, by that one server hanging. A leader moves after a fault and when the central keeps
+/// the leaders apart; a lane that sits beside it for up to this long is exposed meanwhile.
+const HEDGE_LOOK_EVERY: Duration = Duration::from_secs(5);
+/// How long that request may take: a leader answers within milliseconds.
+const HEDGE_LOOK_TIMEOUT: Duration = Duration::from_millis(500);
 
 struct Conn {
     client: async_nats::Client,
@@ -346,23 +361,43 @@ impl Nats {
     ) -> Result<tokio::sync::MappedMutexGuard<'_, Conn>, String> {
         let lane = &self.lanes[i];
         let mut conn = lane.conn.lock().await;
-        if conn.is_none() {
+        // A connection being made runs on its own: a hedged publish that the other lane
+        // delivered drops this lane's part, and the connection would never be made while the
+        // other lane answers first (seen: a lane off for 6 s while a server was frozen, as
+        // reading the servers' names waited for the frozen one).
+        let mut connecting = lane.connecting.lock().await;
+        if conn.is_none() && connecting.is_none() {
             let opts = tls::nats_options(&self.cfg, &self.base).await?;
-            let mut avoid = crate::util::lock(&lane.hung).clone();
-            if avoid.is_none() && i > 0 {
-                // Not waited for: the first lane may be looking its stream up.
-                avoid = self.lanes[0]
-                    .conn
-                    .try_lock()
-                    .ok()
-                    .and_then(|c| c.as_ref().map(|c| crate::nats::said(&c.client)));
+            let hung = crate::util::lock(&lane.hung).clone();
+            let mut aim = crate::util::lock(&lane.aim).clone();
+            if i > 0 {
+                // Off the first lane's server. Not waited for: the first lane may be looking
+                // its stream up.
+                let first = self.lanes[0].conn.try_lock().ok().and_then(|c| {
+                    c.as_ref().map(|c| {
+                        (
+                            c.client.server_info().server_name,
+                            crate::nats::said(&c.client),
+                        )
+                    })
+                });
+                if let Some((name, said)) = first {
+                    aim.shun.push(name);
+                    aim.known = said.known;
+                }
             }
-            let client = self
-                .cfg
-                .connection()
-                .connect_avoiding(opts, avoid.as_ref())
-                .await
-                .map_err(|e| e.to_string())?;
+            let cfg = self.cfg.clone();
+            *connecting = Some(tokio::spawn(async move {
+                cfg.connection()
+                    .connect_aiming(opts, hung.as_ref(), &aim)
+                    .await
+                    .map_err(|e| e.to_string())
+            }));
+        }
+        if let Some(task) = connecting.as_mut() {
+            let made = task.await;
+            *connecting = None;
+            let client = made.map_err(|e| format!("connecting: {e}"))??;
             let js = self.jetstream.then(|| {
                 let mut js = async_nats::jetstream::new(client.clone());
                 js.set_timeout(self.cfg.timeout.min(LOOKUP_TIMEOUT));
@@ -375,6 +410,7 @@ impl Nats {
                 no_stream_since: None,
             });
         }
+        drop(connecting);
         Ok(tokio::sync::MutexGuard::map(conn, |c| {
             c.as_mut().expect("connected above")
         }))
@@ -430,6 +466,52 @@ impl Nats {
         }
     }
 
+    /// A hedge's lane `i` (its connection `client`), every [`HEDGE_LOOK_EVERY`]: asks who
+    /// leads the other stream and drops the connection when it is to that server (or, the
+    /// second lane, to the first lane's), so that the next one goes elsewhere.
+    async fn look(&self, i: usize, client: &async_nats::Client) {
+        let lane = &self.lanes[i];
+        {
+            let mut looked = crate::util::lock(&lane.looked);
+            if looked.is_some_and(|t| t.elapsed() < HEDGE_LOOK_EVERY) {
+                return;
+            }
+            *looked = Some(std::time::Instant::now());
+        }
+        let streams = self.cfg.streams();
+        let Some((other, _)) = streams.get(1 - i.min(1)) else {
+            return;
+        };
+        let asked = tokio::time::timeout(
+            HEDGE_LOOK_TIMEOUT,
+            client.request(format!("$JS.API.STREAM.INFO.{other}"), bytes::Bytes::new()),
+        )
+        .await;
+        let leader = asked
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|m| serde_json::from_slice::<serde_json::Value>(&m.payload).ok())
+            .and_then(|v| v["cluster"]["leader"].as_str().map(String::from));
+        let mut aim = crate::nats::Aim {
+            shun: leader.into_iter().collect(),
+            known: crate::nats::said(client).known,
+            ..Default::default()
+        };
+        if i > 0
+            && let Ok(first) = self.lanes[0].conn.try_lock()
+            && let Some(c) = first.as_ref()
+        {
+            aim.shun.push(c.client.server_info().server_name);
+        }
+        let here = client.server_info().server_name;
+        let moves = aim.moves_from(&here);
+        *crate::util::lock(&lane.aim) = aim;
+        if moves {
+            tracing::info!(sink = %self.cfg.name, server = %here, lane = i, "a hedge's lane on the other stream's leader (or beside the first lane): connecting to another");
+            *lane.conn.lock().await = None;
+        }
+    }
+
     /// Publishes one message through lane `i` (its stream on `subject`).
     async fn publish_on(
         &self,
@@ -439,6 +521,14 @@ impl Nats {
         payload: &bytes::Bytes,
         id: &str,
     ) -> Outcome {
+        if self.jetstream && self.lanes.len() > 1 {
+            let client = self.connection(i).await.ok().map(|c| c.client.clone());
+            if let Some(client) = client
+                && client.connection_state() == async_nats::connection::State::Connected
+            {
+                self.look(i, &client).await;
+            }
+        }
         let mut conn = match self.connection(i).await {
             Ok(c) => c,
             Err(e) => return Outcome::Retry(e),

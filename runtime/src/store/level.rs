@@ -4,7 +4,7 @@
 //!
 //! Locking: a level with children has an `RwLock` on its children table (read-mostly; taken for
 //! writing only when a child is created; allocated with the first child, so the leaves, most
-//! levels, do not carry one) and every level a `SpinLock` over its series (see `spin` for why). A write takes one mutex (plus
+//! levels, do not carry one) and every level a spin lock over its series (`SpinSlice`, see `spin` for why). A write takes one mutex (plus
 //! read locks while descending); there is no store-wide lock on the hot path.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -13,13 +13,9 @@ use std::sync::{Arc, LazyLock, RwLock};
 use hashbrown::HashTable;
 
 use super::buffer::{Chain, Pool};
-use super::spin::SpinLock;
+use super::spin::SpinSlice;
 use super::thin::ThinBytes;
 use super::{MetricInfo, StoreError, read, validate_name, write};
-
-/// `slots_at` of a level taken out of the tree (no slice lives at this address; an empty
-/// slice's pointer is the dangling one, 8).
-const REMOVED: usize = usize::MAX - 63;
 
 /// One series of a level: its chain, which carries the metric id (40 bytes).
 pub(crate) type Slot = Chain;
@@ -38,23 +34,22 @@ fn hash(name: &[u8]) -> u64 {
 
 /// A node of the level tree. Obtain with [`super::Store::level`]; writing through a cached
 /// level skips the descent from the root (what the line-protocol ingest does per host).
-/// 48 bytes: most levels are leaves (hardware threads, processes) with a few series each.
-/// `repr(C)` keeps `slots_at` next to the `Arc`'s counts, which the ingest has just touched.
+/// 32 bytes: most levels are leaves (hardware threads, processes) with a few series each.
+/// `repr(C)` keeps the series' pointer next to the `Arc`'s counts, which the ingest has just
+/// touched.
 #[repr(C)]
 pub struct Level {
-    /// Where `metrics`' slice lives, published under the lock whenever it moves, so that
-    /// [`Level::prefetch`] can start loading it without the lock (a stale value only
-    /// prefetches something useless; it is never dereferenced).
-    slots_at: AtomicPtr<Slot>,
+    /// This level's own series; a handful per level, so a linear search beats a map, and an
+    /// exactly sized slice (a series is added rarely) beats a Vec's spare capacity. Its
+    /// pointer is read without the lock by [`Level::prefetch`]; its flag marks the level
+    /// removed from the tree.
+    pub(crate) metrics: SpinSlice<Slot>,
     /// The selector path, pre-encoded for WAL records: `depth, (u16 len, name)*depth`.
     pub(crate) wal_path: ThinBytes,
     /// Null until the first child (leaves do not pay for a lock and a table): then the
     /// table with its lock, set once (under the series' lock, see `install_children`) and
     /// freed with the level.
     children: AtomicPtr<RwLock<Children>>,
-    /// This level's own series; a handful per level, so a linear search beats a map, and an
-    /// exactly sized slice (a series is added rarely) beats a Vec's spare capacity.
-    pub(crate) metrics: SpinLock<Box<[Slot]>>,
 }
 
 impl Level {
@@ -66,8 +61,7 @@ impl Level {
         Level {
             wal_path,
             children: AtomicPtr::new(std::ptr::null_mut()),
-            metrics: SpinLock::default(),
-            slots_at: AtomicPtr::new(std::ptr::null_mut()),
+            metrics: SpinSlice::default(),
         }
     }
 
@@ -180,18 +174,13 @@ impl Level {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let p = self.slots_at.load(Ordering::Relaxed) as *const i8;
+            let p = self.metrics.peek() as *const i8;
             // Four series are 160 bytes: three cache lines.
             for off in [0, 64, 128] {
                 // SAFETY: a prefetch is a hint; it never faults and reads nothing into Rust.
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
             }
         }
-    }
-
-    fn publish(&self, metrics: &[Slot]) {
-        self.slots_at
-            .store(metrics.as_ptr().cast_mut(), Ordering::Relaxed);
     }
 
     /// Memory-only write of one sample.
@@ -207,11 +196,7 @@ impl Level {
         match metrics.iter_mut().find(|s| s.id == m.id) {
             Some(s) => s.write(ts, value, pool),
             None if self.is_removed() => Err(StoreError::Removed),
-            None => {
-                let r = add(&mut metrics, m, ts, value, pool);
-                self.publish(&metrics);
-                r
-            }
+            None => add(&mut metrics, m, ts, value, pool),
         }
     }
 
@@ -232,11 +217,7 @@ impl Level {
             let r = match metrics.iter_mut().find(|s| s.id == m.id) {
                 Some(s) => s.write(ts, value, pool),
                 None if self.is_removed() => Err(StoreError::Removed),
-                None => {
-                    let r = add(&mut metrics, m, ts, value, pool);
-                    self.publish(&metrics);
-                    r
-                }
+                None => add(&mut metrics, m, ts, value, pool),
             };
             result(i, r);
         }
@@ -256,7 +237,6 @@ impl Level {
             }
             None => {
                 grow(&mut metrics, chain);
-                self.publish(&metrics);
             }
         }
     }
@@ -303,7 +283,6 @@ impl Level {
                 .into_iter()
                 .partition(|c| expired(c));
             *metrics = keep.into_boxed_slice();
-            self.publish(&metrics);
             drop(metrics);
             for c in gone {
                 c.release(pool);
@@ -313,7 +292,7 @@ impl Level {
     }
 
     fn is_removed(&self) -> bool {
-        self.slots_at.load(Ordering::Relaxed) as usize == REMOVED
+        self.metrics.flag.load(Ordering::Relaxed)
     }
 
     /// Takes the children that hold no series and have no children out of the tree (each
@@ -346,8 +325,7 @@ impl Level {
         if !metrics.is_empty() || (children.is_none() && self.children_lock().is_some()) {
             return false;
         }
-        self.slots_at
-            .store(std::ptr::without_provenance_mut(REMOVED), Ordering::Relaxed);
+        self.metrics.flag.store(true, Ordering::Relaxed);
         true
     }
 
@@ -384,7 +362,6 @@ impl Level {
                     s.release(pool);
                 }
                 *metrics = keep.into_boxed_slice();
-                self.publish(&metrics);
             }
         }
         for c in self.children() {

@@ -10,8 +10,10 @@ use std::ptr::NonNull;
 const LEN: usize = 2;
 
 /// A byte array of at most 64 KiB (a closed buffer's codec bytes are a few KiB: 512 raw
-/// values and a header; a level's path at most 32 names of 1,024 bytes with their lengths), aligned to 4 (so its owner may keep two tag bits
-/// in the pointer, see `buffer::form`).
+/// values and a header; a level's path at most 32 names of 1,024 bytes with their lengths),
+/// aligned to 8 (its owner keeps two tag bits in the pointer, see `buffer::form`, and a
+/// chain's closed buffers a third, see `buffer::older`; the allocator hands out 16-byte
+/// granules anyway).
 pub(crate) struct ThinBytes(NonNull<u8>);
 
 // SAFETY: owned like a `Box<[u8]>`.
@@ -19,7 +21,7 @@ unsafe impl Send for ThinBytes {}
 unsafe impl Sync for ThinBytes {}
 
 fn layout(len: usize) -> Layout {
-    Layout::from_size_align(LEN + len, 4).expect("a small layout")
+    Layout::from_size_align(LEN + len, 8).expect("a small layout")
 }
 
 impl ThinBytes {
@@ -102,7 +104,7 @@ mod tests {
             assert_eq!(&*t, &v[..]);
             assert_eq!(t.heap_bytes(), n + 2);
             let p = t.into_raw();
-            assert_eq!(p.as_ptr() as usize % 4, 0);
+            assert_eq!(p.as_ptr() as usize % 8, 0);
             // SAFETY: from `into_raw`, given back once.
             let t = unsafe { ThinBytes::from_raw(p) };
             assert_eq!(&*t, &v[..]);

@@ -22,9 +22,11 @@ const WRITE_DEADLINE: &str = "write_deadline: \"2s\"\n";
 const RATE: u64 = 20_000;
 
 /// Asks the stream `FWD` to elect another leader, until its leader is not server `not`
-/// (nats-server picks the new one among the current replicas).
+/// (nats-server picks the new one among the current replicas: after a freeze the thawed
+/// server may take a while to be current again, and a step-down meanwhile has only `not` to
+/// go back to, seen once on 2.9.10).
 fn lead_elsewhere(cluster: &Cluster, rt: &tokio::runtime::Runtime, not: usize) {
-    for _ in 0..10 {
+    for _ in 0..30 {
         if cluster.leader(rt, "FWD").is_some_and(|l| l != not) {
             return;
         }
@@ -198,12 +200,12 @@ fn a_hung_server_is_left(bin: PathBuf) {
     );
 }
 
-// Known defect, not yet understood: on 2.9.10 this session's suite runs saw the central stall
-// 20 s behind its frozen server (the consumer's leader was on it) and, in another run, never
-// catch up after the stream leader's freeze within 120 s (the node's queue had drained: the
-// stream held every record). Run it with `--ignored`; the README says what 2.9.10 does.
+// Session 16 saw this fail on 2.9.10 (the central not caught up 120 s after the frozen
+// leader); 20 runs on 2026-11-28 did not see it again, the last 3 (side by side, load 6-8)
+// with the central fetching through its known consumer on a new connection. One run failed to move the stream's
+// leader off the central's server after the first freeze (10 step-downs, the thawed replica
+// not current yet); the step-downs are now asked for 30 s.
 #[test]
-#[ignore = "on nats-server 2.9.10 the central may not catch up after a frozen stream leader (README, 'A hung server')"]
 fn a_hung_server_is_left_nats_2_9() {
     a_hung_server_is_left(debian_server());
 }

@@ -35,6 +35,10 @@ fn central_config(dir: &Path, servers: &str, hedge: bool) -> String {
     c
 }
 
+/// How long the daemons' hedge lanes take at most to leave a server that leads the other
+/// stream's way, after the leaders moved.
+const LANES_FOLLOW: Duration = Duration::from_secs(6);
+
 /// The servers leading `FWD`, its consumer, `FWDB` and its consumer.
 fn ways(cluster: &Cluster, rt: &tokio::runtime::Runtime) -> Option<[usize; 4]> {
     Some([
@@ -153,6 +157,9 @@ fn leader_crash(bin: PathBuf, hedge: bool) {
                 took.as_secs_f64(),
                 ways(cluster, &rt)
             );
+            // The daemons' lanes follow the leaders: the node's look every 5 s, the central's
+            // every second after 3 s on a server.
+            std::thread::sleep(LANES_FOLLOW);
         }
     };
     placed(&cluster);

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use super::build::{Limits, MAX_LABELS, Nested, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, Span, Wire, extend_packed, for_each_packed, utf8, zigzag};
+use super::pb::{DecodeError, Reader, Wire, extend_packed, for_each_packed, utf8, zigzag};
 use crate::sample::Pair;
 use crate::util::eq_bytes;
 use crate::util::{pb_bytes, pb_varint};
@@ -383,15 +383,10 @@ fn number_point<'a>(
     let (e, recall) = (&mut x.e, &mut x.recall);
     let (mut ts_, mut value, mut flags) = (0u64, None, 0);
     // The attributes' bytes: with the resource's id, the key of what the point carries.
-    let mut span = Span::default();
-    let mut r = Reader::new(p);
-    loop {
-        let at = r.pos();
-        let Some((f, v)) = r.next_field()? else { break };
+    let span = Reader::new(p).fields_spanning(7, |f, v| {
         match f {
             7 => {
                 v.bytes("attributes")?;
-                span.add(at, r.pos());
             }
             3 => ts_ = v.fixed64("time_unix_nano")?,
             4 => value = Some(v.double("as_double")?),
@@ -399,7 +394,8 @@ fn number_point<'a>(
             8 => flags = v.varint("flags")?,
             _ => {}
         }
-    }
+        Ok::<_, Nested>(())
+    })?;
     let learned;
     let attrs = span.bytes(p);
     let known = match attrs {

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::build::{Build, Limits, MAX_LABELS, Nested, ReceiveError, check_label};
-use super::pb::{DecodeError, Reader, Span, for_each_packed};
+use super::pb::{DecodeError, Reader, for_each_packed};
 use super::recent::{Lookup, Recent};
 use crate::sample::{Kind, Metadata, Name, Pair, Sample};
 
@@ -401,25 +401,19 @@ impl<'a> Series<'_, 'a, '_, '_> {
         raw.clear();
         samples.clear();
         // The labels' bytes: the key of the series' head among those recently sent.
-        let mut span = Span::default();
-        let mut r = Reader::new(ts);
-        loop {
-            let at = r.pos();
-            let Some((f, v)) = r.next_field()? else { break };
+        let span = Reader::new(ts).fields_spanning(1, |f, v| {
             match f {
-                1 => {
-                    raw.push(
-                        v.bytes("labels")
-                            .map_err(|e| e.at("labels", Some(raw.len())))?,
-                    );
-                    span.add(at, r.pos());
-                }
+                1 => raw.push(
+                    v.bytes("labels")
+                        .map_err(|e| e.at("labels", Some(raw.len())))?,
+                ),
                 2 => samples.push(v.bytes("samples")?),
                 3 => out.exemplars += 1,
                 4 => out.histograms += 1,
                 _ => {}
             }
-        }
+            Ok::<_, Nested>(())
+        })?;
         let key = span.bytes(ts);
         if samples.is_empty() {
             // Nothing to name: the labels are checked, no head is made.

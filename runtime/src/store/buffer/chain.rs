@@ -3,6 +3,7 @@
 //! order of buffers; the buffers' own forms live in `open` and `closed`.
 
 use super::closed::Closed;
+use super::older::Older;
 use super::open::Buf;
 use super::pieces::FREEZE;
 use super::pool::Pool;
@@ -17,8 +18,9 @@ pub(crate) struct Span {
 }
 
 /// All buffers of one series: the open one (`head`) inline, so the hot write path touches the
-/// level's slot and the data only; closed (`older`) buffers oldest first, in an exactly sized
-/// slice (a chain gains a buffer every 512 steps; a Vec's capacity would be dead weight).
+/// level's slot and the data only; closed (`older`) buffers oldest first, one inline or an
+/// exactly sized slice (a chain gains a buffer every 512 steps; a Vec's capacity would be
+/// dead weight).
 /// Blocks strictly increase; gaps between blocks read as NaN. A chain always holds its head.
 pub(crate) struct Chain {
     /// The metric (registry id) this series belongs to; next to `freq` so a chain is 40 bytes.
@@ -30,7 +32,7 @@ pub(crate) struct Chain {
     /// write's time modulo `freq`, fixed for the chain's life (`0..freq`).
     pub(crate) phase: u16,
     head: Buf,
-    older: Box<[Closed]>,
+    older: Older,
 }
 
 /// Seconds between two background passes (`Chain::compact`, run by the store's workers).
@@ -77,11 +79,11 @@ fn block_of(slot: i64, ts: i64) -> Result<i32, StoreError> {
     i32::try_from(slot.div_euclid(CAP)).map_err(|_| StoreError::TimestampOutOfRange { ts })
 }
 
-fn insert(older: &mut Box<[Closed]>, i: usize, b: Closed) {
-    let mut v = std::mem::take(older).into_vec();
+fn insert(older: &mut Older, i: usize, b: Closed) {
+    let mut v = older.take_vec();
     v.reserve_exact(1);
     v.insert(i, b);
-    *older = v.into_boxed_slice();
+    *older = Older::from_vec(v);
 }
 
 impl Chain {
@@ -101,7 +103,7 @@ impl Chain {
             freq,
             phase: phase as u16,
             head: Buf::new(block_of(slot, ts)?, slot, value, pool),
-            older: Box::default(),
+            older: Older::default(),
         })
     }
 
@@ -141,7 +143,7 @@ impl Chain {
             freq,
             phase,
             head,
-            older: older.into_boxed_slice(),
+            older: Older::from_vec(older),
         })
     }
 
@@ -217,6 +219,12 @@ impl Chain {
         }
     }
 
+    /// Heap bytes of the closed buffers' slice alone (none for one inline).
+    #[cfg(test)]
+    pub(super) fn slice_bytes(&self) -> usize {
+        self.older.heap_bytes()
+    }
+
     pub(crate) fn buffer_count(&self) -> usize {
         self.parts().0.len() + 1
     }
@@ -225,7 +233,7 @@ impl Chain {
     /// closed buffers.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.head.heap_bytes()
-            + self.older.len() * std::mem::size_of::<Closed>()
+            + self.older.heap_bytes()
             + self.older.iter().map(Closed::heap_bytes).sum::<usize>()
     }
 
@@ -317,7 +325,7 @@ impl Chain {
     /// were frozen yet, its slots become the closed buffer's raw page.
     fn close_head(&mut self, next: Buf, pool: &Pool) {
         let old = std::mem::replace(&mut self.head, next);
-        let mut v = std::mem::take(&mut self.older).into_vec();
+        let mut v = self.older.take_vec();
         let closed = match v.pop_if(|b| b.block == old.block) {
             Some(mut f) => {
                 // One piece more, no merge: the next pass encodes the block whole.
@@ -329,7 +337,7 @@ impl Chain {
         };
         v.reserve_exact(1);
         v.push(closed);
-        self.older = v.into_boxed_slice();
+        self.older = Older::from_vec(v);
     }
 
     /// The background pass over this chain (`Store::compact`, off the write path): closed
@@ -376,8 +384,13 @@ impl Chain {
         }
         head.drain_front(k);
         // Room for what the series writes until the next pass, no more (a burst, or a
-        // block's worth written before any pass ran, left it larger).
-        head.fit(head.len() + room, pool);
+        // block's worth written before any pass ran, left it larger), and only within the
+        // power of two the tail needs anyway: raw storage comes in powers of two, so a tail of
+        // 10 with a minute's 7 slots of room took 32 slots; it takes 16, and a write past them
+        // doubles it (a copy of a few slots, no encoding). Tails were 0.36 B/sample of this
+        // host's hour.
+        let len = head.len();
+        head.fit((1usize << (len + room).ilog2()).max(len), pool);
     }
 
     /// First written slot and one past the last written slot.
@@ -492,11 +505,11 @@ impl Chain {
         let old = |end: i64| (end - 1) * freq + phase < t;
         let n = self.older.partition_point(|b| old(b.end_slot()));
         if n > 0 {
-            let mut v = std::mem::take(&mut self.older).into_vec();
+            let mut v = self.older.take_vec();
             for b in v.drain(..n) {
                 b.release(pool);
             }
-            self.older = v.into_boxed_slice();
+            self.older = Older::from_vec(v);
         }
         if self.older.is_empty() && old(self.head.end_slot()) {
             // The caller releases the head with the chain.
@@ -557,9 +570,9 @@ impl Chain {
     }
 
     /// Returns every page to the pool; the count of buffers.
-    pub(crate) fn release(self, pool: &Pool) -> usize {
+    pub(crate) fn release(mut self, pool: &Pool) -> usize {
         let n = self.buffer_count();
-        for b in self.older.into_vec() {
+        for b in self.older.take_vec() {
             b.release(pool);
         }
         self.head.release(Some(pool));

@@ -17,12 +17,14 @@ thread_local! {
 
 /// A closed buffer: encoded, or (after a late write landed in it) a raw page until the chain
 /// encodes it again. The one whose block is the head's is the frozen part of the open block.
-/// 16 bytes (see `form`).
+/// 16 bytes (see `form`); `repr(C)` with the contents' pointer first, which `older` tells
+/// from its heap slice's pointer.
+#[repr(C)]
 pub(crate) struct Closed {
+    repr: Repr,
     pub(crate) block: i32,
     pub(crate) lo: u16,
     pub(crate) hi: u16,
-    repr: Repr,
 }
 
 impl Owned {

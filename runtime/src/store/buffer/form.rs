@@ -10,7 +10,8 @@ use super::open::Buf;
 use super::{BUFFER_CAP, Page};
 use crate::store::thin::ThinBytes;
 
-/// The tags in the pointer's low bits (every allocation here is aligned to 4 or more).
+/// The tags in the pointer's low bits (every allocation here is aligned to 8 or more: the third
+/// bit stays clear for `older`).
 const PACKED: usize = 0;
 const PIECES: usize = 1;
 const RAW: usize = 2;
@@ -55,7 +56,7 @@ impl Repr {
             Owned::Raw(page) => (page.into_raw().cast::<u8>(), RAW),
             Owned::Tail(t) => (NonNull::from(Box::leak(Box::new(t))).cast::<u8>(), TAIL),
         };
-        debug_assert_eq!(p.as_ptr() as usize & TAG, 0, "an aligned allocation");
+        debug_assert_eq!(p.as_ptr() as usize & 7, 0, "an allocation aligned to 8");
         Repr(p.map_addr(|a| a | tag))
     }
 

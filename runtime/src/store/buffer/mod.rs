@@ -13,11 +13,13 @@
 //!
 //! Split by role: `pool` (page recycling, retention horizon, precision), `pieces` (the frozen
 //! part's byte format), `open` (the raw tail), `form` (a closed buffer's contents in one
-//! tagged word), `closed` (encoded closed buffers and the frozen part), `chain` (the grid and
+//! tagged word), `closed` (encoded closed buffers and the frozen part), `older` (a chain's
+//! closed buffers, one of them inline), `chain` (the grid and
 //! the write and read paths over them); each imports only the ones before it.
 mod chain;
 mod closed;
 mod form;
+mod older;
 mod open;
 mod pieces;
 mod pool;

@@ -618,6 +618,96 @@ fn an_idle_series_keeps_its_newest_value_without_an_allocation() {
     assert!(same(out[0], 44.0) && out[1].is_nan() && out[2].is_nan() && out[3] == 7.0);
 }
 
+#[test]
+fn a_chain_holds_one_closed_buffer_inline_and_more_on_the_heap() {
+    // Every count of closed buffers a chain goes through (0, 1 inline, 2-4 on the heap, back
+    // to 1 and 0 as retention frees them) reads the same values, and only a heap slice
+    // counts its entries' bytes.
+    let pool = Pool::with_retention(8, 1 << 20);
+    let value = |i: i64| match i % 7 {
+        0 => f64::NAN,
+        1 => -0.0,
+        2 => f64::from_bits(1), // a subnormal
+        3 => f64::NEG_INFINITY,
+        _ => i as f64 * 0.1,
+    };
+    let mut c = Chain::new(0, 1, 0, value(0), &pool).unwrap();
+    let check = |c: &Chain, upto: i64| {
+        let (lo, _) = c.span();
+        let mut out = vec![0.0; (upto - lo) as usize];
+        c.copy_into(lo, upto, &mut out);
+        for (j, v) in out.iter().enumerate() {
+            let i = lo + j as i64;
+            assert!(same(*v, value(i)), "slot {i}: {v} != {}", value(i));
+        }
+    };
+    let mut t = 1;
+    // One frozen part only: inline.
+    while t < 100 {
+        c.write(t, value(t), &pool).unwrap();
+        t += 1;
+    }
+    pass(&mut c, &pool);
+    assert_eq!((c.parts().0.len(), c.buffer_count()), (0, 1));
+    assert_eq!(c.slice_bytes(), 0, "one frozen part: inline");
+    check(&c, t);
+    // Up to three closed blocks and a frozen part: a heap slice.
+    for n in 1..=3 {
+        while t < n * 512 + 100 {
+            c.write(t, value(t), &pool).unwrap();
+            t += 1;
+        }
+        pass(&mut c, &pool);
+        assert_eq!(c.parts().0.len(), n as usize);
+        check(&c, t);
+    }
+    assert_eq!(c.slice_bytes(), 4 * std::mem::size_of::<Closed>());
+    // Retention frees them one by one, down to the frozen part alone.
+    for n in (0..3).rev() {
+        c.free_before(c.time((3 - n) * 512), &pool);
+        assert_eq!(c.parts().0.len(), n as usize);
+        check(&c, t);
+    }
+    assert_eq!(c.slice_bytes(), 0, "the frozen part alone again: inline");
+    // The idle pass keeps it inline; a late write into the frozen part lands.
+    c.compact(t + IDLE_AFTER + 10, &pool);
+    check(&c, t);
+    assert_eq!(c.slice_bytes(), 0);
+    c.write(3 * 512 + 7, 5.0, &pool).unwrap();
+    let mut out = [0.0];
+    c.copy_into(3 * 512 + 7, 3 * 512 + 8, &mut out);
+    assert_eq!(out[0], 5.0);
+    assert_eq!(c.release(&pool), 1);
+}
+
+#[test]
+fn a_tail_keeps_room_only_within_its_power_of_two() {
+    // A 10 s series leaving 10 raw slots after a pass: room for a minute's 6-7 writes would
+    // round 17 up to 32 slots; the tail keeps 16, and writes past them grow it.
+    let pool = Pool::new(8);
+    let mut c = Chain::new(0, 10, 0, 0.0, &pool).unwrap();
+    for i in 1..26 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    pass(&mut c, &pool);
+    assert_eq!(c.parts().1.values().len(), 10);
+    assert_eq!(c.parts().1.heap_bytes(), 16 * 8);
+    // A tail of 2: room within 8 slots.
+    for i in 26..34 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    pass(&mut c, &pool);
+    assert_eq!(c.parts().1.values().len(), 2);
+    assert_eq!(c.parts().1.heap_bytes(), 8 * 8);
+    for i in 34..60 {
+        c.write(i * 10, i as f64 * 0.5, &pool).unwrap();
+    }
+    assert!(c.parts().1.heap_bytes() >= 28 * 8);
+    let mut out = vec![0.0; 61];
+    c.copy_into(0, 61, &mut out);
+    assert!((0..60).all(|i| out[i] == i as f64 * 0.5) && out[60].is_nan());
+}
+
 /// Adding a chain's slots onto sums (`add_into`, with its in-place and constant shortcuts:
 /// +0.0 runs skipped, constant blocks and pieces filled) gives what copying them out and
 /// adding does, bit for bit: runs of +0.0, -0.0, NaN, infinities, subnormals, constants and
