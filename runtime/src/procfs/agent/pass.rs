@@ -103,7 +103,7 @@ pub struct Proc {
 /// at open to the address space (`smaps_rollup`, `maps`, `environ`: after an `exec` a kept
 /// one would read the old one) and the `fd` directory (its open is the permission check).
 /// A read through a kept file that fails is made again through a fresh open.
-const KEEP: [&CStr; 10] = [
+const KEEP: [&CStr; K::Label as usize + 1] = [
     c"stat",
     c"status",
     c"statm",
@@ -115,16 +115,20 @@ const KEEP: [&CStr; 10] = [
     c"autogroup",
     c"attr/current",
 ];
-const K_STAT: usize = 0;
-const K_STATUS: usize = 1;
-const K_STATM: usize = 2;
-const K_IO: usize = 3;
-const K_SCHED: usize = 4;
-const K_OOM: usize = 5;
-const K_CGROUP: usize = 6;
-const K_WCHAN: usize = 7;
-const K_AUTOGROUP: usize = 8;
-const K_LABEL: usize = 9;
+/// The files of [`KEEP`], by their place there.
+#[derive(Clone, Copy)]
+enum K {
+    Stat,
+    Status,
+    Statm,
+    Io,
+    Sched,
+    Oom,
+    Cgroup,
+    Wchan,
+    Autogroup,
+    Label,
+}
 
 /// A process's directory, and its files of [`KEEP`] opened so far, kept between passes.
 struct Held {
@@ -138,7 +142,8 @@ struct Held {
 impl Held {
     /// The kept file `k`'s text into `buf`, or, when it is not kept or its read fails, a
     /// fresh open's (kept when there is room).
-    fn read(&mut self, k: usize, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+    fn read(&mut self, k: K, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+        let k = k as usize;
         if let Some(fd) = &self.files[k] {
             if let Ok(n) = pread_fd(fd, buf, cap) {
                 return Ok(n);
@@ -400,7 +405,7 @@ impl Worker {
                 None => (None, None),
             };
             // Kept: a directory whose `stat` is kept too (the next pass starts there).
-            let held = held.filter(|h| p.is_some() && h.files[K_STAT].is_some());
+            let held = held.filter(|h| p.is_some() && h.files[K::Stat as usize].is_some());
             self.done.push((i, p, held));
         }
     }
@@ -410,7 +415,7 @@ impl Worker {
     /// With the length of its `stat` in the buffer when read through the kept file.
     fn held(&mut self, pid: u32, held: Option<Held>, job: &Job) -> Option<(Held, Option<usize>)> {
         if let Some(h) = held
-            && let Some(fd) = &h.files[K_STAT]
+            && let Some(fd) = &h.files[K::Stat as usize]
             && let Ok(n) = pread_fd(fd, &mut self.buf, SMALL_CAP)
             && n > 0
         {
@@ -431,7 +436,7 @@ impl Worker {
     }
 
     /// A non-empty kept file's bytes, parsed.
-    fn parsed<T>(&mut self, h: &mut Held, k: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    fn parsed<T>(&mut self, h: &mut Held, k: K, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         let n = h.read(k, &mut self.buf, SMALL_CAP).ok()?;
         (n > 0).then(|| f(&self.buf[..n]))
     }
@@ -440,7 +445,7 @@ impl Worker {
         let need = job.need;
         let stat = match stat {
             Some(n) => Ok(n),
-            None => h.read(K_STAT, &mut self.buf, SMALL_CAP),
+            None => h.read(K::Stat, &mut self.buf, SMALL_CAP),
         };
         let stat = match stat {
             Ok(0) => return None,
@@ -461,16 +466,16 @@ impl Worker {
             ..Proc::default()
         };
         if need.has(Need::STATUS) {
-            p.status = self.parsed(h, K_STATUS, parse_status);
+            p.status = self.parsed(h, K::Status, parse_status);
         }
         if need.has(Need::STATM) {
-            p.statm = self.parsed(h, K_STATM, parse_numbers::<7>);
+            p.statm = self.parsed(h, K::Statm, parse_numbers::<7>);
         }
         if need.has(Need::IO) {
-            p.io = self.parsed(h, K_IO, |b| parse_keyed(b, &IO_KEYS));
+            p.io = self.parsed(h, K::Io, |b| parse_keyed(b, &IO_KEYS));
         }
         if need.has(Need::SCHED) {
-            p.sched = self.parsed(h, K_SCHED, parse_numbers::<3>);
+            p.sched = self.parsed(h, K::Sched, parse_numbers::<3>);
         }
         if need.has(Need::SMAPS) {
             p.smaps = h
@@ -488,14 +493,14 @@ impl Worker {
             };
         }
         if need.has(Need::OOM) {
-            p.oom = self.parsed(h, K_OOM, |b| crate::util::strtoul(b).0 as u32);
+            p.oom = self.parsed(h, K::Oom, |b| crate::util::strtoul(b).0 as u32);
         }
         if need.has(Need::CGROUP) {
-            p.cgroup = self.parsed(h, K_CGROUP, parse_cgroup);
+            p.cgroup = self.parsed(h, K::Cgroup, parse_cgroup);
         }
         if need.has(Need::LABEL) {
             // The last byte (a newline or NUL) is dropped.
-            p.label = self.parsed(h, K_LABEL, |b| {
+            p.label = self.parsed(h, K::Label, |b| {
                 String::from_utf8_lossy(&b[..b.len() - 1]).into_owned()
             });
         }
@@ -507,12 +512,12 @@ impl Worker {
         }
         if need.has(Need::AUTOGROUP) {
             p.autogroup = h
-                .read(K_AUTOGROUP, &mut self.buf, SMALL_CAP)
+                .read(K::Autogroup, &mut self.buf, SMALL_CAP)
                 .ok()
                 .map(|n| parse_autogroup(&self.buf[..n]));
         }
         if need.has(Need::WCHAN) {
-            p.wchan = self.parsed(h, K_WCHAN, |b| String::from_utf8_lossy(b).into_owned());
+            p.wchan = self.parsed(h, K::Wchan, |b| String::from_utf8_lossy(b).into_owned());
         }
         if need.has(Need::ENVIRON) {
             // Always a value: empty when unreadable (as pmdaproc answers).

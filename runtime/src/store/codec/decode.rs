@@ -194,17 +194,29 @@ fn decode_values<const ADD: bool>(
             // is flagged by a table rather than compared: no branch per value.
             let mut unset = [1u8; MAX_DICT];
             unset[..k].fill(0);
+            // Two entries (a counter that is mostly one value): each value is a select by
+            // its bit, which vectorises (a table lookup does not), and needs no check.
+            let (d0, dx) = (dict[0].to_bits(), dict[0].to_bits() ^ dict[1].to_bits());
             let mut bad = 0u8;
             unpack::each_run(src, w, from, dst.len(), |at, idx, zero| {
                 let o = &mut dst[at..at + idx.len()];
                 if zero {
                     return fill::<ADD>(o, dict[0]);
                 }
+                if k == 2 {
+                    for (o, i) in o.iter_mut().zip(idx) {
+                        put::<ADD>(o, f64::from_bits(d0 ^ (dx & 0u64.wrapping_sub(*i))));
+                    }
+                    return;
+                }
+                // Kept in a register for the run (`bad` is the closure's capture).
+                let mut b = 0u8;
                 for (o, i) in o.iter_mut().zip(idx) {
                     let i = *i as usize % MAX_DICT;
                     put::<ADD>(o, dict[i]);
-                    bad |= unset[i];
+                    b |= unset[i];
                 }
+                bad |= b;
             });
             if bad != 0 {
                 return Err(DecodeError::Invalid("dictionary index out of range"));

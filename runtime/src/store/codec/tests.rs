@@ -320,3 +320,52 @@ fn counter_rates_take_the_ratio_form() {
         assert!(e.len() < 512 * 5, "step {step}: {} bytes", e.len());
     }
 }
+
+/// Two-entry dictionaries (decoded by a select on each value's bit rather than a lookup):
+/// every pair of specials and ordinary values, with and without NaN gaps, decode, decode
+/// in part and add as the values they hold.
+#[test]
+fn two_entry_dictionaries_read_back_bit_for_bit() {
+    let specials = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        5e-324,
+        -5e-324,
+        f64::MIN_POSITIVE / 3.0,
+        f64::MAX,
+        0.0033,
+        1.0,
+    ];
+    let mut r = Rng(0x2D1C7);
+    let mut dictionaries = 0;
+    for (i, x) in specials.iter().enumerate() {
+        for y in &specials[i + 1..] {
+            for gaps in [false, true] {
+                let n = 1 + r.below(512);
+                // Mostly `x` (long runs of it, as an idle counter), some `y`; one `y` at least.
+                let mut v: Vec<f64> = (0..n)
+                    .map(|_| match r.below(16) {
+                        0 => *y,
+                        1 if gaps => f64::NAN,
+                        _ => *x,
+                    })
+                    .collect();
+                v[r.below(n)] = *y;
+                let mut enc = Vec::new();
+                encode(&v, &mut enc);
+                if !gaps && enc.get(1) == Some(&1) {
+                    dictionaries += 1;
+                }
+                round_trip(&v);
+                if !gaps {
+                    let a = r.below(n);
+                    let b = a + r.below(n - a + 1);
+                    adds_as_decoded(&enc, n, a, &v[a..b]);
+                }
+            }
+        }
+    }
+    assert!(dictionaries > 20, "{dictionaries} dictionaries");
+}
