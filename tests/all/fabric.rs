@@ -162,29 +162,24 @@ fn four_agents_share_a_simulated_fabric_over_nats() {
     // The leases' counts trail the bucket by up to an epoch while a contested node changes
     // hands after convergence: the status must settle on the fabric's ports.
     let want = format!("{present_ports} ports");
-    settle(
+    let cli_settles = |what: &str, args: &[&str], ok: &dyn Fn(&str) -> bool| {
+        settle(what, Duration::from_secs(10), || {
+            let text = cli(args);
+            if ok(&text) { Ok(()) } else { Err(text) }
+        })
+    };
+    let url = nats.url();
+    cli_settles(
         "the status counts the fabric",
-        Duration::from_secs(10),
-        || {
-            let text = cli(&["--nats", &nats.url(), "--name", NAME, "status"]);
-            match text.contains("4 agents") && text.contains(&want) {
-                true => Ok(()),
-                false => Err(text),
-            }
-        },
+        &["--nats", &url, "--name", NAME, "status"],
+        &|t| t.contains("4 agents") && t.contains(&want),
     );
     // The master merges what each agent reported for the last epoch: an agent that took its
     // first nodes this epoch reports from the next one.
-    settle(
+    cli_settles(
         "the histogram merges 4 agents",
-        Duration::from_secs(10),
-        || {
-            let text = cli(&["--url", &master.url(""), "histogram", "port_xmit_data"]);
-            match text.contains("merged from 4 agents") && text.contains("total") {
-                true => Ok(()),
-                false => Err(text),
-            }
-        },
+        &["--url", &master.url(""), "histogram", "port_xmit_data"],
+        &|t| t.contains("merged from 4 agents") && t.contains("total"),
     );
     settle(
         "the CLI names sw-c0's owner",

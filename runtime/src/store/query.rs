@@ -134,7 +134,7 @@ impl Store {
                     c.copy_into(k0, k0 + n, &mut data);
                     (data, from, freq)
                 })
-                .ok_or_else(|| StoreError::NotFound)?,
+                .ok_or(StoreError::NotFound)?,
             _ => self.combine(&levels, &m, from, to)?,
         };
         let n = data.len() as i64;

@@ -642,25 +642,27 @@ fn idle_levels_removed_under_concurrent_writes_lose_no_later_write() {
     // the passes stop, a write through a held level reads back.
     let s = Arc::new(Store::new(cfg(&[])));
     let m = s.metric("proc.x").unwrap();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    // Passes that took levels out.
+    let removing = Arc::new(AtomicUsize::new(0));
     let passes = {
-        let (s, stop) = (s.clone(), stop.clone());
+        let (s, stop, removing) = (s.clone(), stop.clone(), removing.clone());
         std::thread::spawn(move || {
-            // Passes that took levels out.
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let before = s.usage().levels;
                 s.compact(10_000_000);
-                n += usize::from(s.usage().levels < before);
+                if s.usage().levels < before {
+                    removing.fetch_add(1, Ordering::Relaxed);
+                }
                 // A pass a millisecond (the daemon's come a minute apart).
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
-            n
         })
     };
     let writers: Vec<_> = (0..3)
         .map(|w| {
-            let s = s.clone();
+            let (s, removing) = (s.clone(), removing.clone());
             std::thread::spawn(move || {
                 let pids: Vec<String> = (0..20).map(|p| format!("{w}-{p}")).collect();
                 let mut held: Vec<Arc<Level>> = pids
@@ -668,15 +670,24 @@ fn idle_levels_removed_under_concurrent_writes_lose_no_later_write() {
                     .map(|p| s.level(&["c", "h", p]).unwrap())
                     .collect();
                 let mut batch = WalBatch::default();
-                for k in 0..300i64 {
-                    for (i, p) in pids.iter().enumerate() {
-                        let ts = 1_000 + k * 10;
-                        s.write(&["c", "h", p], "proc.x", ts, k as f64).unwrap();
-                        s.write_to(&mut batch, &held[i], "proc.x", m, ts + 5, k as f64)
-                            .unwrap();
-                        if k % 50 == 0 {
-                            held[i] = s.level(&["c", "h", p]).unwrap();
+                // Rounds until the passes have taken levels out under the writes (a loaded
+                // machine may not schedule the passes' thread during one round).
+                let t0 = std::time::Instant::now();
+                loop {
+                    for k in 0..300i64 {
+                        for (i, p) in pids.iter().enumerate() {
+                            let ts = 1_000 + k * 10;
+                            s.write(&["c", "h", p], "proc.x", ts, k as f64).unwrap();
+                            s.write_to(&mut batch, &held[i], "proc.x", m, ts + 5, k as f64)
+                                .unwrap();
+                            if k % 50 == 0 {
+                                held[i] = s.level(&["c", "h", p]).unwrap();
+                            }
                         }
+                    }
+                    let done = removing.load(Ordering::Relaxed) > 0;
+                    if done || t0.elapsed() > std::time::Duration::from_secs(20) {
+                        break;
                     }
                 }
                 (pids, held)
@@ -684,8 +695,12 @@ fn idle_levels_removed_under_concurrent_writes_lose_no_later_write() {
         })
         .collect();
     let done: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(passes.join().unwrap() > 0, "no pass removed a level");
+    stop.store(true, Ordering::Relaxed);
+    passes.join().unwrap();
+    assert!(
+        removing.load(Ordering::Relaxed) > 0,
+        "no pass removed a level in 20 s of writes"
+    );
     let mut batch = WalBatch::default();
     for (pids, held) in done {
         for (p, l) in pids.iter().zip(&held) {
