@@ -281,7 +281,15 @@ impl DaemonProcess {
 
     /// `POST /api/admin/reload`, which must succeed: what the reload did.
     pub fn reload(&self) -> serde_json::Value {
-        let r = self.post("/api/admin/reload", "");
+        // A reload answers once its guests are compiled: an 18 MB Python component takes
+        // more than the client's default 30 s on a loaded 2-core machine.
+        let r = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(300))
+            .build()
+            .unwrap()
+            .post(self.url("/api/admin/reload"))
+            .send()
+            .unwrap();
         assert_eq!(r.status(), 200);
         r.json().unwrap()
     }
