@@ -145,7 +145,12 @@ fn a_pipeline_flushed_after_each_batch_emits_with_the_batch_and_sleeps_between()
         interval: None,
         after_batch: true,
     };
-    let hold = || load("testing", json!({"mode": "hold"})).unwrap();
+    // A name of its own: a guest's call counter is the process-wide registry's series for
+    // its name, which other tests' `testing` guests add to while they run in parallel.
+    let hold = || {
+        let cfg = GuestConfig::new("testing-after-batch", &json!({"mode": "hold"}).to_string());
+        load_with("testing", cfg).unwrap()
+    };
     let pipeline = Pipeline::start(
         "after",
         vec![hold()],
