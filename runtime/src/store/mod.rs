@@ -552,3 +552,5 @@ mod tests;
 mod tests_conformance;
 #[cfg(test)]
 mod tests_persistence;
+#[cfg(test)]
+mod tests_retention;

@@ -39,3 +39,5 @@ pub(crate) use pool::Pool;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bytes;
