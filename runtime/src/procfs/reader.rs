@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
 use super::sys::{
-    Fd, Room, count_entries_fd, for_each_entry_fd, kept_budget, list_numeric, open, open_at,
-    pread_fd, read_at, read_fd,
+    Fd, PidDir, Room, for_each_entry_fd, kept_budget, list_numeric, open, open_at, pread_fd,
+    read_at, read_fd,
 };
 use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
 
@@ -633,64 +633,6 @@ impl ProcReader {
 
     pub fn page_size(&self) -> u64 {
         self.page_size
-    }
-}
-
-/// An open `root/PID` directory. Its files are opened relative to it: one path component
-/// looked up per open instead of the whole path, and every file of the same process even if
-/// the pid is reused meanwhile (a gone process's files answer ESRCH/ENOENT).
-pub(crate) struct PidDir(Fd);
-
-impl PidDir {
-    pub(super) fn open(&self, leaf: &CStr, flags: libc::c_int) -> io::Result<Fd> {
-        // SAFETY: `leaf` is NUL-terminated and the directory descriptor is open.
-        let fd = unsafe { libc::openat(self.0.0, leaf.as_ptr(), flags | libc::O_CLOEXEC) };
-        if fd < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(Fd(fd))
-        }
-    }
-
-    /// The file `leaf` into `buf`, at most `cap` bytes (the rest of a longer file is not
-    /// read). Ok(0): the file is empty.
-    pub(crate) fn read(&self, leaf: &CStr, buf: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
-        read_fd(&self.open(leaf, libc::O_RDONLY)?, buf, cap)
-    }
-
-    /// Entries of the directory `leaf`, without `.` and `..`.
-    pub(crate) fn count(&self, leaf: &CStr, dents: &mut [u8]) -> io::Result<u32> {
-        count_entries_fd(&self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?, dents)
-    }
-
-    /// The size `fstat` gives the directory `leaf` once opened (the open is what checks
-    /// that this process may list it). On procfs since Linux 6.2, a `fd` directory's size is
-    /// the number of open descriptors: no listing needed.
-    pub(crate) fn dir_size(&self, leaf: &CStr) -> io::Result<u64> {
-        let fd = self.open(leaf, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: the descriptor is open and `st` is a valid destination.
-        if unsafe { libc::fstat(fd.0, &mut st) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(st.st_size as u64)
-    }
-
-    /// The target of the symlink `leaf` into `out` (at most `PATH_MAX` bytes).
-    pub(crate) fn readlink(&self, leaf: &CStr, out: &mut Vec<u8>) -> io::Result<()> {
-        out.clear();
-        out.resize(libc::PATH_MAX as usize, 0);
-        // SAFETY: `leaf` is NUL-terminated and `out` has `out.len()` writable bytes.
-        let n = unsafe {
-            libc::readlinkat(self.0.0, leaf.as_ptr(), out.as_mut_ptr().cast(), out.len())
-        };
-        if n < 0 {
-            out.clear();
-            return Err(io::Error::last_os_error());
-        }
-        out.truncate(n as usize);
-        Ok(())
     }
 }
 

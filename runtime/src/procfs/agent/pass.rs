@@ -15,7 +15,7 @@ use super::files::{
     self, CMDLINE_CAP, FullStat, IO_KEYS, SMAPS_KEYS, Status, parse_autogroup, parse_cgroup,
     parse_full_stat, parse_keyed, parse_numbers, parse_status,
 };
-use crate::procfs::reader::PidDir;
+use crate::procfs::sys::PidDir;
 use crate::procfs::sys::{Fd, Room, Share, kept_budget, pread_fd, read_fd};
 use crate::procfs::{ProcError, ProcReader};
 
