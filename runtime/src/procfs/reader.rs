@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_pid, parse_schedstat, parse_stat, parse_wchan};
 use super::sys::{
-    Fd, PidDir, Room, for_each_entry_fd, kept_budget, list_numeric, open, open_at, pread_fd,
+    Fd, PidDir, Room, for_each_entry_fd, gone, kept_budget, list_numeric, open, open_at, pread_fd,
     read_at, read_fd,
 };
 use super::{Fields, ProcInfo, Snapshot, ThreadInfo};
@@ -98,9 +98,10 @@ enum Read {
 }
 
 fn classify(e: &io::Error) -> Read {
-    match e.raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::ESRCH) => Read::Gone,
-        _ => Read::Unavailable,
+    if gone(e) {
+        Read::Gone
+    } else {
+        Read::Unavailable
     }
 }
 

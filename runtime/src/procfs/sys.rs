@@ -281,6 +281,12 @@ pub(super) fn count_entries_fd(fd: &Fd, dents: &mut [u8]) -> io::Result<u32> {
     Ok(n)
 }
 
+/// A read or open failed because the process or task is gone (ENOENT from a path, ESRCH from
+/// a kept descriptor of a reaped task, even when its pid was reused).
+pub(crate) fn gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
+}
+
 /// An open `root/PID` directory. Its files are opened relative to it: one path component
 /// looked up per open instead of the whole path, and every file of the same process even if
 /// the pid is reused meanwhile (a gone process's files answer ESRCH/ENOENT).

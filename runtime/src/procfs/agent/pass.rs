@@ -16,7 +16,7 @@ use super::files::{
     parse_full_stat, parse_keyed, parse_numbers, parse_status,
 };
 use crate::procfs::sys::PidDir;
-use crate::procfs::sys::{Fd, Room, Share, kept_budget, pread_fd, read_fd};
+use crate::procfs::sys::{Fd, Room, Share, gone, kept_budget, pread_fd, read_fd};
 use crate::procfs::{ProcError, ProcReader};
 
 /// Most bytes read of a small per-process file (stat, status, io, ...: a few KiB at most on
@@ -158,10 +158,6 @@ impl Held {
         }
         Ok(n)
     }
-}
-
-fn gone(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
 }
 
 /// Most threads one pass reads with. The cost of a pass is the kernel's (above all the page
